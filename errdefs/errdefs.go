@@ -1,0 +1,88 @@
+package errdefs
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Kinds. Wrap them with context: fmt.Errorf("exec: box %q is stopped: %w", id, ErrInvalidState).
+var (
+	ErrInvalidArgument = errors.New("invalid argument")
+	ErrNotFound        = errors.New("not found")
+	ErrAlreadyExists   = errors.New("already exists")
+	ErrInvalidState    = errors.New("invalid state")
+	ErrTimeout         = errors.New("timeout")
+	ErrUnsupported     = errors.New("unsupported")
+	ErrBootFailed      = errors.New("boot failed")
+	ErrClosed          = errors.New("closed")
+	ErrLimit           = errors.New("limit exceeded")
+	ErrInternal        = errors.New("internal error")
+)
+
+// Kind is the stable, wire-safe name of an error kind. It is what crosses the
+// guest protocol and becomes C status codes, Python classes and JS error.code.
+type Kind string
+
+const (
+	KindInvalidArgument Kind = "invalid_argument"
+	KindNotFound        Kind = "not_found"
+	KindAlreadyExists   Kind = "already_exists"
+	KindInvalidState    Kind = "invalid_state"
+	KindTimeout         Kind = "timeout"
+	KindUnsupported     Kind = "unsupported"
+	KindBootFailed      Kind = "boot_failed"
+	KindClosed          Kind = "closed"
+	KindLimit           Kind = "limit"
+	KindInternal        Kind = "internal"
+)
+
+var kinds = []struct {
+	kind Kind
+	err  error
+}{
+	{KindInvalidArgument, ErrInvalidArgument},
+	{KindNotFound, ErrNotFound},
+	{KindAlreadyExists, ErrAlreadyExists},
+	{KindInvalidState, ErrInvalidState},
+	{KindTimeout, ErrTimeout},
+	{KindUnsupported, ErrUnsupported},
+	{KindBootFailed, ErrBootFailed},
+	{KindClosed, ErrClosed},
+	{KindLimit, ErrLimit},
+	{KindInternal, ErrInternal},
+}
+
+// KindOf returns the kind of err, or KindInternal when err carries none.
+func KindOf(err error) Kind {
+	for _, k := range kinds {
+		if errors.Is(err, k.err) {
+			return k.kind
+		}
+	}
+	return KindInternal
+}
+
+// New rebuilds an error received from across an edge: it keeps the message
+// as sent and wraps the sentinel of kind, so errors.Is works on this side.
+func New(kind Kind, msg string) error {
+	for _, k := range kinds {
+		if k.kind == kind {
+			return &remote{msg: msg, kind: k.err}
+		}
+	}
+	return &remote{msg: msg, kind: ErrInternal}
+}
+
+type remote struct {
+	msg  string
+	kind error
+}
+
+func (e *remote) Error() string { return e.msg }
+func (e *remote) Unwrap() error { return e.kind }
+
+// Errorf formats a message and wraps kind: Errorf(ErrNotFound, "image %q", ref)
+// reads "image \"x\": not found".
+func Errorf(kind error, format string, args ...any) error {
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), kind)
+}
