@@ -1,0 +1,149 @@
+package protocol
+
+import (
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/boxlite/boxlite/errdefs"
+)
+
+// Version is the protocol version carried in Hello. New fields are optional
+// (omitempty), so a peer ignores what it does not know; a new message type is
+// answered with an Error of kind "unsupported".
+const Version = 1
+
+// InitialWindow is the flow-control window per direction and stream: a sender
+// may have this many data bytes unacknowledged before it waits for Credit.
+const InitialWindow = 256 << 10
+
+// Type names a frame's body.
+type Type uint8
+
+const (
+	// Guest to host.
+	THello   Type = 1 // Hello, stream 0, once after boot
+	TStarted Type = 2 // Started: the exec's process is running
+	TStdout  Type = 3 // raw bytes
+	TStderr  Type = 4 // raw bytes
+	TExit    Type = 5 // Exit: last frame of an exec stream
+	TError   Type = 6 // Error: the request on this stream failed; last frame of the stream
+
+	// Both ways.
+	TCredit Type = 7 // Credit: the receiver consumed bytes; the sender may send that many more
+
+	// Host to guest.
+	TExec       Type = 16 // Exec: start a process on a new stream
+	TStdin      Type = 17 // raw bytes
+	TStdinClose Type = 18 // no body
+	TSignal     Type = 19 // Signal
+	TCancel     Type = 20 // no body: the host is gone; kill the process group, drop its output
+	TShutdown   Type = 21 // stream 0, no body: sync disks and power off
+
+	// Host to shim, answered by the shim on the same stream.
+	TInfo Type = 32 // request: no body; reply: Info
+)
+
+var typeNames = map[Type]string{
+	THello: "hello", TStarted: "started", TStdout: "stdout", TStderr: "stderr", TExit: "exit",
+	TError: "error", TCredit: "credit", TExec: "exec", TStdin: "stdin", TStdinClose: "stdin-close",
+	TSignal: "signal", TCancel: "cancel", TShutdown: "shutdown", TInfo: "info",
+}
+
+// Hello is the agent's first frame: who it is and how long boot took, as
+// measured by the guest's own clock (CLOCK_BOOTTIME).
+type Hello struct {
+	Version      int     `msgpack:"version"`
+	Agent        string  `msgpack:"agent,omitempty"`  // agent build
+	Kernel       string  `msgpack:"kernel,omitempty"` // uname -r -v of the guest
+	KernelMs     float64 `msgpack:"kernel_ms"`        // boot to agent start
+	ReadyMs      float64 `msgpack:"ready_ms"`         // boot to hello (modules, mounts done)
+	Layers       int     `msgpack:"layers,omitempty"` // image layers mounted
+	WritableDisk bool    `msgpack:"writable_disk,omitempty"`
+}
+
+// Exec starts a process. Argv is never joined into a shell string. Env replaces
+// the process environment entirely (the host merges image and user env).
+type Exec struct {
+	Argv      []string `msgpack:"argv"`
+	Env       []string `msgpack:"env,omitempty"`
+	Cwd       string   `msgpack:"cwd,omitempty"`
+	User      string   `msgpack:"user,omitempty"`  // name, uid or uid:gid, resolved in the box's /etc/passwd
+	Stdin     bool     `msgpack:"stdin,omitempty"` // keep stdin open for TStdin; otherwise /dev/null
+	TimeoutMs int64    `msgpack:"timeout_ms,omitempty"`
+	GraceMs   int64    `msgpack:"grace_ms,omitempty"` // TERM to KILL after a timeout; default 2000
+}
+
+// Started reports the guest pid of an exec.
+type Started struct {
+	Pid int `msgpack:"pid"`
+}
+
+// Exit ends an exec stream. Signal is set when the process died of a signal
+// (Code is then 128+Signal, as shells report it).
+type Exit struct {
+	Code     int  `msgpack:"code"`
+	Signal   int  `msgpack:"signal,omitempty"`
+	TimedOut bool `msgpack:"timed_out,omitempty"`
+}
+
+// Error ends a stream whose request failed. Kind is an errdefs.Kind.
+type Error struct {
+	Kind    string `msgpack:"kind"`
+	Message string `msgpack:"message"`
+}
+
+// Err rebuilds the error on the receiving side, keeping its kind.
+func (e Error) Err() error { return errdefs.New(errdefs.Kind(e.Kind), e.Message) }
+
+// ErrorOf converts a local error for the wire.
+func ErrorOf(err error) Error {
+	return Error{Kind: string(errdefs.KindOf(err)), Message: err.Error()}
+}
+
+// Credit returns window to the sender of Fd's data (0 stdin, 1 stdout, 2 stderr).
+type Credit struct {
+	Fd    int `msgpack:"fd"`
+	Bytes int `msgpack:"bytes"`
+}
+
+// Signal delivers a signal number to the exec's process.
+type Signal struct {
+	Signal int `msgpack:"signal"`
+}
+
+// Info is the shim's description of its box.
+type Info struct {
+	Hello       Hello   `msgpack:"hello"`
+	Accel       string  `msgpack:"accel"`
+	AccelReason string  `msgpack:"accel_reason"`
+	ShimPid     int     `msgpack:"shim_pid"`
+	VMMPid      int     `msgpack:"vmm_pid"`
+	BootMs      float64 `msgpack:"boot_ms"` // host wall time from VMM start to hello
+}
+
+// Encode builds a frame with a msgpack body (nil v means no body).
+func Encode(t Type, stream uint32, v any) (Frame, error) {
+	f := Frame{Type: t, Stream: stream}
+	if v == nil {
+		return f, nil
+	}
+	b, err := msgpack.Marshal(v)
+	if err != nil {
+		return Frame{}, fmt.Errorf("encode %s: %w", t, err)
+	}
+	f.Payload = b
+	return f, nil
+}
+
+// Decode reads f's msgpack body into v. A malformed body is an
+// ErrInvalidArgument naming the frame type.
+func Decode(f Frame, v any) error {
+	if err := validate(f.Payload); err != nil {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "decode %s frame: %v", f.Type, err)
+	}
+	if err := msgpack.Unmarshal(f.Payload, v); err != nil {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "decode %s frame: %v", f.Type, err)
+	}
+	return nil
+}

@@ -1,0 +1,122 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/boxlite/boxlite/errdefs"
+)
+
+func TestFrameRoundTrip(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	in := Exec{Argv: []string{"sh", "-c", "echo hi"}, Env: []string{"A=1"}, Cwd: "/tmp", TimeoutMs: 1500}
+	f, err := Encode(TExec, 7, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteFrame(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteFrame(Frame{Type: TStdout, Stream: 7, Payload: []byte("raw")}); err != nil {
+		t.Fatal(err)
+	}
+	r := NewReader(&buf)
+	got, err := r.ReadFrame()
+	if err != nil || got.Type != TExec || got.Stream != 7 {
+		t.Fatalf("frame %+v, %v", got, err)
+	}
+	var out Exec
+	if err := Decode(got, &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Argv) != 3 || out.Argv[2] != "echo hi" || out.Cwd != "/tmp" || out.TimeoutMs != 1500 {
+		t.Fatalf("decoded %+v", out)
+	}
+	if got, err = r.ReadFrame(); err != nil || string(got.Payload) != "raw" {
+		t.Fatalf("data frame %+v, %v", got, err)
+	}
+	if _, err = r.ReadFrame(); err != io.EOF {
+		t.Fatalf("want EOF, got %v", err)
+	}
+}
+
+func TestFrameLimits(t *testing.T) {
+	hdr := make([]byte, HeaderSize)
+	binary.BigEndian.PutUint32(hdr, MaxPayload+1)
+	_, err := NewReader(bytes.NewReader(hdr)).ReadFrame()
+	if !errors.Is(err, errdefs.ErrLimit) {
+		t.Fatalf("oversized claim: %v", err)
+	}
+	if err := NewWriter(io.Discard).WriteFrame(Frame{Payload: make([]byte, MaxPayload+1)}); !errors.Is(err, errdefs.ErrLimit) {
+		t.Fatalf("oversized write: %v", err)
+	}
+	binary.BigEndian.PutUint32(hdr, 10)
+	if _, err := NewReader(bytes.NewReader(hdr)).ReadFrame(); err != io.ErrUnexpectedEOF {
+		t.Fatalf("truncated: %v", err)
+	}
+}
+
+func TestErrorKeepsKind(t *testing.T) {
+	e := ErrorOf(errdefs.Errorf(errdefs.ErrNotFound, "exec %q", "nope"))
+	err := e.Err()
+	if !errors.Is(err, errdefs.ErrNotFound) || err.Error() != `exec "nope": not found` {
+		t.Fatalf("got %v", err)
+	}
+	if err := Decode(Frame{Type: TExec, Payload: []byte{0xc1}}, &Exec{}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Fatalf("bad body: %v", err)
+	}
+}
+
+// FuzzDecode feeds arbitrary bytes to the frame reader and every body decoder:
+// nothing may panic, hang or allocate beyond the frame cap.
+func FuzzDecode(f *testing.F) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	for _, v := range []struct {
+		t Type
+		v any
+	}{
+		{TExec, Exec{Argv: []string{"true"}, Env: []string{"A=B"}, TimeoutMs: 5}},
+		{THello, Hello{Version: Version, KernelMs: 1.5}},
+		{TExit, Exit{Code: 3}},
+		{TCredit, Credit{Fd: 1, Bytes: 4096}},
+		{TError, Error{Kind: "not_found", Message: "x"}},
+	} {
+		fr, _ := Encode(v.t, 1, v.v)
+		buf.Reset()
+		_ = w.WriteFrame(fr)
+		f.Add(append([]byte(nil), buf.Bytes()...))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := NewReader(bytes.NewReader(data))
+		for i := 0; i < 16; i++ {
+			fr, err := r.ReadFrame()
+			if err != nil {
+				return
+			}
+			_ = Decode(fr, &Exec{})
+			_ = Decode(fr, &Hello{})
+			_ = Decode(fr, &Exit{})
+			_ = Decode(fr, &Credit{})
+			_ = Decode(fr, &Error{})
+			_ = Decode(fr, &Info{})
+		}
+	})
+}
+
+func TestDecodeRejectsHostileLengths(t *testing.T) {
+	for name, body := range map[string][]byte{
+		"str32 claims 2.9 GB": {0x81, 0xdb, 0xad, 0x30, 0x30, 0x30, 'x'},
+		"array32 claims 4G":   {0xdd, 0xff, 0xff, 0xff, 0xff, 0x01},
+		"deep nesting":        bytes.Repeat([]byte{0x91}, 100),
+		"trailing bytes":      {0x80, 0x00},
+	} {
+		if err := Decode(Frame{Type: TExec, Payload: body}, &Exec{}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("%s: got %v", name, err)
+		}
+	}
+}
