@@ -1,0 +1,150 @@
+package image
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+
+	"github.com/Microsoft/hcsshim/ext4/tar2ext4"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/boxlite/boxlite/errdefs"
+)
+
+// ext4Options: OCI whiteouts become overlayfs ones (".wh.x" a 0:0 character
+// device x, ".wh..wh..opq" the xattr trusted.overlay.opaque=y on its
+// directory), and small files live in their inodes (smaller images; inline
+// data only rules out DAX, which the guest does not use). tar2ext4 reserves
+// metadata for a 16 GiB file system by default; convert retries bigger layers.
+var ext4Options = []tar2ext4.Option{tar2ext4.ConvertWhiteout, tar2ext4.InlineData}
+
+// conversions counts the layers converted by this process, for tests.
+var conversions atomic.Int64
+
+// Rootfs returns the layers of img as ext4 image files, bottom layer first,
+// for the guest to mount read-only and stack with overlayfs
+// (lowerdir=top:...:bottom). Each layer is converted once, cached under
+// layers/<DiffID hex>.ext4 and shared by all images that have it; concurrent
+// callers, also in other processes, wait for one conversion. A conversion is
+// written to a temporary file and renamed into place, and the layer's content
+// is checked against its DiffID, so no crash or bad blob leaves a wrong entry.
+func (s *Store) Rootfs(ctx context.Context, img Image) ([]string, error) {
+	paths, err := s.rootfs(ctx, img)
+	if err != nil {
+		ref := img.Name
+		if ref == "" {
+			ref = img.Digest
+		}
+		return nil, fmt.Errorf("image rootfs %q: %w", ref, err)
+	}
+	return paths, nil
+}
+
+func (s *Store) rootfs(ctx context.Context, img Image) ([]string, error) {
+	h, err := v1.NewHash(img.Digest)
+	if err != nil {
+		return nil, fmt.Errorf("digest: %w: %w", err, errdefs.ErrInvalidArgument)
+	}
+	v, err := s.oci.Image(h)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", h, errdefs.ErrNotFound)
+	}
+	cf, err := v.ConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("config: %w: %w", err, errdefs.ErrInternal)
+	}
+	var paths []string
+	for _, diffID := range cf.RootFS.DiffIDs {
+		p, err := s.layerExt4(ctx, diffID, func() (io.ReadCloser, error) {
+			l, err := v.LayerByDiffID(diffID)
+			if err != nil {
+				return nil, err
+			}
+			return l.Uncompressed()
+		})
+		if err != nil {
+			return nil, fmt.Errorf("layer %s: %w", diffID, err)
+		}
+		paths = append(paths, p)
+	}
+	return paths, nil
+}
+
+// layerExt4 returns the cached ext4 image of a layer, converting it first if needed.
+func (s *Store) layerExt4(ctx context.Context, diffID v1.Hash, open func() (io.ReadCloser, error)) (string, error) {
+	final := filepath.Join(s.dir, "layers", diffID.Hex+".ext4")
+	if _, err := os.Stat(final); err == nil {
+		return final, nil
+	}
+	unlock, err := lockFile(ctx, filepath.Join(s.dir, "layers", diffID.Hex+".lock"))
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if _, err := os.Stat(final); err == nil {
+		return final, nil // converted while we waited
+	}
+
+	f, err := os.CreateTemp(filepath.Dir(final), "."+diffID.Hex+".ext4.tmp-*")
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", err, errdefs.ErrInternal)
+	}
+	defer os.Remove(f.Name()) // no-op once renamed
+	err = convert(ctx, f, diffID, open, ext4Options...)
+	if err != nil && strings.Contains(err.Error(), "disk exceeded maximum size") {
+		// Over 16 GiB: reserve metadata for 16 TiB (4 MiB more in the file).
+		if err = f.Truncate(0); err == nil {
+			err = convert(ctx, f, diffID, open, append(ext4Options, tar2ext4.MaximumDiskSize(-1))...)
+		}
+	}
+	if err == nil {
+		if err = closeDurably(f); err == nil {
+			err = os.Rename(f.Name(), final)
+		}
+	} else {
+		f.Close()
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", ctxErr(ctx)
+		}
+		if errdefs.KindOf(err) == errdefs.KindInternal && !errors.Is(err, errdefs.ErrInternal) {
+			err = fmt.Errorf("%w: %w", err, errdefs.ErrInternal)
+		}
+		return "", err
+	}
+	conversions.Add(1)
+	return final, nil
+}
+
+// convert writes the layer as an ext4 image to f, from its start, and checks
+// that the layer's content has digest diffID.
+func convert(ctx context.Context, f *os.File, diffID v1.Hash, open func() (io.ReadCloser, error), opts ...tar2ext4.Option) error {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	rc, err := open()
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	h := sha256.New()
+	r := io.TeeReader(ctxReader{ctx, rc}, h)
+	if err := tar2ext4.ConvertTarToExt4(r, f, opts...); err != nil {
+		return fmt.Errorf("convert to ext4: %w", err)
+	}
+	if _, err := io.Copy(io.Discard, r); err != nil { // the DiffID covers the padding after the tar's end
+		return err
+	}
+	if hex.EncodeToString(h.Sum(nil)) != diffID.Hex {
+		return fmt.Errorf("content does not match the DiffID: %w", errdefs.ErrInternal)
+	}
+	return nil
+}
