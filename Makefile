@@ -4,8 +4,7 @@
 GO      ?= go
 BUILD   := $(CURDIR)/build
 GUEST   := $(BUILD)/guest
-# The guest kernel: Debian's cloud kernel, pinned (see guest/fetch-kernel.sh).
-KERNEL_PKG := linux-image-6.1.0-57-cloud-amd64
+# The guest kernel is Debian's cloud kernel, pinned in guest/fetch-kernel.sh.
 APT_PKGS   := qemu-system-x86 busybox-static e2fsprogs cpio
 # A home of our own, so demo and tests never touch ~/.boxlite.
 export BOXLITE_HOME   ?= $(BUILD)/home
@@ -27,12 +26,12 @@ $(BUILD)/.setup: Makefile
 	@mkdir -p $(BUILD) && touch $@
 
 $(GUEST)/kernel/vmlinuz: guest/fetch-kernel.sh | $(BUILD)/.setup
-	guest/fetch-kernel.sh $(GUEST)/kernel $(KERNEL_PKG)
+	guest/fetch-kernel.sh $(GUEST)/kernel
 
 $(BUILD)/boxlite-agent: $(GO_SRC) | $(BUILD)/.setup
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $@ ./cmd/boxlite-agent
 
-$(GUEST)/initramfs.cpio.gz: $(BUILD)/boxlite-agent $(GUEST)/kernel/vmlinuz guest/mkinitramfs.sh
+$(GUEST)/initramfs.cpio: $(BUILD)/boxlite-agent $(GUEST)/kernel/vmlinuz guest/mkinitramfs.sh
 	guest/mkinitramfs.sh $(BUILD)/boxlite-agent $(GUEST)/kernel/modules $@
 
 $(GUEST)/vmlinuz: $(GUEST)/kernel/vmlinuz
@@ -42,7 +41,7 @@ $(BUILD)/boxlite $(BUILD)/boxlite-shim: $(GO_SRC) | $(BUILD)/.setup
 	$(GO) build -o $(BUILD)/boxlite ./cmd/boxlite
 	$(GO) build -o $(BUILD)/boxlite-shim ./cmd/boxlite-shim
 
-build: $(BUILD)/boxlite $(BUILD)/boxlite-shim $(GUEST)/vmlinuz $(GUEST)/initramfs.cpio.gz
+build: $(BUILD)/boxlite $(BUILD)/boxlite-shim $(GUEST)/vmlinuz $(GUEST)/initramfs.cpio
 
 # Test images, built offline. alpine:latest is a busybox-based stand-in.
 $(BUILD)/images/alpine.tar: tests/images/busybox-rootfs.sh $(wildcard tests/images/mkimage/*.go) | $(BUILD)/.setup

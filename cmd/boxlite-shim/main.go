@@ -1,0 +1,43 @@
+// Command boxlite-shim supervises one box: it is started by the boxlite
+// runtime, never by users. See package shim.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"os"
+
+	"github.com/boxlite/boxlite/shim"
+)
+
+// Usage: boxlite-shim CONFIG.json, with fd 3 the ready pipe and, unless the
+// box is detached, fd 4 the parent-death pipe.
+func main() {
+	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
+	log.SetPrefix(fmt.Sprintf("shim[%d] ", os.Getpid()))
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: boxlite-shim CONFIG.json (started by the boxlite runtime)")
+		os.Exit(2)
+	}
+	b, err := os.ReadFile(os.Args[1])
+	if err != nil {
+		log.Fatal(err)
+	}
+	var cfg shim.Config
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		log.Fatalf("config %s: %v", os.Args[1], err)
+	}
+	ready := os.NewFile(3, "ready")
+	var parent io.Reader // absent when the box is detached
+	if f := os.NewFile(4, "parent"); f != nil {
+		if _, err := f.Stat(); err == nil {
+			parent = f
+		}
+	}
+	if err := shim.Run(cfg, ready, parent); err != nil {
+		log.Printf("%v", err)
+		os.Exit(1)
+	}
+}

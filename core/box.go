@@ -1,0 +1,549 @@
+package core
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/hv"
+	"github.com/boxlite/boxlite/protocol"
+	"github.com/boxlite/boxlite/shim"
+)
+
+// State is where a box is in its lifecycle.
+type State string
+
+const (
+	StateStopped  State = "stopped"  // not running; its disk is kept
+	StateStarting State = "starting" // shim and VM booting
+	StateRunning  State = "running"  // agent ready, accepting execs
+	StateStopping State = "stopping" // shutdown requested
+	StateRemoved  State = "removed"  // gone; the handle is dead
+)
+
+// transitions lists the legal state changes; setState enforces them.
+var transitions = map[State][]State{
+	StateStopped:  {StateStarting, StateRunning, StateRemoved},
+	StateStarting: {StateRunning, StateStopped},
+	StateRunning:  {StateStopping, StateStopped},
+	StateStopping: {StateStopped},
+}
+
+// Box is a handle on one box. Handles are shared per runtime and safe for
+// concurrent use.
+type Box struct {
+	rt  *Runtime
+	rec record
+	dir string
+
+	mu     sync.Mutex
+	state  State
+	conn   *conn
+	info   protocol.Info
+	shim   *exec.Cmd // set when this process started the shim
+	shimCh chan struct{}
+	death  *os.File // write end of the shim's parent-death pipe
+}
+
+// BoxInfo describes a box.
+type BoxInfo struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name,omitempty"`
+	Image     string          `json:"image"`
+	State     State           `json:"state"`
+	CreatedAt time.Time       `json:"created_at"`
+	Config    BoxConfig       `json:"config"`
+	Dir       string          `json:"dir"`
+	LastExit  string          `json:"last_exit,omitempty"` // why the box last stopped
+	Runtime   *BoxRuntimeInfo `json:"runtime,omitempty"`
+}
+
+// BoxRuntimeInfo is what a running box reports about its VM.
+type BoxRuntimeInfo struct {
+	Accel         string  `json:"accel"`
+	AccelReason   string  `json:"accel_reason"`
+	Kernel        string  `json:"kernel"`
+	BootMs        float64 `json:"boot_ms"`         // host: VMM start to agent ready
+	GuestKernelMs float64 `json:"guest_kernel_ms"` // guest clock: boot to agent start
+	GuestReadyMs  float64 `json:"guest_ready_ms"`  // guest clock: boot to ready
+	ShimPid       int     `json:"shim_pid"`
+	VMMPid        int     `json:"vmm_pid"`
+}
+
+func (b *Box) ID() string   { return b.rec.ID }
+func (b *Box) Name() string { return b.rec.Config.Name }
+
+// setState moves the box along its lifecycle; callers hold b.mu.
+func (b *Box) setState(to State) error {
+	for _, ok := range transitions[b.state] {
+		if ok == to {
+			b.state = to
+			return nil
+		}
+	}
+	return errdefs.Errorf(errdefs.ErrInvalidState, "box %s is %s, cannot become %s", b.rec.ID, b.state, to)
+}
+
+// State returns the box's current state.
+func (b *Box) State() State {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.state
+}
+
+// Info describes the box.
+func (b *Box) Info() BoxInfo {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	bi := BoxInfo{ID: b.rec.ID, Name: b.rec.Config.Name, Image: b.rec.Config.Image, State: b.state,
+		CreatedAt: b.rec.CreatedAt, Config: b.rec.Config, Dir: b.dir, LastExit: b.lastExit()}
+	if b.state == StateRunning {
+		h := b.info.Hello
+		bi.Runtime = &BoxRuntimeInfo{Accel: b.info.Accel, AccelReason: b.info.AccelReason, Kernel: h.Kernel,
+			BootMs: b.info.BootMs, GuestKernelMs: h.KernelMs, GuestReadyMs: h.ReadyMs, ShimPid: b.info.ShimPid, VMMPid: b.info.VMMPid}
+	}
+	return bi
+}
+
+func (b *Box) lastExit() string {
+	var e shim.Exit
+	if readJSON(filepath.Join(b.dir, "exit.json"), &e) != nil {
+		return ""
+	}
+	return e.Reason
+}
+
+func (b *Box) path(name string) string { return filepath.Join(b.dir, name) }
+
+// refresh attaches to a box started by another process (or notices that the
+// shim is gone).
+func (b *Box) refresh() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state != StateStopped {
+		return
+	}
+	c, err := dialShim(b.path("shim.sock"), b.stoppedError)
+	if err != nil {
+		return
+	}
+	var info protocol.Info
+	if err := c.request(protocol.TInfo, nil, &info); err != nil {
+		c.Close()
+		return
+	}
+	b.attach(c, info)
+	b.setState(StateRunning)
+}
+
+// attach adopts a shim connection; when it drops, the box is stopped.
+func (b *Box) attach(c *conn, info protocol.Info) {
+	b.conn, b.info = c, info
+	go func() {
+		<-c.done
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.conn != c || b.state == StateStopping {
+			return // Stop is handling it
+		}
+		// The shim went away on its own (VM crashed or was killed).
+		b.conn, b.state = nil, StateStopped
+		if b.death != nil {
+			b.death.Close()
+		}
+		b.shim, b.shimCh, b.death = nil, nil, nil
+	}()
+}
+
+// stoppedError explains why a box is not running, for the next caller.
+func (b *Box) stoppedError() error {
+	if why := b.lastExit(); why != "" {
+		return errdefs.Errorf(errdefs.ErrInvalidState, "box %s is stopped (%s)", b.rec.ID, why)
+	}
+	return errdefs.Errorf(errdefs.ErrInvalidState, "box %s is stopped", b.rec.ID)
+}
+
+// Start boots a stopped box. Its disk keeps what earlier runs wrote.
+func (b *Box) Start(ctx context.Context) error {
+	b.mu.Lock()
+	if err := b.setState(StateStarting); err != nil {
+		b.mu.Unlock()
+		return fmt.Errorf("start: %w", err)
+	}
+	b.mu.Unlock()
+	c, info, err := b.boot(ctx)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil {
+		b.setState(StateStopped)
+		return err
+	}
+	b.attach(c, info)
+	return b.setState(StateRunning)
+}
+
+func (b *Box) boot(ctx context.Context) (*conn, protocol.Info, error) {
+	var none protocol.Info
+	cfg := b.rec.Config
+	img, err := b.rt.images.Get(b.rec.ImageDigest)
+	if err != nil {
+		return nil, none, fmt.Errorf("start box %s: %w", b.rec.ID, err)
+	}
+	layers, err := b.rt.images.Rootfs(ctx, img)
+	if err != nil {
+		return nil, none, fmt.Errorf("start box %s: %w", b.rec.ID, err)
+	}
+	disk := b.path("disk.ext4")
+	if err := makeDisk(disk, cfg.DiskSizeGB); err != nil {
+		return nil, none, fmt.Errorf("start box %s: %w", b.rec.ID, err)
+	}
+	accel, reason, err := hv.DetectAccel()
+	if err != nil {
+		return nil, none, fmt.Errorf("start box %s: %w", b.rec.ID, err)
+	}
+	vm := hv.Config{Kernel: b.rt.assets.kernel(), Initrd: b.rt.assets.initrd(), MemoryMiB: cfg.MemoryMiB,
+		CPUs: cfg.CPUs, Channel: b.path("agent.sock"), ConsoleLog: b.path("console.log"), Accel: accel}
+	for i, l := range layers {
+		vm.Disks = append(vm.Disks, hv.Disk{Path: l, Serial: fmt.Sprintf("layer%d", i), ReadOnly: true})
+	}
+	vm.Disks = append(vm.Disks, hv.Disk{Path: disk, Serial: "rw"})
+	os.Remove(b.path("exit.json"))
+	os.Truncate(vm.ConsoleLog, 0)
+	sc := shim.Config{Socket: b.path("shim.sock"), VM: vm, AccelReason: reason, BootTimeout: cfg.BootTimeout,
+		StopTimeout: 10 * time.Second, ExitFile: b.path("exit.json")}
+	if err := writeJSON(b.path("shim.json"), sc); err != nil {
+		return nil, none, err
+	}
+	if err := b.spawnShim(ctx, cfg.BootTimeout+15*time.Second); err != nil {
+		return nil, none, err
+	}
+	c, err := dialShim(sc.Socket, b.stoppedError)
+	if err != nil {
+		return nil, none, fmt.Errorf("start box %s: connect to shim: %w", b.rec.ID, err)
+	}
+	var info protocol.Info
+	if err := c.request(protocol.TInfo, nil, &info); err != nil {
+		c.Close()
+		return nil, none, fmt.Errorf("start box %s: %w", b.rec.ID, err)
+	}
+	return c, info, nil
+}
+
+// spawnShim starts boxlite-shim and waits for its ready line.
+func (b *Box) spawnShim(ctx context.Context, deadline time.Duration) error {
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer readyR.Close()
+	deathR, deathW, err := os.Pipe()
+	if err != nil {
+		readyW.Close()
+		return err
+	}
+	logf, err := os.OpenFile(b.path("shim.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(b.rt.assets.shim(), b.path("shim.json"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = []*os.File{readyW, deathR} // fds 3 and 4
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	err = cmd.Start()
+	readyW.Close()
+	deathR.Close()
+	logf.Close()
+	if err != nil {
+		deathW.Close()
+		return fmt.Errorf("start box %s: shim: %w", b.rec.ID, err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+
+	type result struct {
+		r   shim.Ready
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		var res result
+		line, err := bufio.NewReader(readyR).ReadBytes('\n')
+		if err != nil {
+			res.err = fmt.Errorf("shim exited before the box was ready: %s", tail(b.path("shim.log"), 1024))
+		} else {
+			res.err = json.Unmarshal(line, &res.r)
+		}
+		ch <- res
+	}()
+	var res result
+	select {
+	case res = <-ch:
+	case <-time.After(deadline):
+		res.err = errdefs.Errorf(errdefs.ErrTimeout, "shim gave no ready answer within %s", deadline)
+	case <-ctx.Done():
+		res.err = errdefs.Errorf(errdefs.ErrTimeout, "start cancelled: %v", ctx.Err())
+	}
+	if res.err == nil && res.r.Error != "" {
+		res.err = errdefs.New(errdefs.Kind(res.r.Kind), res.r.Error)
+	}
+	if res.err != nil {
+		deathW.Close() // the shim stops the VM and exits
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+		return fmt.Errorf("start box %s: %w", b.rec.ID, res.err)
+	}
+	b.shim, b.shimCh, b.death = cmd, exited, deathW
+	return nil
+}
+
+// Stop shuts the box down: the agent syncs and unmounts, the VM powers off,
+// the shim exits. Stopping a stopped box is a no-op.
+func (b *Box) Stop(ctx context.Context) error {
+	b.mu.Lock()
+	if b.state == StateStopped {
+		b.mu.Unlock()
+		return nil
+	}
+	if err := b.setState(StateStopping); err != nil {
+		b.mu.Unlock()
+		return fmt.Errorf("stop: %w", err)
+	}
+	c, shimCh := b.conn, b.shimCh
+	b.mu.Unlock()
+	var err error
+	if c != nil {
+		c.sendFrame(protocol.Frame{Type: protocol.TShutdown})
+		select {
+		case <-c.done:
+		case <-time.After(30 * time.Second):
+			err = errdefs.Errorf(errdefs.ErrTimeout, "stop box %s: shim did not finish within 30s", b.rec.ID)
+		case <-ctx.Done():
+			err = errdefs.Errorf(errdefs.ErrTimeout, "stop box %s: %v", b.rec.ID, ctx.Err())
+		}
+		c.Close()
+	}
+	if shimCh != nil {
+		select {
+		case <-shimCh:
+		case <-time.After(15 * time.Second):
+			b.shim.Process.Kill()
+			<-shimCh
+		}
+	}
+	b.mu.Lock()
+	if b.death != nil {
+		b.death.Close()
+		b.death = nil
+	}
+	b.shim, b.shimCh, b.conn = nil, nil, nil
+	b.state = StateStopped
+	auto := b.rec.Config.AutoRemove
+	b.mu.Unlock()
+	if auto && err == nil {
+		return b.Remove(ctx, false)
+	}
+	return err
+}
+
+// release is Runtime.Close's per-box step: stop what this process started.
+func (b *Box) release() {
+	b.mu.Lock()
+	ours := b.shim != nil
+	c := b.conn
+	b.mu.Unlock()
+	if ours {
+		b.Stop(context.Background())
+	} else if c != nil {
+		c.Close()
+	}
+}
+
+// Remove deletes the box and its disk. A running box needs force.
+func (b *Box) Remove(ctx context.Context, force bool) error {
+	b.refresh()
+	if s := b.State(); s != StateStopped {
+		if !force {
+			return errdefs.Errorf(errdefs.ErrInvalidState, "remove box %s: it is %s (stop it first, or force)", b.rec.ID, s)
+		}
+		if err := b.Stop(ctx); err != nil {
+			return err
+		}
+	}
+	unlock, err := b.rt.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	b.mu.Lock()
+	err = b.setState(StateRemoved)
+	b.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("remove: %w", err)
+	}
+	b.rt.forget(b)
+	return b.removeFiles()
+}
+
+func (b *Box) removeFiles() error { return os.RemoveAll(b.dir) }
+
+// Exec starts a process in the box.
+func (b *Box) Exec(ctx context.Context, cmd Command) (*Execution, error) {
+	if len(cmd.Argv) == 0 || cmd.Argv[0] == "" {
+		return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "exec: empty command")
+	}
+	if cmd.Timeout < 0 || cmd.Grace < 0 {
+		return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "exec: negative timeout or grace")
+	}
+	b.mu.Lock()
+	c, state := b.conn, b.state
+	b.mu.Unlock()
+	if state != StateRunning || c == nil {
+		if state == StateStopped {
+			return nil, fmt.Errorf("exec: %w", b.stoppedError())
+		}
+		return nil, errdefs.Errorf(errdefs.ErrInvalidState, "exec: box %s is %s", b.rec.ID, state)
+	}
+	req, err := b.request(cmd)
+	if err != nil {
+		return nil, err
+	}
+	e := &Execution{argv: cmd.Argv, timeout: cmd.Timeout, conn: c, done: make(chan struct{}), stdin: newSendWindow(protocol.InitialWindow)}
+	credit := func(fd int) func(int) {
+		return func(n int) { c.send(protocol.TCredit, e.id, protocol.Credit{Fd: fd, Bytes: n}) }
+	}
+	e.stdout, e.stderr = newWindow(credit(1)), newWindow(credit(2))
+	e.Stdout, e.Stderr = e.stdout, e.stderr
+	if cmd.Stdin {
+		e.Stdin = stdinWriter{e}
+	}
+	if _, err := c.open(e, protocol.TExec, req); err != nil {
+		return nil, fmt.Errorf("exec %s: %w", quoteArgv(cmd.Argv), err)
+	}
+	return e, nil
+}
+
+// Run executes a command and collects its output.
+func (b *Box) Run(ctx context.Context, cmd Command) (*ExecResult, error) {
+	e, err := b.Exec(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	return e.Collect(ctx)
+}
+
+// request merges image, box and command settings into the agent's request.
+func (b *Box) request(cmd Command) (protocol.Exec, error) {
+	img, err := b.rt.images.Get(b.rec.ImageDigest)
+	if err != nil {
+		return protocol.Exec{}, fmt.Errorf("exec: %w", err)
+	}
+	env := map[string]string{}
+	for _, kv := range img.Config.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	if _, ok := env["PATH"]; !ok {
+		env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	}
+	for _, m := range []map[string]string{b.rec.Config.Env, cmd.Env} {
+		for k, v := range m {
+			if k == "" || strings.ContainsAny(k, "=\x00") {
+				return protocol.Exec{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "exec: env key %q is invalid", k)
+			}
+			env[k] = v
+		}
+	}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	req := protocol.Exec{Argv: cmd.Argv, Stdin: cmd.Stdin, TimeoutMs: cmd.Timeout.Milliseconds(), GraceMs: cmd.Grace.Milliseconds()}
+	if cmd.Timeout > 0 && req.TimeoutMs == 0 {
+		req.TimeoutMs = 1
+	}
+	for _, k := range keys {
+		req.Env = append(req.Env, k+"="+env[k])
+	}
+	req.Cwd = firstNonEmpty(cmd.Cwd, b.rec.Config.WorkingDir, img.Config.WorkingDir, "/")
+	req.User = firstNonEmpty(cmd.User, b.rec.Config.User, img.Config.User)
+	return req, nil
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// makeDisk creates the box's writable ext4 disk once, sparse, atomically.
+func makeDisk(path string, sizeGB int) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	mkfs, err := exec.LookPath("mkfs.ext4")
+	if err != nil {
+		for _, p := range []string{"/sbin/mkfs.ext4", "/usr/sbin/mkfs.ext4"} {
+			if _, e := os.Stat(p); e == nil {
+				mkfs, err = p, nil
+				break
+			}
+		}
+	}
+	if err != nil {
+		return errdefs.Errorf(errdefs.ErrNotFound, "mkfs.ext4 (install e2fsprogs)")
+	}
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(int64(sizeGB) << 30)
+	f.Close()
+	if err == nil {
+		var out []byte
+		out, err = exec.Command(mkfs, "-q", "-F", "-L", "boxlite-rw", "-E", "lazy_itable_init=1,lazy_journal_init=1", tmp).CombinedOutput()
+		if err != nil {
+			err = fmt.Errorf("mkfs.ext4: %v: %s", err, out)
+		}
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// tail returns the last n bytes of a file, for error messages.
+func tail(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	off := max(st.Size()-n, 0)
+	buf := make([]byte, st.Size()-off)
+	f.ReadAt(buf, off)
+	return strings.TrimSpace(string(buf))
+}

@@ -1,0 +1,209 @@
+package core
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/protocol"
+)
+
+// Command describes a process to run in a box. Argv is passed as is, never
+// joined into a shell string.
+type Command struct {
+	Argv    []string
+	Env     map[string]string // added to the image's and the box's environment
+	Cwd     string            // default: the box's, else the image's WorkingDir, else /
+	User    string            // name, uid or uid:gid; default: the box's, else the image's User
+	Timeout time.Duration     // 0: none. Enforced in the guest: TERM, then KILL after Grace
+	Grace   time.Duration     // default 2s
+	Stdin   bool              // keep stdin open for Execution.Stdin; otherwise it reads /dev/null
+}
+
+// ExitStatus is how a process ended. Code is 128+Signal when a signal killed it.
+type ExitStatus struct {
+	Code     int
+	Signal   int
+	TimedOut bool
+}
+
+// ExecResult is a finished process with its collected output.
+type ExecResult struct {
+	ExitStatus
+	Stdout, Stderr []byte
+}
+
+// Execution is a running process. Read Stdout and Stderr concurrently (or
+// neither): like pipes, each holds a bounded window and the process blocks
+// when one is full.
+type Execution struct {
+	Stdout io.Reader
+	Stderr io.Reader
+	Stdin  io.WriteCloser // nil unless Command.Stdin
+
+	argv    []string
+	timeout time.Duration
+	conn    *conn
+	id      uint32
+	stdout  *window
+	stderr  *window
+	stdin   *sendWindow
+	pid     int
+
+	once   sync.Once
+	done   chan struct{}
+	status ExitStatus
+	err    error
+}
+
+func (e *Execution) bind(id uint32) { e.id = id }
+
+func (e *Execution) finish(st ExitStatus, err error) {
+	e.once.Do(func() {
+		e.status, e.err = st, err
+		end := err
+		if end == nil {
+			end = io.EOF
+		}
+		e.stdout.close(end)
+		e.stderr.close(end)
+		e.stdin.close(errdefs.Errorf(errdefs.ErrClosed, "stdin: process has exited"))
+		close(e.done)
+	})
+}
+
+func (e *Execution) frame(f protocol.Frame) {
+	switch f.Type {
+	case protocol.TStarted:
+		var s protocol.Started
+		if protocol.Decode(f, &s) == nil {
+			e.pid = s.Pid
+		}
+	case protocol.TStdout:
+		e.stdout.push(f.Payload)
+	case protocol.TStderr:
+		e.stderr.push(f.Payload)
+	case protocol.TCredit:
+		var c protocol.Credit
+		if protocol.Decode(f, &c) == nil && c.Fd == 0 && c.Bytes > 0 {
+			e.stdin.give(c.Bytes)
+		}
+	case protocol.TExit:
+		var x protocol.Exit
+		if err := protocol.Decode(f, &x); err != nil {
+			e.finish(ExitStatus{Code: -1}, err)
+			return
+		}
+		st := ExitStatus{Code: x.Code, Signal: x.Signal, TimedOut: x.TimedOut}
+		var err error
+		if x.TimedOut {
+			err = errdefs.Errorf(errdefs.ErrTimeout, "exec %s: timed out after %s", quoteArgv(e.argv), e.timeout)
+		}
+		e.finish(st, err)
+	case protocol.TError:
+		var pe protocol.Error
+		err := protocol.Decode(f, &pe)
+		if err == nil {
+			err = pe.Err()
+		}
+		e.finish(ExitStatus{Code: -1}, err)
+	}
+}
+
+func (e *Execution) fail(err error) {
+	e.finish(ExitStatus{Code: -1}, fmt.Errorf("exec %s: %w", quoteArgv(e.argv), err))
+}
+
+// Wait blocks until the process has exited and its output was delivered to
+// the windows. A timeout returns the status and an ErrTimeout error; ctx only
+// bounds the waiting, it does not stop the process (use Kill).
+func (e *Execution) Wait(ctx context.Context) (ExitStatus, error) {
+	select {
+	case <-e.done:
+		return e.status, e.err
+	case <-ctx.Done():
+		return ExitStatus{Code: -1}, errdefs.Errorf(errdefs.ErrTimeout, "wait for exec %s: %v", quoteArgv(e.argv), ctx.Err())
+	}
+}
+
+// Done is closed when the process has ended.
+func (e *Execution) Done() <-chan struct{} { return e.done }
+
+// Pid is the process id in the guest, 0 until started.
+func (e *Execution) Pid() int { return e.pid }
+
+// Signal delivers sig to the process.
+func (e *Execution) Signal(sig syscall.Signal) error {
+	select {
+	case <-e.done:
+		return errdefs.Errorf(errdefs.ErrInvalidState, "signal exec %s: process has exited", quoteArgv(e.argv))
+	default:
+	}
+	return e.conn.send(protocol.TSignal, e.id, protocol.Signal{Signal: int(sig)})
+}
+
+// Kill ends the process with SIGKILL.
+func (e *Execution) Kill() error { return e.Signal(syscall.SIGKILL) }
+
+// Close abandons the execution: a running process is killed with its
+// process group and its remaining output is dropped.
+func (e *Execution) Close() error {
+	select {
+	case <-e.done:
+		return nil
+	default:
+	}
+	err := e.conn.send(protocol.TCancel, e.id, nil)
+	e.finish(ExitStatus{Code: -1}, errdefs.Errorf(errdefs.ErrClosed, "exec %s: closed", quoteArgv(e.argv)))
+	return err
+}
+
+type stdinWriter struct{ e *Execution }
+
+func (w stdinWriter) Write(p []byte) (int, error) {
+	done := 0
+	for done < len(p) {
+		n, err := w.e.stdin.take(min(len(p)-done, protocol.MaxChunk))
+		if err != nil {
+			return done, err
+		}
+		f := protocol.Frame{Type: protocol.TStdin, Stream: w.e.id, Payload: p[done : done+n]}
+		if err := w.e.conn.sendFrame(f); err != nil {
+			return done, err
+		}
+		done += n
+	}
+	return done, nil
+}
+
+func (w stdinWriter) Close() error { return w.e.conn.send(protocol.TStdinClose, w.e.id, nil) }
+
+// Collect reads all output and waits; the output is kept even when the
+// process failed or timed out.
+func (e *Execution) Collect(ctx context.Context) (*ExecResult, error) {
+	var out, errb bytes.Buffer
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); io.Copy(&out, e.Stdout) }()
+	go func() { defer wg.Done(); io.Copy(&errb, e.Stderr) }()
+	st, err := e.Wait(ctx)
+	if ctx.Err() != nil {
+		e.Close()
+	}
+	wg.Wait()
+	return &ExecResult{ExitStatus: st, Stdout: out.Bytes(), Stderr: errb.Bytes()}, err
+}
+
+func quoteArgv(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		q[i] = fmt.Sprintf("%q", a)
+	}
+	return "[" + strings.Join(q, " ") + "]"
+}

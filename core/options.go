@@ -1,0 +1,150 @@
+package core
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/boxlite/boxlite/errdefs"
+)
+
+// Option configures a Runtime.
+type Option func(*runtimeOptions) error
+
+type runtimeOptions struct {
+	home   string
+	assets string
+}
+
+// WithHome sets the runtime's home directory. Default: $BOXLITE_HOME, else ~/.boxlite.
+func WithHome(dir string) Option {
+	return func(o *runtimeOptions) error {
+		if dir == "" {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "home directory is empty")
+		}
+		o.home = dir
+		return nil
+	}
+}
+
+// WithAssets sets where boxlite-shim and guest/{vmlinuz,initramfs} are.
+// Default: $BOXLITE_ASSETS, else the directory of the running executable.
+func WithAssets(dir string) Option {
+	return func(o *runtimeOptions) error { o.assets = dir; return nil }
+}
+
+// BoxOption configures a box at creation.
+type BoxOption func(*BoxConfig) error
+
+// BoxConfig is a box's creation-time configuration, kept in its directory.
+type BoxConfig struct {
+	Image       string            `json:"image"`
+	Name        string            `json:"name,omitempty"`
+	MemoryMiB   int               `json:"memory_mib"`
+	CPUs        int               `json:"cpus"`
+	DiskSizeGB  int               `json:"disk_size_gb"`
+	Env         map[string]string `json:"env,omitempty"`
+	WorkingDir  string            `json:"working_dir,omitempty"`
+	User        string            `json:"user,omitempty"`
+	BootTimeout time.Duration     `json:"boot_timeout"`
+	AutoRemove  bool              `json:"auto_remove,omitempty"`
+}
+
+func defaultBoxConfig(image string) BoxConfig {
+	return BoxConfig{Image: image, MemoryMiB: 512, CPUs: 1, DiskSizeGB: 4, BootTimeout: 60 * time.Second}
+}
+
+// WithName names the box; names are unique in a home. Default: none.
+func WithName(name string) BoxOption {
+	return func(c *BoxConfig) error { c.Name = name; return nil }
+}
+
+// WithMemoryMiB sets guest memory. Default 512.
+func WithMemoryMiB(n int) BoxOption {
+	return func(c *BoxConfig) error { c.MemoryMiB = n; return nil }
+}
+
+// WithCPUs sets the vCPU count. Default 1.
+func WithCPUs(n int) BoxOption {
+	return func(c *BoxConfig) error { c.CPUs = n; return nil }
+}
+
+// WithDiskSizeGB sizes the box's writable disk (sparse). Default 4.
+func WithDiskSizeGB(n int) BoxOption {
+	return func(c *BoxConfig) error { c.DiskSizeGB = n; return nil }
+}
+
+// WithEnv adds KEY=VALUE to every process of the box. Default: the image's env only.
+func WithEnv(key, value string) BoxOption {
+	return func(c *BoxConfig) error {
+		if c.Env == nil {
+			c.Env = map[string]string{}
+		}
+		c.Env[key] = value
+		return nil
+	}
+}
+
+// WithWorkingDir sets the default cwd of processes. Default: the image's WorkingDir, else /.
+func WithWorkingDir(dir string) BoxOption {
+	return func(c *BoxConfig) error { c.WorkingDir = dir; return nil }
+}
+
+// WithUser sets the default user of processes. Default: the image's User, else root.
+func WithUser(user string) BoxOption {
+	return func(c *BoxConfig) error { c.User = user; return nil }
+}
+
+// WithBootTimeout bounds VMM start to agent ready. Default 60s (TCG is slow).
+func WithBootTimeout(d time.Duration) BoxOption {
+	return func(c *BoxConfig) error { c.BootTimeout = d; return nil }
+}
+
+// WithAutoRemove removes the box when it stops. Default false.
+func WithAutoRemove() BoxOption {
+	return func(c *BoxConfig) error { c.AutoRemove = true; return nil }
+}
+
+// validate rejects bad and conflicting settings in one place.
+func (c *BoxConfig) validate() error {
+	bad := func(format string, args ...any) error {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "box options: "+format, args...)
+	}
+	switch {
+	case c.Image == "":
+		return bad("image is empty")
+	case c.MemoryMiB < 64 || c.MemoryMiB > 64<<10:
+		return bad("memory %d MiB is outside 64..65536", c.MemoryMiB)
+	case c.CPUs < 1 || c.CPUs > 64:
+		return bad("cpus %d is outside 1..64", c.CPUs)
+	case c.DiskSizeGB < 1 || c.DiskSizeGB > 1024:
+		return bad("disk size %d GB is outside 1..1024", c.DiskSizeGB)
+	case c.BootTimeout <= 0:
+		return bad("boot timeout %s is not positive", c.BootTimeout)
+	case c.Name != "" && !validName(c.Name):
+		return bad("name %q must be 1-64 of [a-zA-Z0-9_.-] and start with a letter or digit", c.Name)
+	}
+	for k := range c.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return bad("env key %q is invalid", k)
+		}
+	}
+	return nil
+}
+
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i, r := range s {
+		alnum := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+		if !alnum && (i == 0 || !strings.ContainsRune("_.-", r)) {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *BoxConfig) String() string {
+	return fmt.Sprintf("%s (%d MiB, %d cpu)", c.Image, c.MemoryMiB, c.CPUs)
+}

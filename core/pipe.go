@@ -1,0 +1,112 @@
+package core
+
+import (
+	"io"
+	"sync"
+)
+
+// window is a flow-controlled receive buffer for one output fd of an exec.
+// The connection's reader appends what the agent sent (never more than the
+// window it granted, so append never blocks); Read hands bytes to the user and
+// returns their window to the agent through credit.
+type window struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	buf    []byte
+	err    error // set once no more data will come (io.EOF or a failure)
+	credit func(n int)
+}
+
+func newWindow(credit func(int)) *window {
+	w := &window{credit: credit}
+	w.cond = sync.NewCond(&w.mu)
+	return w
+}
+
+func (w *window) push(p []byte) {
+	w.mu.Lock()
+	w.buf = append(w.buf, p...)
+	w.mu.Unlock()
+	w.cond.Broadcast()
+}
+
+// close ends the stream; buffered bytes stay readable. The first error wins.
+func (w *window) close(err error) {
+	w.mu.Lock()
+	if w.err == nil {
+		w.err = err
+	}
+	w.mu.Unlock()
+	w.cond.Broadcast()
+}
+
+func (w *window) Read(p []byte) (int, error) {
+	w.mu.Lock()
+	for len(w.buf) == 0 && w.err == nil {
+		w.cond.Wait()
+	}
+	if len(w.buf) == 0 {
+		err := w.err
+		w.mu.Unlock()
+		return 0, err
+	}
+	n := copy(p, w.buf)
+	w.buf = w.buf[n:]
+	if len(w.buf) == 0 {
+		w.buf = nil // let the backing array go
+	}
+	open := w.err == nil
+	w.mu.Unlock()
+	if open {
+		w.credit(n)
+	}
+	return n, nil
+}
+
+var _ io.Reader = (*window)(nil)
+
+// sendWindow is the sender's side of flow control: how many bytes may be
+// in flight before the peer acknowledges them.
+type sendWindow struct {
+	mu    sync.Mutex
+	cond  *sync.Cond
+	avail int
+	err   error
+}
+
+func newSendWindow(n int) *sendWindow {
+	s := &sendWindow{avail: n}
+	s.cond = sync.NewCond(&s.mu)
+	return s
+}
+
+// take waits for window and returns how many of want bytes may be sent now.
+func (s *sendWindow) take(want int) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.avail == 0 && s.err == nil {
+		s.cond.Wait()
+	}
+	if s.err != nil {
+		return 0, s.err
+	}
+	n := min(want, s.avail)
+	s.avail -= n
+	return n, nil
+}
+
+func (s *sendWindow) give(n int) {
+	s.mu.Lock()
+	s.avail += n
+	s.mu.Unlock()
+	s.cond.Broadcast()
+}
+
+func (s *sendWindow) close(err error) {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	s.mu.Unlock()
+	s.cond.Broadcast()
+}

@@ -1,0 +1,313 @@
+package core
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/image"
+)
+
+// Runtime owns a home directory: its image store and its boxes. Several
+// runtimes (in one or many processes) may share a home; mutations of the box
+// registry take a file lock on <home>/lock, and each running box is owned by
+// its shim, so no process holds the home for its whole life.
+type Runtime struct {
+	home   string
+	assets assets
+	images *image.Store
+
+	mu     sync.Mutex
+	boxes  map[string]*Box // handles opened by this runtime, by id
+	closed bool
+}
+
+// NewRuntime opens (creating if needed) a home directory.
+func NewRuntime(opts ...Option) (*Runtime, error) {
+	var o runtimeOptions
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	if o.home == "" {
+		o.home = defaultHome()
+	}
+	home, err := filepath.Abs(o.home)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(home, "boxes"), 0o700); err != nil {
+		return nil, fmt.Errorf("runtime home %s: %w", home, err)
+	}
+	images, err := image.Open(filepath.Join(home, "images"))
+	if err != nil {
+		return nil, err
+	}
+	return &Runtime{home: home, assets: findAssets(o.assets), images: images, boxes: map[string]*Box{}}, nil
+}
+
+func defaultHome() string {
+	if h := os.Getenv("BOXLITE_HOME"); h != "" {
+		return h
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".boxlite")
+	}
+	return filepath.Join(os.TempDir(), "boxlite")
+}
+
+// Home is the runtime's home directory.
+func (r *Runtime) Home() string { return r.home }
+
+// Images is the runtime's image store.
+func (r *Runtime) Images() *image.Store { return r.images }
+
+// Close stops the boxes this runtime started (they would die with the
+// process anyway) and releases its handles.
+func (r *Runtime) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	boxes := make([]*Box, 0, len(r.boxes))
+	for _, b := range r.boxes {
+		boxes = append(boxes, b)
+	}
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, b := range boxes {
+		wg.Add(1)
+		go func() { defer wg.Done(); b.release() }()
+	}
+	wg.Wait()
+	return nil
+}
+
+// lock serialises registry mutations across processes sharing the home.
+func (r *Runtime) lock() (unlock func(), err error) {
+	f, err := os.OpenFile(filepath.Join(r.home, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
+}
+
+func (r *Runtime) checkOpen(op string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return errdefs.Errorf(errdefs.ErrClosed, "%s: runtime is closed", op)
+	}
+	return nil
+}
+
+// Create makes a box from an image and starts it.
+func (r *Runtime) Create(ctx context.Context, imageRef string, opts ...BoxOption) (*Box, error) {
+	if err := r.checkOpen("create box"); err != nil {
+		return nil, err
+	}
+	cfg := defaultBoxConfig(imageRef)
+	for _, opt := range opts {
+		if err := opt(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	img, err := r.images.Get(imageRef)
+	if err != nil {
+		return nil, fmt.Errorf("create box: %w", err)
+	}
+	if err := r.assets.check(); err != nil {
+		return nil, fmt.Errorf("create box: %w", err)
+	}
+	b, err := r.register(cfg, img.Digest)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.Start(ctx); err != nil {
+		b.removeFiles()
+		r.forget(b)
+		return nil, err
+	}
+	return b, nil
+}
+
+// register writes a new box's directory under the home lock, so that names
+// stay unique across processes.
+func (r *Runtime) register(cfg BoxConfig, digest string) (*Box, error) {
+	unlock, err := r.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if cfg.Name != "" {
+		if _, err := r.find(cfg.Name); err == nil {
+			return nil, errdefs.Errorf(errdefs.ErrAlreadyExists, "create box: name %q is taken", cfg.Name)
+		}
+	}
+	rec := record{ID: newID(), Config: cfg, ImageDigest: digest, CreatedAt: time.Now().UTC()}
+	dir := filepath.Join(r.home, "boxes", rec.ID)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := writeJSON(filepath.Join(dir, "box.json"), rec); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return r.handle(rec), nil
+}
+
+// record is a box's persistent description, <home>/boxes/<id>/box.json.
+type record struct {
+	ID          string    `json:"id"`
+	Config      BoxConfig `json:"config"`
+	ImageDigest string    `json:"image_digest"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+func (r *Runtime) handle(rec record) *Box {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if b, ok := r.boxes[rec.ID]; ok {
+		return b
+	}
+	b := &Box{rt: r, rec: rec, dir: filepath.Join(r.home, "boxes", rec.ID), state: StateStopped}
+	r.boxes[rec.ID] = b
+	return b
+}
+
+func (r *Runtime) forget(b *Box) {
+	r.mu.Lock()
+	delete(r.boxes, b.rec.ID)
+	r.mu.Unlock()
+}
+
+// Get opens a box by id, unique id prefix, or name.
+func (r *Runtime) Get(ctx context.Context, idOrName string) (*Box, error) {
+	if err := r.checkOpen("get box"); err != nil {
+		return nil, err
+	}
+	rec, err := r.find(idOrName)
+	if err != nil {
+		return nil, err
+	}
+	b := r.handle(rec)
+	b.refresh()
+	return b, nil
+}
+
+func (r *Runtime) records() ([]record, error) {
+	dirs, err := os.ReadDir(filepath.Join(r.home, "boxes"))
+	if err != nil {
+		return nil, err
+	}
+	var recs []record
+	for _, d := range dirs {
+		var rec record
+		if readJSON(filepath.Join(r.home, "boxes", d.Name(), "box.json"), &rec) == nil {
+			recs = append(recs, rec)
+		}
+	}
+	sort.Slice(recs, func(i, j int) bool { return recs[i].CreatedAt.Before(recs[j].CreatedAt) })
+	return recs, nil
+}
+
+func (r *Runtime) find(idOrName string) (record, error) {
+	if idOrName == "" {
+		return record{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "box id or name is empty")
+	}
+	recs, err := r.records()
+	if err != nil {
+		return record{}, err
+	}
+	var matches []record
+	for _, rec := range recs {
+		if rec.ID == idOrName || rec.Config.Name == idOrName {
+			return rec, nil
+		}
+		if len(idOrName) >= 4 && len(idOrName) < len(rec.ID) && rec.ID[:len(idOrName)] == idOrName {
+			matches = append(matches, rec)
+		}
+	}
+	if len(matches) == 1 {
+		return matches[0], nil
+	}
+	if len(matches) > 1 {
+		return record{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "box %q is ambiguous (%d boxes match)", idOrName, len(matches))
+	}
+	return record{}, errdefs.Errorf(errdefs.ErrNotFound, "box %q", idOrName)
+}
+
+// List describes every box in the home, oldest first.
+func (r *Runtime) List(ctx context.Context) ([]BoxInfo, error) {
+	recs, err := r.records()
+	if err != nil {
+		return nil, err
+	}
+	infos := make([]BoxInfo, 0, len(recs))
+	for _, rec := range recs {
+		b := r.handle(rec)
+		b.refresh()
+		infos = append(infos, b.Info())
+	}
+	return infos, nil
+}
+
+// Remove deletes a box and its disk. A running box is refused unless force,
+// which stops it first.
+func (r *Runtime) Remove(ctx context.Context, idOrName string, force bool) error {
+	b, err := r.Get(ctx, idOrName)
+	if err != nil {
+		return fmt.Errorf("remove: %w", err)
+	}
+	return b.Remove(ctx, force)
+}
+
+func newID() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return errdefs.Errorf(errdefs.ErrNotFound, "%s", path)
+		}
+		return err
+	}
+	return json.Unmarshal(b, v)
+}

@@ -1,0 +1,175 @@
+package shim
+
+import (
+	"log"
+	"net"
+	"sync"
+
+	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/protocol"
+)
+
+// serveAgent routes agent frames to the client stream that owns them. Data is
+// bounded by each stream's window, so a client's queue stays bounded too.
+func (s *shim) serveAgent() {
+	for {
+		f, err := s.agentReader.ReadFrame()
+		if err != nil {
+			s.mu.Lock()
+			stopping := s.stopping
+			s.mu.Unlock()
+			if !stopping {
+				log.Printf("agent channel: %v", err)
+			}
+			return
+		}
+		if f.Stream == 0 {
+			log.Printf("agent: unexpected %s on stream 0", f.Type)
+			continue
+		}
+		s.mu.Lock()
+		r, ok := s.routes[f.Stream]
+		if ok && (f.Type == protocol.TExit || f.Type == protocol.TError) {
+			delete(s.routes, f.Stream)
+			delete(r.c.streams, r.local)
+		}
+		s.mu.Unlock()
+		if ok {
+			f.Stream = r.local
+			r.c.queue(f)
+		}
+	}
+}
+
+func (s *shim) accept() {
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		c := &client{conn: nc, w: protocol.NewWriter(nc), streams: map[uint32]uint32{}}
+		c.cond = sync.NewCond(&c.mu)
+		s.mu.Lock()
+		if s.stopping {
+			s.mu.Unlock()
+			nc.Close()
+			continue
+		}
+		s.clients[c] = true
+		s.mu.Unlock()
+		go c.writeLoop()
+		go s.serveClient(c)
+	}
+}
+
+// serveClient forwards a client's frames to the agent under shim-wide stream
+// ids. When the client goes away, its running execs are cancelled.
+func (s *shim) serveClient(c *client) {
+	r := protocol.NewReader(c.conn)
+	for {
+		f, err := r.ReadFrame()
+		if err != nil {
+			break
+		}
+		switch f.Type {
+		case protocol.TInfo:
+			reply, _ := protocol.Encode(protocol.TInfo, f.Stream, s.info)
+			c.queue(reply)
+			continue
+		case protocol.TShutdown:
+			go s.stop("stopped by a client")
+			continue
+		}
+		s.mu.Lock()
+		global, ok := c.streams[f.Stream]
+		if f.Type == protocol.TExec {
+			if ok {
+				s.mu.Unlock()
+				c.queueError(f.Stream, errdefs.Errorf(errdefs.ErrAlreadyExists, "stream %d is in use", f.Stream))
+				continue
+			}
+			global, ok = s.next, true
+			s.next++
+			c.streams[f.Stream] = global
+			s.routes[global] = route{c: c, local: f.Stream}
+		}
+		s.mu.Unlock()
+		if !ok {
+			continue // a late frame for a stream that has ended
+		}
+		f.Stream = global
+		if err := s.sendAgent(f); err != nil {
+			log.Printf("agent channel: %v", err)
+		}
+	}
+	s.mu.Lock()
+	delete(s.clients, c)
+	var orphans []uint32
+	for _, global := range c.streams {
+		delete(s.routes, global)
+		orphans = append(orphans, global)
+	}
+	s.mu.Unlock()
+	for _, global := range orphans {
+		s.sendAgent(protocol.Frame{Type: protocol.TCancel, Stream: global})
+	}
+	c.close()
+}
+
+// client is one host connection. Frames to it go through a queue and one
+// writer goroutine so a slow client never stalls the agent channel.
+type client struct {
+	conn    net.Conn
+	w       *protocol.Writer
+	streams map[uint32]uint32 // client stream id -> agent stream id; guarded by shim.mu
+
+	mu     sync.Mutex
+	cond   *sync.Cond
+	q      []protocol.Frame
+	closed bool
+}
+
+func (c *client) queue(f protocol.Frame) {
+	c.mu.Lock()
+	if !c.closed {
+		c.q = append(c.q, f)
+	}
+	c.mu.Unlock()
+	c.cond.Signal()
+}
+
+func (c *client) queueError(stream uint32, err error) {
+	f, _ := protocol.Encode(protocol.TError, stream, protocol.ErrorOf(err))
+	c.queue(f)
+}
+
+func (c *client) writeLoop() {
+	for {
+		c.mu.Lock()
+		for len(c.q) == 0 && !c.closed {
+			c.cond.Wait()
+		}
+		q := c.q
+		c.q = nil
+		closed := c.closed
+		c.mu.Unlock()
+		for _, f := range q {
+			if c.w.WriteFrame(f) != nil {
+				c.close()
+				return
+			}
+		}
+		if closed {
+			c.conn.Close()
+			return
+		}
+	}
+}
+
+// close flushes what is queued, then closes the connection.
+func (c *client) close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.cond.Signal()
+}

@@ -1,0 +1,211 @@
+// Command bench prints boxlite's figures, each next to a baseline measured in
+// the same run (these machines are noisy, so ratios are what to compare):
+//
+//   - cold start to first exec result vs. bare QEMU booting the same kernel,
+//     initramfs and disks to the agent's hello;
+//   - exec round trip of `true` (p50/p99) vs. the agent's in-guest spawn;
+//   - stdout throughput into the host vs. the same bytes to /dev/null in the guest;
+//   - host RSS of an idle box (shim + QEMU).
+//
+// Run it with `make bench`.
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite/hv"
+	"github.com/boxlite/boxlite/protocol"
+)
+
+const boots = 3
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	ctx := context.Background()
+	home, err := os.MkdirTemp("", "bxb")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(home)
+	rt, err := core.NewRuntime(core.WithHome(home))
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	if _, err := rt.Images().Load(ctx, os.Getenv("BOXLITE_TEST_IMAGE")); err != nil {
+		return err
+	}
+
+	// Cold start: Create (shim, QEMU, kernel, agent) to the first exec result.
+	var cold []time.Duration
+	var box *core.Box
+	for i := range boots {
+		start := time.Now()
+		b, err := rt.Create(ctx, "alpine:latest")
+		if err != nil {
+			return err
+		}
+		if _, err := b.Run(ctx, core.Command{Argv: []string{"true"}}); err != nil {
+			return err
+		}
+		cold = append(cold, time.Since(start))
+		if i < boots-1 {
+			b.Remove(ctx, true)
+		} else {
+			box = b
+		}
+	}
+	bare, err := bareBoots(rt, box)
+	if err != nil {
+		return err
+	}
+	accel := box.Info().Runtime
+	fmt.Printf("acceleration: %s (%s)\n", accel.Accel, accel.AccelReason)
+	fmt.Printf("cold start to first exec result: median %s  (bare QEMU to agent hello: median %s; ratio %.2fx)\n",
+		ms(median(cold)), ms(median(bare)), float64(median(cold))/float64(median(bare)))
+	fmt.Printf("  guest clock: kernel %.0f ms, agent ready %.0f ms\n", accel.GuestKernelMs, accel.GuestReadyMs)
+
+	// Exec round trip.
+	var rtt []time.Duration
+	for range 60 {
+		start := time.Now()
+		if _, err := box.Run(ctx, core.Command{Argv: []string{"true"}}); err != nil {
+			return err
+		}
+		rtt = append(rtt, time.Since(start))
+	}
+	inGuest, err := guestSpawn(ctx, box)
+	if err != nil {
+		return err
+	}
+	sort.Slice(rtt, func(i, j int) bool { return rtt[i] < rtt[j] })
+	fmt.Printf("exec round trip of true: p50 %s p99 %s  (spawn+wait of true inside the guest: %s; ratio %.2fx)\n",
+		ms(rtt[len(rtt)/2]), ms(rtt[len(rtt)*99/100]), ms(inGuest), float64(rtt[len(rtt)/2])/float64(inGuest))
+
+	// Throughput.
+	const size = 200 << 20
+	start := time.Now()
+	res, err := box.Run(ctx, core.Command{Argv: []string{"head", "-c", strconv.Itoa(size), "/dev/zero"}})
+	if err != nil || len(res.Stdout) != size {
+		return fmt.Errorf("throughput run: %v", err)
+	}
+	host := time.Since(start)
+	res, err = box.Run(ctx, core.Command{Argv: []string{"sh", "-c",
+		fmt.Sprintf("s=$(date +%%s%%N); head -c %d /dev/zero >/dev/null; e=$(date +%%s%%N); echo $((e-s))", size)}})
+	if err != nil {
+		return err
+	}
+	ns, _ := strconv.ParseInt(strings.TrimSpace(string(res.Stdout)), 10, 64)
+	fmt.Printf("stdout throughput: %.0f MB/s into the host  (same bytes to /dev/null in the guest: %.0f MB/s; ratio %.2fx)\n",
+		float64(size)/1e6/host.Seconds(), float64(size)/1e6/(float64(ns)/1e9), host.Seconds()/(float64(ns)/1e9))
+
+	// Memory of the idle box.
+	time.Sleep(2 * time.Second)
+	shimKB, vmmKB := rssKB(accel.ShimPid), rssKB(accel.VMMPid)
+	fmt.Printf("host RSS of an idle box (%d MiB guest): %.0f MiB = shim %.0f MiB + QEMU %.0f MiB\n",
+		box.Info().Config.MemoryMiB, float64(shimKB+vmmKB)/1024, float64(shimKB)/1024, float64(vmmKB)/1024)
+	return box.Remove(ctx, true)
+}
+
+// bareBoots boots the box's kernel, initramfs and disks with hv alone (no
+// shim, no runtime) to the agent's hello.
+func bareBoots(rt *core.Runtime, box *core.Box) ([]time.Duration, error) {
+	dir, err := os.MkdirTemp("", "bxq")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	img, err := rt.Images().Get("alpine:latest")
+	if err != nil {
+		return nil, err
+	}
+	layers, err := rt.Images().Rootfs(context.Background(), img)
+	if err != nil {
+		return nil, err
+	}
+	accel, _, err := hv.DetectAccel()
+	if err != nil {
+		return nil, err
+	}
+	assets := os.Getenv("BOXLITE_ASSETS")
+	cfg := hv.Config{Kernel: filepath.Join(assets, "guest", "vmlinuz"), Initrd: filepath.Join(assets, "guest", "initramfs.cpio"),
+		MemoryMiB: box.Info().Config.MemoryMiB, CPUs: 1, Channel: filepath.Join(dir, "agent.sock"),
+		ConsoleLog: filepath.Join(dir, "console.log"), Accel: accel}
+	for i, l := range layers {
+		cfg.Disks = append(cfg.Disks, hv.Disk{Path: l, Serial: fmt.Sprintf("layer%d", i), ReadOnly: true})
+	}
+	var out []time.Duration
+	for range boots {
+		ln, err := net.Listen("unix", cfg.Channel)
+		if err != nil {
+			return nil, err
+		}
+		start := time.Now()
+		vm, err := hv.Start(cfg)
+		if err != nil {
+			ln.Close()
+			return nil, err
+		}
+		ln.(*net.UnixListener).SetDeadline(time.Now().Add(time.Minute))
+		c, err := ln.Accept()
+		if err == nil {
+			c.SetReadDeadline(time.Now().Add(time.Minute))
+			_, err = protocol.NewReader(c).ReadFrame()
+		}
+		out = append(out, time.Since(start))
+		vm.Kill()
+		ln.Close()
+		if c != nil {
+			c.Close()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bare boot: %v", err)
+		}
+	}
+	return out, nil
+}
+
+// guestSpawn times 60 spawns of true inside the guest, per spawn.
+func guestSpawn(ctx context.Context, box *core.Box) (time.Duration, error) {
+	res, err := box.Run(ctx, core.Command{Argv: []string{"sh", "-c",
+		"s=$(date +%s%N); i=0; while [ $i -lt 60 ]; do /bin/true; i=$((i+1)); done; e=$(date +%s%N); echo $(((e-s)/60))"}})
+	if err != nil {
+		return 0, err
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(string(res.Stdout)), 10, 64)
+	return time.Duration(ns), err
+}
+
+func rssKB(pid int) int {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") {
+			n, _ := strconv.Atoi(strings.Fields(l)[1])
+			return n
+		}
+	}
+	return 0
+}
+
+func median(d []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }

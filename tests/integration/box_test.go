@@ -1,0 +1,221 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite/errdefs"
+)
+
+func TestStreamsAndExitCode(t *testing.T) {
+	res := runIn(t, shared, sh("echo out; echo err >&2; exit 3"))
+	if string(res.Stdout) != "out\n" || string(res.Stderr) != "err\n" || res.Code != 3 {
+		t.Fatalf("got stdout %q stderr %q code %d", res.Stdout, res.Stderr, res.Code)
+	}
+}
+
+func TestGuestKernel(t *testing.T) {
+	res := runIn(t, shared, core.Command{Argv: []string{"uname", "-r"}})
+	var host syscall.Utsname
+	syscall.Uname(&host)
+	guest := strings.TrimSpace(string(res.Stdout))
+	if !strings.Contains(guest, "cloud-amd64") || guest == utsString(host.Release[:]) {
+		t.Fatalf("guest kernel %q (host %q)", guest, utsString(host.Release[:]))
+	}
+	info := shared.Info()
+	if info.Runtime == nil || info.Runtime.Accel == "" || info.Runtime.AccelReason == "" || !strings.Contains(info.Runtime.Kernel, guest) {
+		t.Fatalf("info: %+v", info.Runtime)
+	}
+}
+
+func utsString(b []int8) string {
+	var s []byte
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		s = append(s, byte(c))
+	}
+	return string(s)
+}
+
+func TestConcurrentExecs(t *testing.T) {
+	var wg sync.WaitGroup
+	for i := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := shared.Run(context.Background(), sh(fmt.Sprintf("i=0; while [ $i -lt 300 ]; do echo %d-$i; echo e%d-$i >&2; i=$((i+1)); done; exit %d", i, i, i)))
+			if err != nil {
+				t.Errorf("exec %d: %v", i, err)
+				return
+			}
+			var wantOut, wantErr strings.Builder
+			for j := range 300 {
+				fmt.Fprintf(&wantOut, "%d-%d\n", i, j)
+				fmt.Fprintf(&wantErr, "e%d-%d\n", i, j)
+			}
+			if string(res.Stdout) != wantOut.String() || string(res.Stderr) != wantErr.String() || res.Code != i {
+				t.Errorf("exec %d: mixed or wrong output (code %d, %d/%d bytes)", i, res.Code, len(res.Stdout), len(res.Stderr))
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func TestTimeoutKillsAndBoxStaysUsable(t *testing.T) {
+	start := time.Now()
+	// The trap makes TERM useless, so the guest must escalate to KILL after the grace period.
+	res, err := shared.Run(context.Background(), core.Command{Argv: []string{"sh", "-c", "trap '' TERM; echo started; sleep 60"},
+		Timeout: time.Second, Grace: 500 * time.Millisecond})
+	if !errors.Is(err, errdefs.ErrTimeout) || !res.TimedOut {
+		t.Fatalf("want timeout, got %v (%+v)", err, res)
+	}
+	if string(res.Stdout) != "started\n" {
+		t.Errorf("output before the timeout was lost: %q", res.Stdout)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("timeout took %s", d)
+	}
+	if res := runIn(t, shared, sh("echo alive")); string(res.Stdout) != "alive\n" {
+		t.Fatalf("box unusable after timeout: %q", res.Stdout)
+	}
+}
+
+func TestStdinAndLargeOutput(t *testing.T) {
+	e, err := shared.Exec(context.Background(), core.Command{Argv: []string{"cat"}, Stdin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := bytes.Repeat([]byte("0123456789abcdef"), 256<<10) // 4 MiB, well over the window
+	go func() { e.Stdin.Write(in); e.Stdin.Close() }()
+	res, err := e.Collect(context.Background())
+	if err != nil || !bytes.Equal(res.Stdout, in) {
+		t.Fatalf("cat returned %d of %d bytes, err %v", len(res.Stdout), len(in), err)
+	}
+	res = runIn(t, shared, sh("head -c 20000000 /dev/zero"))
+	if len(res.Stdout) != 20000000 {
+		t.Fatalf("large output: %d bytes", len(res.Stdout))
+	}
+}
+
+func TestBackpressure(t *testing.T) {
+	// Nobody reads stdout: the process must block once the window is full,
+	// not buffer without bound; reading later gets everything.
+	e, err := shared.Exec(context.Background(), sh("head -c 8000000 /dev/zero; echo done >&2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-e.Done():
+		t.Fatal("process finished while its output was not being read")
+	case <-time.After(2 * time.Second):
+	}
+	n, _ := io.Copy(io.Discard, e.Stdout)
+	errOut, _ := io.ReadAll(e.Stderr)
+	if st, err := e.Wait(context.Background()); err != nil || st.Code != 0 || n != 8000000 || string(errOut) != "done\n" {
+		t.Fatalf("got %d bytes, stderr %q, %+v %v", n, errOut, st, err)
+	}
+}
+
+func TestEnvCwdUser(t *testing.T) {
+	res := runIn(t, shared, core.Command{Argv: []string{"sh", "-c", `echo "$GREETING"; pwd; id -u`},
+		Env: map[string]string{"GREETING": "hi there"}, Cwd: "/tmp", User: "1000"})
+	if got := string(res.Stdout); got != "hi there\n/tmp\n1000\n" {
+		t.Fatalf("got %q (stderr %q)", got, res.Stderr)
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	ctx := context.Background()
+	if _, err := shared.Run(ctx, core.Command{Argv: []string{"no-such-command"}}); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("missing command: %v", err)
+	}
+	if _, err := shared.Run(ctx, core.Command{}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("empty argv: %v", err)
+	}
+	if _, err := shared.Run(ctx, core.Command{Argv: []string{"true"}, Cwd: "/no/such/dir"}); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("bad cwd: %v", err)
+	}
+	if _, err := shared.Run(ctx, core.Command{Argv: []string{"true"}, User: "nosuchuser"}); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("bad user: %v", err)
+	}
+	if _, err := rt.Create(ctx, "no-such-image:latest"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("missing image: %v", err)
+	}
+	if _, err := rt.Create(ctx, "alpine:latest", core.WithMemoryMiB(1)); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("bad memory: %v", err)
+	}
+	if _, err := rt.Get(ctx, "no-such-box"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("missing box: %v", err)
+	}
+	// Still fine after all that.
+	if res := runIn(t, shared, sh("echo ok")); string(res.Stdout) != "ok\n" {
+		t.Fatalf("got %q", res.Stdout)
+	}
+}
+
+func alive(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
+
+func waitGone(t *testing.T, what string, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); alive(pid); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s (pid %d) still running", what, pid)
+		}
+	}
+}
+
+// One more box: its disk survives stop and start; then its VMM is killed and
+// the next call says so; rm leaves nothing behind.
+func TestLifecycle(t *testing.T) {
+	ctx := context.Background()
+	b, err := rt.Create(ctx, "alpine:latest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runIn(t, b, sh("echo kept > /root/note && sync"))
+	if err := b.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Run(ctx, sh("true")); !errors.Is(err, errdefs.ErrInvalidState) || !strings.Contains(err.Error(), "stopped") {
+		t.Fatalf("exec on stopped box: %v", err)
+	}
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if res := runIn(t, b, sh("cat /root/note")); string(res.Stdout) != "kept\n" {
+		t.Fatalf("disk lost across stop/start: %q %q", res.Stdout, res.Stderr)
+	}
+
+	info := b.Info().Runtime
+	dir := b.Info().Dir
+	syscall.Kill(info.VMMPid, syscall.SIGKILL)
+	waitGone(t, "shim", info.ShimPid)
+	_, err = b.Run(ctx, sh("true"))
+	if !errors.Is(err, errdefs.ErrInvalidState) || !strings.Contains(err.Error(), "VMM exited unexpectedly") {
+		t.Fatalf("exec after VMM was killed: %v", err)
+	}
+	if _, err := os.Stat(dir + "/shim.sock"); !os.IsNotExist(err) {
+		t.Errorf("shim socket left behind: %v", err)
+	}
+	if err := rt.Remove(ctx, b.ID(), false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("box dir left behind: %v", err)
+	}
+	if _, err := rt.Get(ctx, b.ID()); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("removed box: %v", err)
+	}
+}

@@ -1,0 +1,129 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite/errdefs"
+)
+
+// The CLI, as a user runs it.
+func TestCLIRun(t *testing.T) {
+	cli := filepath.Join(repo, "build", "boxlite")
+	cmd := exec.Command(cli, "run", "--rm", "alpine:latest", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("exit: %v (stderr %q)", err, stderr.String())
+	}
+	if stdout.String() != "out\n" || stderr.String() != "err\n" {
+		t.Fatalf("stdout %q stderr %q", stdout.String(), stderr.String())
+	}
+	// --rm left nothing: only the shared box remains.
+	infos, err := rt.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range infos {
+		if i.Name != "shared" {
+			t.Errorf("box left behind: %+v", i)
+		}
+	}
+}
+
+// A box that is not detached dies with the process that created it.
+func TestBoxDiesWithCreator(t *testing.T) {
+	if os.Getenv("BOXLITE_TEST_CREATOR") != "" {
+		creator()
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBoxDiesWithCreator$")
+	cmd.Env = append(os.Environ(), "BOXLITE_TEST_CREATOR=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var shimPid, vmmPid int
+	var dir string
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if n, _ := fmt.Sscanf(sc.Text(), "BOX %d %d %s", &shimPid, &vmmPid, &dir); n == 3 {
+			break
+		}
+	}
+	if shimPid == 0 {
+		cmd.Wait()
+		t.Fatal("creator did not report its box")
+	}
+	cmd.Process.Kill() // no chance to clean up
+	cmd.Wait()
+	waitGone(t, "shim", shimPid)
+	waitGone(t, "VMM", vmmPid)
+	if _, err := os.Stat(filepath.Join(dir, "shim.sock")); !os.IsNotExist(err) {
+		t.Errorf("socket left behind: %v", err)
+	}
+	b, err := rt.Get(context.Background(), filepath.Base(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := b.State(); st != core.StateStopped {
+		t.Errorf("state %s", st)
+	}
+	if !strings.Contains(b.Info().LastExit, "created the box exited") {
+		t.Errorf("last exit %q", b.Info().LastExit)
+	}
+	if err := b.Remove(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// creator runs in a child test process: it makes a box, reports it and waits to be killed.
+func creator() {
+	b, err := rt.Create(context.Background(), "alpine:latest")
+	if err != nil {
+		fmt.Println("create:", err)
+		os.Exit(1)
+	}
+	i := b.Info()
+	fmt.Printf("BOX %d %d %s\n", i.Runtime.ShimPid, i.Runtime.VMMPid, i.Dir)
+	time.Sleep(time.Minute)
+	os.Exit(1)
+}
+
+// A box that cannot boot says why, with the console's last lines.
+func TestBootFailureShowsConsole(t *testing.T) {
+	assets := t.TempDir()
+	os.MkdirAll(filepath.Join(assets, "guest"), 0o755)
+	for _, f := range []string{"boxlite-shim", "guest/vmlinuz"} {
+		if err := os.Symlink(filepath.Join(repo, "build", f), filepath.Join(assets, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(assets, "guest", "initramfs.cpio"), []byte("not an initramfs"), 0o644)
+	r, err := core.NewRuntime(core.WithHome(rt.Home()), core.WithAssets(assets))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	_, err = r.Create(context.Background(), "alpine:latest", core.WithBootTimeout(40*time.Second))
+	if !errors.Is(err, errdefs.ErrBootFailed) || !strings.Contains(err.Error(), "console") || !strings.Contains(err.Error(), "Kernel panic") {
+		t.Fatalf("want boot failure with the console tail, got %v", err)
+	}
+}
