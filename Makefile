@@ -63,7 +63,8 @@ vet:
 
 # Integration tests boot real boxes (TCG here: a few seconds each), sharing them where they can.
 test: build $(BUILD)/images/alpine.tar vet
-	BOXLITE_TEST_IMAGE=$(BUILD)/images/alpine.tar $(GO) test -count=1 -timeout 20m ./...
+	BOXLITE_TEST_IMAGE=$(BUILD)/images/alpine.tar BOXLITE_GUEST_KERNEL=$(GUEST)/kernel \
+	  $(GO) test -count=1 -timeout 20m ./...
 
 bench: build $(BUILD)/images/alpine.tar
 	BOXLITE_TEST_IMAGE=$(BUILD)/images/alpine.tar $(GO) run ./tests/bench

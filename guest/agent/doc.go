@@ -1,0 +1,3 @@
+// Package agent is boxlite's guest agent: PID 1 of the box VM, which mounts the
+// image layers and serves the host's exec requests over the protocol channel.
+package agent

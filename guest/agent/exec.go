@@ -1,0 +1,403 @@
+//go:build linux
+
+package agent
+
+import (
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/protocol"
+)
+
+// maxWindow bounds the window a host can grant by crediting more than it got.
+const maxWindow = 1 << 30
+
+// outputLinger is how long an exec whose process was killed after a timeout
+// waits for its output pipes to close (a descendant that left the process
+// group may hold them open for ever).
+const outputLinger = time.Second
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, protocol.MaxChunk); return &b }}
+
+// execution is one exec stream: a process, its pipes and flow-control windows.
+//
+// Frames: Started, then Stdout/Stderr/Credit(fd 0) in any order, then exactly
+// one Exit or Error, after which nothing (over). Cancel sets over without a
+// last frame: the host has gone.
+type execution struct {
+	s   *server
+	id  uint32
+	pid int
+
+	timeout, grace time.Duration
+
+	stdout, stderr *os.File // read ends
+	stdin          *os.File // write end; nil without Stdin
+	outputs        sync.WaitGroup
+	exitCh         chan struct{}
+
+	// over is set, under s.wmu, once the stream's last frame is written or the
+	// stream is cancelled; no frame is written for the stream after it.
+	over atomic.Bool
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	win      [3]int64 // output windows, by fd (1, 2)
+	exited   bool
+	status   unix.WaitStatus
+	timedOut bool
+	released bool
+	timers   []*time.Timer
+
+	stdinQ       [][]byte
+	stdinPending int // queued or being written, not yet credited back
+	stdinClosed  bool
+	stdinBroken  bool
+}
+
+func newExecution(s *server, id uint32, req protocol.Exec) *execution {
+	e := &execution{s: s, id: id, exitCh: make(chan struct{})}
+	e.cond = sync.NewCond(&e.mu)
+	e.win[1], e.win[2] = protocol.InitialWindow, protocol.InitialWindow
+	e.timeout = millis(req.TimeoutMs)
+	e.grace = defaultGrace
+	if req.GraceMs > 0 {
+		e.grace = millis(req.GraceMs)
+	}
+	return e
+}
+
+// onExit is called by the reaper with the process's wait status.
+func (e *execution) onExit(ws unix.WaitStatus) {
+	e.mu.Lock()
+	e.exited, e.status = true, ws
+	e.mu.Unlock()
+	close(e.exitCh)
+}
+
+// run announces the process and starts moving its data.
+func (e *execution) run() {
+	if f, err := protocol.Encode(protocol.TStarted, e.id, protocol.Started{Pid: e.pid}); err == nil {
+		e.send(f)
+	}
+	e.outputs.Add(2)
+	go e.pump(1, e.stdout, protocol.TStdout)
+	go e.pump(2, e.stderr, protocol.TStderr)
+	if e.stdin != nil {
+		go e.stdinLoop()
+	}
+	if e.timeout > 0 {
+		e.mu.Lock()
+		if !e.released {
+			e.timers = append(e.timers, time.AfterFunc(e.timeout, e.onTimeout))
+		}
+		e.mu.Unlock()
+	}
+	go e.wait()
+}
+
+// guard contains a panic in one of the exec's goroutines to the exec.
+func (e *execution) guard(what string) {
+	if r := recover(); r != nil {
+		e.s.cfg.Logf("panic in exec %d %s: %v\n%s", e.id, what, r, debug.Stack())
+		e.fail(errdefs.Errorf(errdefs.ErrInternal, "agent: exec %s: panic: %v", what, r))
+	}
+}
+
+// wait ends the stream once the process has exited and both outputs reached EOF.
+func (e *execution) wait() {
+	defer e.guard("wait")
+	<-e.exitCh
+	e.outputs.Wait()
+	e.mu.Lock()
+	ws, timedOut := e.status, e.timedOut
+	e.mu.Unlock()
+	ex := protocol.Exit{TimedOut: timedOut}
+	if ws.Signaled() {
+		ex.Signal = int(ws.Signal())
+		ex.Code = 128 + ex.Signal
+	} else {
+		ex.Code = ws.ExitStatus()
+	}
+	if f, err := protocol.Encode(protocol.TExit, e.id, ex); err == nil {
+		e.finish(f)
+	}
+	e.release()
+}
+
+// send writes one frame of this stream unless the stream is over.
+func (e *execution) send(f protocol.Frame) {
+	e.s.wmu.Lock()
+	defer e.s.wmu.Unlock()
+	if e.over.Load() {
+		return
+	}
+	_ = e.s.writeLocked(f)
+}
+
+// finish writes the stream's last frame, once.
+func (e *execution) finish(f protocol.Frame) {
+	e.s.wmu.Lock()
+	defer e.s.wmu.Unlock()
+	if e.over.Load() {
+		return
+	}
+	e.over.Store(true)
+	_ = e.s.writeLocked(f)
+}
+
+// fail ends the stream with an Error frame and kills the process group.
+func (e *execution) fail(err error) {
+	if f, encErr := protocol.Encode(protocol.TError, e.id, protocol.ErrorOf(err)); encErr == nil {
+		e.finish(f)
+	}
+	e.abort()
+}
+
+// cancel ends the stream without a last frame (the host has gone) and kills
+// the process group; its output is discarded.
+func (e *execution) cancel() {
+	e.s.wmu.Lock()
+	e.over.Store(true)
+	e.s.wmu.Unlock()
+	e.abort()
+}
+
+func (e *execution) abort() {
+	e.mu.Lock()
+	e.killGroupLocked(unix.SIGKILL)
+	e.cond.Broadcast()
+	e.mu.Unlock()
+	e.closeOutputs()
+	e.release()
+}
+
+// release frees the stream id and what the exec holds; the reaper still
+// delivers the exit status, which then goes nowhere.
+func (e *execution) release() {
+	e.mu.Lock()
+	if e.released {
+		e.mu.Unlock()
+		return
+	}
+	e.released = true
+	for _, t := range e.timers {
+		t.Stop()
+	}
+	e.cond.Broadcast()
+	e.mu.Unlock()
+	if e.stdin != nil {
+		e.stdin.Close() // unblocks a write into a process that stopped reading
+	}
+	e.s.remove(e)
+}
+
+func (e *execution) closeOutputs() {
+	e.stdout.Close()
+	e.stderr.Close()
+}
+
+func (e *execution) killGroupLocked(sig unix.Signal) {
+	if e.released || e.pid <= 0 {
+		return
+	}
+	_ = unix.Kill(-e.pid, sig)
+}
+
+func (e *execution) signal(sig int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.exited || e.released {
+		return // the pid may be reused
+	}
+	_ = unix.Kill(e.pid, unix.Signal(sig))
+}
+
+func (e *execution) onTimeout() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.released {
+		return
+	}
+	e.timedOut = true
+	e.killGroupLocked(unix.SIGTERM)
+	e.timers = append(e.timers, time.AfterFunc(e.grace, e.onGraceOver))
+}
+
+func (e *execution) onGraceOver() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.released {
+		return
+	}
+	e.killGroupLocked(unix.SIGKILL)
+	e.timers = append(e.timers, time.AfterFunc(outputLinger, func() {
+		e.mu.Lock()
+		exited, released := e.exited, e.released
+		e.mu.Unlock()
+		if exited && !released {
+			e.closeOutputs()
+		}
+	}))
+}
+
+// credit returns window for fd 1 or 2; anything else is ignored.
+func (e *execution) credit(fd, n int) {
+	if (fd != 1 && fd != 2) || n <= 0 {
+		return
+	}
+	e.mu.Lock()
+	e.win[fd] = min(e.win[fd]+int64(n), maxWindow)
+	e.cond.Broadcast()
+	e.mu.Unlock()
+}
+
+// waitWindow blocks until fd may send and returns how much; 0 means stop.
+func (e *execution) waitWindow(fd int) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for e.win[fd] <= 0 && !e.released && !e.over.Load() {
+		e.cond.Wait()
+	}
+	if e.released || e.over.Load() {
+		return 0
+	}
+	return int(min(e.win[fd], protocol.MaxChunk))
+}
+
+// pump moves one output pipe to the host within the window. When the window
+// is empty it stops reading, so the pipe fills and the writer blocks.
+// Buffers come from a pool and are taken only once the pipe is readable, so
+// idle execs hold none.
+func (e *execution) pump(fd int, f *os.File, t protocol.Type) {
+	defer e.outputs.Done()
+	defer f.Close()
+	defer e.guard("output")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	for {
+		n := e.waitWindow(fd)
+		if n == 0 {
+			return
+		}
+		var (
+			buf  *[]byte
+			k    int
+			rerr error
+		)
+		err := rc.Read(func(sysfd uintptr) bool {
+			buf = bufPool.Get().(*[]byte)
+			for {
+				k, rerr = unix.Read(int(sysfd), (*buf)[:n])
+				if rerr != unix.EINTR {
+					break
+				}
+			}
+			if rerr == unix.EAGAIN {
+				bufPool.Put(buf)
+				buf = nil
+				return false
+			}
+			return true
+		})
+		if err != nil { // closed by cancel or timeout
+			if buf != nil {
+				bufPool.Put(buf)
+			}
+			return
+		}
+		if k > 0 {
+			e.mu.Lock()
+			e.win[fd] -= int64(k)
+			e.mu.Unlock()
+			e.send(protocol.Frame{Type: t, Stream: e.id, Payload: (*buf)[:k]})
+		}
+		bufPool.Put(buf)
+		if rerr != nil || k <= 0 {
+			return
+		}
+	}
+}
+
+func (e *execution) sendCredit(n int) {
+	if n <= 0 {
+		return
+	}
+	if f, err := protocol.Encode(protocol.TCredit, e.id, protocol.Credit{Fd: 0, Bytes: n}); err == nil {
+		e.send(f)
+	}
+}
+
+// onStdin queues host data for the process. Data that cannot reach the
+// process (no stdin requested, closed, or the process stopped reading for
+// good) is dropped but still credited, so the host never stalls.
+func (e *execution) onStdin(data []byte) {
+	if len(data) == 0 {
+		return
+	}
+	e.mu.Lock()
+	if e.stdin == nil || e.stdinClosed || e.stdinBroken || e.released {
+		e.mu.Unlock()
+		e.sendCredit(len(data))
+		return
+	}
+	if e.stdinPending+len(data) > protocol.InitialWindow {
+		pending := e.stdinPending
+		e.mu.Unlock()
+		e.fail(errdefs.Errorf(errdefs.ErrLimit, "stdin: %d bytes sent with %d unacknowledged, window %d",
+			len(data), pending, protocol.InitialWindow))
+		return
+	}
+	e.stdinPending += len(data)
+	e.stdinQ = append(e.stdinQ, data)
+	e.cond.Broadcast()
+	e.mu.Unlock()
+}
+
+func (e *execution) onStdinClose() {
+	e.mu.Lock()
+	e.stdinClosed = true
+	e.cond.Broadcast()
+	e.mu.Unlock()
+}
+
+// stdinLoop writes queued stdin into the process and credits each chunk back
+// once written; it closes the pipe after TStdinClose drained the queue.
+func (e *execution) stdinLoop() {
+	defer e.stdin.Close()
+	defer e.guard("stdin")
+	for {
+		e.mu.Lock()
+		for len(e.stdinQ) == 0 && !e.stdinClosed && !e.released && !e.over.Load() {
+			e.cond.Wait()
+		}
+		if len(e.stdinQ) == 0 || e.released || e.over.Load() {
+			e.mu.Unlock()
+			return
+		}
+		chunk := e.stdinQ[0]
+		e.stdinQ[0] = nil
+		e.stdinQ = e.stdinQ[1:]
+		broken := e.stdinBroken
+		e.mu.Unlock()
+		if !broken {
+			if _, err := e.stdin.Write(chunk); err != nil {
+				e.mu.Lock()
+				e.stdinBroken = true
+				e.mu.Unlock()
+			}
+		}
+		e.mu.Lock()
+		e.stdinPending -= len(chunk)
+		e.mu.Unlock()
+		e.sendCredit(len(chunk))
+	}
+}

@@ -1,0 +1,39 @@
+//go:build linux
+
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+func TestModuleParams(t *testing.T) {
+	got := moduleParams(`console=ttyS0 quiet virtio_mmio.device=512@0xfeb00e00:12 virtio-mmio.device=512@0xfeb00c00:11 foo.bar "opt.x=a b" panic=-1 a.b.c=1`)
+	want := map[string]string{
+		"virtio_mmio": "device=512@0xfeb00e00:12 device=512@0xfeb00c00:11",
+		"foo":         "bar",
+		"opt":         `x="a b"`,
+		"a":           "b.c=1",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %#v", got)
+	}
+}
+
+// TestModinfoDepends reads a real Debian module when one is around
+// (BOXLITE_GUEST_KERNEL, as written by guest/fetch-kernel.sh).
+func TestModinfoDepends(t *testing.T) {
+	dir := os.Getenv("BOXLITE_GUEST_KERNEL")
+	if dir == "" {
+		t.Skip("BOXLITE_GUEST_KERNEL not set")
+	}
+	deps, err := modinfoDepends(filepath.Join(dir, "modules", "virtio_mmio.ko"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(deps, []string{"virtio", "virtio_ring"}) {
+		t.Fatalf("virtio_mmio depends on %q", deps)
+	}
+}

@@ -1,0 +1,163 @@
+//go:build linux
+
+package agent
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/boxlite/boxlite/errdefs"
+)
+
+const maxSymlinks = 40
+
+// resolveIn resolves the box path p (absolute, or relative to "/") inside
+// root the way the kernel would after chroot(root): symlinks, absolute or
+// relative, and ".." never leave root. It returns the host path of the final
+// file, which must exist.
+func resolveIn(root, p string) (string, error) {
+	cur := "/"
+	todo := p
+	links := 0
+	for todo != "" {
+		var c string
+		c, todo, _ = strings.Cut(todo, "/")
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			cur = path.Dir(cur)
+			continue
+		}
+		next := path.Join(cur, c)
+		host := filepath.Join(root, next)
+		fi, err := os.Lstat(host)
+		if err != nil {
+			return "", err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			if todo != "" && !fi.IsDir() {
+				return "", &fs.PathError{Op: "lstat", Path: host, Err: unix.ENOTDIR}
+			}
+			cur = next
+			continue
+		}
+		if links++; links > maxSymlinks {
+			return "", &fs.PathError{Op: "readlink", Path: host, Err: unix.ELOOP}
+		}
+		target, err := os.Readlink(host)
+		if err != nil {
+			return "", err
+		}
+		if strings.HasPrefix(target, "/") {
+			cur = "/"
+		}
+		if todo == "" {
+			todo = target
+		} else {
+			todo = target + "/" + todo
+		}
+	}
+	return filepath.Join(root, cur), nil
+}
+
+// defaultPath is used when the exec's environment has no PATH (as a shell would).
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+func envLookup(env []string, key string) (string, bool) {
+	v, ok := "", false
+	for _, kv := range env {
+		if k, val, found := strings.Cut(kv, "="); found && k == key {
+			v, ok = val, true // the last one wins, as in the process's own getenv loops
+		}
+	}
+	return v, ok
+}
+
+// lookPath finds the executable for name inside root, searching the exec's
+// PATH (not the agent's, which os/exec.LookPath would use) and resolving
+// relative names against cwd. It returns the path to pass to execve after
+// chroot, which is a box path.
+func lookPath(root, cwd, name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		p := name
+		if !path.IsAbs(p) {
+			p = path.Join(cwd, p)
+		}
+		if err := checkExecutable(root, p); err != nil {
+			return "", fileErr(name, err)
+		}
+		return name, nil
+	}
+	pathEnv, ok := envLookup(env, "PATH")
+	if !ok {
+		pathEnv = defaultPath
+	}
+	var denied error
+	for _, dir := range filepath.SplitList(pathEnv) {
+		if dir == "" {
+			dir = "."
+		}
+		if !path.IsAbs(dir) {
+			dir = path.Join(cwd, dir)
+		}
+		cand := path.Join(dir, name)
+		err := checkExecutable(root, cand)
+		if err == nil {
+			return cand, nil
+		}
+		if denied == nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.ENOTDIR) {
+			denied = err
+		}
+	}
+	if denied != nil {
+		return "", fileErr(name, denied)
+	}
+	return "", errdefs.Errorf(errdefs.ErrNotFound, "exec %q: executable file not found in $PATH", name)
+}
+
+var errNotExecutable = errors.New("permission denied (not executable)")
+
+func checkExecutable(root, p string) error {
+	host, err := resolveIn(root, p)
+	if err != nil {
+		return err
+	}
+	fi, err := os.Stat(host)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return unix.EISDIR
+	}
+	if fi.Mode()&0o111 == 0 {
+		return errNotExecutable
+	}
+	return nil
+}
+
+// fileErr turns a file-system error about the executable name into an error of
+// the right kind for the wire.
+func fileErr(name string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, unix.ENOTDIR):
+		return errdefs.Errorf(errdefs.ErrNotFound, "exec %q: no such file or directory", name)
+	case errors.Is(err, unix.EISDIR):
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "exec %q: is a directory", name)
+	case errors.Is(err, errNotExecutable), errors.Is(err, fs.ErrPermission):
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "exec %q: permission denied", name)
+	case errors.Is(err, unix.ELOOP):
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "exec %q: too many levels of symbolic links", name)
+	}
+	return errdefs.Errorf(errdefs.ErrInternal, "exec %q: %v", name, err)
+}

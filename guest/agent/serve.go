@@ -1,0 +1,273 @@
+//go:build linux
+
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"sync"
+
+	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/protocol"
+)
+
+// Version names the agent build; set with -ldflags "-X github.com/boxlite/boxlite/guest/agent.Version=...".
+var Version = "dev"
+
+// DefaultMaxExecs caps the execs one connection may run at once.
+const DefaultMaxExecs = 1024
+
+// ErrShutdown is returned by Serve after the host asked the guest to shut down
+// (all processes have been killed by then).
+var ErrShutdown = errors.New("agent: shutdown requested by the host")
+
+// Config is what Serve serves.
+type Config struct {
+	// Root is the box's root directory. With Chroot, processes run chrooted
+	// into it, as root unless the exec names a user. Without Chroot (tests,
+	// development), Root only prefixes paths and scopes /etc/passwd lookups,
+	// and processes keep the agent's credentials unless the exec names a user.
+	Root   string
+	Chroot bool
+	// RootErr, when set, fails every exec with it: the box has no root file system.
+	RootErr error
+	// Hello is sent on stream 0 before anything else.
+	Hello protocol.Hello
+	// Logf logs one concise line; nil discards.
+	Logf func(format string, args ...any)
+	// MaxExecs caps concurrent execs; 0 means DefaultMaxExecs.
+	MaxExecs int
+}
+
+type server struct {
+	cfg     Config
+	r       *protocol.Reader
+	devNull *os.File
+	reaper  *reaper
+
+	wmu  sync.Mutex // serialises frames; also orders execution.over
+	w    *protocol.Writer
+	werr error
+
+	mu    sync.Mutex
+	execs map[uint32]*execution
+}
+
+// Serve sends cfg.Hello on rw, then serves requests until rw fails or the host
+// sends TShutdown (ErrShutdown). Every process it started is killed before it
+// returns. It may be called again on the same channel after it returns.
+func Serve(rw io.ReadWriter, cfg Config) error {
+	if cfg.Root == "" {
+		cfg.Root = "/"
+	}
+	if cfg.MaxExecs <= 0 {
+		cfg.MaxExecs = DefaultMaxExecs
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	defer devNull.Close()
+	s := &server{
+		cfg:     cfg,
+		r:       protocol.NewReader(rw),
+		w:       protocol.NewWriter(rw),
+		devNull: devNull,
+		reaper:  getReaper(),
+		execs:   make(map[uint32]*execution),
+	}
+	defer s.cancelAll()
+	hello, err := protocol.Encode(protocol.THello, 0, cfg.Hello)
+	if err != nil {
+		return err
+	}
+	if err := s.write(hello); err != nil {
+		return fmt.Errorf("agent: send hello: %w", err)
+	}
+	for {
+		f, err := s.r.ReadFrame()
+		if err != nil {
+			return err
+		}
+		if s.handle(f) {
+			return ErrShutdown
+		}
+	}
+}
+
+// SendError writes one Error frame on stream 0: how a guest that failed to
+// boot tells the host why, instead of a Hello.
+func SendError(w io.Writer, err error) error {
+	f, e := protocol.Encode(protocol.TError, 0, protocol.ErrorOf(err))
+	if e != nil {
+		return e
+	}
+	return protocol.NewWriter(w).WriteFrame(f)
+}
+
+func (s *server) write(f protocol.Frame) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.writeLocked(f)
+}
+
+func (s *server) writeLocked(f protocol.Frame) error {
+	if s.werr != nil {
+		return s.werr
+	}
+	if err := s.w.WriteFrame(f); err != nil {
+		s.werr = err
+		s.cfg.Logf("channel write failed: %v", err)
+		return err
+	}
+	return nil
+}
+
+// sendError ends a stream that has no live exec with an Error frame.
+func (s *server) sendError(stream uint32, err error) {
+	f, e := protocol.Encode(protocol.TError, stream, protocol.ErrorOf(err))
+	if e != nil {
+		s.cfg.Logf("encode error frame: %v", e)
+		return
+	}
+	_ = s.write(f)
+}
+
+// failStream ends stream with err, killing its exec if it has one.
+func (s *server) failStream(stream uint32, err error) {
+	if e := s.lookup(stream); e != nil {
+		e.fail(err)
+		return
+	}
+	s.sendError(stream, err)
+}
+
+func (s *server) lookup(stream uint32) *execution {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.execs[stream]
+}
+
+func (s *server) remove(e *execution) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.execs[e.id] == e {
+		delete(s.execs, e.id)
+	}
+}
+
+func (s *server) cancelAll() {
+	s.mu.Lock()
+	all := make([]*execution, 0, len(s.execs))
+	for _, e := range s.execs {
+		all = append(all, e)
+	}
+	s.mu.Unlock()
+	for _, e := range all {
+		e.cancel()
+	}
+}
+
+// handle serves one frame; it reports whether the host asked for shutdown.
+// A panic is contained to the frame's stream.
+func (s *server) handle(f protocol.Frame) (shutdown bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.cfg.Logf("panic serving %s frame on stream %d: %v\n%s", f.Type, f.Stream, r, debug.Stack())
+			s.failStream(f.Stream, errdefs.Errorf(errdefs.ErrInternal, "agent: %s frame: panic: %v", f.Type, r))
+			shutdown = false
+		}
+	}()
+	switch f.Type {
+	case protocol.TExec:
+		s.startExec(f)
+	case protocol.TShutdown:
+		if f.Stream != 0 {
+			s.failStream(f.Stream, errdefs.Errorf(errdefs.ErrInvalidArgument, "shutdown frame on stream %d: it belongs on stream 0", f.Stream))
+			return false
+		}
+		s.cfg.Logf("shutdown requested")
+		return true
+	case protocol.TStdin, protocol.TStdinClose, protocol.TSignal, protocol.TCancel, protocol.TCredit:
+		e := s.lookup(f.Stream)
+		if e == nil {
+			// Late frames for a stream that just ended race with its last
+			// frame; they are not errors.
+			return false
+		}
+		s.streamFrame(e, f)
+	default:
+		s.failStream(f.Stream, errdefs.Errorf(errdefs.ErrUnsupported, "agent %s: frame type %s", Version, f.Type))
+	}
+	return false
+}
+
+func (s *server) streamFrame(e *execution, f protocol.Frame) {
+	switch f.Type {
+	case protocol.TStdin:
+		e.onStdin(f.Payload)
+	case protocol.TStdinClose:
+		e.onStdinClose()
+	case protocol.TCancel:
+		e.cancel()
+	case protocol.TSignal:
+		var sig protocol.Signal
+		if err := protocol.Decode(f, &sig); err != nil {
+			e.fail(err)
+			return
+		}
+		if sig.Signal < 1 || sig.Signal > 64 {
+			e.fail(errdefs.Errorf(errdefs.ErrInvalidArgument, "signal %d: not a signal number (1-64)", sig.Signal))
+			return
+		}
+		e.signal(sig.Signal)
+	case protocol.TCredit:
+		var c protocol.Credit
+		if err := protocol.Decode(f, &c); err != nil {
+			e.fail(err)
+			return
+		}
+		e.credit(c.Fd, c.Bytes)
+	}
+}
+
+func (s *server) startExec(f protocol.Frame) {
+	id := f.Stream
+	if id == 0 {
+		s.sendError(0, errdefs.Errorf(errdefs.ErrInvalidArgument, "exec on stream 0: execs need a stream id of their own"))
+		return
+	}
+	var req protocol.Exec
+	if err := protocol.Decode(f, &req); err != nil {
+		s.failStream(id, err)
+		return
+	}
+	if old := s.lookup(id); old != nil {
+		// The host lost track of its streams; end the old one too, so that an
+		// Error is always the last frame of a stream.
+		old.fail(errdefs.Errorf(errdefs.ErrAlreadyExists, "exec on stream %d: the stream is in use", id))
+		return
+	}
+	s.mu.Lock()
+	n := len(s.execs)
+	s.mu.Unlock()
+	if n >= s.cfg.MaxExecs {
+		s.sendError(id, errdefs.Errorf(errdefs.ErrLimit, "exec: %d execs are running, the limit", n))
+		return
+	}
+	e, err := s.spawn(id, req)
+	if err != nil {
+		s.sendError(id, err)
+		return
+	}
+	s.mu.Lock()
+	s.execs[id] = e
+	s.mu.Unlock()
+	e.run()
+}

@@ -1,0 +1,198 @@
+//go:build linux
+
+package agent
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/protocol"
+)
+
+// Caps on what one exec request may claim (the frame cap bounds the total).
+const (
+	maxArgs       = 16384
+	maxEnv        = 16384
+	maxStringLen  = 128 << 10 // the kernel's MAX_ARG_STRLEN
+	maxUserLen    = 256
+	maxCwdLen     = 4096
+	defaultGrace  = 2 * time.Second
+	maxDurationMs = int64(100 * 365 * 24 * time.Hour / time.Millisecond)
+)
+
+func validateExec(req *protocol.Exec) error {
+	bad := func(format string, args ...any) error {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "exec: "+format, args...)
+	}
+	switch {
+	case len(req.Argv) == 0 || req.Argv[0] == "":
+		return bad("empty argv")
+	case len(req.Argv) > maxArgs:
+		return errdefs.Errorf(errdefs.ErrLimit, "exec: %d arguments, limit %d", len(req.Argv), maxArgs)
+	case len(req.Env) > maxEnv:
+		return errdefs.Errorf(errdefs.ErrLimit, "exec: %d environment entries, limit %d", len(req.Env), maxEnv)
+	case len(req.User) > maxUserLen || strings.ContainsRune(req.User, 0):
+		return bad("bad user %q", req.User)
+	case len(req.Cwd) > maxCwdLen || strings.ContainsRune(req.Cwd, 0):
+		return bad("bad cwd %q", req.Cwd)
+	case req.TimeoutMs < 0:
+		return bad("negative timeout_ms %d", req.TimeoutMs)
+	case req.GraceMs < 0:
+		return bad("negative grace_ms %d", req.GraceMs)
+	}
+	for i, a := range req.Argv {
+		if len(a) > maxStringLen {
+			return errdefs.Errorf(errdefs.ErrLimit, "exec: argv[%d] is %d bytes, limit %d", i, len(a), maxStringLen)
+		}
+		if strings.ContainsRune(a, 0) {
+			return bad("argv[%d] contains a NUL byte", i)
+		}
+	}
+	for i, kv := range req.Env {
+		if len(kv) > maxStringLen {
+			return errdefs.Errorf(errdefs.ErrLimit, "exec: env[%d] is %d bytes, limit %d", i, len(kv), maxStringLen)
+		}
+		if strings.ContainsRune(kv, 0) {
+			return bad("env[%d] contains a NUL byte", i)
+		}
+	}
+	return nil
+}
+
+func millis(ms int64) time.Duration {
+	return time.Duration(min(ms, maxDurationMs)) * time.Millisecond
+}
+
+// spawn validates and resolves req inside the box root and starts its process.
+// The returned execution is started but not yet running (see run).
+func (s *server) spawn(id uint32, req protocol.Exec) (*execution, error) {
+	if s.cfg.RootErr != nil {
+		return nil, s.cfg.RootErr
+	}
+	if err := validateExec(&req); err != nil {
+		return nil, err
+	}
+	root := s.cfg.Root
+	cwd := path.Clean("/" + req.Cwd)
+	hostCwd, err := resolveIn(root, cwd)
+	if err == nil {
+		var fi os.FileInfo
+		if fi, err = os.Stat(hostCwd); err == nil && !fi.IsDir() {
+			err = unix.ENOTDIR
+		}
+	}
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR) {
+			return nil, errdefs.Errorf(errdefs.ErrNotFound, "exec: cwd %q: no such directory", cwd)
+		}
+		return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "exec: cwd %q: %v", cwd, err)
+	}
+
+	env := req.Env
+	var cred *syscall.Credential
+	if s.cfg.Chroot || req.User != "" {
+		who, err := resolveUser(root, req.User)
+		if err != nil {
+			return nil, err
+		}
+		cred = &syscall.Credential{Uid: who.Uid, Gid: who.Gid, Groups: who.Groups}
+		if _, ok := envLookup(env, "HOME"); !ok {
+			env = append(env[:len(env):len(env)], "HOME="+who.Home)
+		}
+	}
+	argv0, err := lookPath(root, cwd, req.Argv[0], env)
+	if err != nil {
+		return nil, err
+	}
+
+	sys := &syscall.SysProcAttr{Setpgid: true, Credential: cred}
+	dir := cwd
+	if s.cfg.Chroot {
+		// Dir is applied after chroot, so the process never sees the agent's root.
+		sys.Chroot = root
+	} else if root != "/" {
+		// Development mode with a box root but no chroot: run the files the
+		// box paths resolve to.
+		dir = hostCwd
+		p := argv0
+		if !path.IsAbs(p) {
+			p = path.Join(cwd, p)
+		}
+		if argv0, err = resolveIn(root, p); err != nil {
+			return nil, fileErr(req.Argv[0], err)
+		}
+	}
+
+	e := newExecution(s, id, req)
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, errdefs.Errorf(errdefs.ErrLimit, "exec: pipe: %v", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, errdefs.Errorf(errdefs.ErrLimit, "exec: pipe: %v", err)
+	}
+	childIn := s.devNull
+	if req.Stdin {
+		var inR *os.File
+		if inR, e.stdin, err = os.Pipe(); err != nil {
+			outR.Close()
+			outW.Close()
+			errR.Close()
+			errW.Close()
+			return nil, errdefs.Errorf(errdefs.ErrLimit, "exec: pipe: %v", err)
+		}
+		childIn = inR
+		defer inR.Close()
+	}
+	defer outW.Close()
+	defer errW.Close()
+	e.stdout, e.stderr = outR, errR
+
+	attr := &syscall.ProcAttr{
+		Dir:   dir,
+		Env:   env,
+		Files: []uintptr{childIn.Fd(), outW.Fd(), errW.Fd()},
+		Sys:   sys,
+	}
+	pid, err := s.reaper.spawn(func() (int, error) {
+		return syscall.ForkExec(argv0, req.Argv, attr)
+	}, e.onExit)
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		if e.stdin != nil {
+			e.stdin.Close()
+		}
+		return nil, spawnErr(req.Argv[0], err)
+	}
+	e.pid = pid
+	return e, nil
+}
+
+func spawnErr(name string, err error) error {
+	var kind error
+	switch {
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
+		return errdefs.Errorf(errdefs.ErrNotFound, "exec %q: %v (or its interpreter is missing)", name, err)
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM), errors.Is(err, unix.ENOEXEC),
+		errors.Is(err, unix.EISDIR), errors.Is(err, unix.ELOOP), errors.Is(err, unix.EINVAL):
+		kind = errdefs.ErrInvalidArgument
+	case errors.Is(err, unix.E2BIG), errors.Is(err, unix.EAGAIN), errors.Is(err, unix.ENOMEM),
+		errors.Is(err, unix.EMFILE), errors.Is(err, unix.ENFILE):
+		kind = errdefs.ErrLimit
+	default:
+		kind = errdefs.ErrInternal
+	}
+	return errdefs.Errorf(kind, "exec %q: %v", name, err)
+}
