@@ -219,3 +219,24 @@ func TestLifecycle(t *testing.T) {
 		t.Errorf("removed box: %v", err)
 	}
 }
+
+func TestSignal(t *testing.T) {
+	e, err := shared.Exec(context.Background(), sh("echo ready; sleep 30"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 6)
+	if _, err := io.ReadFull(e.Stdout, buf); err != nil || string(buf) != "ready\n" {
+		t.Fatalf("read %q: %v", buf, err)
+	}
+	if err := e.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.Wait(context.Background())
+	if err != nil || st.Signal != int(syscall.SIGTERM) || st.Code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("got %+v, %v", st, err)
+	}
+	if err := e.Signal(syscall.SIGTERM); !errors.Is(err, errdefs.ErrInvalidState) {
+		t.Errorf("signal after exit: %v", err)
+	}
+}
