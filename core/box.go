@@ -279,7 +279,7 @@ func (b *Box) spawnShim(ctx context.Context, deadline time.Duration) error {
 		var res result
 		line, err := bufio.NewReader(readyR).ReadBytes('\n')
 		if err != nil {
-			res.err = fmt.Errorf("shim exited before the box was ready: %s", tail(b.path("shim.log"), 1024))
+			res.err = fmt.Errorf("shim exited before the box was ready: %s", hv.ConsoleTail(b.path("shim.log"), 1024))
 		} else {
 			res.err = json.Unmarshal(line, &res.r)
 		}
@@ -529,21 +529,4 @@ func makeDisk(path string, sizeGB int) error {
 		return err
 	}
 	return os.Rename(tmp, path)
-}
-
-// tail returns the last n bytes of a file, for error messages.
-func tail(path string, n int64) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return ""
-	}
-	off := max(st.Size()-n, 0)
-	buf := make([]byte, st.Size()-off)
-	f.ReadAt(buf, off)
-	return strings.TrimSpace(string(buf))
 }
