@@ -140,6 +140,13 @@ func (c *conn) sendFrame(f protocol.Frame) error {
 	return nil
 }
 
+// forget drops a stream's handler; later frames for it are ignored.
+func (c *conn) forget(id uint32) {
+	c.mu.Lock()
+	delete(c.streams, id)
+	c.mu.Unlock()
+}
+
 // request sends a one-shot request and decodes its single reply into out.
 func (c *conn) request(t protocol.Type, body, out any) error {
 	r := &reply{ch: make(chan protocol.Frame, 1), errc: make(chan error, 1)}
@@ -147,11 +154,7 @@ func (c *conn) request(t protocol.Type, body, out any) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		c.mu.Lock()
-		delete(c.streams, id)
-		c.mu.Unlock()
-	}()
+	defer c.forget(id)
 	select {
 	case f := <-r.ch:
 		if f.Type == protocol.TError {

@@ -160,6 +160,7 @@ func (e *Execution) Close() error {
 	default:
 	}
 	err := e.conn.send(protocol.TCancel, e.id, nil)
+	e.conn.forget(e.id)
 	e.finish(ExitStatus{Code: -1}, errdefs.Errorf(errdefs.ErrClosed, "exec %s: closed", quoteArgv(e.argv)))
 	return err
 }

@@ -93,6 +93,10 @@ func (s *shim) serveClient(c *client) {
 			c.streams[f.Stream] = global
 			s.routes[global] = route{c: c, local: f.Stream}
 		}
+		if ok && f.Type == protocol.TCancel { // the agent sends nothing more on it
+			delete(c.streams, f.Stream)
+			delete(s.routes, global)
+		}
 		s.mu.Unlock()
 		if !ok {
 			continue // a late frame for a stream that has ended

@@ -240,3 +240,28 @@ func TestSignal(t *testing.T) {
 		t.Errorf("signal after exit: %v", err)
 	}
 }
+
+// Close abandons a running exec: the guest kills it and the box goes on.
+func TestCloseKillsProcess(t *testing.T) {
+	e, err := shared.Exec(context.Background(), sh("echo $$; exec sleep 300"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if _, err := fmt.Fscanln(e.Stdout, &pid); err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	if _, err := e.Wait(context.Background()); !errors.Is(err, errdefs.ErrClosed) {
+		t.Errorf("wait after close: %v", err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		res := runIn(t, shared, sh(fmt.Sprintf("kill -0 %d 2>/dev/null && echo alive || echo gone", pid)))
+		if string(res.Stdout) == "gone\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still running after Close", pid)
+		}
+	}
+}
