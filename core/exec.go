@@ -132,6 +132,28 @@ func (e *Execution) Wait(ctx context.Context) (ExitStatus, error) {
 	}
 }
 
+// Notify registers f to be called, from any goroutine and without locks
+// held, whenever output arrives or the process ends: the hook for event loops
+// that poll with ReadNonblock. f must not block.
+func (e *Execution) Notify(f func()) {
+	e.stdout.setNotify(f)
+	e.stderr.setNotify(f)
+	f() // whatever arrived before registration
+}
+
+// ReadNonblock reads what is buffered of fd 1 (stdout) or 2 (stderr): n > 0
+// bytes; (0, nil) when nothing is buffered yet; (0, io.EOF) at the end (or
+// the error that ended the stream).
+func (e *Execution) ReadNonblock(fd int, p []byte) (int, error) {
+	switch fd {
+	case 1:
+		return e.stdout.read(p, false)
+	case 2:
+		return e.stderr.read(p, false)
+	}
+	return 0, errdefs.Errorf(errdefs.ErrInvalidArgument, "read: fd %d is neither 1 (stdout) nor 2 (stderr)", fd)
+}
+
 // Done is closed when the process has ended.
 func (e *Execution) Done() <-chan struct{} { return e.done }
 

@@ -15,6 +15,7 @@ type window struct {
 	buf    []byte
 	err    error // set once no more data will come (io.EOF or a failure)
 	credit func(n int)
+	notify func() // optional: called after data or the end arrives
 }
 
 func newWindow(credit func(int)) *window {
@@ -26,8 +27,12 @@ func newWindow(credit func(int)) *window {
 func (w *window) push(p []byte) {
 	w.mu.Lock()
 	w.buf = append(w.buf, p...)
+	notify := w.notify
 	w.mu.Unlock()
 	w.cond.Broadcast()
+	if notify != nil {
+		notify()
+	}
 }
 
 // close ends the stream; buffered bytes stay readable. The first error wins.
@@ -36,13 +41,27 @@ func (w *window) close(err error) {
 	if w.err == nil {
 		w.err = err
 	}
+	notify := w.notify
 	w.mu.Unlock()
 	w.cond.Broadcast()
+	if notify != nil {
+		notify()
+	}
 }
 
-func (w *window) Read(p []byte) (int, error) {
+func (w *window) setNotify(f func()) {
 	w.mu.Lock()
-	for len(w.buf) == 0 && w.err == nil {
+	w.notify = f
+	w.mu.Unlock()
+}
+
+func (w *window) Read(p []byte) (int, error) { return w.read(p, true) }
+
+// read returns buffered bytes; without block it returns (0, nil) when there
+// are none yet.
+func (w *window) read(p []byte, block bool) (int, error) {
+	w.mu.Lock()
+	for block && len(w.buf) == 0 && w.err == nil {
 		w.cond.Wait()
 	}
 	if len(w.buf) == 0 {

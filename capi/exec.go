@@ -1,0 +1,337 @@
+package main
+
+// #include "capi.h"
+import "C"
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite/errdefs"
+)
+
+type command struct {
+	Argv        []string          `json:"argv"`
+	Env         map[string]string `json:"env"`
+	Cwd         string            `json:"cwd"`
+	User        string            `json:"user"`
+	TimeoutSecs float64           `json:"timeout_secs"`
+	Stdin       bool              `json:"stdin"`
+}
+
+func parseCommand(s *C.cchar_t) (core.Command, error) {
+	var c command
+	if s == nil {
+		return core.Command{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "command is NULL (\"argv\" is required)")
+	}
+	if err := decode("command", s, &c); err != nil {
+		return core.Command{}, err
+	}
+	if c.TimeoutSecs < 0 {
+		return core.Command{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "command: timeout_secs %v is negative", c.TimeoutSecs)
+	}
+	return core.Command{Argv: c.Argv, Env: c.Env, Cwd: c.Cwd, User: c.User,
+		Timeout: time.Duration(c.TimeoutSecs * float64(time.Second)), Stdin: c.Stdin}, nil
+}
+
+// execObj is an execution handle with its wakeup eventfd. wake is also
+// signalled for blocking reads in this library.
+type execObj struct {
+	e    *core.Execution
+	wake chan struct{}
+
+	mu     sync.Mutex
+	efd    int // -1 once closed
+	closed bool
+}
+
+// notify runs on library goroutines when output or the exit arrives.
+func (x *execObj) notify() {
+	select {
+	case x.wake <- struct{}{}:
+	default:
+	}
+	x.mu.Lock()
+	if x.efd >= 0 {
+		var one = [8]byte{1}
+		unix.Write(x.efd, one[:])
+	}
+	x.mu.Unlock()
+}
+
+// drain resets the eventfd; called before re-checking for data, so a wakeup
+// between the check and the drain is never lost.
+func (x *execObj) drain() {
+	x.mu.Lock()
+	if x.efd >= 0 {
+		var buf [8]byte
+		unix.Read(x.efd, buf[:])
+	}
+	x.mu.Unlock()
+}
+
+func execOf(p *C.boxlite_execution_t) (*execObj, error) {
+	return lookup[*execObj](uintptr(C.bx_ex_id(p)), "execution")
+}
+
+//export boxlite_box_exec
+func boxlite_box_exec(p *C.boxlite_box_t, cmdJSON *C.cchar_t, out **C.boxlite_execution_t, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	o, err := boxOf(p)
+	if err != nil {
+		return status(err, cerr)
+	}
+	cmd, err := parseCommand(cmdJSON)
+	if err != nil {
+		return status(err, cerr)
+	}
+	if out == nil {
+		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "box_exec: out is NULL"), cerr)
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return status(err, cerr)
+	}
+	e, err := o.b.Exec(context.Background(), cmd)
+	if err != nil {
+		unix.Close(efd)
+		return status(err, cerr)
+	}
+	x := &execObj{e: e, efd: efd, wake: make(chan struct{}, 1)}
+	e.Notify(x.notify)
+	C.bx_set_ex(out, C.uintptr_t(newHandle(x)))
+	return status(nil, cerr)
+}
+
+//export boxlite_box_run
+func boxlite_box_run(p *C.boxlite_box_t, cmdJSON *C.cchar_t, out **C.boxlite_result_t, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	o, err := boxOf(p)
+	if err != nil {
+		return status(err, cerr)
+	}
+	cmd, err := parseCommand(cmdJSON)
+	if err != nil {
+		return status(err, cerr)
+	}
+	if out == nil {
+		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "box_run: out is NULL"), cerr)
+	}
+	res, err := o.b.Run(context.Background(), cmd)
+	if err != nil && !(res != nil && res.TimedOut) {
+		return status(err, cerr)
+	}
+	r := (*C.boxlite_result_t)(C.calloc(1, C.size_t(unsafe.Sizeof(C.boxlite_result_t{}))))
+	setExit(&r.exit, res.ExitStatus)
+	r.stdout_data, r.stdout_len = cBytes(res.Stdout)
+	r.stderr_data, r.stderr_len = cBytes(res.Stderr)
+	*out = r
+	return status(nil, cerr)
+}
+
+func cBytes(b []byte) (*C.uint8_t, C.size_t) {
+	p := (*C.uint8_t)(C.malloc(C.size_t(len(b) + 1))) // +1: never malloc(0), and NUL-terminated for convenience
+	dst := unsafe.Slice((*byte)(unsafe.Pointer(p)), len(b)+1)
+	copy(dst, b)
+	dst[len(b)] = 0
+	return p, C.size_t(len(b))
+}
+
+func setExit(out *C.boxlite_exit_t, st core.ExitStatus) {
+	out.exit_code = C.int(st.Code)
+	out.signal = C.int(st.Signal)
+	out.timed_out = 0
+	if st.TimedOut {
+		out.timed_out = 1
+	}
+}
+
+//export boxlite_result_free
+func boxlite_result_free(r *C.boxlite_result_t) {
+	if r == nil {
+		return
+	}
+	C.free(unsafe.Pointer(r.stdout_data))
+	C.free(unsafe.Pointer(r.stderr_data))
+	C.free(unsafe.Pointer(r))
+}
+
+// waitFor waits for x.wake up to timeoutMs (< 0: forever); false on timeout.
+func waitFor(x *execObj, timeoutMs int64) bool {
+	if timeoutMs < 0 {
+		<-x.wake
+		return true
+	}
+	t := time.NewTimer(time.Duration(timeoutMs) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-x.wake:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+//export boxlite_execution_read
+func boxlite_execution_read(p *C.boxlite_execution_t, stream C.int, buf *C.uint8_t, capacity C.size_t, timeoutMs C.int64_t, n *C.size_t, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	x, err := execOf(p)
+	if err != nil {
+		return status(err, cerr)
+	}
+	if n == nil || (buf == nil && capacity > 0) {
+		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "execution_read: buf or n is NULL"), cerr)
+	}
+	*n = 0
+	dst := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(capacity))
+	deadline := time.Now().Add(time.Duration(timeoutMs) * time.Millisecond)
+	for drained := false; ; {
+		got, err := x.e.ReadNonblock(int(stream), dst)
+		switch {
+		case got > 0:
+			*n = C.size_t(got)
+			return status(nil, cerr)
+		case errdefs.KindOf(err) == errdefs.KindInvalidArgument:
+			return status(err, cerr)
+		case err != nil:
+			status(nil, cerr)
+			return C.BOXLITE_EOF // how the process ended is wait's to tell
+		}
+		if !drained {
+			// Reset the eventfd, then look again: what arrived in between
+			// is read now, what arrives later makes the fd readable again.
+			x.drain()
+			drained = true
+			continue
+		}
+		drained = false
+		left := int64(timeoutMs)
+		if timeoutMs > 0 {
+			left = time.Until(deadline).Milliseconds()
+		}
+		if timeoutMs == 0 || (timeoutMs > 0 && left <= 0) || !waitFor(x, left) {
+			status(nil, cerr)
+			return C.BOXLITE_AGAIN
+		}
+	}
+}
+
+//export boxlite_execution_fd
+func boxlite_execution_fd(p *C.boxlite_execution_t) C.int {
+	defer quiet()
+	x, err := execOf(p)
+	if err != nil {
+		return -1
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return C.int(x.efd)
+}
+
+//export boxlite_execution_write
+func boxlite_execution_write(p *C.boxlite_execution_t, buf *C.cuint8_t, length C.size_t, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	x, err := execOf(p)
+	if err != nil {
+		return status(err, cerr)
+	}
+	if x.e.Stdin == nil {
+		return status(errdefs.Errorf(errdefs.ErrInvalidState, "execution_write: stdin was not requested (\"stdin\": true)"), cerr)
+	}
+	if buf == nil && length > 0 {
+		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "execution_write: buf is NULL"), cerr)
+	}
+	// Frames copy what they send, so the caller's buffer is read in place.
+	_, err = x.e.Stdin.Write(unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(length)))
+	return status(err, cerr)
+}
+
+//export boxlite_execution_close_stdin
+func boxlite_execution_close_stdin(p *C.boxlite_execution_t, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	x, err := execOf(p)
+	if err == nil {
+		if x.e.Stdin == nil {
+			err = errdefs.Errorf(errdefs.ErrInvalidState, "execution_close_stdin: stdin was not requested (\"stdin\": true)")
+		} else {
+			err = x.e.Stdin.Close()
+		}
+	}
+	return status(err, cerr)
+}
+
+//export boxlite_execution_wait
+func boxlite_execution_wait(p *C.boxlite_execution_t, timeoutMs C.int64_t, out *C.boxlite_exit_t, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	x, err := execOf(p)
+	if err != nil {
+		return status(err, cerr)
+	}
+	if timeoutMs >= 0 {
+		t := time.NewTimer(time.Duration(timeoutMs) * time.Millisecond)
+		defer t.Stop()
+		select {
+		case <-x.e.Done():
+		case <-t.C:
+			status(nil, cerr)
+			return C.BOXLITE_AGAIN
+		}
+	}
+	st, err := x.e.Wait(context.Background())
+	if out != nil {
+		setExit(out, st)
+	}
+	if st.TimedOut && errors.Is(err, errdefs.ErrTimeout) {
+		err = nil // the command's own timeout is a result, reported in out
+	}
+	return status(err, cerr)
+}
+
+//export boxlite_execution_signal
+func boxlite_execution_signal(p *C.boxlite_execution_t, sig C.int, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	x, err := execOf(p)
+	if err == nil {
+		if sig < 1 || sig > 64 {
+			err = errdefs.Errorf(errdefs.ErrInvalidArgument, "execution_signal: signal %d is outside 1..64", sig)
+		} else {
+			err = x.e.Signal(syscall.Signal(sig))
+		}
+	}
+	return status(err, cerr)
+}
+
+//export boxlite_execution_kill
+func boxlite_execution_kill(p *C.boxlite_execution_t, cerr **C.boxlite_error_t) (rc C.int) {
+	return boxlite_execution_signal(p, C.int(syscall.SIGKILL), cerr)
+}
+
+//export boxlite_execution_resize
+func boxlite_execution_resize(p *C.boxlite_execution_t, rows, cols C.int, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	if _, err := execOf(p); err != nil {
+		return status(err, cerr)
+	}
+	return status(errdefs.Errorf(errdefs.ErrUnsupported, "execution_resize: this execution has no terminal (PTYs are not implemented yet)"), cerr)
+}
+
+//export boxlite_execution_free
+func boxlite_execution_free(p *C.boxlite_execution_t) {
+	defer quiet()
+	x, ok := release[*execObj](uintptr(C.bx_ex_id(p)))
+	if !ok {
+		return
+	}
+	x.e.Close()
+	x.mu.Lock()
+	unix.Close(x.efd)
+	x.efd = -1
+	x.mu.Unlock()
+}

@@ -1,0 +1,136 @@
+package main
+
+// #include "capi.h"
+import "C"
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+
+	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite/errdefs"
+)
+
+// decode reads an optional JSON object strictly: unknown fields are errors.
+func decode(what string, s *C.cchar_t, v any) error {
+	if s == nil {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader([]byte(C.GoString((*C.char)(s)))))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s JSON: %v", what, err)
+	}
+	return nil
+}
+
+func outJSON(v any, out **C.char) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return outString(string(b), out)
+}
+
+// libraryAssets is where packages install the shim and guest: beside
+// libboxlite.so (Python wheel) or in boxlite/ beside it (CMake install).
+func libraryAssets() string {
+	p := C.bx_self_path()
+	if p == nil {
+		return ""
+	}
+	dir := filepath.Dir(C.GoString(p))
+	if _, err := os.Stat(filepath.Join(dir, "boxlite", "boxlite-shim")); err == nil {
+		return filepath.Join(dir, "boxlite")
+	}
+	return dir
+}
+
+func runtimeOf(p *C.boxlite_runtime_t) (*core.Runtime, error) {
+	return lookup[*core.Runtime](uintptr(C.bx_rt_id(p)), "runtime")
+}
+
+//export boxlite_runtime_new
+func boxlite_runtime_new(optsJSON *C.cchar_t, out **C.boxlite_runtime_t, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	var o struct {
+		Home   string `json:"home"`
+		Assets string `json:"assets"`
+	}
+	if err := decode("runtime options", optsJSON, &o); err != nil {
+		return status(err, cerr)
+	}
+	if out == nil {
+		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "runtime_new: out is NULL"), cerr)
+	}
+	var opts []core.Option
+	if o.Home != "" {
+		opts = append(opts, core.WithHome(o.Home))
+	}
+	assets := o.Assets
+	if assets == "" && os.Getenv("BOXLITE_ASSETS") == "" {
+		assets = libraryAssets()
+	}
+	if assets != "" {
+		opts = append(opts, core.WithAssets(assets))
+	}
+	rt, err := core.NewRuntime(opts...)
+	if err != nil {
+		return status(err, cerr)
+	}
+	C.bx_set_rt(out, C.uintptr_t(newHandle(rt)))
+	return status(nil, cerr)
+}
+
+//export boxlite_runtime_free
+func boxlite_runtime_free(p *C.boxlite_runtime_t) {
+	defer quiet()
+	if rt, ok := release[*core.Runtime](uintptr(C.bx_rt_id(p))); ok {
+		rt.Close()
+	}
+}
+
+//export boxlite_image_load
+func boxlite_image_load(p *C.boxlite_runtime_t, path *C.cchar_t, out **C.char, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	rt, err := runtimeOf(p)
+	if err == nil && path == nil {
+		err = errdefs.Errorf(errdefs.ErrInvalidArgument, "image_load: path is NULL")
+	}
+	if err == nil {
+		imgs, lerr := rt.Images().Load(context.Background(), C.GoString((*C.char)(path)))
+		if err = lerr; err == nil {
+			err = outJSON(imgs, out)
+		}
+	}
+	return status(err, cerr)
+}
+
+//export boxlite_image_list
+func boxlite_image_list(p *C.boxlite_runtime_t, out **C.char, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	rt, err := runtimeOf(p)
+	if err == nil {
+		imgs, lerr := rt.Images().List()
+		if err = lerr; err == nil {
+			err = outJSON(imgs, out)
+		}
+	}
+	return status(err, cerr)
+}
+
+//export boxlite_box_list
+func boxlite_box_list(p *C.boxlite_runtime_t, out **C.char, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	rt, err := runtimeOf(p)
+	if err == nil {
+		infos, lerr := rt.List(context.Background())
+		if err = lerr; err == nil {
+			err = outJSON(infos, out)
+		}
+	}
+	return status(err, cerr)
+}

@@ -1,0 +1,197 @@
+/*
+ * boxlite.h: run untrusted code in microVM sandboxes ("boxes").
+ *
+ * A box is a virtual machine with its own Linux kernel, booted from an OCI
+ * image. This header is the stable C ABI of libboxlite.so; the Python and Node
+ * bindings and C/Rust programs use it directly.
+ *
+ * Conventions
+ *   - Every object is an opaque handle. A handle is a token, not a pointer to
+ *     memory: passing NULL, a freed handle, or a handle of the wrong kind gets
+ *     BOXLITE_ERR_INVALID_ARGUMENT, never a crash.
+ *   - Functions return an int status: BOXLITE_OK (0), an error code, or one of
+ *     the non-error results BOXLITE_AGAIN / BOXLITE_EOF where documented.
+ *     When `err` is not NULL and the call fails, *err receives an error object
+ *     (code and message) that the caller frees with boxlite_error_free().
+ *   - Everything the library allocates has its _free function: strings with
+ *     boxlite_string_free(), results with boxlite_result_free().
+ *   - Structured inputs and outputs (options, info, lists) are UTF-8 JSON
+ *     strings, so new fields never change the ABI. Unknown input fields are
+ *     rejected with BOXLITE_ERR_INVALID_ARGUMENT naming the field.
+ *   - Durations are milliseconds in int64_t or seconds in JSON numbers, as named.
+ *
+ * Thread safety
+ *   All functions may be called from any thread, concurrently, on the same or
+ *   different handles. Blocking calls (box create/start/stop, run, wait with a
+ *   timeout, blocking reads) block only the calling thread. Freeing a handle
+ *   while another thread uses it makes that call fail cleanly.
+ *
+ * Process impact
+ *   The library never calls exit(), never writes to or takes over stdio, and
+ *   never lets a Go panic cross the ABI (it becomes BOXLITE_ERR_INTERNAL). It
+ *   starts one helper process per box (boxlite-shim, which owns the VMM); a box
+ *   stops when the process that created it exits. The Go runtime inside the
+ *   library installs its own signal handlers with SA_ONSTACK and chains to
+ *   handlers the host installed before loading it.
+ *
+ * Streaming
+ *   Output is pull-based: boxlite_execution_read() returns what is buffered.
+ *   With timeout_ms == 0 it never blocks (BOXLITE_AGAIN when nothing is there);
+ *   an event loop waits for boxlite_execution_fd() to become readable, then
+ *   reads until BOXLITE_AGAIN. No callbacks are ever made from library threads.
+ */
+#ifndef BOXLITE_H
+#define BOXLITE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define BOXLITE_VERSION_MAJOR 0
+#define BOXLITE_VERSION_MINOR 1
+#define BOXLITE_VERSION_PATCH 0
+#define BOXLITE_VERSION_STRING "0.1.0"
+
+/* Status codes. 0 is success; 1-99 are errors (one per error kind, the same
+ * kinds as the Python exception classes and the JS error.code strings);
+ * 100+ are non-error results. */
+#define BOXLITE_OK 0
+#define BOXLITE_ERR_INVALID_ARGUMENT 1 /* "invalid_argument" */
+#define BOXLITE_ERR_NOT_FOUND 2        /* "not_found" */
+#define BOXLITE_ERR_ALREADY_EXISTS 3   /* "already_exists" */
+#define BOXLITE_ERR_INVALID_STATE 4    /* "invalid_state": e.g. the box is stopped */
+#define BOXLITE_ERR_TIMEOUT 5          /* "timeout" */
+#define BOXLITE_ERR_UNSUPPORTED 6      /* "unsupported" */
+#define BOXLITE_ERR_BOOT_FAILED 7      /* "boot_failed": message has the console tail */
+#define BOXLITE_ERR_CLOSED 8           /* "closed" */
+#define BOXLITE_ERR_LIMIT 9            /* "limit" */
+#define BOXLITE_ERR_INTERNAL 10        /* "internal" */
+#define BOXLITE_AGAIN 100 /* nothing available yet; poll boxlite_execution_fd() */
+#define BOXLITE_EOF 101   /* the stream has ended */
+
+/* Output stream selectors for boxlite_execution_read(). */
+#define BOXLITE_STDOUT 1
+#define BOXLITE_STDERR 2
+
+typedef struct boxlite_runtime boxlite_runtime_t;
+typedef struct boxlite_box boxlite_box_t;
+typedef struct boxlite_execution boxlite_execution_t;
+
+typedef struct boxlite_error {
+  int code;      /* a BOXLITE_ERR_* code */
+  char *message; /* UTF-8, says what failed and in which state */
+} boxlite_error_t;
+
+/* How a process ended. exit_code is 128+signal when a signal killed it. */
+typedef struct boxlite_exit {
+  int exit_code;
+  int signal;    /* 0 unless killed by a signal */
+  int timed_out; /* 1 when the command's timeout killed it */
+} boxlite_exit_t;
+
+/* A finished process and its collected output (boxlite_box_run). */
+typedef struct boxlite_result {
+  boxlite_exit_t exit;
+  uint8_t *stdout_data;
+  size_t stdout_len;
+  uint8_t *stderr_data;
+  size_t stderr_len;
+} boxlite_result_t;
+
+/* ---- library ---- */
+
+/* The library version, "MAJOR.MINOR.PATCH"; static, do not free. */
+const char *boxlite_version(void);
+/* The stable name of a status code ("not_found", "again", ...); static. */
+const char *boxlite_status_name(int code);
+void boxlite_error_free(boxlite_error_t *err);
+void boxlite_string_free(char *s);
+
+/* ---- runtime: a home directory with its images and boxes ---- */
+
+/* options_json may be NULL or {"home": "...", "assets": "..."}; home defaults
+ * to $BOXLITE_HOME or ~/.boxlite, assets (boxlite-shim and guest/) to
+ * $BOXLITE_ASSETS, else next to libboxlite.so. */
+int boxlite_runtime_new(const char *options_json, boxlite_runtime_t **out, boxlite_error_t **err);
+/* Stops the boxes this runtime started and frees the handle. NULL is a no-op. */
+void boxlite_runtime_free(boxlite_runtime_t *rt);
+/* Imports an OCI layout directory or docker-archive tar; *out_json is a JSON
+ * array of the loaded images. */
+int boxlite_image_load(boxlite_runtime_t *rt, const char *path, char **out_json, boxlite_error_t **err);
+/* JSON array of images: [{"name","digest","size","layers":[...],"config":{...}}]. */
+int boxlite_image_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **err);
+/* JSON array of box infos, oldest first. */
+int boxlite_box_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **err);
+
+/* ---- boxes ---- */
+
+/* Creates and boots a box; blocks until its agent is ready. options_json:
+ * {"image": "alpine:latest" (required), "name": str, "memory_mib": 512,
+ *  "cpus": 1, "disk_size_gb": 4, "env": {"K": "V"}, "working_dir": str,
+ *  "user": str, "boot_timeout_secs": 60, "auto_remove": false} */
+int boxlite_box_create(boxlite_runtime_t *rt, const char *options_json, boxlite_box_t **out,
+                       boxlite_error_t **err);
+/* Opens an existing box by id, unique id prefix, or name. */
+int boxlite_box_get(boxlite_runtime_t *rt, const char *id_or_name, boxlite_box_t **out,
+                    boxlite_error_t **err);
+/* The box id (12 hex digits); static for the handle's life, do not free. */
+const char *boxlite_box_id(boxlite_box_t *box);
+/* JSON: {"id","name","image","state","created_at","config",...,"runtime":{"accel",
+ * "accel_reason","kernel","boot_ms",...}} ("runtime" only while running). */
+int boxlite_box_info(boxlite_box_t *box, char **out_json, boxlite_error_t **err);
+int boxlite_box_start(boxlite_box_t *box, boxlite_error_t **err);
+int boxlite_box_stop(boxlite_box_t *box, boxlite_error_t **err);
+/* Deletes the box and its disk; a running box needs force != 0. The handle
+ * must still be freed. */
+int boxlite_box_remove(boxlite_box_t *box, int force, boxlite_error_t **err);
+/* Releases the handle; the box itself keeps running. NULL is a no-op. */
+void boxlite_box_free(boxlite_box_t *box);
+
+/* ---- executions ---- */
+
+/* Starts a process. command_json: {"argv": ["cmd", "arg", ...] (required,
+ * never joined into a shell string), "env": {"K": "V"}, "cwd": str, "user":
+ * str, "timeout_secs": 0 (none), "stdin": false (true keeps stdin open for
+ * boxlite_execution_write)}. A command that does not exist fails here or in
+ * boxlite_execution_wait with BOXLITE_ERR_NOT_FOUND. */
+int boxlite_box_exec(boxlite_box_t *box, const char *command_json, boxlite_execution_t **out,
+                     boxlite_error_t **err);
+/* Runs a command to completion and collects its output; *out is freed with
+ * boxlite_result_free. A timeout is not an error here: see exit.timed_out. */
+int boxlite_box_run(boxlite_box_t *box, const char *command_json, boxlite_result_t **out,
+                    boxlite_error_t **err);
+void boxlite_result_free(boxlite_result_t *res);
+
+/* Reads up to cap bytes of stdout (BOXLITE_STDOUT) or stderr (BOXLITE_STDERR).
+ * timeout_ms: 0 never blocks, < 0 waits as long as needed, > 0 at most that
+ * long. Returns BOXLITE_OK with *n > 0, BOXLITE_AGAIN when nothing arrived in
+ * time, BOXLITE_EOF when the stream has ended. Unread output is bounded: a
+ * process whose output is not read blocks, as on a pipe. */
+int boxlite_execution_read(boxlite_execution_t *ex, int stream, uint8_t *buf, size_t cap,
+                           int64_t timeout_ms, size_t *n, boxlite_error_t **err);
+/* A file descriptor that is readable whenever output or the exit may be
+ * available; level-triggered until boxlite_execution_read returns
+ * BOXLITE_AGAIN. Owned by the handle: do not close or read it. -1 on error. */
+int boxlite_execution_fd(boxlite_execution_t *ex);
+/* Writes all of buf to the process's stdin (needs "stdin": true); blocks
+ * while the box's stdin window is full. */
+int boxlite_execution_write(boxlite_execution_t *ex, const uint8_t *buf, size_t len,
+                            boxlite_error_t **err);
+int boxlite_execution_close_stdin(boxlite_execution_t *ex, boxlite_error_t **err);
+/* Waits for the exit: timeout_ms as for read; BOXLITE_AGAIN if still running. */
+int boxlite_execution_wait(boxlite_execution_t *ex, int64_t timeout_ms, boxlite_exit_t *out,
+                           boxlite_error_t **err);
+int boxlite_execution_signal(boxlite_execution_t *ex, int signal, boxlite_error_t **err);
+int boxlite_execution_kill(boxlite_execution_t *ex, boxlite_error_t **err);
+/* Resizes the process's terminal. BOXLITE_ERR_UNSUPPORTED until PTYs exist. */
+int boxlite_execution_resize(boxlite_execution_t *ex, int rows, int cols, boxlite_error_t **err);
+/* Frees the handle; a process still running is killed with its process group. */
+void boxlite_execution_free(boxlite_execution_t *ex);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* BOXLITE_H */

@@ -1,0 +1,218 @@
+/* C ABI tests against real boxes: the happy path, streaming with poll(2),
+ * and bad input (NULL, freed and mistyped handles, bad JSON) that must give
+ * typed errors and never crash. Needs BOXLITE_TEST_IMAGE and BOXLITE_ASSETS. */
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "boxlite.h"
+
+static int failures, checks;
+
+#define CHECK(cond, ...)                                  \
+  do {                                                    \
+    checks++;                                             \
+    if (!(cond)) {                                        \
+      failures++;                                         \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+      fprintf(stderr, __VA_ARGS__);                       \
+      fputc('\n', stderr);                                \
+    }                                                     \
+  } while (0)
+
+/* expect checks a call's status and error object, then frees the error and
+ * resets *errp. (It takes errp, not err: C evaluates arguments in any order,
+ * so err could be read before the call sets it.) */
+static void expect(int rc, boxlite_error_t **errp, int want, const char *what) {
+  boxlite_error_t *err = *errp;
+  *errp = NULL;
+  CHECK(rc == want, "%s: got %s (%s), want %s", what, boxlite_status_name(rc),
+        err ? err->message : "no message", boxlite_status_name(want));
+  if (want != BOXLITE_OK && want < 100) {
+    CHECK(err && err->code == want && err->message && *err->message, "%s: error object", what);
+  }
+  boxlite_error_free(err);
+}
+
+static void test_bad_input(boxlite_runtime_t *rt, boxlite_box_t *box) {
+  boxlite_error_t *err = NULL;
+  boxlite_box_t *b = NULL;
+  boxlite_execution_t *ex = NULL;
+  char *json = NULL;
+
+  expect(boxlite_box_create(NULL, "{\"image\":\"alpine:latest\"}", &b, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "NULL runtime");
+  expect(boxlite_box_create(rt, NULL, &b, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "NULL options");
+  expect(boxlite_box_create(rt, "{not json", &b, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "bad JSON");
+  expect(boxlite_box_create(rt, "{\"image\":\"alpine:latest\",\"memroy_mib\":5}", &b, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "unknown field");
+  expect(boxlite_box_create(rt, "{\"image\":\"alpine:latest\",\"cpus\":\"two\"}", &b, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "wrong type");
+  expect(boxlite_box_create(rt, "{\"image\":\"nope:1\"}", &b, &err), &err, BOXLITE_ERR_NOT_FOUND, "missing image");
+  expect(boxlite_box_get(rt, "no-such-box", &b, &err), &err, BOXLITE_ERR_NOT_FOUND, "missing box");
+  /* A box handle passed as a runtime, and made-up handles. */
+  expect(boxlite_box_list((boxlite_runtime_t *)box, &json, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "mistyped handle");
+  expect(boxlite_box_info((boxlite_box_t *)(uintptr_t)0xdeadbeef, &json, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "bogus handle");
+  expect(boxlite_box_exec(box, "{\"argv\":[]}", &ex, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "empty argv");
+  expect(boxlite_box_exec(box, "{\"argv\":[\"true\"],\"timeout_secs\":-1}", &ex, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "negative timeout");
+  /* errors may be ignored by passing NULL */
+  CHECK(boxlite_box_info(NULL, &json, NULL) == BOXLITE_ERR_INVALID_ARGUMENT, "NULL err out-param");
+  CHECK(boxlite_execution_fd(NULL) == -1, "fd of NULL");
+  CHECK(boxlite_box_id(NULL) == NULL, "id of NULL");
+  boxlite_box_free(NULL);
+  boxlite_execution_free(NULL);
+  boxlite_runtime_free(NULL);
+  boxlite_error_free(NULL);
+  boxlite_string_free(NULL);
+  boxlite_result_free(NULL);
+
+  /* A huge argument list is refused or run, never a crash. */
+  size_t big = 4 << 20;
+  char *cmd = malloc(big + 64);
+  strcpy(cmd, "{\"argv\":[\"echo\",\"");
+  memset(cmd + strlen(cmd), 'x', big);
+  strcpy(cmd + 18 + big, "\"]}");
+  boxlite_result_t *res = NULL;
+  int rc = boxlite_box_run(box, cmd, &res, &err);
+  CHECK(rc != BOXLITE_OK, "4 MiB argument accepted?");
+  CHECK(rc == BOXLITE_ERR_LIMIT || rc == BOXLITE_ERR_INVALID_ARGUMENT, "4 MiB argument: %s (%s)", boxlite_status_name(rc), err ? err->message : "");
+  boxlite_error_free(err);
+  boxlite_result_free(res);
+  free(cmd);
+}
+
+static void test_run(boxlite_box_t *box) {
+  boxlite_error_t *err = NULL;
+  boxlite_result_t *res = NULL;
+  int rc = boxlite_box_run(box, "{\"argv\":[\"sh\",\"-c\",\"echo out; echo err >&2; exit 3\"]}", &res, &err);
+  expect(rc, &err, BOXLITE_OK, "run");
+  if (rc == BOXLITE_OK) {
+    CHECK(res->exit.exit_code == 3, "exit code %d", res->exit.exit_code);
+    CHECK(res->stdout_len == 4 && memcmp(res->stdout_data, "out\n", 4) == 0, "stdout %.*s", (int)res->stdout_len, res->stdout_data);
+    CHECK(res->stderr_len == 4 && memcmp(res->stderr_data, "err\n", 4) == 0, "stderr");
+    boxlite_result_free(res);
+  }
+  res = NULL;
+  rc = boxlite_box_run(box, "{\"argv\":[\"sleep\",\"30\"],\"timeout_secs\":0.5}", &res, &err);
+  expect(rc, &err, BOXLITE_OK, "run with timeout");
+  if (rc == BOXLITE_OK) {
+    CHECK(res->exit.timed_out == 1, "timed_out flag");
+    boxlite_result_free(res);
+  }
+  res = NULL;
+  rc = boxlite_box_run(box, "{\"argv\":[\"no-such-cmd\"]}", &res, &err);
+  expect(rc, &err, BOXLITE_ERR_NOT_FOUND, "missing command");
+}
+
+/* Streams output with poll(2) on the execution's fd, the way an event loop does. */
+static void test_stream(boxlite_box_t *box) {
+  boxlite_error_t *err = NULL;
+  boxlite_execution_t *ex = NULL;
+  int rc = boxlite_box_exec(box, "{\"argv\":[\"sh\",\"-c\",\"read line; echo got:$line; i=0; while [ $i -lt 2000 ]; do echo line$i; i=$((i+1)); done; echo bye >&2\"],\"stdin\":true}", &ex, &err);
+  expect(rc, &err, BOXLITE_OK, "exec");
+  if (rc != BOXLITE_OK) return;
+  expect(boxlite_execution_write(ex, (const uint8_t *)"hello\n", 6, &err), &err, BOXLITE_OK, "write stdin");
+  expect(boxlite_execution_close_stdin(ex, &err), &err, BOXLITE_OK, "close stdin");
+  int fd = boxlite_execution_fd(ex);
+  CHECK(fd >= 0, "fd");
+  size_t out_len = 0, err_len = 0;
+  char *out = malloc(1 << 20), errbuf[64];
+  int out_eof = 0, err_eof = 0, polls = 0;
+  while (!(out_eof && err_eof) && polls < 100000) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    poll(&p, 1, 10000);
+    polls++;
+    for (;;) {
+      size_t n = 0;
+      if (!out_eof) {
+        rc = boxlite_execution_read(ex, BOXLITE_STDOUT, (uint8_t *)out + out_len, (1 << 20) - out_len, 0, &n, NULL);
+        if (rc == BOXLITE_OK) { out_len += n; continue; }
+        if (rc == BOXLITE_EOF) out_eof = 1;
+      }
+      if (!err_eof) {
+        rc = boxlite_execution_read(ex, BOXLITE_STDERR, (uint8_t *)errbuf + err_len, sizeof errbuf - err_len, 0, &n, NULL);
+        if (rc == BOXLITE_OK) { err_len += n; continue; }
+        if (rc == BOXLITE_EOF) err_eof = 1;
+      }
+      break; /* both AGAIN (or done): back to poll */
+    }
+  }
+  CHECK(out_eof && err_eof, "streams did not end");
+  CHECK(out_len > 10 && memcmp(out, "got:hello\nline0\n", 16) == 0, "stdout start %.16s", out);
+  CHECK(out_len == 10 + 10 * 6 + 90 * 7 + 900 * 8 + 1000 * 9, "stdout length %zu", out_len); /* "lineN\n" */
+  CHECK(err_len == 4 && memcmp(errbuf, "bye\n", 4) == 0, "stderr %.*s", (int)err_len, errbuf);
+  boxlite_exit_t st;
+  expect(boxlite_execution_wait(ex, -1, &st, &err), &err, BOXLITE_OK, "wait");
+  CHECK(st.exit_code == 0 && st.signal == 0 && !st.timed_out, "exit %d", st.exit_code);
+  free(out);
+  boxlite_execution_free(ex);
+  /* A freed execution handle is an error, not a crash. */
+  expect(boxlite_execution_wait(ex, 0, &st, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "freed execution");
+
+  /* wait with a deadline, then a signal. */
+  rc = boxlite_box_exec(box, "{\"argv\":[\"sleep\",\"30\"]}", &ex, &err);
+  expect(rc, &err, BOXLITE_OK, "exec sleep");
+  if (rc != BOXLITE_OK) return;
+  CHECK(boxlite_execution_wait(ex, 50, &st, NULL) == BOXLITE_AGAIN, "wait deadline");
+  size_t n;
+  uint8_t b[8];
+  CHECK(boxlite_execution_read(ex, BOXLITE_STDOUT, b, sizeof b, 50, &n, NULL) == BOXLITE_AGAIN, "read deadline");
+  CHECK(boxlite_execution_read(ex, 7, b, sizeof b, 0, &n, NULL) == BOXLITE_ERR_INVALID_ARGUMENT, "bad stream");
+  CHECK(boxlite_execution_resize(ex, 24, 80, NULL) == BOXLITE_ERR_UNSUPPORTED, "resize");
+  CHECK(boxlite_execution_write(ex, b, 1, NULL) == BOXLITE_ERR_INVALID_STATE, "write without stdin");
+  expect(boxlite_execution_signal(ex, SIGTERM, &err), &err, BOXLITE_OK, "signal");
+  expect(boxlite_execution_wait(ex, -1, &st, &err), &err, BOXLITE_OK, "wait signalled");
+  CHECK(st.signal == SIGTERM && st.exit_code == 128 + SIGTERM, "signalled exit %d/%d", st.exit_code, st.signal);
+  CHECK(boxlite_execution_signal(ex, 0, NULL) == BOXLITE_ERR_INVALID_ARGUMENT, "signal 0");
+  boxlite_execution_free(ex);
+}
+
+int main(void) {
+  const char *image = getenv("BOXLITE_TEST_IMAGE");
+  if (!image || !getenv("BOXLITE_ASSETS")) {
+    fprintf(stderr, "needs BOXLITE_TEST_IMAGE and BOXLITE_ASSETS (run make test)\n");
+    return 1;
+  }
+  CHECK(strcmp(boxlite_version(), BOXLITE_VERSION_STRING) == 0, "version %s", boxlite_version());
+  CHECK(strcmp(boxlite_status_name(BOXLITE_ERR_NOT_FOUND), "not_found") == 0, "status name");
+  CHECK(strcmp(boxlite_status_name(12345), "unknown") == 0, "unknown status name");
+
+  char home[] = "/tmp/bxc.XXXXXX";
+  if (!mkdtemp(home)) return 1;
+  char opts[256];
+  snprintf(opts, sizeof opts, "{\"home\":\"%s\"}", home);
+  boxlite_runtime_t *rt = NULL;
+  boxlite_error_t *err = NULL;
+  int rc = boxlite_runtime_new(opts, &rt, &err);
+  expect(rc, &err, BOXLITE_OK, "runtime_new");
+  if (rc) return 1;
+  char *json = NULL;
+  expect(boxlite_image_load(rt, image, &json, &err), &err, BOXLITE_OK, "image_load");
+  CHECK(json && strstr(json, "alpine"), "loaded %s", json ? json : "");
+  boxlite_string_free(json);
+
+  boxlite_box_t *box = NULL;
+  rc = boxlite_box_create(rt, "{\"image\":\"alpine:latest\",\"name\":\"c-test\",\"memory_mib\":256}", &box, &err);
+  expect(rc, &err, BOXLITE_OK, "box_create");
+  if (rc == BOXLITE_OK) {
+    CHECK(strlen(boxlite_box_id(box)) == 12, "box id");
+    json = NULL;
+    expect(boxlite_box_info(box, &json, &err), &err, BOXLITE_OK, "info");
+    CHECK(json && strstr(json, "\"state\":\"running\"") && strstr(json, "\"accel\""), "info %s", json ? json : "");
+    boxlite_string_free(json);
+    test_run(box);
+    test_stream(box);
+    test_bad_input(rt, box);
+    expect(boxlite_box_remove(box, 0, &err), &err, BOXLITE_ERR_INVALID_STATE, "remove running box without force");
+    expect(boxlite_box_remove(box, 1, &err), &err, BOXLITE_OK, "remove with force");
+    boxlite_box_free(box);
+    expect(boxlite_box_start(box, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "freed box");
+  }
+  boxlite_runtime_free(rt);
+  expect(boxlite_box_list(rt, &json, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "freed runtime");
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", home);
+  system(cmd);
+  printf("%d passed, %d failed\n", checks - failures, failures);
+  return failures != 0;
+}
