@@ -41,39 +41,57 @@ func parseCommand(s *C.cchar_t) (core.Command, error) {
 		Timeout: time.Duration(c.TimeoutSecs * float64(time.Second)), Stdin: c.Stdin}, nil
 }
 
-// execObj is an execution handle with its wakeup eventfd. wake is also
-// signalled for blocking reads in this library.
+// execObj is an execution handle with its wakeup eventfd.
 type execObj struct {
-	e    *core.Execution
-	wake chan struct{}
+	e *core.Execution
 
-	mu     sync.Mutex
-	efd    int // -1 once closed
-	closed bool
+	mu      sync.Mutex
+	efd     int           // -1 once freed
+	changed chan struct{} // closed and replaced at every notification: wakes every blocked reader
+	eof     [3]bool       // the streams whose end the caller has been told
 }
 
 // notify runs on library goroutines when output or the exit arrives.
 func (x *execObj) notify() {
-	select {
-	case x.wake <- struct{}{}:
-	default:
-	}
 	x.mu.Lock()
+	defer x.mu.Unlock()
+	close(x.changed)
+	x.changed = make(chan struct{})
 	if x.efd >= 0 {
-		var one = [8]byte{1}
+		one := [8]byte{1}
 		unix.Write(x.efd, one[:])
 	}
-	x.mu.Unlock()
 }
 
-// drain resets the eventfd; called before re-checking for data, so a wakeup
-// between the check and the drain is never lost.
-func (x *execObj) drain() {
+func (x *execObj) watch() <-chan struct{} {
 	x.mu.Lock()
-	if x.efd >= 0 {
-		var buf [8]byte
-		unix.Read(x.efd, buf[:])
+	defer x.mu.Unlock()
+	return x.changed
+}
+
+// rearm resets the eventfd and sets it again if a read of either stream
+// would still return something, so that a read finding one stream empty
+// never swallows the other stream's wakeup (the fd is level-triggered).
+func (x *execObj) rearm() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.efd < 0 {
+		return
 	}
+	var buf [8]byte
+	unix.Read(x.efd, buf[:])
+	for _, fd := range []int{1, 2} {
+		if !x.eof[fd] && x.e.Pending(fd) {
+			one := [8]byte{1}
+			unix.Write(x.efd, one[:])
+			return
+		}
+	}
+}
+
+func (x *execObj) sawEOF(fd int) {
+	x.mu.Lock()
+	x.eof[fd] = true
 	x.mu.Unlock()
 }
 
@@ -104,7 +122,7 @@ func boxlite_box_exec(p *C.boxlite_box_t, cmdJSON *C.cchar_t, out **C.boxlite_ex
 		unix.Close(efd)
 		return status(err, cerr)
 	}
-	x := &execObj{e: e, efd: efd, wake: make(chan struct{}, 1)}
+	x := &execObj{e: e, efd: efd, changed: make(chan struct{})}
 	e.Notify(x.notify)
 	C.bx_set_ex(out, C.uintptr_t(newHandle(x)))
 	return status(nil, cerr)
@@ -163,22 +181,6 @@ func boxlite_result_free(r *C.boxlite_result_t) {
 	C.free(unsafe.Pointer(r))
 }
 
-// waitFor waits for x.wake up to timeoutMs (< 0: forever); false on timeout.
-func waitFor(x *execObj, timeoutMs int64) bool {
-	if timeoutMs < 0 {
-		<-x.wake
-		return true
-	}
-	t := time.NewTimer(time.Duration(timeoutMs) * time.Millisecond)
-	defer t.Stop()
-	select {
-	case <-x.wake:
-		return true
-	case <-t.C:
-		return false
-	}
-}
-
 //export boxlite_execution_read
 func boxlite_execution_read(p *C.boxlite_execution_t, stream C.int, buf *C.uint8_t, capacity C.size_t, timeoutMs C.int64_t, n *C.size_t, cerr **C.boxlite_error_t) (rc C.int) {
 	defer guard(&rc, cerr)
@@ -191,8 +193,14 @@ func boxlite_execution_read(p *C.boxlite_execution_t, stream C.int, buf *C.uint8
 	}
 	*n = 0
 	dst := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(capacity))
-	deadline := time.Now().Add(time.Duration(timeoutMs) * time.Millisecond)
-	for drained := false; ; {
+	var deadline <-chan time.Time
+	if timeoutMs > 0 {
+		t := time.NewTimer(time.Duration(timeoutMs) * time.Millisecond)
+		defer t.Stop()
+		deadline = t.C
+	}
+	for {
+		changed := x.watch() // before reading, so no arrival is missed
 		got, err := x.e.ReadNonblock(int(stream), dst)
 		switch {
 		case got > 0:
@@ -201,22 +209,19 @@ func boxlite_execution_read(p *C.boxlite_execution_t, stream C.int, buf *C.uint8
 		case errdefs.KindOf(err) == errdefs.KindInvalidArgument:
 			return status(err, cerr)
 		case err != nil:
+			x.sawEOF(int(stream))
 			status(nil, cerr)
 			return C.BOXLITE_EOF // how the process ended is wait's to tell
 		}
-		if !drained {
-			// Reset the eventfd, then look again: what arrived in between
-			// is read now, what arrives later makes the fd readable again.
-			x.drain()
-			drained = true
-			continue
+		if timeoutMs == 0 {
+			x.rearm()
+			status(nil, cerr)
+			return C.BOXLITE_AGAIN
 		}
-		drained = false
-		left := int64(timeoutMs)
-		if timeoutMs > 0 {
-			left = time.Until(deadline).Milliseconds()
-		}
-		if timeoutMs == 0 || (timeoutMs > 0 && left <= 0) || !waitFor(x, left) {
+		select {
+		case <-changed:
+		case <-deadline:
+			x.rearm()
 			status(nil, cerr)
 			return C.BOXLITE_AGAIN
 		}
@@ -274,14 +279,22 @@ func boxlite_execution_wait(p *C.boxlite_execution_t, timeoutMs C.int64_t, out *
 	if err != nil {
 		return status(err, cerr)
 	}
-	if timeoutMs >= 0 {
-		t := time.NewTimer(time.Duration(timeoutMs) * time.Millisecond)
-		defer t.Stop()
-		select {
-		case <-x.e.Done():
-		case <-t.C:
+	select {
+	case <-x.e.Done():
+	default:
+		if timeoutMs == 0 {
 			status(nil, cerr)
 			return C.BOXLITE_AGAIN
+		}
+		if timeoutMs > 0 {
+			t := time.NewTimer(time.Duration(timeoutMs) * time.Millisecond)
+			defer t.Stop()
+			select {
+			case <-x.e.Done():
+			case <-t.C:
+				status(nil, cerr)
+				return C.BOXLITE_AGAIN
+			}
 		}
 	}
 	st, err := x.e.Wait(context.Background())

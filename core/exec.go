@@ -71,10 +71,10 @@ func (e *Execution) finish(st ExitStatus, err error) {
 		if end == nil {
 			end = io.EOF
 		}
+		close(e.done) // before the windows end, so whoever sees EOF sees Done
 		e.stdout.close(end)
 		e.stderr.close(end)
 		e.stdin.close(errdefs.Errorf(errdefs.ErrClosed, "stdin: process has exited"))
-		close(e.done)
 	})
 }
 
@@ -152,6 +152,18 @@ func (e *Execution) ReadNonblock(fd int, p []byte) (int, error) {
 		return e.stderr.read(p, false)
 	}
 	return 0, errdefs.Errorf(errdefs.ErrInvalidArgument, "read: fd %d is neither 1 (stdout) nor 2 (stderr)", fd)
+}
+
+// Pending reports, without consuming anything, whether a read of fd would
+// return now: buffered bytes, or the end of the stream.
+func (e *Execution) Pending(fd int) bool {
+	switch fd {
+	case 1:
+		return e.stdout.pending()
+	case 2:
+		return e.stderr.pending()
+	}
+	return false
 }
 
 // Done is closed when the process has ended.

@@ -57,6 +57,12 @@ func (w *window) setNotify(f func()) {
 
 func (w *window) Read(p []byte) (int, error) { return w.read(p, true) }
 
+func (w *window) pending() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.buf) > 0 || w.err != nil
+}
+
 // read returns buffered bytes; without block it returns (0, nil) when there
 // are none yet.
 func (w *window) read(p []byte, block bool) (int, error) {

@@ -2,6 +2,7 @@
  * and bad input (NULL, freed and mistyped handles, bad JSON) that must give
  * typed errors and never crash. Needs BOXLITE_TEST_IMAGE and BOXLITE_ASSETS. */
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +49,7 @@ static void test_bad_input(boxlite_runtime_t *rt, boxlite_box_t *box) {
   expect(boxlite_box_create(rt, "{not json", &b, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "bad JSON");
   expect(boxlite_box_create(rt, "{\"image\":\"alpine:latest\",\"memroy_mib\":5}", &b, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "unknown field");
   expect(boxlite_box_create(rt, "{\"image\":\"alpine:latest\",\"cpus\":\"two\"}", &b, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "wrong type");
-  expect(boxlite_box_create(rt, "{\"image\":\"nope:1\"}", &b, &err), &err, BOXLITE_ERR_NOT_FOUND, "missing image");
+  expect(boxlite_box_create(rt, "{\"image\":\"127.0.0.1:9/nope:1\"}", &b, &err), &err, BOXLITE_ERR_NOT_FOUND, "missing image");
   expect(boxlite_box_get(rt, "no-such-box", &b, &err), &err, BOXLITE_ERR_NOT_FOUND, "missing box");
   /* A box handle passed as a runtime, and made-up handles. */
   expect(boxlite_box_list((boxlite_runtime_t *)box, &json, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "mistyped handle");
@@ -167,6 +168,41 @@ static void test_stream(boxlite_box_t *box) {
   boxlite_execution_free(ex);
 }
 
+struct reader {
+  boxlite_execution_t *ex;
+  int stream, rc;
+  size_t n;
+  uint8_t buf[16];
+};
+
+static void *blocking_read(void *arg) {
+  struct reader *r = arg;
+  r->rc = boxlite_execution_read(r->ex, r->stream, r->buf, sizeof r->buf, 20000, &r->n, NULL);
+  return NULL;
+}
+
+/* Two threads block on the two streams of one execution; output on one must
+ * wake its own reader even while the other stream stays silent. */
+static void test_two_blocking_readers(boxlite_box_t *box) {
+  boxlite_error_t *err = NULL;
+  boxlite_execution_t *ex = NULL;
+  int rc = boxlite_box_exec(box, "{\"argv\":[\"sh\",\"-c\",\"sleep 0.3; echo e >&2; sleep 30\"]}", &ex, &err);
+  expect(rc, &err, BOXLITE_OK, "exec for two readers");
+  if (rc != BOXLITE_OK) return;
+  struct reader out = {.ex = ex, .stream = BOXLITE_STDOUT}, errr = {.ex = ex, .stream = BOXLITE_STDERR};
+  pthread_t a, b;
+  pthread_create(&a, NULL, blocking_read, &out);
+  pthread_create(&b, NULL, blocking_read, &errr);
+  pthread_join(b, NULL); /* returns when "e" arrives, or after 20 s if its wakeup was lost */
+  CHECK(errr.rc == BOXLITE_OK && errr.n == 2 && memcmp(errr.buf, "e\n", 2) == 0, "stderr reader: %s", boxlite_status_name(errr.rc));
+  boxlite_execution_kill(ex, NULL);
+  pthread_join(a, NULL);
+  CHECK(out.rc == BOXLITE_EOF, "stdout reader after kill: %s", boxlite_status_name(out.rc));
+  boxlite_exit_t st;
+  CHECK(boxlite_execution_wait(ex, 0, &st, NULL) == BOXLITE_OK && st.signal == SIGKILL, "wait(0) right after EOF");
+  boxlite_execution_free(ex);
+}
+
 int main(void) {
   const char *image = getenv("BOXLITE_TEST_IMAGE");
   if (!image || !getenv("BOXLITE_ASSETS")) {
@@ -202,6 +238,7 @@ int main(void) {
     boxlite_string_free(json);
     test_run(box);
     test_stream(box);
+    test_two_blocking_readers(box);
     test_bad_input(rt, box);
     expect(boxlite_box_remove(box, 0, &err), &err, BOXLITE_ERR_INVALID_STATE, "remove running box without force");
     expect(boxlite_box_remove(box, 1, &err), &err, BOXLITE_OK, "remove with force");
