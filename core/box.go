@@ -221,6 +221,9 @@ func (b *Box) boot(ctx context.Context) (*conn, protocol.Info, error) {
 	os.Truncate(vm.ConsoleLog, 0)
 	sc := shim.Config{Socket: b.path("shim.sock"), VM: vm, AccelReason: reason, BootTimeout: cfg.BootTimeout,
 		StopTimeout: 10 * time.Second, ExitFile: b.path("exit.json")}
+	if cfg.AutoRemove {
+		sc.RemoveDir = b.dir
+	}
 	if err := writeJSON(b.path("shim.json"), sc); err != nil {
 		return nil, none, err
 	}

@@ -27,6 +27,9 @@ type Config struct {
 	BootTimeout time.Duration // VMM start to agent hello
 	StopTimeout time.Duration // shutdown request to VMM exit, then kill
 	ExitFile    string        // the shim writes why the box ended here
+	// RemoveDir, when set (auto-remove boxes), is deleted after the box ends
+	// because its creator died: nobody is left to remove it.
+	RemoveDir string
 }
 
 // Ready is the shim's one message to its parent on the ready pipe: the box's
@@ -55,9 +58,11 @@ func Run(cfg Config, ready io.WriteCloser, parent io.Reader) error {
 		return err
 	}
 	writeReady(ready, Ready{Info: &s.info})
+	orphaned := make(chan struct{})
 	if parent != nil {
 		go func() {
 			io.Copy(io.Discard, parent)
+			close(orphaned)
 			s.stop("the process that created the box exited")
 		}()
 	}
@@ -68,6 +73,13 @@ func Run(cfg Config, ready io.WriteCloser, parent io.Reader) error {
 	go s.accept()
 	<-s.vm.Done()
 	s.teardown()
+	select {
+	case <-orphaned:
+		if cfg.RemoveDir != "" {
+			os.RemoveAll(cfg.RemoveDir)
+		}
+	default:
+	}
 	return nil
 }
 
