@@ -2,18 +2,25 @@ package core
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
+
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/image"
 )
 
 // Option configures a Runtime.
 type Option func(*runtimeOptions) error
 
 type runtimeOptions struct {
-	home   string
-	assets string
+	home     string
+	assets   string
+	mirrors  image.Mirrors // nil: from the environment
+	insecure []string      // nil: from the environment
+	keychain authn.Keychain
 }
 
 // WithHome sets the runtime's home directory. Default: $BOXLITE_HOME, else ~/.boxlite.
@@ -31,6 +38,63 @@ func WithHome(dir string) Option {
 // Default: $BOXLITE_ASSETS, else the directory of the running executable.
 func WithAssets(dir string) Option {
 	return func(o *runtimeOptions) error { o.assets = dir; return nil }
+}
+
+// WithRegistryMirrors sets the registry mirrors that pulls try first, in
+// order, before the registry itself: each "REGISTRY=URL", or a
+// comma-separated list of them, e.g. "docker.io=http://127.0.0.1:5000"
+// (http:// is plain HTTP). See image.Mirrors. Default: $BOXLITE_REGISTRY_MIRRORS
+// in the same form; none when unset.
+func WithRegistryMirrors(specs ...string) Option {
+	return func(o *runtimeOptions) error {
+		m, err := image.ParseMirrors(strings.Join(specs, ","))
+		if err != nil {
+			return err
+		}
+		o.mirrors = m // not nil, even when empty
+		return nil
+	}
+}
+
+// WithInsecureRegistries lets pulls reach these registries ("host[:port]")
+// over plain HTTP, or TLS with any certificate. Default:
+// $BOXLITE_INSECURE_REGISTRIES, comma-separated; none when unset (not even
+// localhost).
+func WithInsecureRegistries(hosts ...string) Option {
+	return func(o *runtimeOptions) error {
+		o.insecure = append([]string{}, hosts...) // not nil, even when empty
+		return nil
+	}
+}
+
+// WithRegistryKeychain sets where pulls find credentials. Default:
+// authn.DefaultKeychain (the docker config and its credential helpers).
+func WithRegistryKeychain(k authn.Keychain) Option {
+	return func(o *runtimeOptions) error { o.keychain = k; return nil }
+}
+
+// pullOptions turns the registry settings into image.PullOptions, reading
+// the environment for those not given.
+func (o *runtimeOptions) pullOptions() ([]image.PullOption, error) {
+	if o.mirrors == nil {
+		m, err := image.ParseMirrors(os.Getenv("BOXLITE_REGISTRY_MIRRORS"))
+		if err != nil {
+			return nil, fmt.Errorf("BOXLITE_REGISTRY_MIRRORS: %w", err)
+		}
+		o.mirrors = m
+	}
+	if o.insecure == nil {
+		for _, h := range strings.Split(os.Getenv("BOXLITE_INSECURE_REGISTRIES"), ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				o.insecure = append(o.insecure, h)
+			}
+		}
+	}
+	opts := []image.PullOption{image.WithMirrors(o.mirrors), image.WithInsecure(o.insecure...)}
+	if o.keychain != nil {
+		opts = append(opts, image.WithKeychain(o.keychain))
+	}
+	return opts, nil
 }
 
 // BoxOption configures a box at creation.

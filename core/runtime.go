@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +28,7 @@ type Runtime struct {
 	home   string
 	assets assets
 	images *image.Store
+	pull   []image.PullOption // mirrors, insecure registries, keychain
 
 	mu     sync.Mutex
 	boxes  map[string]*Box // handles opened by this runtime, by id
@@ -51,11 +53,15 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 	if err := os.MkdirAll(filepath.Join(home, "boxes"), 0o700); err != nil {
 		return nil, fmt.Errorf("runtime home %s: %w", home, err)
 	}
+	pull, err := o.pullOptions()
+	if err != nil {
+		return nil, err
+	}
 	images, err := image.Open(filepath.Join(home, "images"))
 	if err != nil {
 		return nil, err
 	}
-	return &Runtime{home: home, assets: findAssets(o.assets), images: images, boxes: map[string]*Box{}}, nil
+	return &Runtime{home: home, assets: findAssets(o.assets), images: images, pull: pull, boxes: map[string]*Box{}}, nil
 }
 
 func defaultHome() string {
@@ -73,6 +79,37 @@ func (r *Runtime) Home() string { return r.home }
 
 // Images is the runtime's image store.
 func (r *Runtime) Images() *image.Store { return r.images }
+
+// Pull fetches an image from its registry (or a mirror) into the store, with
+// the runtime's registry settings; opts add to them (image.WithProgress).
+// See image.Store.Pull.
+func (r *Runtime) Pull(ctx context.Context, ref string, opts ...image.PullOption) (image.PullResult, error) {
+	if err := r.checkOpen("pull"); err != nil {
+		return image.PullResult{}, err
+	}
+	return r.images.Pull(ctx, ref, append(append([]image.PullOption{}, r.pull...), opts...)...)
+}
+
+// PruneImages removes what no box of this home uses: images without a name
+// (every image with all), then the blobs and ext4 layers no image needs.
+// A box keeps its image even when the image has lost its names. See image.Store.GC.
+func (r *Runtime) PruneImages(ctx context.Context, all bool) (image.GCResult, error) {
+	// Under the home lock, so that no box registers an image that GC is removing (see register).
+	unlock, err := r.lock()
+	if err != nil {
+		return image.GCResult{}, err
+	}
+	defer unlock()
+	recs, err := r.records()
+	if err != nil {
+		return image.GCResult{}, err
+	}
+	var inUse []string
+	for _, rec := range recs {
+		inUse = append(inUse, rec.ImageDigest)
+	}
+	return r.images.GC(ctx, image.GCOptions{InUse: inUse, All: all})
+}
 
 // Close stops the boxes this runtime started (they would die with the
 // process anyway) and releases its handles.
@@ -119,7 +156,9 @@ func (r *Runtime) checkOpen(op string) error {
 	return nil
 }
 
-// Create makes a box from an image and starts it.
+// Create makes a box from an image and starts it. An image that is not in
+// the store is pulled first (see Pull); one in the store is used as it is,
+// even when the registry has a newer one under its name, as docker does.
 func (r *Runtime) Create(ctx context.Context, imageRef string, opts ...BoxOption) (*Box, error) {
 	if err := r.checkOpen("create box"); err != nil {
 		return nil, err
@@ -133,11 +172,23 @@ func (r *Runtime) Create(ctx context.Context, imageRef string, opts ...BoxOption
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	img, err := r.images.Get(imageRef)
-	if err != nil {
+	if err := r.assets.check(); err != nil {
 		return nil, fmt.Errorf("create box: %w", err)
 	}
-	if err := r.assets.check(); err != nil {
+	img, err := r.images.Get(imageRef)
+	if errors.Is(err, errdefs.ErrNotFound) && !strings.HasPrefix(imageRef, "sha256:") {
+		var res image.PullResult
+		if res, err = r.Pull(ctx, imageRef); err == nil {
+			img = res.Image
+		} else {
+			err = fmt.Errorf("image %q is not in the store, and pulling it failed: %w", imageRef, err)
+			if errdefs.KindOf(err) == errdefs.KindInternal {
+				// Unreachable registry: to the caller, the image is nowhere to be had.
+				err = fmt.Errorf("%w: %w", err, errdefs.ErrNotFound)
+			}
+		}
+	}
+	if err != nil {
 		return nil, fmt.Errorf("create box: %w", err)
 	}
 	b, err := r.register(cfg, img.Digest)
@@ -160,6 +211,10 @@ func (r *Runtime) register(cfg BoxConfig, digest string) (*Box, error) {
 		return nil, err
 	}
 	defer unlock()
+	// The image may have gone since Create found it: PruneImages holds this lock too.
+	if _, err := r.images.Get(digest); err != nil {
+		return nil, fmt.Errorf("create box: %w", err)
+	}
 	if cfg.Name != "" {
 		if _, err := r.find(cfg.Name); err == nil {
 			return nil, errdefs.Errorf(errdefs.ErrAlreadyExists, "create box: name %q is taken", cfg.Name)

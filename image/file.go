@@ -23,13 +23,13 @@ func lockFile(ctx context.Context, path string) (unlock func(), err error) {
 		return nil, fmt.Errorf("lock: %w: %w", err, errdefs.ErrInternal)
 	}
 	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
+		ok, err := tryFlock(f)
+		if ok {
 			return func() { f.Close() }, nil // closing releases the lock
 		}
-		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+		if err != nil {
 			f.Close()
-			return nil, fmt.Errorf("lock %s: %w: %w", path, err, errdefs.ErrInternal)
+			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -38,6 +38,56 @@ func lockFile(ctx context.Context, path string) (unlock func(), err error) {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+}
+
+// tryFlock takes an exclusive flock on f if no one holds it.
+func tryFlock(f *os.File) (bool, error) {
+	err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	if err == nil {
+		return true, nil
+	}
+	if errors.Is(err, unix.EWOULDBLOCK) || errors.Is(err, unix.EINTR) {
+		return false, nil
+	}
+	return false, fmt.Errorf("%w: %w", err, errdefs.ErrInternal)
+}
+
+// newStage makes a staging directory tmp/<prefix>*, locked for as long as
+// the load or pull that uses it runs: GC removes only the stages no one
+// holds, left by a crash. It is made under the store lock, which GC holds,
+// so GC never sees it before it is locked. done removes it.
+func (s *Store) newStage(ctx context.Context, prefix string) (dir string, done func(), err error) {
+	unlock, err := lockFile(ctx, filepath.Join(s.dir, "lock"))
+	if err != nil {
+		return "", nil, err
+	}
+	defer unlock()
+	dir, err = os.MkdirTemp(filepath.Join(s.dir, "tmp"), prefix)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: %w", err, errdefs.ErrInternal)
+	}
+	f, err := os.Open(dir)
+	if err == nil {
+		if _, err = tryFlock(f); err != nil {
+			f.Close()
+		}
+	}
+	if err == nil {
+		err = os.MkdirAll(filepath.Join(dir, "blobs", "sha256"), 0o755)
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("%w: %w", err, errdefs.ErrInternal)
+	}
+	return dir, func() { os.RemoveAll(dir); f.Close() }, nil
+}
+
+// withKind adds kind to err unless err already has an error kind.
+func withKind(err, kind error) error {
+	if errdefs.KindOf(err) != errdefs.KindInternal || errors.Is(err, errdefs.ErrInternal) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", err, kind)
 }
 
 // writeFileAtomic replaces path with data: readers see the old or the new

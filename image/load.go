@@ -60,14 +60,11 @@ func (s *Store) Load(ctx context.Context, path string) ([]Image, error) {
 }
 
 func (s *Store) load(ctx context.Context, path string) ([]Image, error) {
-	stage, err := os.MkdirTemp(filepath.Join(s.dir, "tmp"), "load-")
-	if err == nil {
-		err = os.MkdirAll(filepath.Join(stage, "blobs", "sha256"), 0o755)
-	}
+	stage, done, err := s.newStage(ctx, "load-")
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", err, errdefs.ErrInternal)
+		return nil, err
 	}
-	defer os.RemoveAll(stage)
+	defer done()
 
 	srcs, err := openSource(ctx, path, stage)
 	if err != nil {
@@ -83,15 +80,30 @@ func (s *Store) load(ctx context.Context, path string) ([]Image, error) {
 		descs[i], blobs = d, append(blobs, bs...)
 	}
 
-	for _, h := range blobs {
-		err := os.Rename(filepath.Join(stage, "blobs", "sha256", h.Hex), filepath.Join(s.blobDir(), h.Hex))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) { // not staged: the store has it
-			return nil, fmt.Errorf("%w: %w", err, errdefs.ErrInternal)
-		}
+	names := make([][]string, len(srcs))
+	for i, src := range srcs {
+		names[i] = src.names
 	}
-	err = s.update(func(ix *v1.IndexManifest) error {
-		for i, src := range srcs {
-			setNames(ix, descs[i], src.names)
+	return s.commit(stage, blobs, descs, names)
+}
+
+// commit moves the staged blobs into the store and gives the images descs
+// their names, all under the store lock: GC, which holds it too, sees none or
+// all of it, never blobs that an index entry is about to need. It returns the
+// images once per name.
+func (s *Store) commit(stage string, blobs []v1.Hash, descs []v1.Descriptor, names [][]string) ([]Image, error) {
+	err := s.update(func(ix *v1.IndexManifest) error {
+		for _, h := range blobs {
+			err := os.Rename(filepath.Join(stage, "blobs", "sha256", h.Hex), filepath.Join(s.blobDir(), h.Hex))
+			if errors.Is(err, fs.ErrNotExist) { // listed twice: moved already
+				_, err = os.Stat(filepath.Join(s.blobDir(), h.Hex))
+			}
+			if err != nil {
+				return fmt.Errorf("%w: %w", err, errdefs.ErrInternal)
+			}
+		}
+		for i, d := range descs {
+			setNames(ix, d, names[i])
 		}
 		return nil
 	})
@@ -100,13 +112,13 @@ func (s *Store) load(ctx context.Context, path string) ([]Image, error) {
 	}
 
 	var out []Image
-	for i, src := range srcs {
-		names := src.names
-		if len(names) == 0 {
-			names = []string{""}
+	for i, d := range descs {
+		ns := names[i]
+		if len(ns) == 0 {
+			ns = []string{""}
 		}
-		for _, n := range names {
-			d := descs[i]
+		for _, n := range ns {
+			d := d
 			if n != "" {
 				d.Annotations = map[string]string{refNameAnnotation: n}
 			}
@@ -262,15 +274,21 @@ func platformImage(ii v1.ImageIndex, d v1.Descriptor) (v1.Image, error) {
 		if err != nil {
 			return nil, err
 		}
-		cm, err := child.IndexManifest()
-		if err != nil {
-			return nil, err
-		}
-		for _, c := range cm.Manifests {
-			if c.Platform != nil && c.Platform.OS == "linux" && c.Platform.Architecture == runtime.GOARCH {
-				if img, err := platformImage(child, c); img != nil || err != nil {
-					return img, err
-				}
+		return platformChild(child)
+	}
+	return nil, nil
+}
+
+// platformChild returns the linux/GOARCH image of the index ii, or nil.
+func platformChild(ii v1.ImageIndex) (v1.Image, error) {
+	im, err := ii.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range im.Manifests {
+		if c.Platform != nil && c.Platform.OS == "linux" && c.Platform.Architecture == runtime.GOARCH {
+			if img, err := platformImage(ii, c); img != nil || err != nil {
+				return img, err
 			}
 		}
 	}
@@ -335,14 +353,12 @@ func archiveSources(file string) ([]source, error) {
 func (s *Store) ingest(ctx context.Context, stage string, src source) (v1.Descriptor, []v1.Hash, error) {
 	staged := filepath.Join(stage, "blobs", "sha256")
 	put := func(h v1.Hash, size int64, open func() (io.ReadCloser, error)) (int64, error) {
-		for _, dir := range []string{s.blobDir(), staged} {
-			if fi, err := os.Stat(filepath.Join(dir, h.Hex)); err == nil {
-				return fi.Size(), nil
-			}
+		if n, ok := s.stageExisting(staged, h); ok {
+			return n, nil
 		}
 		rc, err := open()
 		if err != nil {
-			return 0, fmt.Errorf("%s: %w: %w", h, err, errdefs.ErrInvalidArgument)
+			return 0, fmt.Errorf("%s: %w", h, withKind(err, errdefs.ErrInvalidArgument))
 		}
 		defer rc.Close()
 		return writeBlob(ctx, staged, h, size, rc)
@@ -432,6 +448,26 @@ func (s *Store) ingest(ctx context.Context, stage string, src source) (v1.Descri
 	return desc, append(blobs, m.Config.Digest, desc.Digest), nil
 }
 
+// stageExisting says whether the stage directory staged or the store has
+// the blob h, and its size. It stages a hard link to the store's copy: a GC
+// that runs before the commit may remove the store's name for it, but not the
+// staged one. (Where hard links fail, the store's copy is trusted to stay.)
+func (s *Store) stageExisting(staged string, h v1.Hash) (int64, bool) {
+	p, stored := filepath.Join(staged, h.Hex), filepath.Join(s.blobDir(), h.Hex)
+	fi, err := os.Stat(p)
+	if err != nil {
+		if os.Link(stored, p) == nil {
+			fi, err = os.Stat(p)
+		} else {
+			fi, err = os.Stat(stored)
+		}
+	}
+	if err != nil {
+		return 0, false
+	}
+	return fi.Size(), true
+}
+
 // writeBlob copies r to dir/<hex of want> if its content has digest want
 // (and size bytes, unless size < 0), and returns its size. Nothing but the
 // verified blob ever has that name.
@@ -450,8 +486,8 @@ func writeBlob(ctx context.Context, dir string, want v1.Hash, size int64, r io.R
 	switch {
 	case ctx.Err() != nil:
 		err = ctxErr(ctx)
-	case src.err != nil:
-		err = fmt.Errorf("%s: %w: %w", want, src.err, errdefs.ErrInvalidArgument)
+	case src.err != nil: // a bad source, unless it says otherwise
+		err = fmt.Errorf("%s: %w", want, withKind(src.err, errdefs.ErrInvalidArgument))
 	case err != nil:
 		err = fmt.Errorf("%s: %w: %w", want, err, errdefs.ErrInternal)
 	case size >= 0 && n != size:

@@ -14,6 +14,8 @@ import (
 
 	"github.com/Microsoft/hcsshim/ext4/tar2ext4"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/partial"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/boxlite/boxlite/errdefs"
 )
@@ -24,6 +26,8 @@ import (
 // data only rules out DAX, which the guest does not use). tar2ext4 reserves
 // metadata for a 16 GiB file system by default; convert retries bigger layers.
 var ext4Options = []tar2ext4.Option{tar2ext4.ConvertWhiteout, tar2ext4.InlineData}
+
+var errConvertDone = errors.New("conversion ended")
 
 // conversions counts the layers converted by this process, for tests.
 var conversions atomic.Int64
@@ -52,22 +56,23 @@ func (s *Store) rootfs(ctx context.Context, img Image) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("digest: %w: %w", err, errdefs.ErrInvalidArgument)
 	}
-	v, err := s.oci.Image(h)
-	if err != nil {
+	// From the blobs, not the index: a box's image may have lost its names.
+	if _, err := os.Stat(filepath.Join(s.blobDir(), h.Hex)); err != nil {
 		return nil, fmt.Errorf("%s: %w", h, errdefs.ErrNotFound)
 	}
-	cf, err := v.ConfigFile()
+	m, cf, err := s.manifestAndConfig(h)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w: %w", err, errdefs.ErrInternal)
+		return nil, err
 	}
 	var paths []string
-	for _, diffID := range cf.RootFS.DiffIDs {
+	for i, diffID := range cf.RootFS.DiffIDs {
+		blob := blobLayer{path: filepath.Join(s.blobDir(), m.Layers[i].Digest.Hex), desc: m.Layers[i]}
 		p, err := s.layerExt4(ctx, diffID, func() (io.ReadCloser, error) {
-			l, err := v.LayerByDiffID(diffID)
+			l, err := partial.CompressedToLayer(blob)
 			if err != nil {
 				return nil, err
 			}
-			return l.Uncompressed()
+			return l.Uncompressed() // gunzips (or not) by the content's first bytes
 		})
 		if err != nil {
 			return nil, fmt.Errorf("layer %s: %w", diffID, err)
@@ -137,7 +142,20 @@ func convert(ctx context.Context, f *os.File, diffID v1.Hash, open func() (io.Re
 	defer rc.Close()
 	h := sha256.New()
 	r := io.TeeReader(ctxReader{ctx, rc}, h)
-	if err := tar2ext4.ConvertTarToExt4(r, f, opts...); err != nil {
+	// tar2ext4 reads the layer through fixLayer, which makes it follow the OCI rules.
+	pr, pw := io.Pipe()
+	fixed := make(chan error, 1)
+	go func() {
+		err := fixLayer(pw, r)
+		pw.CloseWithError(err)
+		fixed <- err
+	}()
+	err = tar2ext4.ConvertTarToExt4(pr, f, opts...)
+	pr.CloseWithError(errConvertDone) // unblocks fixLayer if tar2ext4 stopped reading early
+	if ferr := <-fixed; ferr != nil && !errors.Is(ferr, errConvertDone) {
+		err = ferr // the cause; tar2ext4 saw only a failed read
+	}
+	if err != nil {
 		return fmt.Errorf("convert to ext4: %w", err)
 	}
 	if _, err := io.Copy(io.Discard, r); err != nil { // the DiffID covers the padding after the tar's end
@@ -148,3 +166,14 @@ func convert(ctx context.Context, f *os.File, diffID v1.Hash, open func() (io.Re
 	}
 	return nil
 }
+
+// blobLayer is a layer blob of the store, for go-containerregistry to uncompress.
+type blobLayer struct {
+	path string
+	desc v1.Descriptor
+}
+
+func (b blobLayer) Digest() (v1.Hash, error)            { return b.desc.Digest, nil }
+func (b blobLayer) Compressed() (io.ReadCloser, error)  { return os.Open(b.path) }
+func (b blobLayer) Size() (int64, error)                { return b.desc.Size, nil }
+func (b blobLayer) MediaType() (types.MediaType, error) { return b.desc.MediaType, nil }

@@ -48,9 +48,11 @@ type Layer struct {
 //	                   one per unnamed image; the only mutable file, replaced atomically
 //	lock               flock held while index.json is rewritten
 //	layers/<hex>.ext4  each layer as an ext4 image, by DiffID (see Rootfs); <hex>.lock
-//	tmp/load-*/        staging for loads; a blob enters oci/blobs only by rename, verified
+//	tmp/load-*/        staging for loads and pulls (pull-*), each flocked by its user;
+//	                   a blob enters oci/blobs only by rename, verified, under the lock
 //
-// A Store is safe for concurrent use, also by several processes.
+// A Store is safe for concurrent use, also by several processes. Blobs no
+// image needs stay until GC.
 type Store struct {
 	dir string
 	oci layout.Path
@@ -80,21 +82,39 @@ func (s *Store) blobDir() string { return filepath.Join(string(s.oci), "blobs", 
 
 // Get returns the image named ref ("alpine", "alpine:latest" and
 // "docker.io/library/alpine:latest" are the same name), or the image whose
-// manifest digest is ref ("sha256:<hex>", or a unique prefix of 12 or more hex digits).
+// manifest digest is ref ("sha256:<hex>", or a unique prefix of 12 or more
+// hex digits). A full "sha256:<hex>" also finds an image that has lost its
+// names (Remove), until GC removes it.
 func (s *Store) Get(ref string) (Image, error) {
 	ix, err := s.index()
 	if err != nil {
 		return Image{}, fmt.Errorf("image get %q: %w", ref, err)
 	}
-	i, err := lookup(ix, ref)
+	d, err := s.find(ix, ref)
 	if err != nil {
 		return Image{}, fmt.Errorf("image get %q: %w", ref, err)
 	}
-	img, err := s.image(ix.Manifests[i[0]])
+	img, err := s.image(d)
 	if err != nil {
 		return Image{}, fmt.Errorf("image get %q: %w", ref, err)
 	}
 	return img, nil
+}
+
+// find returns the index entry for ref; for a full digest whose names are
+// all removed, it returns the image as long as its manifest is in the store
+// (until GC): boxes refer to their images by digest.
+func (s *Store) find(ix *v1.IndexManifest, ref string) (v1.Descriptor, error) {
+	i, err := lookup(ix, ref)
+	if err == nil {
+		return ix.Manifests[i[0]], nil
+	}
+	if h, herr := v1.NewHash(ref); errors.Is(err, errdefs.ErrNotFound) && herr == nil && len(h.Hex) == 64 {
+		if _, _, merr := s.manifestAndConfig(h); merr == nil { // and not some other blob
+			return v1.Descriptor{MediaType: types.OCIManifestSchema1, Digest: h}, nil
+		}
+	}
+	return v1.Descriptor{}, err
 }
 
 // List returns every image once per name, and once for each unnamed image, sorted by name.
@@ -114,8 +134,10 @@ func (s *Store) List() ([]Image, error) {
 	return imgs, nil
 }
 
-// Remove removes the name ref; when ref is a digest, it removes the image
-// with all its names. The blobs stay until garbage collection.
+// Remove removes the name ref; when ref is a digest (other than the name a
+// pull by digest gave), it removes the image with all its names. The blobs
+// stay until GC; a box that uses the image keeps working, as core passes GC
+// the images of its boxes.
 func (s *Store) Remove(ref string) error {
 	err := s.update(func(ix *v1.IndexManifest) error {
 		i, err := lookup(ix, ref)
@@ -160,11 +182,22 @@ func canonical(ref string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("invalid image name %q: %w", ref, errdefs.ErrInvalidArgument)
 	}
-	n := t.Name()
+	return dockerIO(t.Name()), nil
+}
+
+// canonicalDigest is the store's name for a digest reference, which the
+// image that a pull by digest brings gets: "python@sha256:…" becomes
+// "docker.io/library/python@sha256:…". When the digest is an index's, this
+// name is the only way to find the image by it without asking the registry.
+func canonicalDigest(d name.Digest) string {
+	return dockerIO(d.Context().Name()) + "@" + d.DigestStr()
+}
+
+func dockerIO(n string) string {
 	if rest, ok := strings.CutPrefix(n, name.DefaultRegistry+"/"); ok {
-		n = "docker.io/" + rest // go-containerregistry says index.docker.io; people say docker.io
+		return "docker.io/" + rest // go-containerregistry says index.docker.io; people say docker.io
 	}
-	return n, nil
+	return n
 }
 
 // lookup returns the positions in ix of the entry named ref, or of every
@@ -176,6 +209,12 @@ func lookup(ix *v1.IndexManifest, ref string) ([]int, error) {
 	r, err := name.ParseReference(ref)
 	if err == nil {
 		if d, ok := r.(name.Digest); ok {
+			n := canonicalDigest(d)
+			for i, e := range ix.Manifests {
+				if e.Annotations[refNameAnnotation] == n {
+					return []int{i}, nil
+				}
+			}
 			return lookupDigest(ix, strings.TrimPrefix(d.DigestStr(), "sha256:"))
 		}
 		n, _ := canonical(ref)
@@ -292,6 +331,11 @@ func (s *Store) update(fn func(*v1.IndexManifest) error) error {
 		return err
 	}
 	defer unlock()
+	return s.updateLocked(fn)
+}
+
+// updateLocked is update for a caller that holds the store lock.
+func (s *Store) updateLocked(fn func(*v1.IndexManifest) error) error {
 	ix, err := s.index()
 	created := errors.Is(err, os.ErrNotExist)
 	if created {

@@ -263,8 +263,21 @@ func TestLoadIdempotentAndMovesNames(t *testing.T) {
 	if err := s.Remove("app:stable"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Get(first[0].Digest); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := s.Get(first[0].Digest[:19]); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("removing the last name should remove the image: %v", err)
+	}
+	if list, _ := s.List(); len(list) != 1 {
+		t.Errorf("List after removing the last name: %+v", list)
+	}
+	// By its full digest, as boxes refer to it, it stays until GC.
+	if img, err := s.Get(first[0].Digest); err != nil || img.Name != "" {
+		t.Errorf("Get(full digest) after removing the last name: %+v, %v", img, err)
+	}
+	if _, err := s.GC(ctx, GCOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(first[0].Digest); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("Get(full digest) after GC: %v", err)
 	}
 	writeArchive(t, archiveA, map[string]v1.Image{"app:1": a})
 	if _, err := s.Load(ctx, archiveA); err != nil {

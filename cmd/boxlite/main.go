@@ -15,8 +15,11 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/image"
 )
 
 const usage = `usage: boxlite COMMAND [ARGS]
@@ -29,12 +32,18 @@ const usage = `usage: boxlite COMMAND [ARGS]
   info BOX          describe a box (state, acceleration and why, boot timings)
   stop BOX...       stop boxes (their disks are kept)
   rm [-f] BOX...    remove boxes; -f stops running ones first
+  pull IMAGE        fetch IMAGE from its registry (or a mirror) into the store
   image load PATH   import an OCI layout directory or a docker-archive tar
   image ls          list images
-  image rm IMAGE    remove an image name
+  image rm IMAGE... remove image names (a box keeps the image it uses)
+  image prune [-a]  remove unnamed images (-a: all images) that no box uses, and
+                    the blobs and layers nothing needs
 
+run pulls IMAGE when it is not in the store; one in the store is used as it is.
 Exit codes of run: the command's own; 124 when --timeout killed it; 125 when boxlite
 failed; 127 when the command was not found. BOXLITE_HOME sets the home (~/.boxlite).
+Registries: credentials from the docker config (docker login); BOXLITE_REGISTRY_MIRRORS
+(docker.io=http://127.0.0.1:5000,...), BOXLITE_INSECURE_REGISTRIES (host:port,...).
 `
 
 func main() {
@@ -61,6 +70,8 @@ func run(args []string) int {
 		err = cmdRm(args[1:])
 	case "image":
 		err = cmdImage(args[1:])
+	case "pull":
+		err = cmdImage(append([]string{"pull"}, args[1:]...))
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 	default:
@@ -127,11 +138,11 @@ func cmdRun(args []string) (int, error) {
 		return 0, err
 	}
 	defer rt.Close()
+	img, err := ensureImage(rt, imageRef)
+	if err != nil {
+		return 0, err
+	}
 	if len(argv) == 0 {
-		img, err := rt.Images().Get(imageRef)
-		if err != nil {
-			return 0, err
-		}
 		argv = append(append([]string{}, img.Config.Entrypoint...), img.Config.Cmd...)
 		if len(argv) == 0 {
 			return 0, errdefs.Errorf(errdefs.ErrInvalidArgument, "run: no command given and image %s has no entrypoint or cmd", imageRef)
@@ -252,9 +263,105 @@ func eachBox(names []string, f func(*core.Runtime, *core.Box) error) error {
 	return errors.Join(errs...)
 }
 
+// ensureImage returns the image ref from the store, pulling it first (with
+// progress on stderr, as stdout is the command's) when the store lacks it.
+func ensureImage(rt *core.Runtime, ref string) (image.Image, error) {
+	img, err := rt.Images().Get(ref)
+	if !errors.Is(err, errdefs.ErrNotFound) || strings.HasPrefix(ref, "sha256:") {
+		return img, err
+	}
+	fmt.Fprintf(os.Stderr, "Pulling %s (not in the store)\n", ref)
+	res, err := pull(rt, ref, os.Stderr)
+	return res.Image, err
+}
+
+// pull pulls ref, showing each layer's bytes on w.
+func pull(rt *core.Runtime, ref string, w *os.File) (image.PullResult, error) {
+	p := newProgressPrinter(w)
+	res, err := rt.Pull(context.Background(), ref, image.WithProgress(p.update))
+	p.finish()
+	for _, e := range res.Failed {
+		fmt.Fprintf(os.Stderr, "boxlite: %v\n", e)
+	}
+	if err != nil {
+		return res, err
+	}
+	fmt.Fprintf(w, "Pulled %s (%s) from %s, %.1f MB downloaded\n", res.Name, res.Digest, res.Source, float64(res.Downloaded)/1e6)
+	return res, nil
+}
+
+// progressPrinter shows a pull's layers: on a terminal one line each,
+// redrawn in place at most ten times a second; otherwise a plain line when a
+// layer starts downloading and one when it is done.
+type progressPrinter struct {
+	w      io.Writer
+	tty    bool
+	order  []string
+	layers map[string]image.Progress
+	drawn  int // lines drawn last time, to move back over
+	last   time.Time
+	dirty  bool // updated since drawn
+}
+
+func newProgressPrinter(f *os.File) *progressPrinter {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return &progressPrinter{w: f, tty: err == nil, layers: map[string]image.Progress{}}
+}
+
+func (p *progressPrinter) update(ev image.Progress) {
+	prev, seen := p.layers[ev.Layer]
+	if !seen {
+		p.order = append(p.order, ev.Layer)
+	}
+	p.layers[ev.Layer] = ev
+	if p.tty {
+		p.dirty = true
+		if time.Since(p.last) >= 100*time.Millisecond || ev.Done == ev.Total {
+			p.draw()
+		}
+		return
+	}
+	switch {
+	case ev.Cached:
+		if !seen || prev.Source != ev.Source {
+			fmt.Fprintf(p.w, "%s\n", progressLine(ev))
+		}
+	case !seen || prev.Source != ev.Source:
+		fmt.Fprintf(p.w, "%.19s: downloading %.1f MB from %s\n", ev.Layer, float64(ev.Total)/1e6, ev.Source)
+	case ev.Done == ev.Total && prev.Done != ev.Total:
+		fmt.Fprintf(p.w, "%s\n", progressLine(ev))
+	}
+}
+
+func (p *progressPrinter) draw() {
+	if p.drawn > 0 {
+		fmt.Fprintf(p.w, "\x1b[%dA", p.drawn) // cursor up
+	}
+	for _, l := range p.order {
+		fmt.Fprintf(p.w, "\x1b[2K%s\n", progressLine(p.layers[l]))
+	}
+	p.drawn, p.last, p.dirty = len(p.order), time.Now(), false
+}
+
+func (p *progressPrinter) finish() {
+	if p.dirty {
+		p.draw()
+	}
+}
+
+func progressLine(ev image.Progress) string {
+	switch {
+	case ev.Cached:
+		return fmt.Sprintf("%.19s: already in the store (%.1f MB)", ev.Layer, float64(ev.Total)/1e6)
+	case ev.Done == ev.Total:
+		return fmt.Sprintf("%.19s: done %.1f MB", ev.Layer, float64(ev.Total)/1e6)
+	}
+	return fmt.Sprintf("%.19s: %.1f / %.1f MB", ev.Layer, float64(ev.Done)/1e6, float64(ev.Total)/1e6)
+}
+
 func cmdImage(args []string) error {
 	if len(args) == 0 {
-		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite image load PATH | ls | rm IMAGE")
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite image load PATH | pull IMAGE | ls | rm IMAGE... | prune [-a]")
 	}
 	rt, err := core.NewRuntime()
 	if err != nil {
@@ -286,11 +393,40 @@ func cmdImage(args []string) error {
 			fmt.Fprintf(tw, "%s\t%.19s\t%d\t%.1f MB\n", i.Name, i.Digest, len(i.Layers), float64(i.Size)/1e6)
 		}
 		return tw.Flush()
-	case "rm":
+	case "pull":
 		if len(args) != 2 {
-			return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite image rm IMAGE")
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite pull IMAGE")
 		}
-		return store.Remove(args[1])
+		_, err := pull(rt, args[1], os.Stdout)
+		return err
+	case "rm":
+		if len(args) < 2 {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite image rm IMAGE...")
+		}
+		var errs []error
+		for _, ref := range args[1:] {
+			if err := store.Remove(ref); err != nil {
+				errs = append(errs, err)
+			} else {
+				fmt.Printf("Removed %s\n", ref)
+			}
+		}
+		return errors.Join(errs...)
+	case "prune":
+		fs := flag.NewFlagSet("image prune", flag.ContinueOnError)
+		all := fs.Bool("a", false, "remove every image that no box uses, named or not")
+		if err := fs.Parse(args[1:]); err != nil || fs.NArg() != 0 {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite image prune [-a]")
+		}
+		res, err := rt.PruneImages(context.Background(), *all)
+		if err != nil {
+			return err
+		}
+		for _, n := range res.Images {
+			fmt.Printf("Removed %s\n", n)
+		}
+		fmt.Printf("Freed %.1f MB: %d blobs, %d ext4 layers\n", float64(res.Bytes)/1e6, res.Blobs, res.Layers)
+		return nil
 	}
 	return errdefs.Errorf(errdefs.ErrInvalidArgument, "image: unknown subcommand %q", args[0])
 }

@@ -1,0 +1,146 @@
+package image
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/boxlite/boxlite/errdefs"
+)
+
+// Mirrors maps a registry ("docker.io", "ghcr.io", "host:port") to the URLs
+// of its mirrors, which Pull tries in order before the registry itself. A
+// mirror's scheme says how to reach it: http:// is plain HTTP (and makes its
+// host an insecure registry), https:// or none is TLS. A path in the URL goes
+// before the repository, as pull-through caches that serve several registries
+// name them: with "docker.io=https://harbor.example/hub", python:slim is
+// pulled as harbor.example/hub/library/python:slim.
+type Mirrors map[string][]string
+
+// ParseMirrors reads a comma-separated list of REGISTRY=URL, the format of
+// BOXLITE_REGISTRY_MIRRORS ("docker.io=http://127.0.0.1:5000,ghcr.io=https://m.example").
+// A registry may appear several times; its mirrors keep the order given.
+func ParseMirrors(spec string) (Mirrors, error) {
+	m := Mirrors{}
+	for _, item := range strings.Split(spec, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		reg, u, ok := strings.Cut(item, "=")
+		if !ok {
+			return nil, fmt.Errorf("registry mirror %q: want REGISTRY=URL: %w", item, errdefs.ErrInvalidArgument)
+		}
+		m[strings.TrimSpace(reg)] = append(m[strings.TrimSpace(reg)], strings.TrimSpace(u))
+	}
+	if _, err := m.resolve(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// mirror is one checked mirror of a registry.
+type mirror struct {
+	url    string        // as configured, to report which source served a pull
+	reg    name.Registry // its host; insecure when plain HTTP
+	prefix string        // repository prefix, from the URL's path
+	plain  bool          // http://
+}
+
+// resolve checks m and returns its mirrors by registry, keyed as
+// go-containerregistry names registries ("docker.io" is "index.docker.io").
+func (m Mirrors) resolve() (map[string][]mirror, error) {
+	out := map[string][]mirror{}
+	for reg, urls := range m {
+		r, err := name.NewRegistry(reg, name.StrictValidation)
+		if err != nil || reg == "" {
+			return nil, fmt.Errorf("registry mirror: invalid registry %q: %w", reg, errdefs.ErrInvalidArgument)
+		}
+		for _, raw := range urls {
+			mr, err := parseMirror(raw)
+			if err != nil {
+				return nil, fmt.Errorf("registry mirror %q for %s: %w: %w", raw, reg, err, errdefs.ErrInvalidArgument)
+			}
+			out[r.RegistryStr()] = append(out[r.RegistryStr()], mr)
+		}
+	}
+	return out, nil
+}
+
+func parseMirror(raw string) (mirror, error) {
+	s := raw
+	if !strings.Contains(s, "://") {
+		s = "https://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return mirror{}, err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return mirror{}, fmt.Errorf("scheme %q is not http or https", u.Scheme)
+	}
+	if u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return mirror{}, fmt.Errorf("want [http[s]://]HOST[:PORT][/PATH] (credentials come from the docker config)")
+	}
+	var opts []name.Option
+	if u.Scheme == "http" {
+		opts = append(opts, name.Insecure)
+	}
+	reg, err := name.NewRegistry(u.Host, opts...)
+	if err != nil {
+		return mirror{}, err
+	}
+	return mirror{url: raw, reg: reg, prefix: strings.Trim(u.Path, "/"), plain: u.Scheme == "http"}, nil
+}
+
+// ref is r as this mirror serves it.
+func (mr mirror) ref(r name.Reference) name.Reference {
+	repo := r.Context().RepositoryStr()
+	if mr.prefix != "" {
+		repo = mr.prefix + "/" + repo
+	}
+	base := mr.reg.Repo(repo)
+	if d, ok := r.(name.Digest); ok {
+		return base.Digest(d.DigestStr())
+	}
+	return base.Tag(r.Identifier())
+}
+
+// registryTransport refuses plain HTTP and checks TLS certificates, except
+// for the hosts it is told are insecure, as Docker's insecure-registries do.
+// Without it, go-containerregistry would fall back to plain HTTP for any
+// loopback or private address on its own.
+type registryTransport struct {
+	secure, insecure *http.Transport
+	hosts            map[string]bool // host[:port] as in URLs
+}
+
+func newRegistryTransport(hosts map[string]bool) *registryTransport {
+	secure := remote.DefaultTransport.(*http.Transport).Clone()
+	insecure := secure.Clone()
+	if insecure.TLSClientConfig == nil {
+		insecure.TLSClientConfig = &tls.Config{}
+	}
+	insecure.TLSClientConfig.InsecureSkipVerify = true
+	return &registryTransport{secure: secure, insecure: insecure, hosts: hosts}
+}
+
+func (t *registryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.hosts[req.URL.Host] {
+		return t.insecure.RoundTrip(req)
+	}
+	if req.URL.Scheme != "https" {
+		return nil, fmt.Errorf("plain HTTP to %s is not allowed: not an insecure registry", req.URL.Host)
+	}
+	return t.secure.RoundTrip(req)
+}
+
+// close drops idle connections, which would otherwise outlive the pull.
+func (t *registryTransport) close() {
+	t.secure.CloseIdleConnections()
+	t.insecure.CloseIdleConnections()
+}
