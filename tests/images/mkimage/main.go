@@ -6,8 +6,9 @@
 //	  -env PATH=/usr/sbin:/usr/bin:/sbin:/bin -workdir / -cmd /bin/sh -o OUT.tar
 //
 // The layer keeps modes, symlinks, hard links and device nodes. Every file is
-// owned by root unless -chown says otherwise, and every file gets the same
-// mtime (-mtime, default 0), so the same tree always gives the same image.
+// owned by root unless -chown says otherwise (or -keep-owners keeps the owners
+// in the tree, for a rootfs built as root), and every file gets the same mtime
+// (-mtime, default 0), so the same tree always gives the same image.
 // -entrypoint and -cmd take one argument per use, or a JSON array.
 package main
 
@@ -67,13 +68,14 @@ func (c chowns) Set(v string) error {
 	return nil
 }
 
-func (c chowns) of(rel string) owner {
+// of returns the owner -chown gives rel, and whether one does.
+func (c chowns) of(rel string) (owner, bool) {
 	for p := rel; ; p = filepath.Dir(p) {
 		if o, ok := c[p]; ok {
-			return o
+			return o, true
 		}
 		if p == "." {
-			return owner{}
+			return owner{}, false
 		}
 	}
 }
@@ -82,6 +84,7 @@ func main() {
 	var (
 		ref, rootfs, out, workdir, user string
 		mtime                           int64
+		keepOwners                      bool
 		env, entrypoint, cmd            list
 		owners                          = chowns{}
 	)
@@ -94,13 +97,14 @@ func main() {
 	flag.Var(&entrypoint, "entrypoint", "one Entrypoint argument per use, or a JSON array")
 	flag.Var(&cmd, "cmd", "one Cmd argument per use, or a JSON array")
 	flag.Var(owners, "chown", "PATH=UID:GID owner of PATH and everything below it (repeatable; default root)")
+	flag.BoolVar(&keepOwners, "keep-owners", false, "keep each file's uid and gid from the tree (-chown still wins)")
 	flag.Int64Var(&mtime, "mtime", 0, "mtime of every file and the image creation time, in Unix seconds")
 	flag.Parse()
 	if ref == "" || rootfs == "" || out == "" || flag.NArg() != 0 {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := run(ref, rootfs, out, mtime, owners, v1.Config{
+	if err := run(ref, rootfs, out, mtime, keepOwners, owners, v1.Config{
 		Env: env, WorkingDir: workdir, User: user, Entrypoint: entrypoint, Cmd: cmd,
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, "mkimage:", err)
@@ -108,7 +112,7 @@ func main() {
 	}
 }
 
-func run(ref, rootfs, out string, mtime int64, owners chowns, cfg v1.Config) error {
+func run(ref, rootfs, out string, mtime int64, keepOwners bool, owners chowns, cfg v1.Config) error {
 	tag, err := name.NewTag(ref)
 	if err != nil {
 		return err
@@ -120,7 +124,7 @@ func run(ref, rootfs, out string, mtime int64, owners chowns, cfg v1.Config) err
 		return err
 	}
 	defer os.Remove(layerTar.Name())
-	if err := writeLayer(layerTar, rootfs, when, owners); err != nil {
+	if err := writeLayer(layerTar, rootfs, when, keepOwners, owners); err != nil {
 		layerTar.Close()
 		return err
 	}
@@ -173,7 +177,7 @@ func run(ref, rootfs, out string, mtime int64, owners chowns, cfg v1.Config) err
 }
 
 // writeLayer writes the tree under root as a tar stream in a stable order.
-func writeLayer(w io.Writer, root string, mtime time.Time, owners chowns) error {
+func writeLayer(w io.Writer, root string, mtime time.Time, keepOwners bool, owners chowns) error {
 	tw := tar.NewWriter(w)
 	type inode struct{ dev, ino uint64 }
 	seen := map[inode]string{} // first path of each multiply-linked file
@@ -214,7 +218,12 @@ func writeLayer(w io.Writer, root string, mtime time.Time, owners chowns) error 
 				seen[key] = hdr.Name
 			}
 		}
-		o := owners.of(rel)
+		o, ok := owners.of(rel)
+		if !ok && keepOwners {
+			if st, isStat := fi.Sys().(*syscall.Stat_t); isStat {
+				o = owner{int(st.Uid), int(st.Gid)}
+			}
+		}
 		hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = o.uid, o.gid, "", ""
 		hdr.ModTime, hdr.AccessTime, hdr.ChangeTime = mtime, time.Time{}, time.Time{}
 		if err := tw.WriteHeader(hdr); err != nil {
