@@ -1,0 +1,319 @@
+// Types of the boxlite package: BoxLite's Node API over libboxlite.so.
+
+/** The library's stable error kinds (the C ABI's boxlite_status_name of each error). */
+export type BoxliteErrorCode =
+  | 'invalid_argument'
+  | 'not_found'
+  | 'already_exists'
+  | 'invalid_state'
+  | 'timeout'
+  | 'unsupported'
+  | 'boot_failed'
+  | 'closed'
+  | 'limit'
+  | 'internal';
+
+export declare const ERROR_CODES: readonly BoxliteErrorCode[];
+
+/** Base class of every error the SDK raises (bad argument types are TypeError / RangeError). */
+export declare class BoxliteError extends Error {
+  constructor(message: string, options?: { code?: BoxliteErrorCode; cause?: unknown });
+  /** The library's error kind; undefined for errors of the SDK itself (e.g. ExecError). */
+  readonly code?: BoxliteErrorCode;
+}
+
+/** A command failed with a non-zero exit code (CodeBox.run, installPackage). */
+export declare class ExecError extends BoxliteError {
+  constructor(command: string, exitCode: number, stderr: string, options?: { stdout?: string; code?: BoxliteErrorCode; cause?: unknown });
+  readonly command: string;
+  readonly exitCode: number;
+  readonly stderr: string;
+  readonly stdout?: string;
+}
+
+/** An operation or a command ran out of time; code "timeout". Command timeouts keep what was output. */
+export declare class TimeoutError extends BoxliteError {
+  constructor(message: string, options?: { command?: string; exitCode?: number; stdout?: string; stderr?: string; cause?: unknown });
+  readonly command?: string;
+  readonly exitCode?: number;
+  readonly stdout?: string;
+  readonly stderr?: string;
+}
+
+export declare class ParseError extends BoxliteError {}
+
+/** The library's error kind of err, or undefined. */
+export declare function errorCode(err: unknown): BoxliteErrorCode | undefined;
+
+/** The library version, "MAJOR.MINOR.PATCH". */
+export declare function version(): string;
+
+export declare const DEFAULT_CPUS: 1;
+export declare const DEFAULT_MEMORY_MIB: 512;
+
+// ---- runtime ----
+
+export interface JsOptions {
+  /** Home directory of images and boxes. Default: $BOXLITE_HOME, else ~/.boxlite. */
+  homeDir?: string;
+  /** Where boxlite-shim and guest/ are. Default: $BOXLITE_ASSETS, else beside libboxlite.so (inside this package). */
+  assets?: string;
+  /** Not supported yet: only an empty array is accepted. */
+  imageRegistries?: never[];
+}
+
+export type EnvInput = Record<string, string> | Array<{ key: string; value: string }> | Array<[string, string]>;
+
+export interface JsBoxOptions {
+  /** Image in the store, e.g. "alpine:latest". Required. */
+  image?: string;
+  name?: string;
+  /** vCPUs. Default 1. */
+  cpus?: number;
+  /** Guest memory in MiB. Default 512. */
+  memoryMib?: number;
+  /** Writable disk size in GB (sparse). Default 4. */
+  diskSizeGb?: number;
+  env?: EnvInput;
+  workingDir?: string;
+  /** Default user of processes: name, uid or uid:gid. */
+  user?: string;
+  /** Remove the box when it stops. Default false here, true in SimpleBox. */
+  autoRemove?: boolean;
+  /** Bound on VM start to agent ready. Default 60. */
+  bootTimeoutSecs?: number;
+  /** Only false: detached boxes are not implemented yet. */
+  detach?: false;
+  /** Only { mode: 'disabled' }: boxes have no network yet. */
+  network?: { mode: 'disabled' } | { outbound: { mode: 'disabled' } };
+  /** Not implemented yet: only an empty array is accepted. */
+  volumes?: never[];
+  ports?: never[];
+  secrets?: never[];
+}
+
+export interface BoxRuntimeInfo {
+  accel: string;
+  accelReason: string;
+  kernel: string;
+  bootMs: number;
+  guestKernelMs: number;
+  guestReadyMs: number;
+  shimPid: number;
+  vmmPid: number;
+}
+
+export interface JsBoxInfo {
+  id: string;
+  name?: string;
+  image: string;
+  /** "stopped" | "starting" | "running" | "stopping" | "removed" */
+  status: string;
+  state: { status: string; running: boolean; pid?: number };
+  createdAt: string;
+  cpus: number;
+  memoryMib: number;
+  diskSizeGb: number;
+  autoRemove: boolean;
+  workingDir?: string;
+  user?: string;
+  env: Record<string, string>;
+  bootTimeoutSecs?: number;
+  /** Why the box last stopped. */
+  lastExit?: string;
+  network: null;
+  /** Only while running: acceleration (and why), boot timings, pids. */
+  runtime?: BoxRuntimeInfo;
+  dir: string;
+}
+
+export interface ImageInfo {
+  name: string;
+  digest: string;
+  size: number;
+  [key: string]: unknown;
+}
+
+export declare class JsBoxlite implements AsyncDisposable {
+  constructor(options?: JsOptions);
+  /** The process-wide default runtime. */
+  static withDefaultConfig(): JsBoxlite;
+  /** Sets the default runtime's options (before it is used). */
+  static initDefault(options: JsOptions): void;
+  readonly images: { load(path: string): Promise<ImageInfo[]>; list(): Promise<ImageInfo[]> };
+  create(options: JsBoxOptions, name?: string | null): Promise<JsBox>;
+  get(idOrName: string): Promise<JsBox | null>;
+  getOrCreate(options: JsBoxOptions, name?: string | null): Promise<{ created: boolean; box: JsBox }>;
+  getInfo(idOrName: string): Promise<JsBoxInfo | null>;
+  listInfo(): Promise<JsBoxInfo[]>;
+  remove(idOrName: string, force?: boolean): Promise<void>;
+  /** Imports an OCI layout directory or a docker-archive tar. */
+  loadImage(path: string): Promise<ImageInfo[]>;
+  listImages(): Promise<ImageInfo[]>;
+  /** Stops the boxes this runtime started and releases it. */
+  close(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+export { JsBoxlite as Boxlite };
+
+// ---- boxes and executions ----
+
+export interface ExecOptions {
+  cwd?: string;
+  user?: string;
+  /** Kill the process after this many seconds (TERM, then KILL). */
+  timeoutSecs?: number;
+  timeoutMs?: number;
+  /** Same as timeoutSecs. */
+  timeout?: number;
+}
+
+export interface BoxExecOptions extends ExecOptions {
+  cmd?: string;
+  args?: string[];
+  /** The whole command line instead of cmd + args. */
+  argv?: string[];
+  env?: EnvInput;
+  /** Keep stdin open for writing. Default true. */
+  stdin?: boolean;
+  /** Only false: PTYs are not implemented yet. */
+  tty?: boolean;
+}
+
+export interface ExitStatus {
+  /** 128+signal when a signal ended the process. */
+  exitCode: number;
+  signal: number;
+  /** The command's timeout ended it. */
+  timedOut: boolean;
+}
+
+export interface RunResult extends ExitStatus {
+  stdout: Buffer;
+  stderr: Buffer;
+}
+
+export declare class JsBox implements AsyncDisposable {
+  readonly id: string;
+  readonly name: string | null;
+  info(): Promise<JsBoxInfo>;
+  /** BoxLite's positional form: exec(cmd, args?, env?, tty?, user?, timeoutSecs?, cwd?). stdin is open. */
+  exec(cmd: string, args?: string[], env?: EnvInput | null, tty?: boolean, user?: string, timeoutSecs?: number, cwd?: string): Promise<JsExecution>;
+  exec(options: BoxExecOptions): Promise<JsExecution>;
+  /** Runs to completion on the C ABI's boxlite_box_run. */
+  run(argv: string[], options?: ExecOptions & { env?: EnvInput }): Promise<RunResult>;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+  remove(force?: boolean): Promise<void>;
+  /** Releases this handle; the box keeps running. */
+  close(): void;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+export { JsBox as Box };
+
+/** One output stream. Also callable: `await execution.stdout()` resolves to it (BoxLite's API). */
+export interface OutputStream extends AsyncIterable<string> {
+  (): Promise<OutputStream>;
+  /** The next line with its newline (the last may lack it); null at the end. */
+  next(): Promise<string | null>;
+  /** String chunks as they arrive (UTF-8, never split inside a character). */
+  [Symbol.asyncIterator](): AsyncIterator<string>;
+  /** Buffer chunks as they arrive. */
+  buffers(): AsyncIterable<Buffer>;
+  text(): Promise<string>;
+  readAll(): Promise<Buffer>;
+}
+
+/** Stdin of a process. Also callable: `await execution.stdin()` resolves to it. */
+export interface StdinWriter {
+  (): Promise<StdinWriter>;
+  write(data: Buffer | Uint8Array | string): Promise<void>;
+  writeString(text: string): Promise<void>;
+  close(): Promise<void>;
+  end(): Promise<void>;
+}
+
+export declare class JsExecution implements Disposable, AsyncDisposable {
+  readonly argv: string[];
+  readonly stdout: OutputStream;
+  readonly stderr: OutputStream;
+  readonly stdin: StdinWriter;
+  id(): Promise<string>;
+  wait(): Promise<ExitStatus>;
+  kill(): Promise<void>;
+  signal(sig: number | NodeJS.Signals): Promise<void>;
+  /** Rejects with code "unsupported" until the library has PTYs. */
+  resize(rows: number, cols: number): Promise<void>;
+  closeStdin(): Promise<void>;
+  /** Abandons the execution: kills it if running; pending reads and waits reject with code "closed". */
+  close(): void;
+  [Symbol.dispose](): void;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+export { JsExecution as Execution };
+
+// ---- convenience boxes ----
+
+export interface ExecResult {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+}
+
+export interface SimpleBoxOptions extends JsBoxOptions {
+  /** Default "python:slim", as in BoxLite. */
+  image?: string;
+  /** The runtime; default JsBoxlite.withDefaultConfig(). */
+  runtime?: JsBoxlite;
+  /** Reuse the box of this name if it exists. Default false. */
+  reuseExisting?: boolean;
+  /** Default true. */
+  autoRemove?: boolean;
+}
+
+export declare class SimpleBox implements AsyncDisposable {
+  constructor(options?: SimpleBoxOptions);
+  /** Throws before the box exists. */
+  readonly id: string;
+  readonly name: string | undefined;
+  readonly created: boolean | null;
+  readonly box: JsBox | null;
+  getBox(): Promise<JsBox>;
+  getId(): Promise<string>;
+  info(): Promise<JsBoxInfo>;
+  getInfo(): Promise<JsBoxInfo>;
+  exec(cmd: string, ...args: string[]): Promise<ExecResult>;
+  exec(cmd: string, ...argsThenEnv: [...string[], Record<string, string>]): Promise<ExecResult>;
+  exec(cmd: string, args: string[], env?: EnvInput | null, options?: ExecOptions): Promise<ExecResult>;
+  /** Starts a command and returns its Execution (streaming, stdin closed). */
+  spawn(cmd: string, args?: string[], options?: ExecOptions & { env?: EnvInput; stdin?: boolean }): Promise<JsExecution>;
+  stop(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+export type CodeBoxOptions = SimpleBoxOptions;
+
+export declare class CodeBox extends SimpleBox {
+  constructor(options?: CodeBoxOptions);
+  /** Runs Python code; resolves to stdout. Rejects with ExecError on failure, TimeoutError on timeout. */
+  run(code: string, options?: ExecOptions): Promise<string>;
+  runScript(scriptPath: string): Promise<string>;
+  installPackage(packageName: string): Promise<string>;
+  installPackages(...packages: string[]): Promise<string>;
+}
+
+export interface InteractiveBoxOptions extends SimpleBoxOptions {
+  /** Default "/bin/sh". */
+  shell?: string;
+  /** Only false (or undefined): PTYs are not implemented yet. */
+  tty?: boolean;
+}
+
+export declare class InteractiveBox extends SimpleBox {
+  constructor(options?: InteractiveBoxOptions);
+  start(): Promise<void>;
+  readonly execution: JsExecution | null;
+  write(data: Buffer | Uint8Array | string): Promise<void>;
+  closeStdin(): Promise<void>;
+  wait(): Promise<ExitStatus>;
+}

@@ -1,0 +1,39 @@
+'use strict';
+// boxlite: run untrusted code in microVM sandboxes. BoxLite's Node API
+// (JsBoxlite, SimpleBox, CodeBox, InteractiveBox, ExecError, ...) over
+// libboxlite.so. This friendly layer makes no FFI calls of its own: it
+// calls the raw layer (./raw, src/addon.c), one function per C function.
+const native = require('./native');
+const { JsBoxlite, Boxlite } = require('./runtime');
+const { Box } = require('./box');
+const { Execution, OutputStream, StdinWriter } = require('./execution');
+const { SimpleBox, CodeBox, InteractiveBox } = require('./simplebox');
+const { BoxliteError, ExecError, TimeoutError, ParseError, errorCode, CODES } = require('./errors');
+
+/** The library version, "MAJOR.MINOR.PATCH". */
+function version() {
+  return native.version();
+}
+
+module.exports = {
+  JsBoxlite,
+  Boxlite,
+  Box,
+  JsBox: Box,
+  Execution,
+  JsExecution: Execution,
+  OutputStream,
+  StdinWriter,
+  SimpleBox,
+  CodeBox,
+  InteractiveBox,
+  BoxliteError,
+  ExecError,
+  TimeoutError,
+  ParseError,
+  errorCode,
+  ERROR_CODES: CODES,
+  version,
+  DEFAULT_CPUS: 1,
+  DEFAULT_MEMORY_MIB: 512,
+};

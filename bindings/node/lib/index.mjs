@@ -1,0 +1,10 @@
+// ES module entry: the same objects as the CommonJS one.
+import boxlite from './index.js';
+
+export const {
+  JsBoxlite, Boxlite, Box, JsBox, Execution, JsExecution, OutputStream, StdinWriter,
+  SimpleBox, CodeBox, InteractiveBox,
+  BoxliteError, ExecError, TimeoutError, ParseError, errorCode, ERROR_CODES, version,
+  DEFAULT_CPUS, DEFAULT_MEMORY_MIB,
+} = boxlite;
+export default boxlite;

@@ -1,0 +1,182 @@
+'use strict';
+// Option checking and conversion: BoxLite's camelCase options to the C ABI's
+// JSON. Wrong types are TypeErrors naming the option; options of BoxLite that
+// this library does not have yet are BoxliteErrors with code "unsupported"
+// (never silently ignored); unknown options are TypeErrors.
+const { unsupported } = require('./errors');
+
+function typeOf(v) {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'array';
+  return typeof v;
+}
+
+function isPlainObject(v) {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+function checkString(v, name, { allowEmpty = false } = {}) {
+  if (typeof v !== 'string') throw new TypeError(`${name} must be a string, got ${typeOf(v)}`);
+  if (!allowEmpty && v === '') throw new TypeError(`${name} must not be empty`);
+  return v;
+}
+
+function checkInt(v, name, min, max) {
+  if (typeof v !== 'number' || !Number.isInteger(v)) throw new TypeError(`${name} must be an integer, got ${typeOf(v) === 'number' ? v : typeOf(v)}`);
+  if (v < min || v > max) throw new RangeError(`${name} must be between ${min} and ${max}, got ${v}`);
+  return v;
+}
+
+function checkSeconds(v, name) {
+  if (typeof v !== 'number' || Number.isNaN(v)) throw new TypeError(`${name} must be a number of seconds, got ${typeOf(v)}`);
+  if (v < 0 || !Number.isFinite(v)) throw new RangeError(`${name} must be a finite number >= 0, got ${v}`);
+  return v;
+}
+
+function checkBool(v, name) {
+  if (typeof v !== 'boolean') throw new TypeError(`${name} must be a boolean, got ${typeOf(v)}`);
+  return v;
+}
+
+/** env as {K: V}, [{key, value}] (BoxLite's JsEnvVar) or [[K, V]] → {K: V}. */
+function normalizeEnv(env, name) {
+  if (env === undefined || env === null) return undefined;
+  const out = {};
+  const put = (k, v, where) => {
+    checkString(k, `${where} key`);
+    if (typeof v !== 'string') throw new TypeError(`${name}[${JSON.stringify(k)}] must be a string, got ${typeOf(v)}`);
+    out[k] = v;
+  };
+  if (Array.isArray(env)) {
+    env.forEach((e, i) => {
+      if (Array.isArray(e) && e.length === 2) put(e[0], e[1], `${name}[${i}]`);
+      else if (isPlainObject(e) && 'key' in e) put(e.key, e.value, `${name}[${i}]`);
+      else throw new TypeError(`${name}[${i}] must be [key, value] or {key, value}`);
+    });
+    return out;
+  }
+  if (!isPlainObject(env)) throw new TypeError(`${name} must be an object of strings, got ${typeOf(env)}`);
+  for (const [k, v] of Object.entries(env)) put(k, v, name);
+  return out;
+}
+
+// BoxLite options this library does not implement yet; `ok` says which
+// values mean "the default" and are accepted.
+const NOT_YET = {
+  rootfsPath: { ok: (v) => v === undefined || v === null, why: 'boxes boot from images in the store (load one with runtime.images.load)' },
+  volumes: { ok: (v) => v === undefined || v === null || (Array.isArray(v) && v.length === 0), why: 'volume mounts are not implemented yet' },
+  ports: { ok: (v) => v === undefined || v === null || (Array.isArray(v) && v.length === 0), why: 'port publishing is not implemented yet (boxes have no network yet)' },
+  network: {
+    ok: (v) => v === undefined || v === null || (isPlainObject(v) && (v.mode === 'disabled' || v.outbound?.mode === 'disabled') && !v.inbound),
+    why: 'boxes have no network yet: only { mode: "disabled" } is accepted',
+  },
+  secrets: { ok: (v) => v === undefined || v === null || (Array.isArray(v) && v.length === 0), why: 'secret substitution needs a network, which boxes do not have yet' },
+  entrypoint: { ok: (v) => v === undefined || v === null, why: 'entrypoint/cmd overrides are not implemented yet' },
+  cmd: { ok: (v) => v === undefined || v === null, why: 'entrypoint/cmd overrides are not implemented yet' },
+  security: { ok: (v) => v === undefined || v === null, why: 'jailer and seccomp options are not implemented yet' },
+  advanced: { ok: (v) => v === undefined || v === null, why: 'capability options are not implemented yet' },
+  detach: { ok: (v) => v === undefined || v === null || v === false, why: 'detached boxes are not implemented yet: a box stops when the process that created it exits' },
+};
+
+const BOX_KEYS = ['image', 'name', 'cpus', 'memoryMib', 'diskSizeGb', 'env', 'workingDir', 'user', 'autoRemove', 'bootTimeoutSecs'];
+
+/**
+ * BoxLite's box options (JsBoxOptions / SimpleBoxOptions without the SDK-only
+ * keys) → the C ABI's options object. `extra` lists keys the caller handles.
+ */
+function boxOptions(o, where = 'options', extra = []) {
+  if (o === undefined || o === null) o = {};
+  if (!isPlainObject(o)) throw new TypeError(`${where} must be an object, got ${typeOf(o)}`);
+  for (const k of Object.keys(o)) {
+    if (BOX_KEYS.includes(k) || extra.includes(k)) continue;
+    if (Object.hasOwn(NOT_YET, k)) {
+      if (!NOT_YET[k].ok(o[k])) throw unsupported(`${where}.${k}: ${NOT_YET[k].why}`);
+      continue;
+    }
+    throw new TypeError(`${where}.${k} is not a known option`);
+  }
+  const c = {};
+  if (o.image !== undefined) c.image = checkString(o.image, `${where}.image`);
+  if (o.name !== undefined && o.name !== null) c.name = checkString(o.name, `${where}.name`);
+  if (o.cpus !== undefined) c.cpus = checkInt(o.cpus, `${where}.cpus`, 1, 64);
+  if (o.memoryMib !== undefined) c.memory_mib = checkInt(o.memoryMib, `${where}.memoryMib`, 64, 65536);
+  if (o.diskSizeGb !== undefined) c.disk_size_gb = checkInt(o.diskSizeGb, `${where}.diskSizeGb`, 1, 1024);
+  const env = normalizeEnv(o.env, `${where}.env`);
+  if (env && Object.keys(env).length) c.env = env;
+  if (o.workingDir !== undefined && o.workingDir !== null) c.working_dir = checkString(o.workingDir, `${where}.workingDir`);
+  if (o.user !== undefined && o.user !== null) c.user = checkString(o.user, `${where}.user`);
+  if (o.autoRemove !== undefined) c.auto_remove = checkBool(o.autoRemove, `${where}.autoRemove`);
+  if (o.bootTimeoutSecs !== undefined) {
+    c.boot_timeout_secs = checkSeconds(o.bootTimeoutSecs, `${where}.bootTimeoutSecs`);
+    if (c.boot_timeout_secs === 0) throw new RangeError(`${where}.bootTimeoutSecs must be > 0`);
+  }
+  return c;
+}
+
+/** Per-command options {cwd, user, timeoutSecs | timeoutMs | timeout (seconds)}. */
+function execOptions(o, where = 'options') {
+  if (o === undefined || o === null) return {};
+  if (!isPlainObject(o)) throw new TypeError(`${where} must be an object, got ${typeOf(o)}`);
+  const known = ['cwd', 'user', 'timeoutSecs', 'timeoutMs', 'timeout', 'env', 'stdin', 'tty'];
+  for (const k of Object.keys(o)) {
+    if (!known.includes(k)) throw new TypeError(`${where}.${k} is not a known option (${known.join(', ')})`);
+  }
+  const r = {};
+  if (o.cwd !== undefined && o.cwd !== null) r.cwd = checkString(o.cwd, `${where}.cwd`);
+  if (o.user !== undefined && o.user !== null) r.user = checkString(o.user, `${where}.user`);
+  const timeouts = ['timeoutSecs', 'timeoutMs', 'timeout'].filter((k) => o[k] !== undefined && o[k] !== null);
+  if (timeouts.length > 1) throw new TypeError(`${where}: give one of ${timeouts.join(', ')}`);
+  if (o.timeoutSecs != null) r.timeoutSecs = checkSeconds(o.timeoutSecs, `${where}.timeoutSecs`);
+  if (o.timeout != null) r.timeoutSecs = checkSeconds(o.timeout, `${where}.timeout`);
+  if (o.timeoutMs != null) r.timeoutSecs = checkSeconds(o.timeoutMs, `${where}.timeoutMs`) / 1000;
+  if (o.env !== undefined) r.env = normalizeEnv(o.env, `${where}.env`);
+  if (o.stdin !== undefined) r.stdin = checkBool(o.stdin, `${where}.stdin`);
+  if (o.tty !== undefined && o.tty !== null) r.tty = checkBool(o.tty, `${where}.tty`);
+  return r;
+}
+
+function checkArgs(args, where = 'args') {
+  if (!Array.isArray(args)) throw new TypeError(`${where} must be an array of strings, got ${typeOf(args)}`);
+  args.forEach((a, i) => {
+    if (typeof a !== 'string') throw new TypeError(`${where}[${i}] must be a string, got ${typeOf(a)}`);
+  });
+  return args;
+}
+
+const camel = (s) => s.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
+
+function camelize(v) {
+  if (Array.isArray(v)) return v.map(camelize);
+  if (!isPlainObject(v)) return v;
+  const o = {};
+  for (const [k, x] of Object.entries(v)) o[camel(k)] = k === 'env' ? x : camelize(x);
+  return o;
+}
+
+/** The library's box info JSON → BoxLite's JsBoxInfo shape, plus what the library adds. */
+function boxInfo(j) {
+  const cfg = j.config || {};
+  const rt = j.runtime ? camelize(j.runtime) : undefined;
+  return {
+    id: j.id,
+    name: j.name || undefined,
+    image: j.image,
+    status: j.state,
+    state: { status: j.state, running: j.state === 'running', pid: rt ? rt.vmmPid : undefined },
+    createdAt: j.created_at,
+    cpus: cfg.cpus,
+    memoryMib: cfg.memory_mib,
+    diskSizeGb: cfg.disk_size_gb,
+    autoRemove: !!cfg.auto_remove,
+    workingDir: cfg.working_dir || undefined,
+    user: cfg.user || undefined,
+    env: cfg.env || {},
+    bootTimeoutSecs: typeof cfg.boot_timeout === 'number' ? cfg.boot_timeout / 1e9 : undefined,
+    lastExit: j.last_exit || undefined,
+    network: null,
+    runtime: rt,
+    dir: j.dir,
+  };
+}
+
+module.exports = { boxOptions, execOptions, checkArgs, checkString, normalizeEnv, boxInfo, camelize, isPlainObject, typeOf };

@@ -1,0 +1,184 @@
+'use strict';
+// The runtime (BoxLite's JsBoxlite / Boxlite): a home directory with its
+// images and boxes. Opened lazily on first use, so the constructor never
+// blocks or fails on I/O.
+const native = require('./native');
+const { BoxliteError, errorCode, unsupported } = require('./errors');
+const { Box } = require('./box');
+const { boxOptions, boxInfo, checkString, isPlainObject, typeOf } = require('./options');
+
+let defaultRuntime = null;
+let defaultOptions = {};
+
+function runtimeJson(o) {
+  if (o === undefined || o === null) o = {};
+  if (!isPlainObject(o)) throw new TypeError(`options must be an object, got ${typeOf(o)}`);
+  const c = {};
+  for (const [k, v] of Object.entries(o)) {
+    if (v === undefined || v === null) continue;
+    if (k === 'homeDir' || k === 'home') c.home = checkString(v, `options.${k}`);
+    else if (k === 'assets' || k === 'assetsDir') c.assets = checkString(v, `options.${k}`);
+    else if (k === 'imageRegistries') {
+      if (!Array.isArray(v) || v.length) throw unsupported('options.imageRegistries: registry settings are not supported yet (images come from the local store)');
+    } else throw new TypeError(`options.${k} is not a known option (homeDir, assets)`);
+  }
+  return JSON.stringify(c);
+}
+
+class JsBoxlite {
+  /** new JsBoxlite({ homeDir?, assets? }): homeDir defaults to $BOXLITE_HOME, else ~/.boxlite. */
+  constructor(options = {}) {
+    this._json = runtimeJson(options);
+    this._opening = null;
+    this._closed = false;
+    this._closing = null;
+    this.images = Object.freeze({
+      /** Imports an OCI layout directory or a docker-archive tar; resolves to the loaded images. */
+      load: (path) => this.loadImage(path),
+      /** The images in the store. */
+      list: () => this.listImages(),
+    });
+  }
+
+  /** The process-wide default runtime ($BOXLITE_HOME or ~/.boxlite, or what initDefault set). */
+  static withDefaultConfig() {
+    if (!defaultRuntime || defaultRuntime._closed) defaultRuntime = new JsBoxlite(defaultOptions);
+    return defaultRuntime;
+  }
+
+  /** Sets the options of the default runtime; before it was first used. */
+  static initDefault(options) {
+    const json = runtimeJson(options);
+    if (defaultRuntime && defaultRuntime._opening && !defaultRuntime._closed) {
+      throw new BoxliteError('initDefault: the default runtime is already in use', { code: 'invalid_state' });
+    }
+    defaultOptions = options ?? {};
+    defaultRuntime = new JsBoxlite(defaultOptions);
+    defaultRuntime._json = json;
+  }
+
+  /** @internal The runtime handle, opened on first use. */
+  async _handle(op) {
+    if (this._closed) throw new BoxliteError(`${op}: the runtime is closed`, { code: 'closed' });
+    if (!this._opening) {
+      this._opening = native.runtimeNew(this._json);
+      this._opening.catch(() => {
+        this._opening = null; // a later call tries again
+      });
+    }
+    return this._opening;
+  }
+
+  /** Creates and boots a box; resolves once it accepts commands. */
+  async create(options, name) {
+    const c = boxOptions(options, 'options');
+    if (name !== undefined && name !== null) c.name = checkString(name, 'name');
+    if (!c.image) throw new TypeError('options.image is required');
+    const rt = await this._handle('create');
+    const h = await native.boxCreate(rt, JSON.stringify(c));
+    return new Box(this, h);
+  }
+
+  /** A box by id, unique id prefix or name; null when there is none. */
+  async get(idOrName) {
+    checkString(idOrName, 'idOrName');
+    const rt = await this._handle('get');
+    try {
+      return new Box(this, await native.boxGet(rt, idOrName));
+    } catch (e) {
+      if (errorCode(e) === 'not_found') return null;
+      throw e;
+    }
+  }
+
+  /** {created, box}: the box named `name` if it exists, else a new one. */
+  async getOrCreate(options, name) {
+    const n = name ?? options?.name;
+    if (n !== undefined && n !== null) {
+      const box = await this.get(n);
+      if (box) return { created: false, box };
+    }
+    try {
+      return { created: true, box: await this.create(options, name) };
+    } catch (e) {
+      if (errorCode(e) === 'already_exists' && n) {
+        const box = await this.get(n); // created by someone else meanwhile
+        if (box) return { created: false, box };
+      }
+      throw e;
+    }
+  }
+
+  /** Info of one box, or null. */
+  async getInfo(idOrName) {
+    const box = await this.get(idOrName);
+    if (!box) return null;
+    try {
+      return await box.info();
+    } finally {
+      box.close();
+    }
+  }
+
+  /** Info of every box in the home, oldest first. */
+  async listInfo() {
+    const rt = await this._handle('listInfo');
+    return JSON.parse(await native.boxList(rt)).map(boxInfo);
+  }
+
+  /** Removes a box by id or name (a running one needs force). */
+  async remove(idOrName, force = false) {
+    if (typeof force !== 'boolean') throw new TypeError(`force must be a boolean, got ${typeOf(force)}`);
+    const box = await this.get(idOrName);
+    if (!box) throw new BoxliteError(`remove: no box ${JSON.stringify(idOrName)}`, { code: 'not_found' });
+    try {
+      await box.remove(force);
+    } finally {
+      box.close();
+    }
+  }
+
+  /** Imports an OCI layout directory or a docker-archive tar. */
+  async loadImage(path) {
+    checkString(path, 'path');
+    const rt = await this._handle('loadImage');
+    return JSON.parse(await native.imageLoad(rt, path)).map(lowerKeys);
+  }
+
+  /** The images in the store: [{name, digest, size, layers, config}]. */
+  async listImages() {
+    const rt = await this._handle('listImages');
+    return JSON.parse(native.imageList(rt)).map(lowerKeys);
+  }
+
+  /** Stops the boxes this runtime started and releases it. Later calls fail with code "closed". */
+  close() {
+    if (this._closing) return this._closing;
+    this._closed = true;
+    const opening = this._opening;
+    this._closing = (async () => {
+      if (!opening) return;
+      let rt;
+      try {
+        rt = await opening;
+      } catch {
+        return;
+      }
+      await native.runtimeFree(rt);
+    })();
+    return this._closing;
+  }
+
+  async [Symbol.asyncDispose]() {
+    await this.close();
+  }
+}
+
+function lowerKeys(o) {
+  if (!isPlainObject(o)) return o;
+  const r = {};
+  for (const [k, v] of Object.entries(o)) r[k.charAt(0).toLowerCase() + k.slice(1)] = v;
+  return r;
+}
+
+module.exports = { JsBoxlite, Boxlite: JsBoxlite };

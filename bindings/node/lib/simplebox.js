@@ -1,0 +1,311 @@
+'use strict';
+// SimpleBox, CodeBox and InteractiveBox: BoxLite's convenience classes. The
+// box is created lazily on first use and stopped by stop() or `await using`.
+const { JsBoxlite } = require('./runtime');
+const { BoxliteError, ExecError, TimeoutError } = require('./errors');
+const { noTty } = require('./execution');
+const { boxOptions, execOptions, checkArgs, checkString, normalizeEnv, isPlainObject, typeOf } = require('./options');
+
+const SDK_KEYS = ['runtime', 'reuseExisting'];
+
+class SimpleBox {
+  /**
+   * new SimpleBox({ image, memoryMib, cpus, diskSizeGb, name, autoRemove (default true),
+   *                 workingDir, env, user, bootTimeoutSecs, runtime, reuseExisting })
+   */
+  constructor(options = {}) {
+    if (!isPlainObject(options)) throw new TypeError(`options must be an object, got ${typeOf(options)}`);
+    this._boxOpts = boxOptions({ autoRemove: true, ...options }, 'options', SDK_KEYS);
+    if (this._boxOpts.image === undefined) this._boxOpts.image = this._defaultImage();
+    const rt = options.runtime;
+    if (rt !== undefined && rt !== null && !(rt instanceof JsBoxlite)) {
+      throw new TypeError('options.runtime must be a JsBoxlite runtime');
+    }
+    this._runtime = rt || JsBoxlite.withDefaultConfig();
+    this._name = this._boxOpts.name;
+    delete this._boxOpts.name;
+    this._reuseExisting = options.reuseExisting === undefined ? false : !!options.reuseExisting;
+    this._box = null;
+    this._boxPromise = null;
+    this._created = null;
+    this._stopped = false;
+    this._stopping = null;
+  }
+
+  /** @internal */
+  _defaultImage() {
+    return 'python:slim'; // BoxLite's documented default
+  }
+
+  /** @internal Creates the box on first use. */
+  _ensureBox() {
+    if (this._stopped) {
+      return Promise.reject(new BoxliteError('this box was stopped', { code: 'invalid_state' }));
+    }
+    if (!this._boxPromise) {
+      const opts = camelOptions(this._boxOpts);
+      this._boxPromise = (async () => {
+        if (this._reuseExisting) {
+          const r = await this._runtime.getOrCreate(opts, this._name);
+          this._created = r.created;
+          return r.box;
+        }
+        const box = await this._runtime.create(opts, this._name);
+        this._created = true;
+        return box;
+      })();
+      this._boxPromise.then(
+        (b) => {
+          this._box = b;
+        },
+        () => {
+          this._boxPromise = null; // a later call tries again
+        },
+      );
+    }
+    return this._boxPromise;
+  }
+
+  /** The box id; throws before the box exists (use getId()). */
+  get id() {
+    if (!this._box) throw new BoxliteError('Box not yet created. Call exec() first or use getId().', { code: 'invalid_state' });
+    return this._box.id;
+  }
+
+  async getId() {
+    return (await this._ensureBox()).id;
+  }
+
+  get name() {
+    return this._name;
+  }
+
+  /** true when this SimpleBox created its box, false when it reused one (reuseExisting), null before. */
+  get created() {
+    return this._created;
+  }
+
+  /** The underlying box handle (JsBox), or null before it exists. */
+  get box() {
+    return this._box;
+  }
+
+  /** The underlying box handle, creating the box if needed. */
+  async getBox() {
+    return this._ensureBox();
+  }
+
+  /** Box metadata; rejects before the box exists (use getInfo()). */
+  async info() {
+    if (!this._box) throw new BoxliteError('Box not yet created. Call exec() first.', { code: 'invalid_state' });
+    return this._box.info();
+  }
+
+  async getInfo() {
+    return (await this._ensureBox()).info();
+  }
+
+  /**
+   * Runs a command and collects its output: {exitCode, stdout, stderr}.
+   * A non-zero exit is a result, not an error; a command that does not exist
+   * rejects with code "not_found"; a timeout rejects with TimeoutError.
+   *
+   *   exec(cmd, ...args)
+   *   exec(cmd, ...args, env)                      env: {K: V}
+   *   exec(cmd, args[], env?, { cwd, user, timeoutSecs })
+   */
+  async exec(cmd, ...rest) {
+    const c = parseExec(cmd, rest);
+    return this._collect(c.argv, c);
+  }
+
+  /** Starts a command and returns its Execution, to stream output or write stdin. */
+  async spawn(cmd, args = [], options = {}) {
+    checkString(cmd, 'cmd');
+    const o = execOptions(options);
+    const box = await this._ensureBox();
+    return box.exec({ argv: [cmd, ...checkArgs(args)], stdin: false, ...o });
+  }
+
+  /** @internal */
+  async _collect(argv, o) {
+    if (o.tty) throw noTty();
+    const box = await this._ensureBox();
+    const ex = await box.exec({ argv, env: o.env, cwd: o.cwd, user: o.user, timeoutSecs: o.timeoutSecs, stdin: false });
+    try {
+      const [stdout, stderr] = await Promise.all([ex.stdout.text(), ex.stderr.text()]);
+      const x = await ex.wait();
+      if (x.timedOut) {
+        throw new TimeoutError(`exec ${JSON.stringify(argv)}: timed out after ${o.timeoutSecs}s`, {
+          command: argv.join(' '), exitCode: x.exitCode, stdout, stderr,
+        });
+      }
+      return { exitCode: x.exitCode, stdout, stderr };
+    } finally {
+      ex.close();
+    }
+  }
+
+  /** Stops the box (removing it unless autoRemove: false). Does nothing if it was never created. */
+  stop() {
+    if (this._stopping) return this._stopping;
+    const p = this._boxPromise;
+    this._stopped = true;
+    this._stopping = (async () => {
+      if (!p) return;
+      let box;
+      try {
+        box = await p;
+      } catch {
+        return; // it never came up
+      }
+      try {
+        await box.stop();
+      } finally {
+        box.close();
+      }
+    })();
+    return this._stopping;
+  }
+
+  async [Symbol.asyncDispose]() {
+    await this.stop();
+  }
+}
+
+function camelOptions(c) {
+  const o = { image: c.image };
+  if (c.cpus !== undefined) o.cpus = c.cpus;
+  if (c.memory_mib !== undefined) o.memoryMib = c.memory_mib;
+  if (c.disk_size_gb !== undefined) o.diskSizeGb = c.disk_size_gb;
+  if (c.env !== undefined) o.env = c.env;
+  if (c.working_dir !== undefined) o.workingDir = c.working_dir;
+  if (c.user !== undefined) o.user = c.user;
+  if (c.auto_remove !== undefined) o.autoRemove = c.auto_remove;
+  if (c.boot_timeout_secs !== undefined) o.bootTimeoutSecs = c.boot_timeout_secs;
+  return o;
+}
+
+function parseExec(cmd, rest) {
+  checkString(cmd, 'cmd');
+  if (rest.length && Array.isArray(rest[0])) {
+    if (rest.length > 3) throw new TypeError('exec(cmd, args[], env?, options?) takes at most 4 arguments');
+    const args = checkArgs(rest[0], 'args');
+    const o = execOptions(rest[2], 'options');
+    const env = normalizeEnv(rest[1], 'env');
+    return { ...o, env: env ?? o.env, argv: [cmd, ...args] };
+  }
+  const args = rest.slice();
+  let env;
+  if (args.length && isPlainObject(args[args.length - 1])) env = normalizeEnv(args.pop(), 'env');
+  checkArgs(args, 'args');
+  return { env, argv: [cmd, ...args] };
+}
+
+class CodeBox extends SimpleBox {
+  /** new CodeBox({ image = 'python:slim', ...SimpleBox options }) */
+  constructor(options = {}) {
+    super(options);
+  }
+
+  _defaultImage() {
+    return 'python:slim';
+  }
+
+  /**
+   * Runs Python code; resolves to its stdout. Rejects with ExecError
+   * (exitCode, stderr) when the code fails, TimeoutError on a timeout.
+   * options: { timeoutSecs } (or timeout, in seconds).
+   */
+  async run(code, options) {
+    checkString(code, 'code', { allowEmpty: true });
+    const o = execOptions(options, 'options');
+    return this._runCell(code, o);
+  }
+
+  /** @internal One cell: for now a fresh `python3 -c` per call. */
+  async _runCell(code, o) {
+    const r = await this._collect(['python3', '-c', code], { timeoutSecs: o.timeoutSecs, env: o.env, cwd: o.cwd, user: o.user });
+    if (r.exitCode !== 0) throw new ExecError('run()', r.exitCode, r.stderr, { stdout: r.stdout });
+    return r.stdout;
+  }
+
+  /** Runs a Python script file of the host. */
+  async runScript(scriptPath) {
+    checkString(scriptPath, 'scriptPath');
+    const code = await require('node:fs/promises').readFile(scriptPath, 'utf8');
+    return this.run(code);
+  }
+
+  /** pip install; rejects with ExecError when pip fails. */
+  async installPackage(packageName) {
+    checkString(packageName, 'packageName');
+    return this._pip([packageName], `installPackage('${packageName}')`);
+  }
+
+  async installPackages(...packages) {
+    checkArgs(packages, 'packages');
+    if (!packages.length) throw new TypeError('installPackages needs at least one package');
+    return this._pip(packages, `installPackages(${packages.join(', ')})`);
+  }
+
+  async _pip(packages, what) {
+    const r = await this._collect(['python3', '-m', 'pip', 'install', '--quiet', ...packages], {});
+    if (r.exitCode !== 0) throw new ExecError(what, r.exitCode, r.stderr, { stdout: r.stdout });
+    return r.stdout;
+  }
+}
+
+class InteractiveBox extends SimpleBox {
+  /**
+   * new InteractiveBox({ shell = '/bin/sh', tty = false, ...SimpleBox options })
+   * tty: true needs PTYs, which the library does not have yet: it is refused.
+   */
+  constructor(options = {}) {
+    if (!isPlainObject(options)) throw new TypeError(`options must be an object, got ${typeOf(options)}`);
+    const { shell = '/bin/sh', tty, ...rest } = options;
+    if (tty !== undefined && tty !== null && typeof tty !== 'boolean') throw new TypeError(`options.tty must be a boolean, got ${typeOf(tty)}`);
+    if (tty === true) throw noTty();
+    super(rest);
+    this._shell = checkString(shell, 'options.shell');
+    this._execution = null;
+  }
+
+  /** Starts the shell (stdin open, no terminal). */
+  async start() {
+    if (this._execution) return;
+    const box = await this._ensureBox();
+    this._execution = await box.exec({ argv: [this._shell], stdin: true });
+  }
+
+  /** The shell's Execution (stdin, stdout, stderr), once started. */
+  get execution() {
+    return this._execution;
+  }
+
+  /** Writes to the shell's stdin. */
+  async write(data) {
+    return this._started('write').stdin.write(data);
+  }
+
+  async closeStdin() {
+    return this._started('closeStdin').stdin.close();
+  }
+
+  /** Waits for the shell to exit; resolves to {exitCode, signal, timedOut}. */
+  async wait() {
+    return this._started('wait').wait();
+  }
+
+  _started(op) {
+    if (!this._execution) throw new BoxliteError(`${op}: call start() first`, { code: 'invalid_state' });
+    return this._execution;
+  }
+
+  async stop() {
+    if (this._execution) this._execution.close();
+    return super.stop();
+  }
+}
+
+module.exports = { SimpleBox, CodeBox, InteractiveBox };

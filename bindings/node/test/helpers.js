@@ -1,0 +1,47 @@
+'use strict';
+// Shared by the test files: where the build, the images and the home are.
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+
+const pkg = path.resolve(__dirname, '..');
+const build = path.resolve(process.env.BOXLITE_BUILD_DIR || path.join(pkg, '..', '..', 'build'));
+// make test exports BOXLITE_HOME (build/home); otherwise a home of the tests' own
+const home = process.env.BOXLITE_HOME || path.join(os.tmpdir(), 'boxlite-node-test-home');
+const images = {
+  'alpine:latest': process.env.BOXLITE_TEST_IMAGE || path.join(build, 'images', 'alpine.tar'),
+  'python:slim': process.env.BOXLITE_TEST_PYTHON_IMAGE || path.join(build, 'images', 'python.tar'),
+};
+
+/** Why a test needing `name` must skip, or false. */
+function missingImage(name) {
+  return fs.existsSync(images[name]) ? false : `${name} test image not found at ${images[name]} (make images builds it)`;
+}
+
+/** Loads the image into the runtime's store unless it is there. */
+async function ensureImage(rt, name) {
+  const have = await rt.listImages();
+  if (have.some((i) => i.name === name || i.name === `docker.io/library/${name}`)) return;
+  await rt.loadImage(images[name]);
+}
+
+/** The error a promise rejects with (fails the test if it resolves). */
+async function rejection(p) {
+  try {
+    await p;
+  } catch (e) {
+    return e;
+  }
+  throw new Error('expected a rejection');
+}
+
+function thrown(fn) {
+  try {
+    fn();
+  } catch (e) {
+    return e;
+  }
+  throw new Error('expected an exception');
+}
+
+module.exports = { pkg, build, home, images, missingImage, ensureImage, rejection, thrown };
