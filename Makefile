@@ -5,14 +5,14 @@ GO      ?= go
 BUILD   := $(CURDIR)/build
 GUEST   := $(BUILD)/guest
 # The guest kernel is Debian's cloud kernel, pinned in guest/fetch-kernel.sh.
-APT_PKGS   := qemu-system-x86 busybox-static e2fsprogs cpio
+APT_PKGS   := qemu-system-x86 busybox-static e2fsprogs cpio debootstrap cmake gcc
 # A home of our own, so demo and tests never touch ~/.boxlite.
 export BOXLITE_HOME   ?= $(BUILD)/home
 export BOXLITE_ASSETS := $(BUILD)
 
 GO_SRC := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
 
-.PHONY: all setup build images demo test bench vet fmt clean
+.PHONY: all setup build lib images demo test test-go test-c test-rust test-node test-python python node bench vet fmt clean FORCE
 all: build
 
 setup: $(BUILD)/.setup
@@ -41,17 +41,30 @@ $(BUILD)/boxlite $(BUILD)/boxlite-shim: $(GO_SRC) | $(BUILD)/.setup
 	$(GO) build -o $(BUILD)/boxlite ./cmd/boxlite
 	$(GO) build -o $(BUILD)/boxlite-shim ./cmd/boxlite-shim
 
-build: $(BUILD)/boxlite $(BUILD)/boxlite-shim $(GUEST)/vmlinuz $(GUEST)/initramfs.cpio
+$(BUILD)/libboxlite.so: $(GO_SRC) include/boxlite.h capi/capi.h | $(BUILD)/.setup
+	$(GO) build -buildmode=c-shared -o $@ ./capi
 
-# Test images, built offline. alpine:latest is a busybox-based stand-in.
-$(BUILD)/images/alpine.tar: tests/images/busybox-rootfs.sh $(wildcard tests/images/mkimage/*.go) | $(BUILD)/.setup
+build: $(BUILD)/boxlite $(BUILD)/boxlite-shim $(GUEST)/vmlinuz $(GUEST)/initramfs.cpio $(BUILD)/libboxlite.so
+lib: $(BUILD)/libboxlite.so
+
+# Test images, built offline (see tests/images/): alpine:latest is a busybox-based stand-in,
+# python:slim a Debian one (debootstrap, as root; about a minute, then cached by content,
+# so the FORCE'd script returns at once when nothing changed).
+ALPINE_IMAGE := $(BUILD)/images/alpine.tar
+PYTHON_IMAGE := $(BUILD)/images/python.tar
+TEST_IMAGES  := $(ALPINE_IMAGE) $(PYTHON_IMAGE)
+
+$(ALPINE_IMAGE): tests/images/busybox-rootfs.sh $(wildcard tests/images/mkimage/*.go) | $(BUILD)/.setup
 	rm -rf $(BUILD)/images/alpine-rootfs && mkdir -p $(BUILD)/images
 	tests/images/busybox-rootfs.sh $(BUILD)/images/alpine-rootfs
 	$(GO) run ./tests/images/mkimage -name alpine:latest -rootfs $(BUILD)/images/alpine-rootfs \
 	  -env PATH=/usr/sbin:/usr/bin:/sbin:/bin -workdir / -cmd /bin/sh -chown /home/box=1000:1000 -o $@.tmp && mv $@.tmp $@
 
-images: build $(BUILD)/images/alpine.tar
-	$(BUILD)/boxlite image load $(BUILD)/images/alpine.tar
+$(PYTHON_IMAGE): FORCE | $(BUILD)/.setup
+	GO=$(GO) tests/images/python-image.sh $@
+
+images: build $(TEST_IMAGES)
+	for i in $(TEST_IMAGES); do $(BUILD)/boxlite image load $$i || exit 1; done
 
 demo: images
 	@echo '$$ boxlite run --rm alpine:latest -- sh -c "uname -a; cat /etc/hostname; echo hello from a microVM"'
@@ -62,12 +75,34 @@ vet:
 	$(GO) vet ./...
 
 # Integration tests boot real boxes (TCG here: a few seconds each), sharing them where they can.
-test: build $(BUILD)/images/alpine.tar vet
-	BOXLITE_TEST_IMAGE=$(BUILD)/images/alpine.tar BOXLITE_GUEST_KERNEL=$(GUEST)/kernel \
-	  $(GO) test -count=1 -timeout 20m ./...
+export BOXLITE_TEST_IMAGE        := $(ALPINE_IMAGE)
+export BOXLITE_TEST_PYTHON_IMAGE := $(PYTHON_IMAGE)
+test: vet test-go test-c test-rust test-node test-python
 
-bench: build $(BUILD)/images/alpine.tar
-	BOXLITE_TEST_IMAGE=$(BUILD)/images/alpine.tar $(GO) run ./tests/bench
+test-go: build $(TEST_IMAGES)
+	BOXLITE_GUEST_KERNEL=$(GUEST)/kernel $(GO) test -count=1 -timeout 20m ./...
+
+test-c: build $(ALPINE_IMAGE)
+	cmake -S . -B $(BUILD)/cmake -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build $(BUILD)/cmake
+	ctest --test-dir $(BUILD)/cmake --output-on-failure
+
+# The Rust example links libboxlite.so through the header; no crates.
+test-rust: build $(ALPINE_IMAGE)
+	@command -v cargo >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cargo; }
+	cd tests/rust && CARGO_TARGET_DIR=$(BUILD)/rust cargo run -q
+
+node: build
+	cd bindings/node && BOXLITE_BUILD_DIR=$(BUILD) npm install --no-audit --no-fund
+
+test-node: node $(TEST_IMAGES)
+	cd bindings/node && BOXLITE_ASSETS= node --test --test-concurrency=4 test/*.test.js
+
+bench: build $(ALPINE_IMAGE) node
+	$(GO) run ./tests/bench
+	cd bindings/node && node bench.js
+
+FORCE:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
