@@ -142,11 +142,14 @@ func cmdRun(args []string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	// As docker run: the image's entrypoint, then the given command or else
+	// the image's cmd.
 	if len(argv) == 0 {
-		argv = append(append([]string{}, img.Config.Entrypoint...), img.Config.Cmd...)
-		if len(argv) == 0 {
-			return 0, errdefs.Errorf(errdefs.ErrInvalidArgument, "run: no command given and image %s has no entrypoint or cmd", imageRef)
-		}
+		argv = img.Config.Cmd
+	}
+	argv = append(append([]string{}, img.Config.Entrypoint...), argv...)
+	if len(argv) == 0 {
+		return 0, errdefs.Errorf(errdefs.ErrInvalidArgument, "run: no command given and image %s has no entrypoint or cmd", imageRef)
 	}
 	ctx := context.Background()
 	box, err := rt.Create(ctx, imageRef, opts...)

@@ -169,14 +169,21 @@ func TestImageConfig(t *testing.T) {
 	mkimage("boxlite-test/config-numeric:latest", "-cmd", `["/app/show","x"]`, "-user", "1234:4321",
 		"-workdir", "/tmp", "-env", "PATH=/usr/bin:/bin")
 
-	for _, c := range []struct{ image, want string }{
-		{"boxlite-test/config-named", "argv: /app/show [first] [two words] [three]\n" +
+	for _, c := range []struct {
+		image string
+		args  []string
+		want  string
+	}{
+		{"boxlite-test/config-named", nil, "argv: /app/show [first] [two words] [three]\n" +
 			"cwd: /home/box id: 1000:1000 home: /home/box\nenv: hello there /app:/usr/bin:/bin\n"},
-		{"boxlite-test/config-numeric", "argv: /app/show [x]\ncwd: /tmp id: 1234:4321 home: /\nenv:  /usr/bin:/bin\n"},
+		// As docker run: a given command replaces Cmd and follows Entrypoint.
+		{"boxlite-test/config-named", []string{"--", "given"}, "argv: /app/show [first] [given]\n" +
+			"cwd: /home/box id: 1000:1000 home: /home/box\nenv: hello there /app:/usr/bin:/bin\n"},
+		{"boxlite-test/config-numeric", nil, "argv: /app/show [x]\ncwd: /tmp id: 1234:4321 home: /\nenv:  /usr/bin:/bin\n"},
 	} {
 		t.Run(filepath.Base(c.image), func(t *testing.T) {
 			t.Parallel()
-			out, errOut, code := cli(t, "run", "--rm", c.image)
+			out, errOut, code := cli(t, append([]string{"run", "--rm", c.image}, c.args...)...)
 			if code != 0 || out != c.want {
 				t.Errorf("exit %d\nstdout %q\nwant   %q\nstderr %q", code, out, c.want, errOut)
 			}
