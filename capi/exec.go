@@ -49,6 +49,10 @@ type execObj struct {
 	efd     int           // -1 once freed
 	changed chan struct{} // closed and replaced at every notification: wakes every blocked reader
 	eof     [3]bool       // the streams whose end the caller has been told
+	// want marks the streams the caller read dry (its last read was AGAIN):
+	// only those keep the fd readable, so a stream the caller paused
+	// (stopped reading while data was left) cannot make its poll loop spin.
+	want [3]bool
 }
 
 // notify runs on library goroutines when output or the exit arrives.
@@ -69,19 +73,21 @@ func (x *execObj) watch() <-chan struct{} {
 	return x.changed
 }
 
-// rearm resets the eventfd and sets it again if a read of either stream
-// would still return something, so that a read finding one stream empty
-// never swallows the other stream's wakeup (the fd is level-triggered).
-func (x *execObj) rearm() {
+// rearm records that the caller read stream dry, resets the eventfd, and
+// sets it again if a stream the caller read dry has something after all, so
+// that a read finding one stream empty never swallows the other stream's
+// wakeup.
+func (x *execObj) rearm(stream int) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.want[stream] = true
 	if x.efd < 0 {
 		return
 	}
 	var buf [8]byte
 	unix.Read(x.efd, buf[:])
 	for _, fd := range []int{1, 2} {
-		if !x.eof[fd] && x.e.Pending(fd) {
+		if x.want[fd] && !x.eof[fd] && x.e.Pending(fd) {
 			one := [8]byte{1}
 			unix.Write(x.efd, one[:])
 			return
@@ -89,9 +95,11 @@ func (x *execObj) rearm() {
 	}
 }
 
-func (x *execObj) sawEOF(fd int) {
+// got records what a read of fd returned: data, or the end.
+func (x *execObj) got(fd int, eof bool) {
 	x.mu.Lock()
-	x.eof[fd] = true
+	x.want[fd] = false
+	x.eof[fd] = x.eof[fd] || eof
 	x.mu.Unlock()
 }
 
@@ -204,24 +212,25 @@ func boxlite_execution_read(p *C.boxlite_execution_t, stream C.int, buf *C.uint8
 		got, err := x.e.ReadNonblock(int(stream), dst)
 		switch {
 		case got > 0:
+			x.got(int(stream), false)
 			*n = C.size_t(got)
 			return status(nil, cerr)
 		case errdefs.KindOf(err) == errdefs.KindInvalidArgument:
 			return status(err, cerr)
 		case err != nil:
-			x.sawEOF(int(stream))
+			x.got(int(stream), true)
 			status(nil, cerr)
 			return C.BOXLITE_EOF // how the process ended is wait's to tell
 		}
 		if timeoutMs == 0 {
-			x.rearm()
+			x.rearm(int(stream))
 			status(nil, cerr)
 			return C.BOXLITE_AGAIN
 		}
 		select {
 		case <-changed:
 		case <-deadline:
-			x.rearm()
+			x.rearm(int(stream))
 			status(nil, cerr)
 			return C.BOXLITE_AGAIN
 		}

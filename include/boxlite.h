@@ -38,7 +38,9 @@
  *   Output is pull-based: boxlite_execution_read() returns what is buffered.
  *   With timeout_ms == 0 it never blocks (BOXLITE_AGAIN when nothing is there);
  *   an event loop waits for boxlite_execution_fd() to become readable, then
- *   reads until BOXLITE_AGAIN. No callbacks are ever made from library threads.
+ *   reads each stream it wants until BOXLITE_AGAIN or BOXLITE_EOF. A stream
+ *   the loop stops reading early (to pause it) does not keep the fd readable.
+ *   No callbacks are ever made from library threads.
  */
 #ifndef BOXLITE_H
 #define BOXLITE_H
@@ -172,9 +174,10 @@ void boxlite_result_free(boxlite_result_t *res);
  * process whose output is not read blocks, as on a pipe. */
 int boxlite_execution_read(boxlite_execution_t *ex, int stream, uint8_t *buf, size_t cap,
                            int64_t timeout_ms, size_t *n, boxlite_error_t **err);
-/* A file descriptor that is readable whenever output or the exit may be
- * available; level-triggered until boxlite_execution_read returns
- * BOXLITE_AGAIN. Owned by the handle: do not close or read it. -1 on error. */
+/* A file descriptor that becomes readable when output or the end arrives
+ * for a stream, and stays readable while a stream that was read until
+ * BOXLITE_AGAIN has something again. Owned by the handle: do not close or
+ * read it. -1 on error. */
 int boxlite_execution_fd(boxlite_execution_t *ex);
 /* Writes all of buf to the process's stdin (needs "stdin": true); blocks
  * while the box's stdin window is full. */

@@ -203,6 +203,29 @@ static void test_two_blocking_readers(boxlite_box_t *box) {
   boxlite_execution_free(ex);
 }
 
+/* An event loop that pauses stdout (stops reading it while data is left)
+ * and keeps reading stderr must see the fd go quiet, not spin. */
+static void test_paused_stream(boxlite_box_t *box) {
+  boxlite_error_t *err = NULL;
+  boxlite_execution_t *ex = NULL;
+  int rc = boxlite_box_exec(box, "{\"argv\":[\"sh\",\"-c\",\"head -c 2000000 /dev/zero; sleep 30\"]}", &ex, &err);
+  expect(rc, &err, BOXLITE_OK, "exec for pause");
+  if (rc != BOXLITE_OK) return;
+  uint8_t buf[4096];
+  size_t n = 0;
+  CHECK(boxlite_execution_read(ex, BOXLITE_STDOUT, buf, sizeof buf, 10000, &n, NULL) == BOXLITE_OK, "first stdout bytes");
+  /* While stdout's window fills, each arrival wakes the loop once; then quiet
+   * (allow up to 2000 wakeups, far more than a 256 KiB window takes). */
+  int quiet = 0;
+  for (int i = 0; i < 2000 && !quiet; i++) {
+    CHECK(boxlite_execution_read(ex, BOXLITE_STDERR, buf, sizeof buf, 0, &n, NULL) == BOXLITE_AGAIN, "stderr is empty");
+    struct pollfd p = {.fd = boxlite_execution_fd(ex), .events = POLLIN};
+    quiet = poll(&p, 1, 300) == 0; /* stdout arrivals stop once its window is full */
+  }
+  CHECK(quiet, "fd stays readable for a paused stream");
+  boxlite_execution_free(ex); /* kills it */
+}
+
 int main(void) {
   const char *image = getenv("BOXLITE_TEST_IMAGE");
   if (!image || !getenv("BOXLITE_ASSETS")) {
@@ -239,6 +262,7 @@ int main(void) {
     test_run(box);
     test_stream(box);
     test_two_blocking_readers(box);
+    test_paused_stream(box);
     test_bad_input(rt, box);
     expect(boxlite_box_remove(box, 0, &err), &err, BOXLITE_ERR_INVALID_STATE, "remove running box without force");
     expect(boxlite_box_remove(box, 1, &err), &err, BOXLITE_OK, "remove with force");
