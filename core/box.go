@@ -16,6 +16,7 @@ import (
 
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/hv"
+	"github.com/boxlite/boxlite/image"
 	"github.com/boxlite/boxlite/protocol"
 	"github.com/boxlite/boxlite/shim"
 )
@@ -47,6 +48,7 @@ type Box struct {
 	dir string
 
 	mu     sync.Mutex
+	img    *image.Image // cached by image()
 	state  State
 	conn   *conn
 	info   protocol.Info
@@ -195,7 +197,7 @@ func (b *Box) Start(ctx context.Context) error {
 func (b *Box) boot(ctx context.Context) (*conn, protocol.Info, error) {
 	var none protocol.Info
 	cfg := b.rec.Config
-	img, err := b.rt.images.Get(b.rec.ImageDigest)
+	img, err := b.image()
 	if err != nil {
 		return nil, none, fmt.Errorf("start box %s: %w", b.rec.ID, err)
 	}
@@ -448,9 +450,24 @@ func (b *Box) Run(ctx context.Context, cmd Command) (*ExecResult, error) {
 	return e.Collect(ctx)
 }
 
+// image is the box's image, read from the store once per handle (an image
+// is immutable: it is named by its digest).
+func (b *Box) image() (image.Image, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.img == nil {
+		img, err := b.rt.images.Get(b.rec.ImageDigest)
+		if err != nil {
+			return image.Image{}, err
+		}
+		b.img = &img
+	}
+	return *b.img, nil
+}
+
 // request merges image, box and command settings into the agent's request.
 func (b *Box) request(cmd Command) (protocol.Exec, error) {
-	img, err := b.rt.images.Get(b.rec.ImageDigest)
+	img, err := b.image()
 	if err != nil {
 		return protocol.Exec{}, fmt.Errorf("exec: %w", err)
 	}

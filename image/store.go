@@ -21,24 +21,26 @@ import (
 
 // Image is one name of an image in the store (Name is "" for an unnamed image).
 type Image struct {
-	Name   string // canonical, e.g. "docker.io/library/alpine:latest"
-	Digest string // manifest digest, "sha256:..."
-	Config Config
-	Layers []Layer // bottom layer first
-	Size   int64   // bytes of the layer blobs in the store
+	Name   string  `json:"name"`   // canonical, e.g. "docker.io/library/alpine:latest"
+	Digest string  `json:"digest"` // manifest digest, "sha256:..."
+	Config Config  `json:"config"`
+	Layers []Layer `json:"layers"` // bottom layer first
+	Size   int64   `json:"size"`   // bytes of the layer blobs in the store
 }
 
 // Config is the part of the image configuration that says how to run it.
 type Config struct {
-	Env              []string
-	WorkingDir, User string
-	Entrypoint, Cmd  []string
+	Env        []string `json:"env,omitempty"`
+	WorkingDir string   `json:"working_dir,omitempty"`
+	User       string   `json:"user,omitempty"`
+	Entrypoint []string `json:"entrypoint,omitempty"`
+	Cmd        []string `json:"cmd,omitempty"`
 }
 
 // Layer is one layer of an image.
 type Layer struct {
-	DiffID string // digest of the uncompressed layer tar
-	Size   int64  // bytes of the layer blob in the store (compressed or not, as stored)
+	DiffID string `json:"diff_id"` // digest of the uncompressed layer tar
+	Size   int64  `json:"size"`    // bytes of the layer blob in the store (compressed or not, as stored)
 }
 
 // Store is a content-addressed image store in a directory:
