@@ -95,11 +95,21 @@ test-rust: build $(ALPINE_IMAGE)
 node: build
 	cd bindings/node && BOXLITE_BUILD_DIR=$(BUILD) npm install --no-audit --no-fund
 
+python: build
+	python3 -m pip install --quiet bindings/python
+
+# From tests/ so that the installed wheel is imported, with its own assets.
+test-python: python $(TEST_IMAGES)
+	python3 -m pip install --quiet pytest
+	cd bindings/python/tests && env -u BOXLITE_ASSETS python3 -m pytest -q .
+
 test-node: node $(TEST_IMAGES)
 	cd bindings/node && BOXLITE_ASSETS= node --test --test-concurrency=4 test/*.test.js
 
-bench: build $(ALPINE_IMAGE) node
+bench: build $(TEST_IMAGES) node python
 	$(GO) run ./tests/bench
+	$(GO) test -run XXX -bench CreateToFirstExec -benchtime 3x ./tests/integration
+	cd bindings/python && python3 bench.py
 	cd bindings/node && node bench.js
 
 FORCE:

@@ -1,0 +1,71 @@
+"""boxlite: run untrusted code in microVM sandboxes ("boxes").
+
+A box is a virtual machine with its own Linux kernel, booted from an OCI image.
+This package is the Python SDK over libboxlite.so (bundled), with the API of
+the BoxLite Python SDK::
+
+    import asyncio, boxlite
+
+    async def main():
+        async with boxlite.SimpleBox(image="alpine:latest") as box:
+            result = await box.exec("uname", "-a")
+            print(result.exit_code, result.stdout)
+
+    asyncio.run(main())
+"""
+
+from .box import Box, BoxInfo, BoxOptions, BoxStateInfo
+from .codebox import CodeBox
+from .errors import (
+    AlreadyExistsError,
+    BootFailedError,
+    BoxliteError,
+    ClosedError,
+    ExecError,
+    InternalError,
+    InvalidArgumentError,
+    InvalidStateError,
+    LimitError,
+    NotFoundError,
+    ParseError,
+    TimeoutError,
+    UnsupportedError,
+)
+from .exec import ExecResult
+from .execution import ExecStderr, ExecStdin, ExecStdout, Execution, ExitStatus
+from .interactivebox import InteractiveBox
+from .runtime import Boxlite, ImageHandle, ImageInfo, Options
+from .simplebox import SimpleBox
+from .sync_api import (
+    SyncBox,
+    SyncBoxlite,
+    SyncCodeBox,
+    SyncExecStderr,
+    SyncExecStdout,
+    SyncExecution,
+    SyncInteractiveBox,
+    SyncSimpleBox,
+)
+
+__version__ = "0.1.0"
+
+
+def library_version() -> str:
+    """The version of the bundled libboxlite.so."""
+    from . import _ffi
+
+    return _ffi.version()
+
+
+__all__ = [
+    "Boxlite", "Options", "ImageHandle", "ImageInfo",
+    "Box", "BoxOptions", "BoxInfo", "BoxStateInfo",
+    "Execution", "ExecStdout", "ExecStderr", "ExecStdin", "ExitStatus", "ExecResult",
+    "SimpleBox", "CodeBox", "InteractiveBox",
+    "SyncBoxlite", "SyncBox", "SyncExecution", "SyncExecStdout", "SyncExecStderr",
+    "SyncSimpleBox", "SyncCodeBox", "SyncInteractiveBox",
+    "BoxliteError", "InvalidArgumentError", "NotFoundError", "AlreadyExistsError", "InvalidStateError",
+    "TimeoutError", "UnsupportedError", "BootFailedError", "ClosedError", "LimitError", "InternalError",
+    "ExecError", "ParseError",
+    "library_version",
+]

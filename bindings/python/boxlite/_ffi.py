@@ -1,0 +1,462 @@
+"""Raw layer: include/boxlite.h, one to one, over cffi in ABI mode.
+
+Every C function of the header has one Python function here with the same name
+minus the ``boxlite_`` prefix. They take and return cffi handles (opaque
+pointers), ``str``/``bytes`` and ints; they allocate the out-parameters, convert
+the status and error object into an exception through :func:`check`, and free
+everything the library allocated (error objects, strings, results) before they
+return. Nothing above this module touches ``ffi`` or ``lib``.
+
+The library is ``_lib/libboxlite.so`` inside this package (the wheel carries it
+with ``boxlite-shim`` and ``guest/`` beside it, where the library looks for
+them); ``$BOXLITE_LIB`` names another one.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from typing import Callable, Optional, Tuple
+
+from cffi import FFI
+
+from . import errors
+
+# The declarations of include/boxlite.h, in the header's order. (cffi parses
+# C declarations, not the preprocessor: the guards and #includes are left out.)
+CDEF = r"""
+#define BOXLITE_VERSION_MAJOR 0
+#define BOXLITE_VERSION_MINOR 1
+#define BOXLITE_VERSION_PATCH 0
+
+#define BOXLITE_OK 0
+#define BOXLITE_ERR_INVALID_ARGUMENT 1
+#define BOXLITE_ERR_NOT_FOUND 2
+#define BOXLITE_ERR_ALREADY_EXISTS 3
+#define BOXLITE_ERR_INVALID_STATE 4
+#define BOXLITE_ERR_TIMEOUT 5
+#define BOXLITE_ERR_UNSUPPORTED 6
+#define BOXLITE_ERR_BOOT_FAILED 7
+#define BOXLITE_ERR_CLOSED 8
+#define BOXLITE_ERR_LIMIT 9
+#define BOXLITE_ERR_INTERNAL 10
+#define BOXLITE_AGAIN 100
+#define BOXLITE_EOF 101
+
+#define BOXLITE_STDOUT 1
+#define BOXLITE_STDERR 2
+
+typedef struct boxlite_runtime boxlite_runtime_t;
+typedef struct boxlite_box boxlite_box_t;
+typedef struct boxlite_execution boxlite_execution_t;
+
+typedef struct boxlite_error {
+  int code;
+  char *message;
+} boxlite_error_t;
+
+typedef struct boxlite_exit {
+  int exit_code;
+  int signal;
+  int timed_out;
+} boxlite_exit_t;
+
+typedef struct boxlite_result {
+  boxlite_exit_t exit;
+  uint8_t *stdout_data;
+  size_t stdout_len;
+  uint8_t *stderr_data;
+  size_t stderr_len;
+} boxlite_result_t;
+
+const char *boxlite_version(void);
+const char *boxlite_status_name(int code);
+void boxlite_error_free(boxlite_error_t *err);
+void boxlite_string_free(char *s);
+
+int boxlite_runtime_new(const char *options_json, boxlite_runtime_t **out, boxlite_error_t **err);
+void boxlite_runtime_free(boxlite_runtime_t *rt);
+int boxlite_image_load(boxlite_runtime_t *rt, const char *path, char **out_json, boxlite_error_t **err);
+int boxlite_image_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **err);
+int boxlite_box_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **err);
+
+int boxlite_box_create(boxlite_runtime_t *rt, const char *options_json, boxlite_box_t **out,
+                       boxlite_error_t **err);
+int boxlite_box_get(boxlite_runtime_t *rt, const char *id_or_name, boxlite_box_t **out,
+                    boxlite_error_t **err);
+const char *boxlite_box_id(boxlite_box_t *box);
+int boxlite_box_info(boxlite_box_t *box, char **out_json, boxlite_error_t **err);
+int boxlite_box_start(boxlite_box_t *box, boxlite_error_t **err);
+int boxlite_box_stop(boxlite_box_t *box, boxlite_error_t **err);
+int boxlite_box_remove(boxlite_box_t *box, int force, boxlite_error_t **err);
+void boxlite_box_free(boxlite_box_t *box);
+
+int boxlite_box_exec(boxlite_box_t *box, const char *command_json, boxlite_execution_t **out,
+                     boxlite_error_t **err);
+int boxlite_box_run(boxlite_box_t *box, const char *command_json, boxlite_result_t **out,
+                    boxlite_error_t **err);
+void boxlite_result_free(boxlite_result_t *res);
+
+int boxlite_execution_read(boxlite_execution_t *ex, int stream, uint8_t *buf, size_t cap,
+                           int64_t timeout_ms, size_t *n, boxlite_error_t **err);
+int boxlite_execution_fd(boxlite_execution_t *ex);
+int boxlite_execution_write(boxlite_execution_t *ex, const uint8_t *buf, size_t len,
+                            boxlite_error_t **err);
+int boxlite_execution_close_stdin(boxlite_execution_t *ex, boxlite_error_t **err);
+int boxlite_execution_wait(boxlite_execution_t *ex, int64_t timeout_ms, boxlite_exit_t *out,
+                           boxlite_error_t **err);
+int boxlite_execution_signal(boxlite_execution_t *ex, int signal, boxlite_error_t **err);
+int boxlite_execution_kill(boxlite_execution_t *ex, boxlite_error_t **err);
+int boxlite_execution_resize(boxlite_execution_t *ex, int rows, int cols, boxlite_error_t **err);
+void boxlite_execution_free(boxlite_execution_t *ex);
+"""
+
+ffi = FFI()
+ffi.cdef(CDEF)
+
+OK = 0
+AGAIN = 100
+EOF = 101
+STDOUT = 1
+STDERR = 2
+
+LIB_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_lib")
+LIB_NAME = "libboxlite.so"
+
+_lib = None
+_lib_lock = threading.Lock()
+
+
+# Running from the source tree (not installed): the repository's build/.
+_DEV_LIB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "build", LIB_NAME)
+
+
+def library_path() -> str:
+    """Where the library is loaded from: $BOXLITE_LIB, else the bundled one
+    (else, in a source checkout, the repository's build/libboxlite.so)."""
+    env = os.environ.get("BOXLITE_LIB")
+    if env:
+        return env
+    bundled = os.path.join(LIB_DIR, LIB_NAME)
+    if not os.path.exists(bundled) and os.path.exists(_DEV_LIB):
+        return os.path.normpath(_DEV_LIB)
+    return bundled
+
+
+def lib():
+    """The loaded library (loaded once, on first use)."""
+    global _lib
+    if _lib is None:
+        with _lib_lock:
+            if _lib is None:
+                path = library_path()
+                if not os.path.exists(path):
+                    raise errors.NotFoundError(
+                        f"libboxlite.so not found at {path}: reinstall the boxlite package "
+                        "(it bundles the library), or set BOXLITE_LIB to a libboxlite.so "
+                        "built with `make build` and `go build -buildmode=c-shared`"
+                    )
+                try:
+                    _lib = ffi.dlopen(path)
+                except OSError as e:
+                    raise errors.InternalError(f"cannot load {path}: {e}") from e
+    return _lib
+
+
+# ---- status and errors ------------------------------------------------------
+
+
+def _new_err():
+    return ffi.new("boxlite_error_t **")
+
+
+def check(rc: int, err, op: str = "") -> int:
+    """Turn a status and its error object into a result or an exception.
+
+    Frees ``*err`` whatever the status. Returns ``rc`` for BOXLITE_OK and the
+    non-error results (AGAIN, EOF); raises the exception class of the code
+    otherwise, with the library's message (which names the operation and the
+    state)."""
+    message = None
+    e = err[0]
+    if e != ffi.NULL:
+        err[0] = ffi.NULL
+        try:
+            if e.message != ffi.NULL:
+                message = ffi.string(e.message).decode("utf-8", "replace")
+        finally:
+            lib().boxlite_error_free(e)
+    if rc == OK or rc == AGAIN or rc == EOF:
+        return rc
+    if not message:
+        message = f"{op}: {status_name(rc)}" if op else status_name(rc)
+    raise errors.from_status(rc, message)
+
+
+def _take_string(p) -> str:
+    """Copy a library-allocated string and free it."""
+    if p == ffi.NULL:
+        return ""
+    try:
+        return ffi.string(p).decode("utf-8", "replace")
+    finally:
+        lib().boxlite_string_free(p)
+
+
+def _cstr(value, what: str) -> bytes:
+    """A str as NUL-terminated UTF-8; TypeError for other types, and
+    InvalidArgumentError for an embedded NUL (C would cut the string there)."""
+    if isinstance(value, bytes):
+        b = value
+    elif isinstance(value, str):
+        b = value.encode("utf-8", "surrogateescape")
+    else:
+        raise TypeError(f"{what} must be str, not {type(value).__name__}")
+    if b"\0" in b:
+        raise errors.InvalidArgumentError(f"{what} contains a NUL character")
+    return b
+
+
+def _ptr(handle: "Handle"):
+    if not isinstance(handle, Handle):
+        raise TypeError(f"expected a boxlite handle, not {type(handle).__name__}")
+    return handle.ptr
+
+
+# ---- handles ------------------------------------------------------------------
+
+
+class Handle:
+    """An owned library handle: freed exactly once, by close() or, as a safety
+    net, when garbage collected (weakref.finalize runs at most once)."""
+
+    __slots__ = ("_ptr", "_finalizer", "kind", "__weakref__")
+
+    def __init__(self, ptr, free: Callable, kind: str):
+        self._ptr = ptr
+        self.kind = kind
+        self._finalizer = weakref.finalize(self, free, ptr)
+
+    @property
+    def ptr(self):
+        if not self._finalizer.alive:
+            raise errors.ClosedError(f"{self.kind} handle is closed")
+        return self._ptr
+
+    @property
+    def alive(self) -> bool:
+        return self._finalizer.alive
+
+    def close(self) -> None:
+        self._finalizer()
+
+    def __repr__(self) -> str:
+        return f"<{self.kind} handle {'open' if self.alive else 'closed'}>"
+
+
+def _free_runtime(p):
+    lib().boxlite_runtime_free(p)
+
+
+def _free_box(p):
+    lib().boxlite_box_free(p)
+
+
+def _free_execution(p):
+    lib().boxlite_execution_free(p)
+
+
+# ---- library --------------------------------------------------------------------
+
+
+def version() -> str:
+    return ffi.string(lib().boxlite_version()).decode()
+
+
+def status_name(code: int) -> str:
+    return ffi.string(lib().boxlite_status_name(int(code))).decode()
+
+
+def error_free(err) -> None:
+    lib().boxlite_error_free(err)
+
+
+def string_free(s) -> None:
+    lib().boxlite_string_free(s)
+
+
+# ---- runtime --------------------------------------------------------------------
+
+
+def runtime_new(options_json: Optional[str]) -> Handle:
+    out = ffi.new("boxlite_runtime_t **")
+    err = _new_err()
+    opts = ffi.NULL if options_json is None else _cstr(options_json, "runtime options")
+    check(lib().boxlite_runtime_new(opts, out, err), err, "runtime_new")
+    return Handle(out[0], _free_runtime, "runtime")
+
+
+def runtime_free(rt: Handle) -> None:
+    rt.close()
+
+
+def image_load(rt: Handle, path: str) -> str:
+    out = ffi.new("char **")
+    err = _new_err()
+    check(lib().boxlite_image_load(_ptr(rt), _cstr(path, "image path"), out, err), err, "image_load")
+    return _take_string(out[0])
+
+
+def image_list(rt: Handle) -> str:
+    out = ffi.new("char **")
+    err = _new_err()
+    check(lib().boxlite_image_list(_ptr(rt), out, err), err, "image_list")
+    return _take_string(out[0])
+
+
+def box_list(rt: Handle) -> str:
+    out = ffi.new("char **")
+    err = _new_err()
+    check(lib().boxlite_box_list(_ptr(rt), out, err), err, "box_list")
+    return _take_string(out[0])
+
+
+# ---- boxes ------------------------------------------------------------------------
+
+
+def box_create(rt: Handle, options_json: str) -> Handle:
+    out = ffi.new("boxlite_box_t **")
+    err = _new_err()
+    check(lib().boxlite_box_create(_ptr(rt), _cstr(options_json, "box options"), out, err), err, "box_create")
+    return Handle(out[0], _free_box, "box")
+
+
+def box_get(rt: Handle, id_or_name: str) -> Handle:
+    out = ffi.new("boxlite_box_t **")
+    err = _new_err()
+    check(lib().boxlite_box_get(_ptr(rt), _cstr(id_or_name, "box id or name"), out, err), err, "box_get")
+    return Handle(out[0], _free_box, "box")
+
+
+def box_id(box: Handle) -> Optional[str]:
+    p = lib().boxlite_box_id(_ptr(box))
+    return None if p == ffi.NULL else ffi.string(p).decode()
+
+
+def box_info(box: Handle) -> str:
+    out = ffi.new("char **")
+    err = _new_err()
+    check(lib().boxlite_box_info(_ptr(box), out, err), err, "box_info")
+    return _take_string(out[0])
+
+
+def box_start(box: Handle) -> None:
+    err = _new_err()
+    check(lib().boxlite_box_start(_ptr(box), err), err, "box_start")
+
+
+def box_stop(box: Handle) -> None:
+    err = _new_err()
+    check(lib().boxlite_box_stop(_ptr(box), err), err, "box_stop")
+
+
+def box_remove(box: Handle, force: bool) -> None:
+    err = _new_err()
+    check(lib().boxlite_box_remove(_ptr(box), 1 if force else 0, err), err, "box_remove")
+
+
+def box_free(box: Handle) -> None:
+    box.close()
+
+
+# ---- executions ---------------------------------------------------------------------
+
+
+def box_exec(box: Handle, command_json: str) -> Handle:
+    out = ffi.new("boxlite_execution_t **")
+    err = _new_err()
+    check(lib().boxlite_box_exec(_ptr(box), _cstr(command_json, "command"), out, err), err, "box_exec")
+    return Handle(out[0], _free_execution, "execution")
+
+
+ExitTuple = Tuple[int, int, bool]  # exit_code, signal, timed_out
+
+
+def box_run(box: Handle, command_json: str) -> Tuple[ExitTuple, bytes, bytes]:
+    """Returns ((exit_code, signal, timed_out), stdout, stderr)."""
+    out = ffi.new("boxlite_result_t **")
+    err = _new_err()
+    check(lib().boxlite_box_run(_ptr(box), _cstr(command_json, "command"), out, err), err, "box_run")
+    r = out[0]
+    try:
+        status = (r.exit.exit_code, r.exit.signal, bool(r.exit.timed_out))
+        stdout = bytes(ffi.buffer(r.stdout_data, r.stdout_len)) if r.stdout_len else b""
+        stderr = bytes(ffi.buffer(r.stderr_data, r.stderr_len)) if r.stderr_len else b""
+    finally:
+        lib().boxlite_result_free(r)
+    return status, stdout, stderr
+
+
+def result_free(res) -> None:
+    lib().boxlite_result_free(res)
+
+
+def new_buffer(size: int):
+    """A read buffer for execution_read (a cffi uint8_t[size])."""
+    return ffi.new("uint8_t[]", size)
+
+
+def buffer_bytes(buf, n: int) -> bytes:
+    return ffi.buffer(buf, n)[:]
+
+
+def execution_read(ex: Handle, stream: int, buf, timeout_ms: int) -> Tuple[int, int]:
+    """Reads into buf (from new_buffer): (OK, n), (AGAIN, 0) or (EOF, 0)."""
+    n = ffi.new("size_t *")
+    err = _new_err()
+    rc = check(lib().boxlite_execution_read(_ptr(ex), stream, buf, len(buf), timeout_ms, n, err), err, "execution_read")
+    return rc, int(n[0])
+
+
+def execution_fd(ex: Handle) -> int:
+    return lib().boxlite_execution_fd(_ptr(ex))
+
+
+def execution_write(ex: Handle, data: bytes) -> None:
+    err = _new_err()
+    check(lib().boxlite_execution_write(_ptr(ex), data, len(data), err), err, "execution_write")
+
+
+def execution_close_stdin(ex: Handle) -> None:
+    err = _new_err()
+    check(lib().boxlite_execution_close_stdin(_ptr(ex), err), err, "execution_close_stdin")
+
+
+def execution_wait(ex: Handle, timeout_ms: int) -> Tuple[int, Optional[ExitTuple]]:
+    """(OK, (exit_code, signal, timed_out)) or (AGAIN, None)."""
+    out = ffi.new("boxlite_exit_t *")
+    err = _new_err()
+    rc = check(lib().boxlite_execution_wait(_ptr(ex), timeout_ms, out, err), err, "execution_wait")
+    if rc == AGAIN:
+        return rc, None
+    return rc, (out.exit_code, out.signal, bool(out.timed_out))
+
+
+def execution_signal(ex: Handle, sig: int) -> None:
+    err = _new_err()
+    check(lib().boxlite_execution_signal(_ptr(ex), sig, err), err, "execution_signal")
+
+
+def execution_kill(ex: Handle) -> None:
+    err = _new_err()
+    check(lib().boxlite_execution_kill(_ptr(ex), err), err, "execution_kill")
+
+
+def execution_resize(ex: Handle, rows: int, cols: int) -> None:
+    err = _new_err()
+    check(lib().boxlite_execution_resize(_ptr(ex), rows, cols, err), err, "execution_resize")
+
+
+def execution_free(ex: Handle) -> None:
+    ex.close()

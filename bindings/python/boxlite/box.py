@@ -1,0 +1,432 @@
+"""Boxes: options, info, and the Box handle."""
+
+from __future__ import annotations
+
+import json
+import os
+import weakref
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from . import _ffi as raw
+from ._aio import blocking
+from .errors import ClosedError, InvalidArgumentError, UnsupportedError
+from .exec import ExecResult
+from .execution import Execution
+
+if TYPE_CHECKING:
+    from .runtime import Boxlite
+
+__all__ = ["Box", "BoxOptions", "BoxInfo", "BoxStateInfo"]
+
+
+# ---- argument checking (one place for every entry point) ------------------------
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def check_str(value: Any, what: str, *, allow_empty: bool = False) -> str:
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be str, not {type(value).__name__}")
+    if not allow_empty and value == "":
+        raise InvalidArgumentError(f"{what} is empty")
+    if "\x00" in value:
+        raise InvalidArgumentError(f"{what} contains a NUL character")
+    return value
+
+
+def check_optional_str(value: Any, what: str) -> Optional[str]:
+    return None if value is None else check_str(value, what)
+
+
+def check_optional_int(value: Any, what: str) -> Optional[int]:
+    if value is None:
+        return None
+    if not _is_int(value):
+        raise TypeError(f"{what} must be int, not {type(value).__name__}")
+    return value
+
+
+def check_timeout(value: Any, what: str = "timeout") -> Optional[float]:
+    """None or a number of seconds >= 0 (0 means none)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} must be a number of seconds, not {type(value).__name__}")
+    if value != value or value < 0 or value == float("inf"):
+        raise InvalidArgumentError(f"{what} must be a finite number of seconds >= 0, not {value!r}")
+    return float(value)
+
+
+def check_env_pairs(env: Any, what: str) -> Dict[str, str]:
+    """A list of (key, value) tuples, as BoxOptions takes them."""
+    if env is None:
+        return {}
+    if isinstance(env, Mapping) or isinstance(env, (str, bytes)) or not isinstance(env, (list, tuple)):
+        raise TypeError(
+            f"{what} must be a list of (key, value) tuples, not {type(env).__name__}"
+            + (" (exec() takes a dict; BoxOptions env takes [(key, value), ...])" if isinstance(env, Mapping) else "")
+        )
+    out: Dict[str, str] = {}
+    for i, kv in enumerate(env):
+        if not isinstance(kv, (tuple, list)) or len(kv) != 2:
+            raise TypeError(f"{what}[{i}] must be a (key, value) tuple, not {kv!r:.60}")
+        k, v = kv
+        out[_env_key(k, f"{what}[{i}] key")] = check_str(v, f"{what}[{i}] value", allow_empty=True)
+    return out
+
+
+def check_env_dict(env: Any, what: str) -> Dict[str, str]:
+    """A dict of str to str, as exec() takes it."""
+    if env is None:
+        return {}
+    if not isinstance(env, Mapping):
+        raise TypeError(
+            f"{what} must be a dict of str to str, not {type(env).__name__}"
+            + (" (BoxOptions env takes [(key, value), ...]; exec() takes a dict)" if isinstance(env, (list, tuple)) else "")
+        )
+    return {_env_key(k, f"{what} key"): check_str(v, f"{what}[{k!r}]", allow_empty=True) for k, v in env.items()}
+
+
+def _env_key(k: Any, what: str) -> str:
+    k = check_str(k, what)
+    if "=" in k:
+        raise InvalidArgumentError(f"{what} {k!r} contains '='")
+    return k
+
+
+def command_json(
+    argv: Sequence[str],
+    *,
+    env: Optional[Dict[str, str]] = None,
+    cwd: Optional[str] = None,
+    user: Optional[str] = None,
+    timeout: Optional[float] = None,
+    stdin: bool = False,
+) -> str:
+    cmd: Dict[str, Any] = {"argv": list(argv)}
+    if env:
+        cmd["env"] = env
+    if cwd:
+        cmd["cwd"] = cwd
+    if user:
+        cmd["user"] = user
+    if timeout:
+        cmd["timeout_secs"] = timeout
+    if stdin:
+        cmd["stdin"] = True
+    return json.dumps(cmd)
+
+
+def check_argv(cmd: Any, args: Sequence[Any]) -> List[str]:
+    argv = [check_str(cmd, "cmd")]
+    for i, a in enumerate(args):
+        argv.append(check_str(a, f"args[{i}]", allow_empty=True))
+    return argv
+
+
+# ---- options and info ----------------------------------------------------------------
+
+
+@dataclass
+class BoxOptions:
+    """How to create a box (``Boxlite.create``). Unset fields take the
+    library's defaults: 1 CPU, 512 MiB, a 4 GB disk, the image's working dir,
+    user and env. ``auto_remove`` (default True, as in BoxLite) deletes the box
+    and its disk when it stops."""
+
+    image: Optional[str] = None
+    rootfs_path: Optional[str] = None
+    cpus: Optional[int] = None
+    memory_mib: Optional[int] = None
+    disk_size_gb: Optional[int] = None
+    working_dir: Optional[str] = None
+    env: List[Tuple[str, str]] = field(default_factory=list)
+    volumes: List[Any] = field(default_factory=list)
+    network: Any = None
+    ports: List[Any] = field(default_factory=list)
+    auto_remove: Optional[bool] = None
+    detach: Optional[bool] = None
+    entrypoint: Optional[List[str]] = None
+    cmd: Optional[List[str]] = None
+    user: Optional[str] = None
+    name: Optional[str] = None
+    boot_timeout: Optional[float] = None
+
+    def to_json(self, name: Optional[str] = None, what: str = "BoxOptions.") -> str:
+        """The options as the C ABI's JSON; raises TypeError /
+        InvalidArgumentError / UnsupportedError for what cannot be honoured
+        (``what`` prefixes the parameter names in messages)."""
+        for key in ("rootfs_path", "network", "entrypoint", "cmd"):
+            if getattr(self, key):
+                raise UnsupportedError(f"{what}{key} is not supported yet")
+        for key in ("volumes", "ports"):
+            if getattr(self, key):
+                raise UnsupportedError(f"{what}{key} is not supported yet (boxes have no shared folders or networking yet)")
+        if self.detach:
+            raise UnsupportedError(f"{what}detach is not supported yet: a box stops when the process that created it exits")
+        if self.image is None:
+            raise InvalidArgumentError(f"{what}image is required (e.g. 'alpine:latest')")
+        o: Dict[str, Any] = {"image": check_str(self.image, f"{what}image")}
+        name = self.name if name is None else name
+        if name is not None:
+            o["name"] = check_str(name, "name")
+        for key in ("cpus", "memory_mib", "disk_size_gb"):
+            v = check_optional_int(getattr(self, key), f"{what}{key}")
+            if v is not None:
+                o[key] = v
+        env = check_env_pairs(self.env, f"{what}env")
+        if env:
+            o["env"] = env
+        if self.working_dir is not None:
+            o["working_dir"] = check_str(self.working_dir, f"{what}working_dir")
+        if self.user is not None:
+            o["user"] = check_str(self.user, f"{what}user")
+        t = check_timeout(self.boot_timeout, f"{what}boot_timeout")
+        if t:
+            o["boot_timeout_secs"] = t
+        auto = True if self.auto_remove is None else self.auto_remove
+        if not isinstance(auto, bool):
+            raise TypeError(f"{what}auto_remove must be bool, not {type(auto).__name__}")
+        o["auto_remove"] = auto
+        return json.dumps(o)
+
+
+@dataclass(frozen=True)
+class BoxStateInfo:
+    status: str  # "running", "stopped", "starting", "stopping", "removed"
+    running: bool
+    pid: Optional[int] = None  # the VMM's pid while running
+
+
+class BoxInfo:
+    """What a box reports about itself (``Box.info()``, ``Boxlite.list_info()``).
+
+    ``await box.info()`` works too, for programs that treat it as async."""
+
+    def __init__(self, data: Dict[str, Any]):
+        self.raw = data
+        cfg = data.get("config") or {}
+        rt = data.get("runtime") or {}
+        status = data.get("state", "unknown")
+        self.id: str = data.get("id", "")
+        self.name: Optional[str] = data.get("name") or None
+        self.image: str = data.get("image", "")
+        self.state = BoxStateInfo(status=status, running=status == "running", pid=rt.get("vmm_pid") or None)
+        self.created_at: str = data.get("created_at", "")
+        self.cpus: int = cfg.get("cpus", 0)
+        self.memory_mib: int = cfg.get("memory_mib", 0)
+        self.disk_size_gb: int = cfg.get("disk_size_gb", 0)
+        self.working_dir: Optional[str] = cfg.get("working_dir") or None
+        self.auto_remove: bool = bool(cfg.get("auto_remove", False))
+        self.last_exit: Optional[str] = data.get("last_exit") or None
+        self.accel: Optional[str] = rt.get("accel")
+        self.accel_reason: Optional[str] = rt.get("accel_reason")
+        self.kernel: Optional[str] = rt.get("kernel")
+        self.boot_ms: Optional[float] = rt.get("boot_ms")
+
+    @property
+    def status(self) -> str:
+        return self.state.status
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self.state.pid
+
+    def __await__(self):
+        if False:  # pragma: no cover - makes this a generator
+            yield
+        return self
+
+    def __repr__(self) -> str:
+        return f"BoxInfo(id={self.id!r}, name={self.name!r}, image={self.image!r}, status={self.status!r})"
+
+
+# ---- the box handle ------------------------------------------------------------------------
+
+
+class Box:
+    """A handle on a box (from ``Boxlite.create`` or ``Boxlite.get``).
+
+    ``close()`` releases the handle (and the executions started through it);
+    the box keeps running until ``stop()``, the runtime's close, or the end of
+    the process. ``async with box:`` starts it if stopped and stops it (and,
+    with auto_remove, deletes it) on exit."""
+
+    def __init__(self, runtime: "Boxlite", handle: raw.Handle):
+        self._runtime = runtime
+        self._h = handle
+        self._id = raw.box_id(handle) or ""
+        self._executions: "weakref.WeakSet[Execution]" = weakref.WeakSet()
+
+    # ---- identity and info ----
+
+    @property
+    def id(self) -> str:
+        return self._id
+
+    @property
+    def name(self) -> Optional[str]:
+        return self.info().name
+
+    @property
+    def closed(self) -> bool:
+        return not self._h.alive
+
+    def info(self) -> BoxInfo:
+        return BoxInfo(json.loads(raw.box_info(self._handle())))
+
+    # ---- lifecycle ----
+
+    async def start(self) -> None:
+        """Boots a stopped box (its disk keeps what earlier runs wrote)."""
+        await blocking(raw.box_start, self._handle())
+
+    async def stop(self) -> None:
+        """Shuts the box down; with auto_remove it is deleted too. Stopping a
+        stopped box does nothing."""
+        await blocking(raw.box_stop, self._handle())
+
+    async def remove(self, force: bool = False) -> None:
+        """Deletes the box and its disk; a running box needs force=True."""
+        if not isinstance(force, bool):
+            raise TypeError(f"force must be bool, not {type(force).__name__}")
+        await blocking(raw.box_remove, self._handle(), force)
+
+    async def metrics(self):
+        raise UnsupportedError("box metrics are not available from the C ABI yet")
+
+    def close(self) -> None:
+        """Releases the handle and closes its executions. Idempotent."""
+        for ex in list(self._executions):
+            ex.close()
+        self._h.close()
+
+    async def __aenter__(self) -> "Box":
+        if self.info().status != "running":
+            await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        try:
+            if self._h.alive and self.info().status in ("running", "starting"):
+                await self.stop()
+        finally:
+            self.close()
+
+    # ---- processes ----
+
+    async def exec(
+        self,
+        cmd: str,
+        *argv: Any,
+        args: Optional[Sequence[str]] = None,
+        env: Any = None,
+        tty: bool = False,
+        user: Optional[str] = None,
+        timeout_secs: Optional[float] = None,
+        timeout: Optional[float] = None,
+        cwd: Optional[str] = None,
+        stdin: bool = True,
+    ) -> Execution:
+        """Starts ``cmd`` with ``args`` (never joined into a shell string) and
+        returns its streaming Execution.
+
+        BoxLite's call styles all work: ``exec("ls", "-l", "/")``,
+        ``exec("ls", ["-l", "/"], [("K", "V")])`` (args as a list, then env as a
+        list of pairs) and ``exec("ls", args=["-l"], env=...)``. ``env`` is a
+        dict (or a list of pairs). ``stdin=True``
+        keeps the process's stdin open for ``execution.stdin()``; ``wait()``
+        closes it if it was never taken. A command that does not exist raises
+        NotFoundError here or from ``wait()``."""
+        if args is not None:
+            if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
+                raise TypeError(f"args must be a list of str, not {type(args).__name__}")
+            if argv:
+                raise TypeError("exec() got arguments both positionally and as args=")
+            argv = (list(args),)
+        argv, env = _split_exec_args(cmd, argv, env)
+        if tty:
+            raise UnsupportedError("exec: tty=True needs PTY support, which boxlite does not have yet")
+        t = check_timeout(timeout_secs if timeout_secs is not None else timeout)
+        cmd_json = command_json(
+            argv,
+            env=env,
+            cwd=check_optional_str(cwd, "cwd"),
+            user=check_optional_str(user, "user"),
+            timeout=t,
+            stdin=bool(stdin),
+        )
+        h = raw.box_exec(self._handle(), cmd_json)
+        try:
+            ex = Execution(self, h, argv, bool(stdin))
+        except BaseException:
+            h.close()
+            raise
+        self._executions.add(ex)
+        return ex
+
+    async def run(
+        self,
+        cmd: str,
+        *args: Any,
+        env: Optional[Mapping[str, str]] = None,
+        user: Optional[str] = None,
+        timeout: Optional[float] = None,
+        cwd: Optional[str] = None,
+    ) -> ExecResult:
+        """Runs a command to completion in one library call (boxlite_box_run,
+        in a worker thread) and returns its ExecResult (``timed_out`` set when
+        its timeout killed it). Output is collected whole: for large or
+        unending output use exec()."""
+        argv = check_argv(cmd, args)
+        cmd_json = command_json(
+            argv,
+            env=check_env_dict(env, "env"),
+            cwd=check_optional_str(cwd, "cwd"),
+            user=check_optional_str(user, "user"),
+            timeout=check_timeout(timeout),
+        )
+        (code, sig, timed_out), out, err = await blocking(raw.box_run, self._handle(), cmd_json)
+        return ExecResult(
+            exit_code=code,
+            stdout=out.decode("utf-8", "replace"),
+            stderr=err.decode("utf-8", "replace"),
+            timed_out=timed_out,
+            error_message=f"exec {' '.join(argv)}: timed out" if timed_out else None,
+        )
+
+    # ---- internals ----
+
+    def _handle(self) -> raw.Handle:
+        if not self._h.alive:
+            raise ClosedError(f"box {self._id} handle is closed")
+        return self._h
+
+    def __repr__(self) -> str:
+        return f"Box(id={self._id!r}{', closed' if self.closed else ''})"
+
+
+def _split_exec_args(cmd: Any, args: Sequence[Any], env: Any) -> Tuple[List[str], Dict[str, str]]:
+    """Normalizes exec's two call styles into argv and an env dict."""
+    args = list(args)
+    if args and (args[0] is None or isinstance(args[0], (list, tuple))):
+        # BoxLite's native style: exec(cmd, [args], [env pairs])
+        if len(args) > 2:
+            raise TypeError("exec(cmd, args_list, env) takes at most 3 positional arguments")
+        arg_list = list(args[0] or [])
+        if len(args) == 2:
+            if env is not None:
+                raise TypeError("exec() got env both positionally and as a keyword")
+            env = args[1]
+        args = arg_list
+    argv = check_argv(cmd, args)
+    if env is None or isinstance(env, Mapping):
+        envd = check_env_dict(env, "env")
+    else:
+        envd = check_env_pairs(env, "env")
+    return argv, envd

@@ -1,0 +1,166 @@
+"""BoxLite's one error vocabulary, as Python exceptions.
+
+Every C status code (include/boxlite.h) has one class; the library's message
+names the operation and the state. ``BoxliteError.code`` is the stable kind
+name ("not_found", ...), the same as the C ``boxlite_status_name`` and the JS
+``error.code``.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Optional
+
+__all__ = [
+    "BoxliteError",
+    "InvalidArgumentError",
+    "NotFoundError",
+    "AlreadyExistsError",
+    "InvalidStateError",
+    "TimeoutError",
+    "UnsupportedError",
+    "BootFailedError",
+    "ClosedError",
+    "LimitError",
+    "InternalError",
+    "ExecError",
+    "ParseError",
+]
+
+
+class BoxliteError(Exception):
+    """Base class of every boxlite error."""
+
+    code: str = "internal"
+    status: int = 10
+
+    def __init__(self, message: str = "", *args):
+        super().__init__(message, *args)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class InvalidArgumentError(BoxliteError, ValueError):
+    """A bad argument: malformed options, an unknown option, a value out of range."""
+
+    code, status = "invalid_argument", 1
+
+
+class NotFoundError(BoxliteError):
+    """No such box, image or command."""
+
+    code, status = "not_found", 2
+
+
+class AlreadyExistsError(BoxliteError):
+    """A box with that name already exists."""
+
+    code, status = "already_exists", 3
+
+
+class InvalidStateError(BoxliteError):
+    """The box (or execution) is in the wrong state, e.g. it is stopped."""
+
+    code, status = "invalid_state", 4
+
+
+class TimeoutError(BoxliteError, builtins.TimeoutError):
+    """An operation or a command's timeout expired.
+
+    Also a ``builtins.TimeoutError``, so ``except TimeoutError`` works whichever
+    one the program imported."""
+
+    code, status = "timeout", 5
+
+    def __init__(self, message: str = ""):
+        # OSError treats two or more arguments as (errno, strerror): pass one.
+        builtins.TimeoutError.__init__(self, message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UnsupportedError(BoxliteError):
+    """Not supported (yet), e.g. terminals (PTYs)."""
+
+    code, status = "unsupported", 6
+
+
+class BootFailedError(BoxliteError):
+    """The box did not boot; the message has the tail of its console."""
+
+    code, status = "boot_failed", 7
+
+
+class ClosedError(BoxliteError):
+    """The runtime, box or execution handle was closed."""
+
+    code, status = "closed", 8
+
+
+class LimitError(BoxliteError):
+    """A size or count limit was exceeded (e.g. a huge argument list)."""
+
+    code, status = "limit", 9
+
+
+class InternalError(BoxliteError):
+    """A bug or an unexpected failure inside boxlite."""
+
+    code, status = "internal", 10
+
+
+class ExecError(BoxliteError):
+    """A command failed (non-zero exit code).
+
+    Attributes: ``command``, ``exit_code``, ``stderr``."""
+
+    code, status = "exec", 0
+
+    def __init__(self, command: str, exit_code: int, stderr: str):
+        self.command = command
+        self.exit_code = exit_code
+        self.stderr = stderr
+        super().__init__(f"Command '{command}' failed with exit code {exit_code}: {stderr}")
+
+
+class ParseError(BoxliteError):
+    """Output could not be parsed."""
+
+    code, status = "parse", 0
+
+
+_BY_STATUS = {
+    cls.status: cls
+    for cls in (
+        InvalidArgumentError,
+        NotFoundError,
+        AlreadyExistsError,
+        InvalidStateError,
+        TimeoutError,
+        UnsupportedError,
+        BootFailedError,
+        ClosedError,
+        LimitError,
+        InternalError,
+    )
+}
+
+
+def from_status(status: int, message: str) -> BoxliteError:
+    """The exception for a C status code (unknown codes are InternalError)."""
+    cls = _BY_STATUS.get(status)
+    if cls is None:
+        return InternalError(f"{message} (unknown status {status})")
+    return cls(message)
+
+
+def class_for(code: str) -> Optional[type]:
+    """The exception class of a kind name ("not_found", ...)."""
+    for cls in _BY_STATUS.values():
+        if cls.code == code:
+            return cls
+    return None

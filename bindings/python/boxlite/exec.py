@@ -1,0 +1,28 @@
+"""The result of a command run to completion."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+__all__ = ["ExecResult"]
+
+
+@dataclass
+class ExecResult:
+    """A finished command (``SimpleBox.exec``, ``Box.run``).
+
+    Attributes:
+        exit_code: the exit code (128+signal when a signal killed it; 127 when
+            the command does not exist).
+        stdout, stderr: the output, as str (UTF-8, invalid bytes replaced).
+        timed_out: True if the command's timeout killed it.
+        error_message: why the command could not run or ended abnormally,
+            else None.
+    """
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    error_message: Optional[str] = None

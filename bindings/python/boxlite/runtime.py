@@ -1,0 +1,230 @@
+"""The runtime: a home directory with its images and boxes."""
+
+from __future__ import annotations
+
+import json
+import threading
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from . import _ffi as raw
+from ._aio import blocking
+from .box import Box, BoxInfo, BoxOptions, check_str
+from .errors import BoxliteError, ClosedError, NotFoundError, UnsupportedError
+
+__all__ = ["Boxlite", "Options", "ImageHandle", "ImageInfo"]
+
+
+@dataclass
+class Options:
+    """Runtime options. ``home_dir`` defaults to $BOXLITE_HOME, else
+    ~/.boxlite; ``assets_dir`` (boxlite-shim and guest/) to $BOXLITE_ASSETS,
+    else the ones bundled with this package."""
+
+    home_dir: Optional[str] = None
+    image_registries: List[Any] = field(default_factory=list)
+    assets_dir: Optional[str] = None
+
+    def to_json(self) -> Optional[str]:
+        if self.image_registries:
+            raise UnsupportedError("Options.image_registries is not supported yet: load images with runtime.images.load()")
+        o: Dict[str, str] = {}
+        if self.home_dir is not None:
+            o["home"] = check_str(self.home_dir, "Options.home_dir")
+        if self.assets_dir is not None:
+            o["assets"] = check_str(self.assets_dir, "Options.assets_dir")
+        return json.dumps(o) if o else None
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    name: str
+    digest: str
+    size: int
+    raw: Dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return self.digest
+
+
+class ImageHandle:
+    """The runtime's local image store (``runtime.images``)."""
+
+    def __init__(self, runtime: "Boxlite"):
+        self._rt = runtime
+
+    async def list(self) -> List[ImageInfo]:
+        data = json.loads(await blocking(raw.image_list, self._rt._handle()) or "[]")
+        return [_image_info(d) for d in data or []]
+
+    async def load(self, path: str) -> List[ImageInfo]:
+        """Imports an OCI layout directory or a docker-archive tar (docker
+        save) and returns the images it held."""
+        path = check_str(path, "path")
+        data = json.loads(await blocking(raw.image_load, self._rt._handle(), path) or "[]")
+        return [_image_info(d) for d in data or []]
+
+    async def pull(self, reference: str) -> ImageInfo:
+        raise UnsupportedError("images.pull: the C ABI has no pull yet; load the image with runtime.images.load(path)")
+
+
+def _image_info(d: Dict[str, Any]) -> ImageInfo:
+    return ImageInfo(name=d.get("name") or "", digest=d.get("digest") or "",
+                     size=int(d.get("size") or 0), raw=d)
+
+
+class Boxlite:
+    """The BoxLite runtime.
+
+    ``Boxlite.default()`` is the process-wide runtime for $BOXLITE_HOME (or
+    ~/.boxlite); ``Boxlite(Options(home_dir=...))`` opens another home.
+    ``close()`` (or leaving ``with``/``async with``) releases the boxes it
+    opened and stops those this runtime started; so does the end of the
+    process."""
+
+    _default: Optional["Boxlite"] = None
+    _default_options: Optional[Options] = None
+    _default_lock = threading.Lock()
+
+    def __init__(self, options: Optional[Options] = None):
+        if options is None:
+            options = Options()
+        if not isinstance(options, Options):
+            raise TypeError(f"options must be boxlite.Options, not {type(options).__name__}")
+        self._h = raw.runtime_new(options.to_json())
+        self._boxes: "weakref.WeakSet[Box]" = weakref.WeakSet()
+        self.images = ImageHandle(self)
+
+    @staticmethod
+    def default() -> "Boxlite":
+        """The shared default runtime (created on first use)."""
+        with Boxlite._default_lock:
+            rt = Boxlite._default
+            if rt is None or rt.closed:
+                rt = Boxlite._default = Boxlite(Boxlite._default_options)
+            return rt
+
+    @staticmethod
+    def init_default(options: Options) -> None:
+        """Sets the options of the default runtime before its first use."""
+        with Boxlite._default_lock:
+            if Boxlite._default is not None and not Boxlite._default.closed:
+                raise BoxliteError("the default runtime is already in use")
+            Boxlite._default_options = options
+
+    @property
+    def closed(self) -> bool:
+        return not self._h.alive
+
+    async def create(self, options: BoxOptions, name: Optional[str] = None) -> Box:
+        """Creates a box and boots it (blocks a worker thread, not the loop)."""
+        if not isinstance(options, BoxOptions):
+            raise TypeError(f"options must be boxlite.BoxOptions, not {type(options).__name__}")
+        opts = options.to_json(name)
+        h = await blocking(raw.box_create, self._handle(), opts, on_abandon=_discard_box)
+        return self._adopt(h)
+
+    async def get(self, id_or_name: str) -> Optional[Box]:
+        """The box with this id, id prefix or name, or None."""
+        id_or_name = check_str(id_or_name, "id_or_name")
+        try:
+            h = await blocking(raw.box_get, self._handle(), id_or_name, on_abandon=raw.Handle.close)
+        except NotFoundError:
+            return None
+        return self._adopt(h)
+
+    async def get_or_create(self, options: BoxOptions, name: Optional[str] = None):
+        """(box, created): the named box if it exists, else a new one."""
+        name = options.name if name is None else name
+        if name is not None:
+            box = await self.get(name)
+            if box is not None:
+                if box.info().status != "running":
+                    await box.start()
+                return box, False
+        return await self.create(options, name), True
+
+    async def get_info(self, id_or_name: str) -> Optional[BoxInfo]:
+        box = await self.get(id_or_name)
+        if box is None:
+            return None
+        try:
+            return box.info()
+        finally:
+            box.close()
+
+    async def list_info(self) -> List[BoxInfo]:
+        """Infos of every box in this home, oldest first."""
+        data = json.loads(await blocking(raw.box_list, self._handle()) or "[]")
+        return [BoxInfo(d) for d in data or []]
+
+    async def list(self) -> List[BoxInfo]:
+        return await self.list_info()
+
+    async def remove(self, id_or_name: str, force: bool = False) -> None:
+        """Deletes a box and its disk; a running one needs force=True."""
+        id_or_name = check_str(id_or_name, "id_or_name")
+        if not isinstance(force, bool):
+            raise TypeError(f"force must be bool, not {type(force).__name__}")
+        await blocking(_remove, self._handle(), id_or_name, force)
+
+    async def metrics(self):
+        raise UnsupportedError("runtime metrics are not available from the C ABI yet")
+
+    def close(self) -> None:
+        """Closes the boxes and executions opened through this runtime and
+        stops the boxes it started. Idempotent. Blocks until they stopped: in
+        async code prefer ``await runtime.shutdown()``."""
+        for box in list(self._boxes):
+            box.close()
+        self._h.close()
+
+    async def shutdown(self, timeout: Optional[int] = None) -> None:
+        """close(), in a worker thread."""
+        await blocking(self.close)
+
+    def __enter__(self) -> "Boxlite":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    async def __aenter__(self) -> "Boxlite":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.shutdown()
+
+    def __repr__(self) -> str:
+        return f"Boxlite({'closed' if self.closed else 'open'})"
+
+    # ---- internals ----
+
+    def _handle(self) -> raw.Handle:
+        if not self._h.alive:
+            raise ClosedError("runtime is closed")
+        return self._h
+
+    def _adopt(self, h: raw.Handle) -> Box:
+        box = Box(self, h)
+        self._boxes.add(box)
+        return box
+
+
+def _remove(rt: raw.Handle, id_or_name: str, force: bool) -> None:
+    h = raw.box_get(rt, id_or_name)
+    try:
+        raw.box_remove(h, force)
+    finally:
+        h.close()
+
+
+def _discard_box(h: raw.Handle) -> None:
+    """A box created for a caller that went away (cancelled): delete it."""
+    try:
+        raw.box_remove(h, True)
+    finally:
+        h.close()
+

@@ -1,0 +1,191 @@
+"""SimpleBox: a box as an async context manager, with exec and file copy."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+from . import _copy
+from .box import Box, BoxInfo, BoxOptions, check_argv, check_env_dict, check_optional_str, check_timeout
+from .errors import InvalidArgumentError, InvalidStateError, NotFoundError, TimeoutError
+from .exec import ExecResult
+from .runtime import Boxlite
+
+__all__ = ["SimpleBox"]
+
+# BoxOptions fields SimpleBox passes through from **kwargs.
+_BOX_KWARGS = {
+    "env", "working_dir", "disk_size_gb", "user", "volumes", "ports", "network",
+    "detach", "entrypoint", "cmd", "boot_timeout",
+}
+
+_NOT_STARTED = "box not started: use 'async with SimpleBox(...) as box:' or 'await box.start()' first"
+
+
+class SimpleBox:
+    """A box for running commands: ``async with SimpleBox(image=...) as box``.
+
+    The box is created and booted on entry and stopped on exit (and deleted,
+    with ``auto_remove=True``, the default). ``env`` is a list of (key, value)
+    tuples; ``exec(..., env=)`` takes a dict."""
+
+    def __init__(
+        self,
+        image: Optional[str] = None,
+        rootfs_path: Optional[str] = None,
+        memory_mib: Optional[int] = None,
+        cpus: Optional[int] = None,
+        runtime: Optional[Boxlite] = None,
+        name: Optional[str] = None,
+        auto_remove: bool = True,
+        reuse_existing: bool = False,
+        **kwargs: Any,
+    ):
+        if not image and not rootfs_path:
+            raise InvalidArgumentError("Either 'image' or 'rootfs_path' must be provided")
+        unknown = sorted(set(kwargs) - _BOX_KWARGS)
+        if unknown:
+            raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument {unknown[0]!r}")
+        if runtime is not None and not isinstance(runtime, Boxlite):
+            raise TypeError(f"runtime must be boxlite.Boxlite, not {type(runtime).__name__}")
+        self._box_options = BoxOptions(image=image, rootfs_path=rootfs_path, memory_mib=memory_mib, cpus=cpus,
+                                       auto_remove=auto_remove, **kwargs)
+        # Check every option now, so a wrong type fails here, not at boot.
+        self._box_options.to_json(name, what="")
+        self._runtime = runtime
+        self._name = name
+        self._reuse_existing = reuse_existing
+        self._box: Optional[Box] = None
+        self._started = False
+        self._created: Optional[bool] = None
+
+    # ---- lifecycle ----
+
+    async def __aenter__(self) -> "SimpleBox":
+        if self._started:
+            return self
+        rt = self._runtime if self._runtime is not None else Boxlite.default()
+        self._runtime = rt
+        if self._reuse_existing:
+            self._box, self._created = await rt.get_or_create(self._box_options, self._name)
+        else:
+            self._box = await rt.create(self._box_options, self._name)
+            self._created = True
+        self._started = True
+        return self
+
+    async def start(self) -> "SimpleBox":
+        """Creates and boots the box (what ``async with`` does on entry)."""
+        return await self.__aenter__()
+
+    async def __aexit__(self, exc_type, exc, tb) -> None:
+        await self.stop()
+
+    async def stop(self) -> None:
+        """Stops the box (deleting it with auto_remove) and releases it.
+        Idempotent."""
+        box, self._box, self._started = self._box, None, False
+        if box is None:
+            return
+        try:
+            if not box.closed:
+                await box.stop()
+        finally:
+            box.close()
+
+    async def shutdown(self) -> None:
+        await self.stop()
+
+    @property
+    def id(self) -> str:
+        return self._require().id
+
+    @property
+    def created(self) -> Optional[bool]:
+        """True if this box was created, False if an existing one was reused."""
+        return self._created
+
+    @property
+    def box(self) -> Box:
+        """The underlying Box handle."""
+        return self._require()
+
+    def info(self) -> BoxInfo:
+        return self._require().info()
+
+    async def metrics(self):
+        return await self._require().metrics()
+
+    def _require(self) -> Box:
+        if not self._started or self._box is None:
+            raise InvalidStateError(_NOT_STARTED)
+        return self._box
+
+    # ---- commands ----
+
+    async def exec(
+        self,
+        cmd: str,
+        *args: str,
+        env: Optional[Dict[str, str]] = None,
+        user: Optional[str] = None,
+        timeout: Optional[float] = None,
+        cwd: Optional[str] = None,
+    ) -> ExecResult:
+        """Runs a command to completion and returns its ExecResult.
+
+        A non-zero exit is a result, not an exception; a command that does not
+        exist gives exit code 127 with the reason in ``error_message`` and
+        stderr. ``timeout`` (seconds) kills the command and raises
+        ``boxlite.TimeoutError``."""
+        box = self._require()
+        argv = check_argv(cmd, args)
+        envd = check_env_dict(env, "env")
+        t = check_timeout(timeout)
+        user = check_optional_str(user, "user")
+        cwd = check_optional_str(cwd, "cwd")
+        display = " ".join(argv)
+        try:
+            ex = await box.exec(argv[0], *argv[1:], env=envd, user=user, timeout=t, cwd=cwd, stdin=False)
+        except NotFoundError as e:
+            return ExecResult(exit_code=127, stdout="", stderr=f"{e}\n", error_message=str(e))
+        try:
+            try:
+                # wait() buffers both streams whole (the result holds them
+                # anyway), then the reads below return at once.
+                st = await ex.wait()
+            except NotFoundError as e:
+                return ExecResult(exit_code=127, stdout="", stderr=f"{e}\n", error_message=str(e))
+            out = await ex.stdout().read()
+            err = await ex.stderr().read()
+        finally:
+            ex.close()  # kills the process if we were cancelled
+        if st.timed_out:
+            raise TimeoutError(f"Command '{display}' timed out after {t:g} seconds")
+        return ExecResult(
+            exit_code=st.exit_code,
+            stdout=out.decode("utf-8", "replace"),
+            stderr=err.decode("utf-8", "replace"),
+            timed_out=False,
+            error_message=st.error_message,
+        )
+
+    # ---- files ----
+
+    async def copy_in(self, host_path: str, container_dest: str, *, overwrite: bool = True,
+                      follow_symlinks: bool = False, include_parent: bool = True) -> None:
+        """Copies a file or directory from the host into the box (like
+        ``docker cp``): into ``container_dest`` if that is a directory, else to
+        that path. Binary-safe; owners become root."""
+        await _copy.copy_in(self._require(), host_path, container_dest, overwrite=overwrite,
+                            follow_symlinks=follow_symlinks, include_parent=include_parent)
+
+    async def copy_out(self, container_src: str, host_dest: str, *, overwrite: bool = True,
+                       follow_symlinks: bool = False, include_parent: bool = True) -> None:
+        """Copies a file or directory from the box to the host (like ``docker
+        cp``). Raises NotFoundError when the source does not exist. Files get
+        the calling user as owner; devices and set-id bits are dropped."""
+        await _copy.copy_out(self._require(), container_src, host_dest, overwrite=overwrite,
+                             follow_symlinks=follow_symlinks, include_parent=include_parent)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(image={self._box_options.image!r}, {'started' if self._started else 'not started'})"

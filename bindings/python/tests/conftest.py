@@ -1,0 +1,89 @@
+"""Shared fixtures. The suite boots a handful of real boxes (TCG here: seconds
+each), one per module where the module's tests can share it.
+
+Images: tests use ``alpine:latest`` (a busybox-based stand-in) and
+``python:slim``. When the runtime home lacks them, they are loaded from the
+repository's build/images/{alpine,python}.tar if present; tests needing an
+image that is still missing are skipped, saying so.
+
+Home: $BOXLITE_HOME, else the repository's build/home (as `make test` uses),
+else a temporary directory."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pathlib
+import tempfile
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+IMAGE_TARS = {
+    "alpine:latest": REPO / "build" / "images" / "alpine.tar",
+    "python:slim": REPO / "build" / "images" / "python.tar",
+}
+
+if not os.environ.get("BOXLITE_HOME"):
+    home = REPO / "build" / "home"
+    os.environ["BOXLITE_HOME"] = str(home) if home.parent.is_dir() else tempfile.mkdtemp(prefix="boxlite-test-")
+
+import boxlite  # noqa: E402  (after BOXLITE_HOME is settled)
+
+
+def _matches(stored: str, name: str) -> bool:
+    return stored == name or stored.endswith("/" + name)
+
+
+async def _ensure_images() -> set:
+    rt = boxlite.Boxlite.default()
+    have = {i.name for i in await rt.images.list()}
+    for name, tar in IMAGE_TARS.items():
+        if not any(_matches(h, name) for h in have) and tar.is_file():
+            for img in await rt.images.load(str(tar)):
+                have.add(img.name)
+    return {name for name in IMAGE_TARS if any(_matches(h, name) for h in have)}
+
+
+_available = None
+
+
+def available_images() -> set:
+    global _available
+    if _available is None:
+        _available = asyncio.run(_ensure_images())
+    return _available
+
+
+def need_image(name: str) -> None:
+    if name not in available_images():
+        tar = IMAGE_TARS.get(name)
+        pytest.skip(
+            f"image {name} is not loaded in {os.environ['BOXLITE_HOME']} and {tar} does not exist yet "
+            "(build it with `make images` in the repository root)"
+        )
+
+
+@pytest.fixture(scope="module")
+def loop():
+    """One event loop per module, so a module's box and its executions share it."""
+    lp = asyncio.new_event_loop()
+    yield lp
+    lp.run_until_complete(lp.shutdown_asyncgens())
+    lp.close()
+
+
+@pytest.fixture(scope="module")
+def run(loop):
+    """run(coro): runs a coroutine on the module's loop (no pytest-asyncio needed)."""
+    return loop.run_until_complete
+
+
+def pytest_report_header(config):
+    from boxlite import _ffi
+
+    return [
+        f"boxlite package: {os.path.dirname(boxlite.__file__)}",
+        f"libboxlite: {_ffi.library_path()}",
+        f"BOXLITE_HOME: {os.environ['BOXLITE_HOME']}",
+    ]

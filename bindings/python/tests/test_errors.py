@@ -1,0 +1,108 @@
+"""Bad input through the friendly API: typed exceptions, never a crash.
+No box boots here (one fails to, on purpose)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+
+import pytest
+
+import boxlite
+
+
+def test_constructor_types():
+    with pytest.raises(TypeError, match=r"env must be a list of \(key, value\) tuples.*dict"):
+        boxlite.SimpleBox(image="alpine:latest", env={"A": "1"})
+    with pytest.raises(TypeError, match=r"env\[0\]"):
+        boxlite.SimpleBox(image="alpine:latest", env=["A=1"])
+    with pytest.raises(TypeError, match=r"env\[0\] value"):
+        boxlite.SimpleBox(image="alpine:latest", env=[("A", 1)])
+    with pytest.raises(TypeError, match="cpus"):
+        boxlite.SimpleBox(image="alpine:latest", cpus="two")
+    with pytest.raises(TypeError, match="memory_mib"):
+        boxlite.CodeBox(memory_mib=512.0)
+    with pytest.raises(TypeError, match="image"):
+        boxlite.SimpleBox(image=42)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
+        boxlite.SimpleBox(image="alpine:latest", colour="red")
+    with pytest.raises(TypeError, match="runtime"):
+        boxlite.SimpleBox(image="alpine:latest", runtime="default")
+    with pytest.raises(TypeError, match="auto_remove"):
+        boxlite.SimpleBox(image="alpine:latest", auto_remove="yes")
+    with pytest.raises(ValueError):  # InvalidArgumentError is a ValueError too
+        boxlite.SimpleBox()
+    with pytest.raises(boxlite.InvalidArgumentError, match="NUL"):
+        boxlite.SimpleBox(image="alpine\0latest")
+    with pytest.raises(boxlite.InvalidArgumentError, match="'='"):
+        boxlite.SimpleBox(image="alpine:latest", env=[("A=B", "1")])
+    with pytest.raises(boxlite.UnsupportedError, match="volumes"):
+        boxlite.SimpleBox(image="alpine:latest", volumes=[("/a", "/b", "ro")])
+    with pytest.raises(boxlite.UnsupportedError, match="PTY"):
+        boxlite.InteractiveBox(image="alpine:latest", tty=True)
+    with pytest.raises(TypeError):
+        boxlite.Boxlite("not options")
+    with pytest.raises(TypeError, match="BoxOptions"):
+        asyncio.run(boxlite.Boxlite.default().create({"image": "alpine:latest"}))
+    with pytest.raises(boxlite.UnsupportedError):
+        boxlite.Boxlite(boxlite.Options(image_registries=["r.example"]))
+
+
+def test_not_started():
+    box = boxlite.SimpleBox(image="alpine:latest")
+    with pytest.raises(boxlite.InvalidStateError, match="not started"):
+        asyncio.run(box.exec("true"))
+    with pytest.raises(boxlite.InvalidStateError):
+        _ = box.id
+    with pytest.raises(boxlite.InvalidStateError):
+        asyncio.run(box.copy_in(__file__, "/tmp/x"))
+    asyncio.run(box.stop())  # stopping a box never started is a no-op
+
+
+def test_bad_options_reach_the_library_typed(tmp_path):
+    rt = boxlite.Boxlite(boxlite.Options(home_dir=str(tmp_path)))
+    try:
+        with pytest.raises(boxlite.InvalidArgumentError, match="memory"):
+            asyncio.run(rt.create(boxlite.BoxOptions(image="alpine:latest", memory_mib=1)))
+        with pytest.raises(boxlite.InvalidArgumentError, match="name"):
+            asyncio.run(rt.create(boxlite.BoxOptions(image="alpine:latest"), name="no spaces allowed"))
+        assert asyncio.run(rt.get("no-such-box")) is None
+        assert asyncio.run(rt.get_info("no-such-box")) is None
+        with pytest.raises(boxlite.NotFoundError):
+            asyncio.run(rt.remove("no-such-box"))
+        with pytest.raises(boxlite.NotFoundError):
+            asyncio.run(rt.images.load(str(tmp_path / "missing.tar")))
+        with pytest.raises(boxlite.UnsupportedError):
+            asyncio.run(rt.images.pull("alpine:latest"))
+    finally:
+        rt.close()
+
+
+def test_boot_failure_is_typed(tmp_path):
+    """A box that cannot boot says why (here: a kernel that is not one)."""
+    from conftest import need_image
+
+    from boxlite import _ffi as raw
+
+    need_image("alpine:latest")
+    shim = os.path.join(os.path.dirname(raw.library_path()), "boxlite-shim")
+    if not os.path.exists(shim):
+        pytest.skip(f"no boxlite-shim beside {raw.library_path()}")
+    assets = tmp_path / "assets"
+    (assets / "guest").mkdir(parents=True)
+    shutil.copy(shim, assets / "boxlite-shim")
+    (assets / "guest" / "vmlinuz").write_bytes(b"not a kernel" * 1000)
+    (assets / "guest" / "initramfs.cpio").write_bytes(b"")
+    rt = boxlite.Boxlite(boxlite.Options(assets_dir=str(assets)))
+    try:
+        with pytest.raises(boxlite.BootFailedError, match="kernel"):
+            asyncio.run(rt.create(boxlite.BoxOptions(image="alpine:latest", boot_timeout=30)))
+    finally:
+        rt.close()
+    missing = boxlite.Boxlite(boxlite.Options(assets_dir=str(tmp_path / "none")))
+    try:
+        with pytest.raises(boxlite.NotFoundError, match="boxlite-shim"):
+            asyncio.run(missing.create(boxlite.BoxOptions(image="alpine:latest")))
+    finally:
+        missing.close()
