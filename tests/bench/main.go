@@ -120,7 +120,66 @@ func run() error {
 	shimKB, vmmKB := rssKB(accel.ShimPid), rssKB(accel.VMMPid)
 	fmt.Printf("host RSS of an idle box (%d MiB guest): %.0f MiB = shim %.0f MiB + QEMU %.0f MiB\n",
 		box.Info().Config.MemoryMiB, float64(shimKB+vmmKB)/1024, float64(shimKB)/1024, float64(vmmKB)/1024)
-	return box.Remove(ctx, true)
+	if err := box.Remove(ctx, true); err != nil {
+		return err
+	}
+	if py := os.Getenv("BOXLITE_TEST_PYTHON_IMAGE"); py != "" {
+		return pythonImage(ctx, py)
+	}
+	return nil
+}
+
+// pythonImage measures the python:slim stand-in in a fresh home: load,
+// conversion of its layer to ext4, store size, and create to the first exec
+// result with the image converted or not.
+func pythonImage(ctx context.Context, archive string) error {
+	home, err := os.MkdirTemp("", "bxp")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(home)
+	rt, err := core.NewRuntime(core.WithHome(home))
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	start := time.Now()
+	imgs, err := rt.Images().Load(ctx, archive)
+	if err != nil {
+		return err
+	}
+	load := time.Since(start)
+	firstExec := func() (time.Duration, error) {
+		start := time.Now()
+		b, err := rt.Create(ctx, imgs[0].Name)
+		if err != nil {
+			return 0, err
+		}
+		defer b.Remove(ctx, true)
+		_, err = b.Run(ctx, core.Command{Argv: []string{"python3", "-c", "pass"}})
+		return time.Since(start), err
+	}
+	cold, err := firstExec() // converts the layer to ext4 first
+	if err != nil {
+		return err
+	}
+	layers, err := rt.Images().Rootfs(ctx, imgs[0])
+	if err != nil {
+		return err
+	}
+	warm, err := firstExec()
+	if err != nil {
+		return err
+	}
+	var ext4 int64
+	for _, l := range layers {
+		if st, err := os.Stat(l); err == nil {
+			ext4 += st.Size()
+		}
+	}
+	fmt.Printf("python:slim: load %s, blobs %.0f MB, ext4 %.0f MB; create to first `python3 -c pass`: %s unconverted vs %s converted (ratio %.2fx)\n",
+		ms(load), float64(imgs[0].Size)/1e6, float64(ext4)/1e6, ms(cold), ms(warm), float64(cold)/float64(warm))
+	return nil
 }
 
 // bareBoots boots the box's kernel, initramfs and disks with hv alone (no
