@@ -66,8 +66,9 @@ $(PYTHON_IMAGE): FORCE | $(BUILD)/.setup
 images: build $(TEST_IMAGES)
 	for i in $(TEST_IMAGES); do $(BUILD)/boxlite image load $$i || exit 1; done
 
-demo: images
-	@echo '$$ boxlite run --rm alpine:latest -- sh -c "uname -a; cat /etc/hostname; echo hello from a microVM"'
+demo: build $(ALPINE_IMAGE)
+	@$(BUILD)/boxlite image load $(ALPINE_IMAGE) >/dev/null
+	@echo '$$ boxlite run --rm alpine:latest -- sh -c "uname -a; echo hello from a microVM"'
 	@timeout 300 $(BUILD)/boxlite run --rm alpine:latest -- sh -c 'uname -a; echo hello from a microVM'
 
 vet:
