@@ -24,6 +24,9 @@ type command struct {
 	User        string            `json:"user"`
 	TimeoutSecs float64           `json:"timeout_secs"`
 	Stdin       bool              `json:"stdin"`
+	Tty         bool              `json:"tty"`
+	Rows        int               `json:"rows"`
+	Cols        int               `json:"cols"`
 }
 
 func parseCommand(s *C.cchar_t) (core.Command, error) {
@@ -37,8 +40,12 @@ func parseCommand(s *C.cchar_t) (core.Command, error) {
 	if c.TimeoutSecs < 0 {
 		return core.Command{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "command: timeout_secs %v is negative", c.TimeoutSecs)
 	}
+	if !c.Tty && (c.Rows != 0 || c.Cols != 0) {
+		return core.Command{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "command: rows and cols need \"tty\": true")
+	}
 	return core.Command{Argv: c.Argv, Env: c.Env, Cwd: c.Cwd, User: c.User,
-		Timeout: time.Duration(c.TimeoutSecs * float64(time.Second)), Stdin: c.Stdin}, nil
+		Timeout: time.Duration(c.TimeoutSecs * float64(time.Second)), Stdin: c.Stdin,
+		Tty: c.Tty, Rows: c.Rows, Cols: c.Cols}, nil
 }
 
 // execObj is an execution handle with its wakeup eventfd.
@@ -338,10 +345,11 @@ func boxlite_execution_kill(p *C.boxlite_execution_t, cerr **C.boxlite_error_t) 
 //export boxlite_execution_resize
 func boxlite_execution_resize(p *C.boxlite_execution_t, rows, cols C.int, cerr **C.boxlite_error_t) (rc C.int) {
 	defer guard(&rc, cerr)
-	if _, err := execOf(p); err != nil {
-		return status(err, cerr)
+	x, err := execOf(p)
+	if err == nil {
+		err = x.e.Resize(int(rows), int(cols))
 	}
-	return status(errdefs.Errorf(errdefs.ErrUnsupported, "execution_resize: this execution has no terminal (PTYs are not implemented yet)"), cerr)
+	return status(err, cerr)
 }
 
 //export boxlite_execution_free

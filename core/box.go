@@ -413,8 +413,19 @@ func (b *Box) Exec(ctx context.Context, cmd Command) (*Execution, error) {
 	if cmd.Timeout < 0 || cmd.Grace < 0 {
 		return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "exec: negative timeout or grace")
 	}
+	if cmd.Tty {
+		if cmd.Rows == 0 {
+			cmd.Rows = DefaultRows
+		}
+		if cmd.Cols == 0 {
+			cmd.Cols = DefaultCols
+		}
+		if err := checkTermSize("exec", cmd.Rows, cmd.Cols); err != nil {
+			return nil, err
+		}
+	}
 	b.mu.Lock()
-	c, state := b.conn, b.state
+	c, state, hello := b.conn, b.state, b.info.Hello
 	b.mu.Unlock()
 	if state != StateRunning || c == nil {
 		if state == StateStopped {
@@ -422,11 +433,15 @@ func (b *Box) Exec(ctx context.Context, cmd Command) (*Execution, error) {
 		}
 		return nil, errdefs.Errorf(errdefs.ErrInvalidState, "exec: box %s is %s", b.rec.ID, state)
 	}
+	if cmd.Tty && !hello.Has(protocol.FeatureTTY) {
+		// An older agent would ignore the field and run the process on pipes.
+		return nil, errdefs.Errorf(errdefs.ErrUnsupported, "exec: box %s runs an agent without terminal support (%s); restart the box to update it", b.rec.ID, hello.Agent)
+	}
 	req, err := b.request(cmd)
 	if err != nil {
 		return nil, err
 	}
-	e := &Execution{argv: cmd.Argv, timeout: cmd.Timeout, conn: c, done: make(chan struct{}), stdin: newSendWindow(protocol.InitialWindow)}
+	e := &Execution{argv: cmd.Argv, timeout: cmd.Timeout, conn: c, done: make(chan struct{}), stdin: newSendWindow(protocol.InitialWindow), tty: cmd.Tty}
 	credit := func(fd int) func(int) {
 		return func(n int) { c.send(protocol.TCredit, e.id, protocol.Credit{Fd: fd, Bytes: n}) }
 	}
@@ -493,6 +508,9 @@ func (b *Box) request(cmd Command) (protocol.Exec, error) {
 	}
 	sort.Strings(keys)
 	req := protocol.Exec{Argv: cmd.Argv, Stdin: cmd.Stdin, TimeoutMs: cmd.Timeout.Milliseconds(), GraceMs: cmd.Grace.Milliseconds()}
+	if cmd.Tty {
+		req.Tty, req.Rows, req.Cols = true, cmd.Rows, cmd.Cols
+	}
 	if cmd.Timeout > 0 && req.TimeoutMs == 0 {
 		req.TimeoutMs = 1
 	}

@@ -24,7 +24,23 @@ type Command struct {
 	Timeout time.Duration     // 0: none. Enforced in the guest: TERM, then KILL after Grace
 	Grace   time.Duration     // default 2s
 	Stdin   bool              // keep stdin open for Execution.Stdin; otherwise it reads /dev/null
+	// Tty runs the process on a pseudo-terminal in the box, as a login
+	// session would: stdin, stdout and stderr are the terminal (Stdout
+	// carries everything it shows, echoed input included; Stderr stays
+	// empty), it leads a session of its own with the terminal as its
+	// controlling terminal, and TERM is xterm unless Env sets it. Closing
+	// Stdin types the terminal's EOF character (^D) rather than closing
+	// anything; Execution.Resize changes the size.
+	Tty bool
+	// Rows and Cols are the terminal's initial size with Tty; default 24x80.
+	Rows, Cols int
 }
+
+// Default terminal size of a Command with Tty.
+const (
+	DefaultRows = 24
+	DefaultCols = 80
+)
 
 // ExitStatus is how a process ended. Code is 128+Signal when a signal killed it.
 type ExitStatus struct {
@@ -41,7 +57,8 @@ type ExecResult struct {
 
 // Execution is a running process. Read Stdout and Stderr concurrently (or
 // neither): like pipes, each holds a bounded window and the process blocks
-// when one is full.
+// when one is full. With Command.Tty, Stdout is the terminal's output and
+// Stderr ends empty.
 type Execution struct {
 	Stdout io.Reader
 	Stderr io.Reader
@@ -55,6 +72,7 @@ type Execution struct {
 	stderr  *window
 	stdin   *sendWindow
 	pid     int
+	tty     bool
 
 	once   sync.Once
 	done   chan struct{}
@@ -180,6 +198,35 @@ func (e *Execution) Signal(sig syscall.Signal) error {
 	default:
 	}
 	return e.conn.send(protocol.TSignal, e.id, protocol.Signal{Signal: int(sig)})
+}
+
+// Resize sets the size of the process's terminal (Command.Tty); the
+// kernel then sends SIGWINCH to the terminal's foreground process group. An
+// execution without a terminal is ErrInvalidState; a size of 0 or more than
+// 65535 is ErrInvalidArgument.
+func (e *Execution) Resize(rows, cols int) error {
+	if !e.tty {
+		return errdefs.Errorf(errdefs.ErrInvalidState, "resize exec %s: it has no terminal (Command.Tty)", quoteArgv(e.argv))
+	}
+	if err := checkTermSize("resize", rows, cols); err != nil {
+		return err
+	}
+	select {
+	case <-e.done:
+		return errdefs.Errorf(errdefs.ErrInvalidState, "resize exec %s: process has exited", quoteArgv(e.argv))
+	default:
+	}
+	return e.conn.send(protocol.TResize, e.id, protocol.Resize{Rows: rows, Cols: cols})
+}
+
+// Tty reports whether the process runs on a terminal (Command.Tty).
+func (e *Execution) Tty() bool { return e.tty }
+
+func checkTermSize(op string, rows, cols int) error {
+	if rows < 1 || cols < 1 || rows > protocol.MaxTermSize || cols > protocol.MaxTermSize {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s: terminal size %dx%d: rows and cols must be 1-%d", op, rows, cols, protocol.MaxTermSize)
+	}
+	return nil
 }
 
 // Kill ends the process with SIGKILL.

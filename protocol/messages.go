@@ -39,6 +39,7 @@ const (
 	TSignal     Type = 19 // Signal
 	TCancel     Type = 20 // no body: the host is gone; kill the process group, drop its output
 	TShutdown   Type = 21 // stream 0, no body: sync disks and power off
+	TResize     Type = 22 // Resize: set the terminal size of a TTY exec (SIGWINCH follows)
 
 	// Host to shim, answered by the shim on the same stream.
 	TInfo Type = 32 // request: no body; reply: Info
@@ -47,8 +48,15 @@ const (
 var typeNames = map[Type]string{
 	THello: "hello", TStarted: "started", TStdout: "stdout", TStderr: "stderr", TExit: "exit",
 	TError: "error", TCredit: "credit", TExec: "exec", TStdin: "stdin", TStdinClose: "stdin-close",
-	TSignal: "signal", TCancel: "cancel", TShutdown: "shutdown", TInfo: "info",
+	TSignal: "signal", TCancel: "cancel", TShutdown: "shutdown", TResize: "resize", TInfo: "info",
 }
+
+// Features an agent lists in Hello.Features. A host checks for one before it
+// uses a request field that an older agent would silently ignore.
+const (
+	// FeatureTTY: Exec.Tty, Exec.Rows/Cols and TResize are implemented.
+	FeatureTTY = "tty"
+)
 
 // Hello is the agent's first frame: who it is and how long boot took, as
 // measured by the guest's own clock (CLOCK_BOOTTIME).
@@ -60,6 +68,18 @@ type Hello struct {
 	ReadyMs      float64 `msgpack:"ready_ms"`         // boot to hello (modules, mounts done)
 	Layers       int     `msgpack:"layers,omitempty"` // image layers mounted
 	WritableDisk bool    `msgpack:"writable_disk,omitempty"`
+	// Features lists what this agent implements beyond version 1 (Feature*).
+	Features []string `msgpack:"features,omitempty"`
+}
+
+// Has reports whether the agent listed feature in its Hello.
+func (h Hello) Has(feature string) bool {
+	for _, f := range h.Features {
+		if f == feature {
+			return true
+		}
+	}
+	return false
 }
 
 // Exec starts a process. Argv is never joined into a shell string. Env replaces
@@ -72,6 +92,24 @@ type Exec struct {
 	Stdin     bool     `msgpack:"stdin,omitempty"` // keep stdin open for TStdin; otherwise /dev/null
 	TimeoutMs int64    `msgpack:"timeout_ms,omitempty"`
 	GraceMs   int64    `msgpack:"grace_ms,omitempty"` // TERM to KILL after a timeout; default 2000
+	// Tty runs the process on a pseudo-terminal (needs FeatureTTY): its
+	// stdin, stdout and stderr are the terminal, TStdout carries everything
+	// it writes (there are no TStderr frames), TStdin is typed into it and
+	// TStdinClose types the terminal's EOF character (^D) instead of closing
+	// anything. Rows and Cols are its initial size (default 24x80).
+	Tty  bool `msgpack:"tty,omitempty"`
+	Rows int  `msgpack:"rows,omitempty"`
+	Cols int  `msgpack:"cols,omitempty"`
+}
+
+// MaxTermSize bounds Exec.Rows/Cols and Resize (the kernel keeps them in 16 bits).
+const MaxTermSize = 65535
+
+// Resize sets the size of a TTY exec's terminal; the kernel then sends
+// SIGWINCH to the terminal's foreground process group.
+type Resize struct {
+	Rows int `msgpack:"rows"`
+	Cols int `msgpack:"cols"`
 }
 
 // Started reports the guest pid of an exec.

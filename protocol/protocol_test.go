@@ -44,6 +44,31 @@ func TestFrameRoundTrip(t *testing.T) {
 	}
 }
 
+// The TTY fields are optional: a version-1 peer's Exec decodes without
+// them, and a TTY request carries them.
+func TestTTYFields(t *testing.T) {
+	f, _ := Encode(TExec, 1, Exec{Argv: []string{"sh"}})
+	var e Exec
+	if err := Decode(f, &e); err != nil || e.Tty || e.Rows != 0 {
+		t.Fatalf("%+v %v", e, err)
+	}
+	if bytes.Contains(f.Payload, []byte("tty")) {
+		t.Fatalf("a non-TTY exec carries TTY fields: %q", f.Payload)
+	}
+	f, _ = Encode(TExec, 1, Exec{Argv: []string{"sh"}, Tty: true, Rows: 40, Cols: 100})
+	if err := Decode(f, &e); err != nil || !e.Tty || e.Rows != 40 || e.Cols != 100 {
+		t.Fatalf("%+v %v", e, err)
+	}
+	f, _ = Encode(TResize, 1, Resize{Rows: 50, Cols: 120})
+	var r Resize
+	if err := Decode(f, &r); err != nil || r != (Resize{50, 120}) || TResize.String() != "resize" {
+		t.Fatalf("%+v %v %s", r, err, TResize)
+	}
+	if !(Hello{Features: []string{"x", FeatureTTY}}).Has(FeatureTTY) || (Hello{}).Has(FeatureTTY) {
+		t.Fatal("Hello.Has")
+	}
+}
+
 func TestFrameLimits(t *testing.T) {
 	hdr := make([]byte, HeaderSize)
 	binary.BigEndian.PutUint32(hdr, MaxPayload+1)
@@ -81,7 +106,10 @@ func FuzzDecode(f *testing.F) {
 		v any
 	}{
 		{TExec, Exec{Argv: []string{"true"}, Env: []string{"A=B"}, TimeoutMs: 5}},
+		{TExec, Exec{Argv: []string{"sh"}, Tty: true, Rows: 40, Cols: 100}},
 		{THello, Hello{Version: Version, KernelMs: 1.5}},
+		{THello, Hello{Version: Version, Features: []string{FeatureTTY}}},
+		{TResize, Resize{Rows: 40, Cols: 100}},
 		{TExit, Exit{Code: 3}},
 		{TCredit, Credit{Fd: 1, Bytes: 4096}},
 		{TError, Error{Kind: "not_found", Message: "x"}},
@@ -104,6 +132,7 @@ func FuzzDecode(f *testing.F) {
 			_ = Decode(fr, &Credit{})
 			_ = Decode(fr, &Error{})
 			_ = Decode(fr, &Info{})
+			_ = Decode(fr, &Resize{})
 		}
 	})
 }

@@ -25,9 +25,11 @@ import (
 const usage = `usage: boxlite COMMAND [ARGS]
 
   run [--rm] [--name N] [--memory MIB] [--cpus N] [--disk-size GB] [-e K=V]... [-w DIR]
-      [-u USER] [--timeout SECONDS] [-i] IMAGE [-- CMD [ARGS...]]
+      [-u USER] [--timeout SECONDS] [-i] [-t] IMAGE [-- CMD [ARGS...]]
                     boot a box from IMAGE, run CMD (default: the image's entrypoint
-                    and cmd), stream its output and exit with its exit code
+                    and cmd), stream its output and exit with its exit code;
+                    -i forwards stdin, -t gives CMD a terminal (-it: an interactive
+                    shell, with this terminal in raw mode and its size followed)
   ls                list boxes
   info BOX          describe a box (state, acceleration and why, boot timings)
   stop BOX...       stop boxes (their disks are kept)
@@ -104,9 +106,10 @@ func cmdRun(args []string) (int, error) {
 	user := fs.String("u", "", "user (name, uid or uid:gid)")
 	timeout := fs.Float64("timeout", 0, "kill the command after SECONDS (TERM, then KILL 2s later)")
 	stdin := fs.Bool("i", false, "forward standard input")
+	tty := fs.Bool("t", false, "run the command on a terminal (with -i on a terminal: raw mode, size followed)")
 	var env multi
 	fs.Var(&env, "e", "environment KEY=VALUE (repeatable)")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(splitShortFlags(fs, args)); err != nil {
 		return 2, nil
 	}
 	rest := fs.Args()
@@ -166,10 +169,25 @@ func cmdRun(args []string) (int, error) {
 		}
 	}()
 
-	e, err := box.Exec(ctx, core.Command{Argv: argv, Env: cmdEnv, Cwd: *workdir, User: *user,
-		Timeout: time.Duration(*timeout * float64(time.Second)), Stdin: *stdin})
+	cmd := core.Command{Argv: argv, Env: cmdEnv, Cwd: *workdir, User: *user,
+		Timeout: time.Duration(*timeout * float64(time.Second)), Stdin: *stdin, Tty: *tty}
+	// The host terminal: the box's gets its size, and with -i its input in
+	// raw mode, so that keys (^C, ^D, arrows) reach the box's terminal as typed.
+	var host *hostTerminal
+	if *tty {
+		host = openHostTerminal(*stdin)
+		cmd.Rows, cmd.Cols = host.size()
+	}
+	e, err := box.Exec(ctx, cmd)
 	if err != nil {
 		return exitFor(err), err
+	}
+	if host != nil {
+		if err := host.makeRaw(); err != nil {
+			fmt.Fprintf(os.Stderr, "boxlite: %v\n", err)
+		}
+		defer host.restore()
+		go host.followSize(e, cmd.Rows, cmd.Cols)
 	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
@@ -188,11 +206,56 @@ func cmdRun(args []string) (int, error) {
 	st, err := e.Wait(ctx)
 	<-copied
 	<-copied
+	host.restore() // before anything else is printed
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "boxlite: %v\n", err)
 		return exitFor(err), nil
 	}
 	return st.Code, nil
+}
+
+// splitShortFlags turns combined one-letter boolean flags such as -it into
+// -i -t (the flag package takes -it for one flag named "it"), up to IMAGE.
+func splitShortFlags(fs *flag.FlagSet, args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || !strings.HasPrefix(a, "-") || a == "-" {
+			return append(out, args[i:]...)
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if f := fs.Lookup(name); f != nil {
+			out = append(out, a)
+			if !hasValue && !isBoolFlag(f) && i+1 < len(args) {
+				i++
+				out = append(out, args[i]) // the flag's value
+			}
+			continue
+		}
+		split := !strings.HasPrefix(a, "--") && !hasValue
+		for _, c := range name {
+			if !isBoolFlag(fs.Lookup(string(c))) {
+				split = false
+				break
+			}
+		}
+		if !split {
+			out = append(out, a) // let Parse report it
+			continue
+		}
+		for _, c := range name {
+			out = append(out, "-"+string(c))
+		}
+	}
+	return out
+}
+
+func isBoolFlag(f *flag.Flag) bool {
+	if f == nil {
+		return false
+	}
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }
 
 func exitFor(err error) int {

@@ -37,8 +37,9 @@ type execution struct {
 
 	timeout, grace time.Duration
 
-	stdout, stderr *os.File // read ends
-	stdin          *os.File // write end; nil without Stdin
+	stdout, stderr *os.File // read ends; with a TTY, stdout is the terminal's master and stderr is nil
+	stdin          *os.File // write end; nil without Stdin. With a TTY, the same file as tty
+	tty            *os.File // with a TTY: the master, for input, resizes and the EOF character
 	outputs        sync.WaitGroup
 	exitCh         chan struct{}
 
@@ -86,9 +87,12 @@ func (e *execution) run() {
 	if f, err := protocol.Encode(protocol.TStarted, e.id, protocol.Started{Pid: e.pid}); err == nil {
 		e.send(f)
 	}
-	e.outputs.Add(2)
+	e.outputs.Add(1)
 	go e.pump(1, e.stdout, protocol.TStdout)
-	go e.pump(2, e.stderr, protocol.TStderr)
+	if e.stderr != nil {
+		e.outputs.Add(1)
+		go e.pump(2, e.stderr, protocol.TStderr)
+	}
 	if e.stdin != nil {
 		go e.stdinLoop()
 	}
@@ -110,7 +114,8 @@ func (e *execution) guard(what string) {
 	}
 }
 
-// wait ends the stream once the process has exited and both outputs reached EOF.
+// wait ends the stream once the process has exited and its outputs reached
+// EOF (a terminal's master reads EIO once no process holds the terminal).
 func (e *execution) wait() {
 	defer e.guard("wait")
 	<-e.exitCh
@@ -192,22 +197,40 @@ func (e *execution) release() {
 	}
 	e.cond.Broadcast()
 	e.mu.Unlock()
-	if e.stdin != nil {
-		e.stdin.Close() // unblocks a write into a process that stopped reading
-	}
+	e.closeInput() // unblocks a write into a process that stopped reading
 	e.s.remove(e)
 }
 
 func (e *execution) closeOutputs() {
 	e.stdout.Close()
-	e.stderr.Close()
+	if e.stderr != nil {
+		e.stderr.Close()
+	}
 }
 
+func (e *execution) closeInput() {
+	if e.stdin != nil {
+		e.stdin.Close()
+	}
+	if e.tty != nil {
+		e.tty.Close()
+	}
+}
+
+// killGroupLocked signals the process group; with a TTY, every group of
+// the exec's session, where a job-control shell runs its jobs.
 func (e *execution) killGroupLocked(sig unix.Signal) {
 	if e.released || e.pid <= 0 {
 		return
 	}
 	_ = unix.Kill(-e.pid, sig)
+	if e.tty != nil {
+		for _, pg := range sessionGroups(e.pid) {
+			if pg != e.pid {
+				_ = unix.Kill(-pg, sig)
+			}
+		}
+	}
 }
 
 func (e *execution) signal(sig int) {
@@ -370,17 +393,29 @@ func (e *execution) onStdinClose() {
 }
 
 // stdinLoop writes queued stdin into the process and credits each chunk back
-// once written; it closes the pipe after TStdinClose drained the queue.
+// once written; after TStdinClose drained the queue it closes the pipe or,
+// with a TTY, types the terminal's EOF character (the master stays open:
+// the output is still read through it and the size still set).
 func (e *execution) stdinLoop() {
-	defer e.stdin.Close()
+	if e.tty == nil {
+		defer e.stdin.Close()
+	}
 	defer e.guard("stdin")
 	for {
 		e.mu.Lock()
 		for len(e.stdinQ) == 0 && !e.stdinClosed && !e.released && !e.over.Load() {
 			e.cond.Wait()
 		}
-		if len(e.stdinQ) == 0 || e.released || e.over.Load() {
+		if e.released || e.over.Load() {
 			e.mu.Unlock()
+			return
+		}
+		if len(e.stdinQ) == 0 { // closed by the host
+			broken := e.stdinBroken
+			e.mu.Unlock()
+			if e.tty != nil && !broken {
+				_, _ = e.stdin.Write([]byte{e.eofChar()})
+			}
 			return
 		}
 		chunk := e.stdinQ[0]

@@ -17,6 +17,9 @@ import (
 // Version names the agent build; set with -ldflags "-X github.com/boxlite/boxlite/guest/agent.Version=...".
 var Version = "dev"
 
+// features are what this agent adds to protocol version 1 (Hello.Features).
+var features = []string{protocol.FeatureTTY}
+
 // DefaultMaxExecs caps the execs one connection may run at once.
 const DefaultMaxExecs = 1024
 
@@ -69,6 +72,7 @@ func Serve(rw io.ReadWriter, cfg Config) error {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
+	cfg.Hello.Features = append(cfg.Hello.Features[:len(cfg.Hello.Features):len(cfg.Hello.Features)], features...)
 	devNull, err := os.Open(os.DevNull)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
@@ -194,7 +198,7 @@ func (s *server) handle(f protocol.Frame) (shutdown bool) {
 		}
 		s.cfg.Logf("shutdown requested")
 		return true
-	case protocol.TStdin, protocol.TStdinClose, protocol.TSignal, protocol.TCancel, protocol.TCredit:
+	case protocol.TStdin, protocol.TStdinClose, protocol.TSignal, protocol.TCancel, protocol.TCredit, protocol.TResize:
 		e := s.lookup(f.Stream)
 		if e == nil {
 			// Late frames for a stream that just ended race with its last
@@ -234,6 +238,15 @@ func (s *server) streamFrame(e *execution, f protocol.Frame) {
 			return
 		}
 		e.credit(c.Fd, c.Bytes)
+	case protocol.TResize:
+		var r protocol.Resize
+		err := protocol.Decode(f, &r)
+		if err == nil {
+			err = e.resize(r.Rows, r.Cols)
+		}
+		if err != nil {
+			e.fail(err)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ package agent
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path"
@@ -47,6 +48,11 @@ func validateExec(req *protocol.Exec) error {
 		return bad("negative timeout_ms %d", req.TimeoutMs)
 	case req.GraceMs < 0:
 		return bad("negative grace_ms %d", req.GraceMs)
+	}
+	if req.Tty {
+		if _, _, err := termSize(req.Rows, req.Cols); err != nil {
+			return fmt.Errorf("exec: %w", err)
+		}
 	}
 	for i, a := range req.Argv {
 		if len(a) > maxStringLen {
@@ -108,6 +114,11 @@ func (s *server) spawn(id uint32, req protocol.Exec) (*execution, error) {
 			env = append(env[:len(env):len(env)], "HOME="+who.Home)
 		}
 	}
+	if req.Tty {
+		if _, ok := envLookup(env, "TERM"); !ok {
+			env = append(env[:len(env):len(env)], "TERM="+defaultTerm)
+		}
+	}
 	argv0, err := lookPath(root, cwd, req.Argv[0], env)
 	if err != nil {
 		return nil, err
@@ -132,6 +143,43 @@ func (s *server) spawn(id uint32, req protocol.Exec) (*execution, error) {
 	}
 
 	e := newExecution(s, id, req)
+	var files []uintptr
+	if req.Tty {
+		f, err := s.startTTY(e, req, sys, cred)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close() // the child has its own copies
+		files = []uintptr{f.Fd(), f.Fd(), f.Fd()}
+	} else {
+		f, err := s.startPipes(e, req)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range f {
+			if c != s.devNull {
+				defer c.Close()
+			}
+			files = append(files, c.Fd())
+		}
+	}
+	attr := &syscall.ProcAttr{Dir: dir, Env: env, Files: files, Sys: sys}
+	pid, err := s.reaper.spawn(func() (int, error) {
+		return syscall.ForkExec(argv0, req.Argv, attr)
+	}, e.onExit)
+	if err != nil {
+		e.closeOutputs()
+		e.closeInput()
+		return nil, spawnErr(req.Argv[0], err)
+	}
+	e.pid = pid
+	return e, nil
+}
+
+// startPipes makes e's stdout and stderr pipes, and its stdin pipe when the
+// exec asked for one, and returns the child's ends (stdin is /dev/null
+// without one).
+func (s *server) startPipes(e *execution, req protocol.Exec) ([]*os.File, error) {
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, errdefs.Errorf(errdefs.ErrLimit, "exec: pipe: %v", err)
@@ -144,40 +192,41 @@ func (s *server) spawn(id uint32, req protocol.Exec) (*execution, error) {
 	}
 	childIn := s.devNull
 	if req.Stdin {
-		var inR *os.File
-		if inR, e.stdin, err = os.Pipe(); err != nil {
+		if childIn, e.stdin, err = os.Pipe(); err != nil {
 			outR.Close()
 			outW.Close()
 			errR.Close()
 			errW.Close()
 			return nil, errdefs.Errorf(errdefs.ErrLimit, "exec: pipe: %v", err)
 		}
-		childIn = inR
-		defer inR.Close()
 	}
-	defer outW.Close()
-	defer errW.Close()
 	e.stdout, e.stderr = outR, errR
+	return []*os.File{childIn, outW, errW}, nil
+}
 
-	attr := &syscall.ProcAttr{
-		Dir:   dir,
-		Env:   env,
-		Files: []uintptr{childIn.Fd(), outW.Fd(), errW.Fd()},
-		Sys:   sys,
-	}
-	pid, err := s.reaper.spawn(func() (int, error) {
-		return syscall.ForkExec(argv0, req.Argv, attr)
-	}, e.onExit)
+// startTTY gives e a pseudo-terminal and returns its slave, which becomes
+// the child's stdin, stdout, stderr and controlling terminal in a session
+// of its own (so its process group is still its pid).
+func (s *server) startTTY(e *execution, req protocol.Exec, sys *syscall.SysProcAttr, cred *syscall.Credential) (*os.File, error) {
+	rows, cols, err := termSize(req.Rows, req.Cols)
 	if err != nil {
-		outR.Close()
-		errR.Close()
-		if e.stdin != nil {
-			e.stdin.Close()
-		}
-		return nil, spawnErr(req.Argv[0], err)
+		return nil, err
 	}
-	e.pid = pid
-	return e, nil
+	p, err := openPTY(s.ptsDir(), rows, cols)
+	if err != nil {
+		return nil, err
+	}
+	if cred != nil {
+		// As login(1) does: the user owns the terminal it is given.
+		_ = unix.Fchown(int(p.slave.Fd()), int(cred.Uid), -1)
+	}
+	e.stdout, e.tty = p.master, p.input
+	if req.Stdin {
+		e.stdin = p.input
+	}
+	sys.Setpgid = false // setsid makes the group; setpgid would then fail
+	sys.Setsid, sys.Setctty, sys.Ctty = true, true, 0
+	return p.slave, nil
 }
 
 func spawnErr(name string, err error) error {

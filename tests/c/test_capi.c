@@ -159,13 +159,71 @@ static void test_stream(boxlite_box_t *box) {
   uint8_t b[8];
   CHECK(boxlite_execution_read(ex, BOXLITE_STDOUT, b, sizeof b, 50, &n, NULL) == BOXLITE_AGAIN, "read deadline");
   CHECK(boxlite_execution_read(ex, 7, b, sizeof b, 0, &n, NULL) == BOXLITE_ERR_INVALID_ARGUMENT, "bad stream");
-  CHECK(boxlite_execution_resize(ex, 24, 80, NULL) == BOXLITE_ERR_UNSUPPORTED, "resize");
+  CHECK(boxlite_execution_resize(ex, 24, 80, NULL) == BOXLITE_ERR_INVALID_STATE, "resize without a terminal");
   CHECK(boxlite_execution_write(ex, b, 1, NULL) == BOXLITE_ERR_INVALID_STATE, "write without stdin");
   expect(boxlite_execution_signal(ex, SIGTERM, &err), &err, BOXLITE_OK, "signal");
   expect(boxlite_execution_wait(ex, -1, &st, &err), &err, BOXLITE_OK, "wait signalled");
   CHECK(st.signal == SIGTERM && st.exit_code == 128 + SIGTERM, "signalled exit %d/%d", st.exit_code, st.signal);
   CHECK(boxlite_execution_signal(ex, 0, NULL) == BOXLITE_ERR_INVALID_ARGUMENT, "signal 0");
   boxlite_execution_free(ex);
+}
+
+/* read_until reads stdout until it contains want (or EOF, or 30 s without
+ * it); returns whether it did. */
+static int read_until(boxlite_execution_t *ex, char *buf, size_t cap, size_t *len, const char *want) {
+  for (int i = 0; i < 300 && !strstr(buf, want); i++) {
+    size_t n = 0;
+    int rc = boxlite_execution_read(ex, BOXLITE_STDOUT, (uint8_t *)buf + *len, cap - 1 - *len, 100, &n, NULL);
+    if (rc == BOXLITE_EOF) break;
+    *len += n;
+    buf[*len] = 0;
+  }
+  return strstr(buf, want) != NULL;
+}
+
+/* A process on a terminal: its initial size, a resize, typed input that the
+ * terminal echoes, stderr merged, ^D as close_stdin. */
+static void test_tty(boxlite_box_t *box) {
+  boxlite_error_t *err = NULL;
+  boxlite_execution_t *ex = NULL;
+  int rc = boxlite_box_exec(box,
+                            "{\"argv\":[\"sh\",\"-c\",\"stty size; read x; stty size; echo got:$x >&2; cat; echo eof\"],"
+                            "\"tty\":true,\"rows\":30,\"cols\":90,\"stdin\":true}",
+                            &ex, &err);
+  expect(rc, &err, BOXLITE_OK, "exec on a terminal");
+  if (rc != BOXLITE_OK) return;
+  char out[4096] = {0};
+  size_t len = 0;
+  CHECK(read_until(ex, out, sizeof out, &len, "30 90\r\n"), "initial size: %s", out);
+  expect(boxlite_execution_resize(ex, 50, 120, &err), &err, BOXLITE_OK, "resize");
+  expect(boxlite_execution_resize(ex, 0, 120, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "resize to 0 rows");
+  expect(boxlite_execution_resize(ex, 50, 65536, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "resize to 65536 cols");
+  expect(boxlite_execution_write(ex, (const uint8_t *)"hi\n", 3, &err), &err, BOXLITE_OK, "type a line");
+  CHECK(read_until(ex, out, sizeof out, &len, "hi\r\n50 120\r\ngot:hi\r\n"), "echo, new size, stderr: %s", out);
+  expect(boxlite_execution_close_stdin(ex, &err), &err, BOXLITE_OK, "close stdin (^D)");
+  CHECK(read_until(ex, out, sizeof out, &len, "eof\r\n"), "cat saw ^D: %s", out);
+  size_t n = 0;
+  uint8_t b[8];
+  CHECK(boxlite_execution_read(ex, BOXLITE_STDERR, b, sizeof b, 10000, &n, NULL) == BOXLITE_EOF, "stderr only ends");
+  boxlite_exit_t st;
+  expect(boxlite_execution_wait(ex, 30000, &st, &err), &err, BOXLITE_OK, "wait tty");
+  CHECK(st.exit_code == 0 && st.signal == 0, "tty exit %d/%d", st.exit_code, st.signal);
+  expect(boxlite_execution_resize(ex, 24, 80, &err), &err, BOXLITE_ERR_INVALID_STATE, "resize after exit");
+  boxlite_execution_free(ex);
+
+  /* Sizes and tty flags are checked. */
+  expect(boxlite_box_exec(box, "{\"argv\":[\"true\"],\"tty\":true,\"rows\":70000}", &ex, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "70000 rows");
+  expect(boxlite_box_exec(box, "{\"argv\":[\"true\"],\"rows\":30}", &ex, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "rows without tty");
+  expect(boxlite_box_exec(box, "{\"argv\":[\"true\"],\"tty\":\"yes\"}", &ex, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "tty not a bool");
+  /* run collects a terminal's output. */
+  boxlite_result_t *res = NULL;
+  rc = boxlite_box_run(box, "{\"argv\":[\"sh\",\"-c\",\"echo $TERM; test -t 1\"],\"tty\":true}", &res, &err);
+  expect(rc, &err, BOXLITE_OK, "run on a terminal");
+  if (rc == BOXLITE_OK) {
+    CHECK(res->exit.exit_code == 0 && res->stdout_len == 7 && memcmp(res->stdout_data, "xterm\r\n", 7) == 0 && res->stderr_len == 0,
+          "run on a terminal: %d %.*s", res->exit.exit_code, (int)res->stdout_len, res->stdout_data);
+    boxlite_result_free(res);
+  }
 }
 
 struct reader {
@@ -263,6 +321,7 @@ int main(void) {
     test_stream(box);
     test_two_blocking_readers(box);
     test_paused_stream(box);
+    test_tty(box);
     test_bad_input(rt, box);
     expect(boxlite_box_remove(box, 0, &err), &err, BOXLITE_ERR_INVALID_STATE, "remove running box without force");
     expect(boxlite_box_remove(box, 1, &err), &err, BOXLITE_OK, "remove with force");

@@ -172,7 +172,7 @@ class Execution:
             raw.execution_signal(h, sig)
 
     async def resize_tty(self, rows: int, cols: int) -> None:
-        """Resizes the process's terminal: UnsupportedError until PTYs exist."""
+        """Resizes the process's terminal; InvalidStateError without one."""
         _check_int(rows, "rows", 1, 65535)
         _check_int(cols, "cols", 1, 65535)
         raw.execution_resize(self._handle(), rows, cols)
