@@ -157,8 +157,19 @@ void boxlite_box_free(boxlite_box_t *box);
 /* Starts a process. command_json: {"argv": ["cmd", "arg", ...] (required,
  * never joined into a shell string), "env": {"K": "V"}, "cwd": str, "user":
  * str, "timeout_secs": 0 (none), "stdin": false (true keeps stdin open for
- * boxlite_execution_write)}. A command that does not exist fails here or in
- * boxlite_execution_wait with BOXLITE_ERR_NOT_FOUND. */
+ * boxlite_execution_write), "tty": false, "rows": 24, "cols": 80}. A command
+ * that does not exist fails here or in boxlite_execution_wait with
+ * BOXLITE_ERR_NOT_FOUND.
+ *
+ * "tty": true runs the process on a pseudo-terminal of rows x cols (1-65535;
+ * "rows"/"cols" need "tty"), leading its own session with the terminal as
+ * its controlling terminal, TERM=xterm unless "env" sets it. BOXLITE_STDOUT
+ * then carries everything the terminal shows (echoed input, stderr and the
+ * \r\n of its output processing included) and BOXLITE_STDERR only ends;
+ * boxlite_execution_write types into the terminal (so "\x03" is ^C) and
+ * boxlite_execution_close_stdin types its EOF character (^D) instead of
+ * closing anything. A box whose agent predates terminals gives
+ * BOXLITE_ERR_UNSUPPORTED. */
 int boxlite_box_exec(boxlite_box_t *box, const char *command_json, boxlite_execution_t **out,
                      boxlite_error_t **err);
 /* Runs a command to completion and collects its output; *out is freed with
@@ -189,10 +200,108 @@ int boxlite_execution_wait(boxlite_execution_t *ex, int64_t timeout_ms, boxlite_
                            boxlite_error_t **err);
 int boxlite_execution_signal(boxlite_execution_t *ex, int signal, boxlite_error_t **err);
 int boxlite_execution_kill(boxlite_execution_t *ex, boxlite_error_t **err);
-/* Resizes the process's terminal. BOXLITE_ERR_UNSUPPORTED until PTYs exist. */
+/* Resizes the terminal of a "tty" execution; the process gets SIGWINCH.
+ * BOXLITE_ERR_INVALID_STATE for an execution without a terminal or one that
+ * has exited, BOXLITE_ERR_INVALID_ARGUMENT for a size outside 1-65535. */
 int boxlite_execution_resize(boxlite_execution_t *ex, int rows, int cols, boxlite_error_t **err);
 /* Frees the handle; a process still running is killed with its process group. */
 void boxlite_execution_free(boxlite_execution_t *ex);
+
+/* ---- sessions: a live Python interpreter or shell in a box ----
+ *
+ * A "python" session keeps one interpreter running in the box: each
+ * boxlite_session_run is a cell that sees the globals, imports and
+ * definitions of the cells before it, runs as __main__, and may end with an
+ * expression whose repr() is returned (as in a notebook). A "shell" session
+ * keeps one sh: the working directory, exported and shell variables and
+ * functions of one boxlite_session_exec are there for the next. Calls on one
+ * session take turns; a box may have several sessions. A session ends when
+ * freed, when its box stops, or with the process. */
+
+typedef struct boxlite_session boxlite_session_t;
+typedef struct boxlite_cell boxlite_cell_t; /* a running cell, to stream its output */
+
+/* kind is "python" or "shell". options_json may be NULL or
+ * {"env": {"K": "V"}, "cwd": str, "user": str, "grace_secs": 3,
+ *  "python": str (python only; default: the first of /usr/local/bin/python3,
+ *            python3, python in the box),
+ *  "shell": str (shell only; default "/bin/sh")}.
+ * grace_secs is how long an interrupted cell or command has to stop before
+ * its interpreter or shell is killed and restarted. Blocks until the session
+ * is ready; BOXLITE_ERR_NOT_FOUND when the image has no Python. */
+int boxlite_session_new(boxlite_box_t *box, const char *kind, const char *options_json,
+                        boxlite_session_t **out, boxlite_error_t **err);
+
+/* Runs code (UTF-8 Python source) as one cell of a python session.
+ * *result_json, freed with boxlite_string_free:
+ *   {"stdout": str, "stderr": str,
+ *    "value": repr() of the trailing expression, or null,
+ *    "error": {"type": "ValueError", "message": str, "traceback": str} or null,
+ *    "exit_code": what `python -c` would exit with (0, 1, SystemExit's code),
+ *    "timed_out": bool, "restarted": bool}
+ * An exception in the cell is a result ("error"), not a failure; so is an
+ * interpreter that died under the cell (error type "InterpreterExited",
+ * "restarted": true; the session starts a new one, its state is gone).
+ * timeout_ms > 0 interrupts the cell after that long (KeyboardInterrupt) and
+ * returns BOXLITE_ERR_TIMEOUT; the session keeps its state. A cell that does
+ * not stop within the grace period is killed with its interpreter, which is
+ * restarted: BOXLITE_ERR_TIMEOUT, a message saying the session's state is
+ * gone, and "restarted": true. With BOXLITE_ERR_TIMEOUT *result_json is set
+ * too (what the cell wrote until then); with other errors it is NULL. */
+int boxlite_session_run(boxlite_session_t *s, const char *code, int64_t timeout_ms,
+                        char **result_json, boxlite_error_t **err);
+
+/* Starts a cell and returns at once, to stream its output; timeout_ms as for
+ * boxlite_session_run, over the whole cell. */
+int boxlite_session_run_start(boxlite_session_t *s, const char *code, int64_t timeout_ms,
+                              boxlite_cell_t **out, boxlite_error_t **err);
+/* Reads output of the cell in the order it was written; *stream is
+ * BOXLITE_STDOUT or BOXLITE_STDERR. timeout_ms as for boxlite_execution_read:
+ * BOXLITE_OK with *n > 0, BOXLITE_AGAIN, or BOXLITE_EOF once the cell has
+ * ended and all its output was read. Unread output is bounded (1 MiB): a
+ * cell whose output is not read waits, as on a pipe, until read or until
+ * boxlite_cell_result is called. */
+int boxlite_cell_read(boxlite_cell_t *c, uint8_t *buf, size_t cap, int64_t timeout_ms,
+                      int *stream, size_t *n, boxlite_error_t **err);
+/* A file descriptor that becomes readable when output or the end arrives (as
+ * boxlite_execution_fd). Owned by the handle. -1 on error. */
+int boxlite_cell_fd(boxlite_cell_t *c);
+/* Waits for the cell to end (timeout_ms as for boxlite_execution_wait:
+ * BOXLITE_AGAIN while it runs) and returns what boxlite_session_run does,
+ * with the output boxlite_cell_read did not return. */
+int boxlite_cell_result(boxlite_cell_t *c, int64_t timeout_ms, char **result_json,
+                        boxlite_error_t **err);
+/* Interrupts the cell now (KeyboardInterrupt), as its timeout would. */
+int boxlite_cell_interrupt(boxlite_cell_t *c, boxlite_error_t **err);
+/* Frees the handle; a cell still running is interrupted, its output dropped. */
+void boxlite_cell_free(boxlite_cell_t *c);
+
+/* Runs a command in a shell session. command_json: {"argv": [...] (required;
+ * each argument is quoted as one word, never joined into a script; a builtin
+ * such as cd or export, or `eval SCRIPT` for shell code, acts on the
+ * session's shell), "env": {"K": "V"} (this command only: it then runs in a
+ * subshell), "timeout_secs": 0}. The command's stdin is /dev/null. *out as
+ * for boxlite_box_run. A timeout sends SIGINT to the command and returns
+ * BOXLITE_ERR_TIMEOUT with *out set (exit.timed_out = 1), the shell keeping
+ * its state; a command that ignores it is killed with the shell, which is
+ * restarted (the message says so). */
+int boxlite_session_exec(boxlite_session_t *s, const char *command_json, boxlite_result_t **out,
+                         boxlite_error_t **err);
+
+/* Interrupts the cell or command running on the session now, as its timeout
+ * would (KeyboardInterrupt, or SIGINT to the command; killed and restarted
+ * after the grace period if it does not stop). The interrupted call returns
+ * BOXLITE_ERR_TIMEOUT. Nothing happens when the session is idle. */
+int boxlite_session_interrupt(boxlite_session_t *s, boxlite_error_t **err);
+/* Starts a fresh interpreter or shell: all state is gone. A cell or command
+ * still running ends with BOXLITE_ERR_CLOSED. */
+int boxlite_session_reset(boxlite_session_t *s, boxlite_error_t **err);
+/* JSON: {"kind": "python"|"shell", "pid": pid in the box, "restarts": n,
+ * "python": "3.11.2" (python sessions)}. */
+int boxlite_session_info(boxlite_session_t *s, char **out_json, boxlite_error_t **err);
+/* Ends the session (its interpreter or shell) and frees the handle; a call
+ * still running on it fails with BOXLITE_ERR_CLOSED. NULL is a no-op. */
+void boxlite_session_free(boxlite_session_t *s);
 
 #ifdef __cplusplus
 }

@@ -124,7 +124,10 @@ func run() error {
 		return err
 	}
 	if py := os.Getenv("BOXLITE_TEST_PYTHON_IMAGE"); py != "" {
-		return pythonImage(ctx, py)
+		if err := pythonImage(ctx, py); err != nil {
+			return err
+		}
+		return sessionBench(ctx, py)
 	}
 	return nil
 }

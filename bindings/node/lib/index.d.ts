@@ -38,6 +38,10 @@ export declare class TimeoutError extends BoxliteError {
   readonly exitCode?: number;
   readonly stdout?: string;
   readonly stderr?: string;
+  /** A session cell's timeout: the cell's result so far. */
+  readonly result?: CellResult;
+  /** A session cell's timeout: the cell ignored the interrupt, so the interpreter was restarted (its state is gone). */
+  readonly restarted?: boolean;
 }
 
 export declare class ParseError extends BoxliteError {}
@@ -293,10 +297,99 @@ export declare class SimpleBox implements AsyncDisposable {
 
 export type CodeBoxOptions = SimpleBoxOptions;
 
+// ---- persistent sessions ----
+
+export interface CellError {
+  /** "ValueError", "mymodule.MyError", "SystemExit", or "InterpreterExited" when the interpreter died under the cell. */
+  type: string;
+  message: string;
+  /** As Python prints it. */
+  traceback: string;
+}
+
+export interface CellResult {
+  stdout: string;
+  stderr: string;
+  /** repr() of the cell's trailing expression (as a notebook shows it); null when there is none or it is None. */
+  value: string | null;
+  /** The exception the cell ended with. */
+  error: CellError | null;
+  /** What `python -c` would have exited with: 0, 1 for an exception, SystemExit's code. */
+  exitCode: number;
+  timedOut: boolean;
+  /** The interpreter ended under the cell and was started again: the session's state is gone. */
+  restarted: boolean;
+}
+
+export interface CellChunk {
+  stream: 'stdout' | 'stderr';
+  text: string;
+}
+
+export interface SessionOptions {
+  env?: EnvInput;
+  cwd?: string;
+  user?: string;
+  /** How long an interrupted cell or command has to stop before the interpreter or shell is killed and restarted. Default 3. */
+  graceSecs?: number;
+}
+
+/** A running cell: its output while it runs, then its result. */
+export declare class CellStream implements AsyncIterable<CellChunk>, AsyncDisposable {
+  [Symbol.asyncIterator](): AsyncIterator<CellChunk>;
+  /** Waits for the end; stdout/stderr hold what iteration did not return. A timeout rejects with TimeoutError (`result`). */
+  result(): Promise<CellResult>;
+  /** Interrupts the cell (KeyboardInterrupt), as its timeout would. */
+  interrupt(): Promise<void>;
+  /** Releases the cell; one still running is interrupted. */
+  close(): void;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** A live Python interpreter in a box: each cell sees the globals, imports and definitions of the cells before it. */
+export declare class PythonSession implements AsyncDisposable {
+  readonly closed: boolean;
+  run(code: string, options?: { timeoutSecs?: number; timeout?: number; timeoutMs?: number }): Promise<string>;
+  runCell(code: string, options?: { timeoutSecs?: number; timeout?: number; timeoutMs?: number }): Promise<CellResult>;
+  stream(code: string, options?: { timeoutSecs?: number; timeout?: number; timeoutMs?: number }): CellStream;
+  interrupt(): void;
+  /** Starts a fresh interpreter: all state is gone. */
+  reset(): Promise<void>;
+  info(): { kind: 'python'; pid: number; restarts: number; python: string };
+  close(): void;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** A live shell in a box: cd, export and shell variables of one exec are there for the next. */
+export declare class ShellSession implements AsyncDisposable {
+  readonly closed: boolean;
+  /** Each argument is one word (['eval', script] runs shell code); env is for this command only. */
+  exec(argv: string[], options?: { env?: EnvInput; timeoutSecs?: number; timeout?: number; timeoutMs?: number }): Promise<ExecResult>;
+  interrupt(): void;
+  reset(): Promise<void>;
+  info(): { kind: 'shell'; pid: number; restarts: number };
+  close(): void;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
 export declare class CodeBox extends SimpleBox {
   constructor(options?: CodeBoxOptions);
-  /** Runs Python code; resolves to stdout. Rejects with ExecError on failure, TimeoutError on timeout. */
-  run(code: string, options?: ExecOptions): Promise<string>;
+  /**
+   * Runs Python code as a cell of the box's persistent session; resolves to stdout. Rejects with
+   * ExecError (exitCode, stderr with the traceback) on failure, TimeoutError on timeout. With env,
+   * cwd or user it runs in a fresh `python3 -c` instead.
+   */
+  run(code: string, options?: ExecOptions & { env?: EnvInput }): Promise<string>;
+  /** Runs a cell and resolves to everything it did; an exception is a result. */
+  runCell(code: string, options?: { timeoutSecs?: number; timeout?: number; timeoutMs?: number }): Promise<CellResult>;
+  /** A cell whose output arrives while it runs. */
+  stream(code: string, options?: { timeoutSecs?: number; timeout?: number; timeoutMs?: number }): CellStream;
+  /** Restarts run()'s interpreter. */
+  reset(): Promise<void>;
+  /** run()'s session. */
+  session(): Promise<PythonSession>;
+  /** Another, independent interpreter in the box. */
+  newSession(options?: SessionOptions & { python?: string }): Promise<PythonSession>;
   runScript(scriptPath: string): Promise<string>;
   installPackage(packageName: string): Promise<string>;
   installPackages(...packages: string[]): Promise<string>;
@@ -311,6 +404,10 @@ export interface InteractiveBoxOptions extends SimpleBoxOptions {
 
 export declare class InteractiveBox extends SimpleBox {
   constructor(options?: InteractiveBoxOptions);
+  /** The live shell that exec() runs in (cd, export and shell variables persist); with cwd or user a command runs outside it. */
+  shellSession(): Promise<ShellSession>;
+  /** Restarts exec()'s shell. */
+  reset(): Promise<void>;
   start(): Promise<void>;
   readonly execution: JsExecution | null;
   write(data: Buffer | Uint8Array | string): Promise<void>;

@@ -8,6 +8,7 @@ const { JsBoxlite, Boxlite } = require('./runtime');
 const { Box } = require('./box');
 const { Execution, OutputStream, StdinWriter } = require('./execution');
 const { SimpleBox, CodeBox, InteractiveBox } = require('./simplebox');
+const { PythonSession, ShellSession, CellStream } = require('./session');
 const { BoxliteError, ExecError, TimeoutError, ParseError, errorCode, CODES } = require('./errors');
 
 /** The library version, "MAJOR.MINOR.PATCH". */
@@ -27,6 +28,9 @@ module.exports = {
   SimpleBox,
   CodeBox,
   InteractiveBox,
+  PythonSession,
+  ShellSession,
+  CellStream,
   BoxliteError,
   ExecError,
   TimeoutError,

@@ -5,6 +5,7 @@ const { JsBoxlite } = require('./runtime');
 const { BoxliteError, ExecError, TimeoutError } = require('./errors');
 const { noTty } = require('./execution');
 const { boxOptions, execOptions, checkArgs, checkString, normalizeEnv, isPlainObject, typeOf } = require('./options');
+const { PythonSession, ShellSession, CellStream } = require('./session');
 
 const SDK_KEYS = ['runtime', 'reuseExisting'];
 
@@ -203,31 +204,103 @@ function parseExec(cmd, rest) {
 }
 
 class CodeBox extends SimpleBox {
-  /** new CodeBox({ image = 'python:slim', ...SimpleBox options }) */
+  /**
+   * new CodeBox({ image = 'python:slim', ...SimpleBox options })
+   *
+   * run() talks to one long-lived Python interpreter in the box (a session):
+   * variables, imports and definitions of one call are there for the next.
+   */
   constructor(options = {}) {
     super(options);
+    this._session = null; // Promise of the default session
+    this._sessions = [];
   }
 
   _defaultImage() {
     return 'python:slim';
   }
 
+  /** The default session that run() uses, started on first use. */
+  session() {
+    if (!this._session) {
+      this._session = this.newSession();
+      this._session.catch(() => {
+        this._session = null; // a later call tries again
+      });
+    }
+    return this._session.then((s) => {
+      if (!s.closed) return s;
+      this._session = null;
+      return this.session();
+    });
+  }
+
   /**
-   * Runs Python code; resolves to its stdout. Rejects with ExecError
-   * (exitCode, stderr) when the code fails, TimeoutError on a timeout.
-   * options: { timeoutSecs } (or timeout, in seconds).
+   * Starts another interpreter in the box, independent of run()'s.
+   * options: { env, cwd, user, graceSecs (default 3: how long an interrupted
+   * cell has to stop before the interpreter is killed and restarted), python }.
+   */
+  async newSession(options) {
+    const box = await this._ensureBox();
+    const s = await PythonSession._start(box, options);
+    this._sessions = this._sessions.filter((x) => !x.closed).concat(s);
+    return s;
+  }
+
+  /**
+   * Runs Python code as a cell of the session; resolves to its stdout.
+   * Rejects with ExecError (exitCode, stderr with the traceback, stdout) when
+   * the code fails, TimeoutError on a timeout (the session keeps its state,
+   * unless the cell ignored the interrupt: then the interpreter was restarted
+   * and the message says so). options: { timeoutSecs } (or timeout, in
+   * seconds). With env, cwd or user the code runs in a fresh `python3 -c`
+   * instead, outside the session.
    */
   async run(code, options) {
     checkString(code, 'code', { allowEmpty: true });
     const o = execOptions(options, 'options');
-    return this._runCell(code, o);
+    if (o.env !== undefined || o.cwd !== undefined || o.user !== undefined) {
+      const r = await this._collect(['python3', '-c', code], { timeoutSecs: o.timeoutSecs, env: o.env, cwd: o.cwd, user: o.user });
+      if (r.exitCode !== 0) throw new ExecError('run()', r.exitCode, r.stderr, { stdout: r.stdout });
+      return r.stdout;
+    }
+    const r = await this.runCell(code, options);
+    if (r.error) throw new ExecError('run()', r.exitCode, r.stderr + r.error.traceback, { stdout: r.stdout });
+    return r.stdout;
   }
 
-  /** @internal One cell: for now a fresh `python3 -c` per call. */
-  async _runCell(code, o) {
-    const r = await this._collect(['python3', '-c', code], { timeoutSecs: o.timeoutSecs, env: o.env, cwd: o.cwd, user: o.user });
-    if (r.exitCode !== 0) throw new ExecError('run()', r.exitCode, r.stderr, { stdout: r.stdout });
-    return r.stdout;
+  /**
+   * Runs a cell; resolves to {stdout, stderr, value (repr of a trailing
+   * expression, as a notebook shows it, or null), error: {type, message,
+   * traceback} | null, exitCode, timedOut, restarted}. An exception is a
+   * result, not a rejection; a timeout rejects with TimeoutError (`result`).
+   */
+  async runCell(code, options) {
+    checkString(code, 'code', { allowEmpty: true });
+    return (await this.session()).runCell(code, options);
+  }
+
+  /**
+   * A cell whose output arrives while it runs:
+   *   const cell = codebox.stream(code);
+   *   for await (const { stream, text } of cell) process.stdout.write(text);
+   *   const result = await cell.result();
+   */
+  stream(code, options) {
+    return new CellStream(() => this.session(), code, options);
+  }
+
+  /** Restarts run()'s interpreter: all its state is gone. */
+  async reset() {
+    await (await this.session()).reset();
+  }
+
+  stop() {
+    const sessions = this._sessions;
+    this._sessions = [];
+    this._session = null;
+    for (const s of sessions) s.close();
+    return super.stop();
   }
 
   /** Runs a Python script file of the host. */
@@ -269,6 +342,52 @@ class InteractiveBox extends SimpleBox {
     super(rest);
     this._shell = checkString(shell, 'options.shell');
     this._execution = null;
+    this._sh = null; // Promise of the shell session exec() runs in
+  }
+
+  /** The live shell that exec() runs in, started on first use. */
+  shellSession() {
+    if (!this._sh) {
+      this._sh = this._ensureBox().then((box) => ShellSession._start(box, { shell: this._shell }));
+      this._sh.catch(() => {
+        this._sh = null;
+      });
+    }
+    return this._sh.then((s) => {
+      if (!s.closed) return s;
+      this._sh = null;
+      return this.shellSession();
+    });
+  }
+
+  /**
+   * Runs a command in the box's live shell: the working directory, exported
+   * and shell variables and functions of one exec are there for the next
+   * (exec('eval', script) runs shell code). Each argument is one word; stdin
+   * is /dev/null; env is for this command only. Same forms and result as
+   * SimpleBox.exec; with cwd or user the command runs outside the shell.
+   */
+  async exec(cmd, ...rest) {
+    const c = parseExec(cmd, rest);
+    if (c.cwd !== undefined || c.user !== undefined) return super.exec(cmd, ...rest);
+    if (c.tty) throw noTty();
+    const sh = await this.shellSession();
+    try {
+      return await sh.exec(c.argv, { env: c.env, timeoutSecs: c.timeoutSecs });
+    } catch (e) {
+      if (e instanceof TimeoutError) {
+        const restarted = /restarted/.test(e.message) ? '; it ignored SIGINT, so the shell was restarted (working directory and variables reset)' : '';
+        throw new TimeoutError(`exec ${JSON.stringify(c.argv)}: timed out after ${c.timeoutSecs}s${restarted}`, {
+          command: c.argv.join(' '), exitCode: e.exitCode, stdout: e.stdout, stderr: e.stderr, cause: e,
+        });
+      }
+      throw e;
+    }
+  }
+
+  /** Restarts exec()'s shell: working directory and variables back to the start. */
+  async reset() {
+    if (this._sh) await (await this.shellSession()).reset();
   }
 
   /** Starts the shell (stdin open, no terminal). */
@@ -304,6 +423,15 @@ class InteractiveBox extends SimpleBox {
 
   async stop() {
     if (this._execution) this._execution.close();
+    const sh = this._sh;
+    this._sh = null;
+    if (sh) {
+      try {
+        (await sh).close();
+      } catch {
+        // it never started
+      }
+    }
     return super.stop();
   }
 }

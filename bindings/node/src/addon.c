@@ -2,12 +2,12 @@
  * addon.c: the raw layer of the Node bindings. One JS function per function
  * of include/boxlite.h (the _free functions of errors, strings and results
  * are called here, never from JS), plus two helpers an event loop needs:
- * executionWatchFd (poll(2) on boxlite_execution_fd, the Node counterpart of
- * Python's loop.add_reader) and benchBoxRun (the C ABI's own round-trip time,
+ * executionWatchFd / cellWatchFd (poll(2) on boxlite_execution_fd or
+ * boxlite_cell_fd, the Node counterpart of Python's loop.add_reader) and benchBoxRun (the C ABI's own round-trip time,
  * measured in the same process, for bench.js).
  *
  * Handles are N-API externals with a type tag per kind (runtime, box,
- * execution); the library handle inside is a token, never a pointer, so a
+ * execution, session, cell); the library handle inside is a token, never a pointer, so a
  * freed handle passed again gets the library's typed error. A value of the
  * wrong kind is a TypeError naming the parameter.
  *
@@ -54,13 +54,15 @@
 #define READ_CAP_MAX (16u << 20)
 #define SCRATCH (64u << 10)
 
-enum kind { K_RUNTIME = 1, K_BOX = 2, K_EXEC = 3 };
-static const char *kind_names[] = {"", "runtime", "box", "execution"};
+enum kind { K_RUNTIME = 1, K_BOX = 2, K_EXEC = 3, K_SESSION = 4, K_CELL = 5 };
+static const char *kind_names[] = {"", "runtime", "box", "execution", "session", "cell"};
 static const napi_type_tag kind_tags[] = {
     {0, 0},
     {0xb0c5117e00000001ULL, 0x7a6e3f0a1c2d4e01ULL},
     {0xb0c5117e00000002ULL, 0x7a6e3f0a1c2d4e02ULL},
     {0xb0c5117e00000003ULL, 0x7a6e3f0a1c2d4e03ULL},
+    {0xb0c5117e00000004ULL, 0x7a6e3f0a1c2d4e04ULL},
+    {0xb0c5117e00000005ULL, 0x7a6e3f0a1c2d4e05ULL},
 };
 
 struct watch;
@@ -248,6 +250,8 @@ static void handle_finalize(napi_env env, void *data, void *hint) {
      * which must not run inside a GC pass). */
     if (hd->kind == K_EXEC) boxlite_execution_free(hd->h);
     else if (hd->kind == K_BOX) boxlite_box_free(hd->h);
+    else if (hd->kind == K_CELL) boxlite_cell_free(hd->h);
+    else if (hd->kind == K_SESSION) boxlite_session_free(hd->h);
   }
   if (hd->kind != K_RUNTIME) {
     free(hd);
@@ -307,11 +311,34 @@ static napi_value undefined(napi_env env) {
   return v;
 }
 
+/* {exitCode, signal, timedOut, stdout: Buffer, stderr: Buffer} of a result. */
+static napi_value run_result(napi_env env, const boxlite_result_t *r) {
+  napi_value o = make_exit(env, &r->exit), v;
+  napi_create_buffer_copy(env, r->stdout_len, r->stdout_data, NULL, &v);
+  napi_set_named_property(env, o, "stdout", v);
+  napi_create_buffer_copy(env, r->stderr_len, r->stderr_data, NULL, &v);
+  napi_set_named_property(env, o, "stderr", v);
+  return o;
+}
+
+/* {stream: 1 | 2, data: Buffer} of a cell read. */
+static napi_value cell_chunk(napi_env env, int stream, const uint8_t *buf, size_t n) {
+  napi_value o, v;
+  napi_create_object(env, &o);
+  napi_create_int32(env, stream, &v);
+  napi_set_named_property(env, o, "stream", v);
+  napi_create_buffer_copy(env, n, buf, NULL, &v);
+  napi_set_named_property(env, o, "data", v);
+  return o;
+}
+
 /* ---------- async work ---------- */
 
 enum op {
   OP_RUNTIME_NEW, OP_RUNTIME_FREE, OP_IMAGE_LOAD, OP_BOX_LIST, OP_BOX_CREATE, OP_BOX_GET,
   OP_BOX_START, OP_BOX_STOP, OP_BOX_REMOVE, OP_BOX_RUN, OP_READ, OP_WRITE, OP_WAIT, OP_BENCH,
+  OP_SESSION_NEW, OP_SESSION_RUN, OP_SESSION_RUN_START, OP_SESSION_EXEC, OP_SESSION_RESET,
+  OP_CELL_READ, OP_CELL_RESULT,
 };
 
 typedef struct work {
@@ -321,11 +348,13 @@ typedef struct work {
   int op;
   void *h;
   char *s;        /* string input */
+  char *s2;       /* second string input (session options) */
   uint8_t *buf;   /* read/write buffer */
   size_t cap, n;
   int64_t i64;
   int i;
   /* results */
+  int stream; /* cell reads */
   int rc;
   int errcode;
   char *errmsg;
@@ -393,6 +422,27 @@ static void work_execute(napi_env env, void *data) {
       w->times[k] = (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6;
     }
     break;
+  case OP_SESSION_NEW:
+    w->rc = boxlite_session_new(w->h, w->s2, w->s, (boxlite_session_t **)&w->out_h, &err);
+    break;
+  case OP_SESSION_RUN:
+    w->rc = boxlite_session_run(w->h, w->s, w->i64, &w->out_str, &err);
+    break;
+  case OP_SESSION_RUN_START:
+    w->rc = boxlite_session_run_start(w->h, w->s, w->i64, (boxlite_cell_t **)&w->out_h, &err);
+    break;
+  case OP_SESSION_EXEC:
+    w->rc = boxlite_session_exec(w->h, w->s, &w->res, &err);
+    break;
+  case OP_SESSION_RESET:
+    w->rc = boxlite_session_reset(w->h, &err);
+    break;
+  case OP_CELL_READ:
+    w->rc = boxlite_cell_read(w->h, w->buf, w->cap, w->i64, &w->stream, &w->n, &err);
+    break;
+  case OP_CELL_RESULT:
+    w->rc = boxlite_cell_result(w->h, w->i64, &w->out_str, &err);
+    break;
   }
   if (err) {
     w->errcode = err->code;
@@ -404,14 +454,19 @@ static void work_execute(napi_env env, void *data) {
 static void work_complete(napi_env env, napi_status status, void *data) {
   work_t *w = data;
   napi_value result = NULL, v;
-  int failed = w->rc != BOXLITE_OK && !(w->rc >= 100 && (w->op == OP_READ || w->op == OP_WAIT));
+  int failed = w->rc != BOXLITE_OK &&
+               !(w->rc >= 100 && (w->op == OP_READ || w->op == OP_WAIT || w->op == OP_CELL_READ || w->op == OP_CELL_RESULT));
   if (status == napi_cancelled) {
     napi_reject_deferred(env, w->d, make_error(env, "internal", "cancelled"));
     goto out;
   }
   if (failed) {
     const char *name = boxlite_status_name(w->rc);
-    napi_reject_deferred(env, w->d, make_error(env, name, w->errmsg ? w->errmsg : name));
+    napi_value e = make_error(env, name, w->errmsg ? w->errmsg : name);
+    /* Session calls hand out their result with a timeout too. */
+    if (w->out_str) napi_set_named_property(env, e, "resultJson", str_or_null(env, w->out_str));
+    if (w->res) napi_set_named_property(env, e, "result", run_result(env, w->res));
+    napi_reject_deferred(env, w->d, e);
     goto out;
   }
   switch (w->op) {
@@ -427,11 +482,27 @@ static void work_complete(napi_env env, napi_status status, void *data) {
     result = str_or_null(env, w->out_str);
     break;
   case OP_BOX_RUN:
-    result = make_exit(env, &w->res->exit);
-    napi_create_buffer_copy(env, w->res->stdout_len, w->res->stdout_data, NULL, &v);
-    napi_set_named_property(env, result, "stdout", v);
-    napi_create_buffer_copy(env, w->res->stderr_len, w->res->stderr_data, NULL, &v);
-    napi_set_named_property(env, result, "stderr", v);
+  case OP_SESSION_EXEC:
+    result = run_result(env, w->res);
+    break;
+  case OP_SESSION_NEW:
+    result = wrap_handle(env, K_SESSION, w->out_h);
+    if (!result) boxlite_session_free(w->out_h);
+    break;
+  case OP_SESSION_RUN_START:
+    result = wrap_handle(env, K_CELL, w->out_h);
+    if (!result) boxlite_cell_free(w->out_h);
+    break;
+  case OP_SESSION_RUN:
+    result = str_or_null(env, w->out_str);
+    break;
+  case OP_CELL_RESULT:
+    if (w->rc == BOXLITE_OK) result = str_or_null(env, w->out_str);
+    else napi_create_int32(env, w->rc, &result);
+    break;
+  case OP_CELL_READ:
+    if (w->rc == BOXLITE_OK) result = cell_chunk(env, w->stream, w->buf, w->n);
+    else napi_create_int32(env, w->rc, &result);
     break;
   case OP_READ:
     if (w->rc == BOXLITE_OK) napi_create_buffer_copy(env, w->n, w->buf, NULL, &result);
@@ -467,6 +538,7 @@ out:
   boxlite_string_free(w->out_str);
   boxlite_result_free(w->res);
   free(w->s);
+  free(w->s2);
   free(w->buf);
   free(w->errmsg);
   free(w->times);
@@ -487,6 +559,7 @@ static napi_value queue(napi_env env, work_t *w, napi_value keep, const char *na
 fail:
   if (w->ref) napi_delete_reference(env, w->ref);
   free(w->s);
+  free(w->s2);
   free(w->buf);
   free(w);
   napi_throw_error(env, "internal", "cannot queue work");
@@ -963,19 +1036,23 @@ fail:
 /* executionWatchFd(ex): a Promise that resolves once boxlite_execution_fd(ex)
  * is readable (one-shot; call again to wait again), and rejects with code
  * "closed" if the execution is freed meanwhile. One watch per execution. */
-static napi_value js_execution_watch_fd(napi_env env, napi_callback_info info) {
+static napi_value watch_fd(napi_env env, napi_callback_info info, int kind) {
   napi_value a[1], promise;
   if (!get_args(env, info, 1, a)) return NULL;
-  handle_t *hd = get_handle(env, a[0], K_EXEC, "ex");
+  handle_t *hd = get_handle(env, a[0], kind, kind == K_EXEC ? "ex" : "cell");
   if (!hd) return NULL;
   state_t *st = get_state(env);
-  int fd = hd->freed ? -1 : boxlite_execution_fd(hd->h);
+  int fd = hd->freed ? -1 : kind == K_EXEC ? boxlite_execution_fd(hd->h) : boxlite_cell_fd(hd->h);
   if (fd < 0) {
-    napi_throw(env, make_error(env, "invalid_argument", "execution handle is not valid (freed)"));
+    char msg[96];
+    snprintf(msg, sizeof msg, "%s handle is not valid (freed)", kind_names[kind]);
+    napi_throw(env, make_error(env, "invalid_argument", msg));
     return NULL;
   }
   if (hd->watch) {
-    napi_throw(env, make_error(env, "invalid_state", "executionWatchFd: this execution is already being watched"));
+    char msg[96];
+    snprintf(msg, sizeof msg, "watchFd: this %s is already being watched", kind_names[kind]);
+    napi_throw(env, make_error(env, "invalid_state", msg));
     return NULL;
   }
   if (!poller_start(env, st)) return NULL;
@@ -1004,6 +1081,10 @@ static napi_value js_execution_watch_fd(napi_env env, napi_callback_info info) {
   return promise;
 }
 
+static napi_value js_execution_watch_fd(napi_env env, napi_callback_info info) {
+  return watch_fd(env, info, K_EXEC);
+}
+
 /* Drops a pending watch of hd (rejecting it with "closed"); JS thread only. */
 static void unwatch(napi_env env, handle_t *hd) {
   state_t *st = get_state(env);
@@ -1014,7 +1095,11 @@ static void unwatch(napi_env env, handle_t *hd) {
     watch_unlink(st, w);
   }
   pthread_mutex_unlock(&st->mu);
-  if (w) watch_settle(env, st, w, make_error(env, "closed", "execution was freed while its fd was watched"));
+  if (w) {
+    char msg[96];
+    snprintf(msg, sizeof msg, "%s was freed while its fd was watched", kind_names[hd->kind]);
+    watch_settle(env, st, w, make_error(env, "closed", msg));
+  }
 }
 
 static napi_value js_execution_free(napi_env env, napi_callback_info info) {
@@ -1053,6 +1138,216 @@ static napi_value js_bench_box_run(napi_env env, napi_callback_info info) {
   w->s = cmd;
   w->i = n;
   return queue(env, w, a[0], "boxlite.benchBoxRun");
+}
+
+/* ---------- sessions ---------- */
+
+/* sessionNew(box, kind, optionsJson | null): Promise of a session handle. */
+static napi_value js_session_new(napi_env env, napi_callback_info info) {
+  napi_value a[3];
+  int isnull;
+  if (!get_args(env, info, 3, a)) return NULL;
+  handle_t *hd = get_handle(env, a[0], K_BOX, "box");
+  if (!hd) return NULL;
+  char *kind = get_string(env, a[1], "kind", 0, NULL);
+  if (!kind) return NULL;
+  char *opts = get_string(env, a[2], "optionsJson", 1, &isnull);
+  if (!opts && !isnull) return free(kind), NULL;
+  work_t *w = new_work(env, OP_SESSION_NEW);
+  if (!w) return free(kind), free(opts), NULL;
+  w->h = hd->h;
+  w->s = opts;
+  w->s2 = kind;
+  return queue(env, w, a[0], "boxlite.sessionNew");
+}
+
+/* A session's code or command call: (s, string, timeoutMs?) on the pool. */
+static napi_value session_string_op(napi_env env, napi_callback_info info, int op, const char *param, int timed,
+                                    const char *name) {
+  napi_value a[3];
+  int64_t timeout = 0;
+  if (!get_args(env, info, 3, a)) return NULL;
+  handle_t *hd = get_handle(env, a[0], K_SESSION, "session");
+  if (!hd) return NULL;
+  if (timed && !get_timeout(env, a[2], "timeoutMs", &timeout)) return NULL;
+  char *str = get_string(env, a[1], param, 0, NULL);
+  if (!str) return NULL;
+  work_t *w = new_work(env, op);
+  if (!w) return free(str), NULL;
+  w->h = hd->h;
+  w->s = str;
+  w->i64 = timeout < 0 ? 0 : timeout; /* the library: 0 is no timeout */
+  return queue(env, w, a[0], name);
+}
+
+/* sessionRun(s, code, timeoutMs): Promise of the result JSON; a timeout
+ * rejects with code "timeout" and `resultJson`. */
+static napi_value js_session_run(napi_env env, napi_callback_info info) {
+  return session_string_op(env, info, OP_SESSION_RUN, "code", 1, "boxlite.sessionRun");
+}
+
+/* sessionRunStart(s, code, timeoutMs): Promise of a cell handle. */
+static napi_value js_session_run_start(napi_env env, napi_callback_info info) {
+  return session_string_op(env, info, OP_SESSION_RUN_START, "code", 1, "boxlite.sessionRunStart");
+}
+
+/* sessionExec(s, commandJson): Promise of {exitCode, signal, timedOut,
+ * stdout, stderr}; a timeout rejects with code "timeout" and `result`. */
+static napi_value js_session_exec(napi_env env, napi_callback_info info) {
+  return session_string_op(env, info, OP_SESSION_EXEC, "commandJson", 0, "boxlite.sessionExec");
+}
+
+static napi_value js_session_reset(napi_env env, napi_callback_info info) {
+  napi_value a[1];
+  if (!get_args(env, info, 1, a)) return NULL;
+  handle_t *hd = get_handle(env, a[0], K_SESSION, "session");
+  if (!hd) return NULL;
+  work_t *w = new_work(env, OP_SESSION_RESET);
+  if (!w) return NULL;
+  w->h = hd->h;
+  return queue(env, w, a[0], "boxlite.sessionReset");
+}
+
+static napi_value js_session_interrupt(napi_env env, napi_callback_info info) {
+  napi_value a[1];
+  if (!get_args(env, info, 1, a)) return NULL;
+  handle_t *hd = get_handle(env, a[0], K_SESSION, "session");
+  if (!hd) return NULL;
+  boxlite_error_t *err = NULL;
+  int rc = boxlite_session_interrupt(hd->h, &err);
+  if (rc != BOXLITE_OK) return throw_status(env, rc, err), NULL;
+  return undefined(env);
+}
+
+static napi_value js_session_info(napi_env env, napi_callback_info info) {
+  napi_value a[1], v;
+  if (!get_args(env, info, 1, a)) return NULL;
+  handle_t *hd = get_handle(env, a[0], K_SESSION, "session");
+  if (!hd) return NULL;
+  char *out = NULL;
+  boxlite_error_t *err = NULL;
+  int rc = boxlite_session_info(hd->h, &out, &err);
+  if (rc != BOXLITE_OK) return throw_status(env, rc, err), NULL;
+  v = str_or_null(env, out);
+  boxlite_string_free(out);
+  return v;
+}
+
+static napi_value js_session_free(napi_env env, napi_callback_info info) {
+  napi_value a[1];
+  if (!get_args(env, info, 1, a)) return NULL;
+  handle_t *hd = get_handle(env, a[0], K_SESSION, "session");
+  if (!hd) return NULL;
+  if (!hd->freed) boxlite_session_free(hd->h);
+  hd->freed = 1;
+  return undefined(env);
+}
+
+/* cellRead(c, cap, timeoutMs): {stream, data}, or BOXLITE_AGAIN /
+ * BOXLITE_EOF as a number. timeoutMs 0 answers at once; else a Promise. */
+static napi_value js_cell_read(napi_env env, napi_callback_info info) {
+  napi_value a[3], v = NULL;
+  int cap;
+  int64_t timeout;
+  if (!get_args(env, info, 3, a)) return NULL;
+  handle_t *hd = get_handle(env, a[0], K_CELL, "cell");
+  if (!hd || !get_int(env, a[1], "cap", &cap) || !get_timeout(env, a[2], "timeoutMs", &timeout)) return NULL;
+  if (cap < 1 || (unsigned)cap > READ_CAP_MAX) {
+    napi_throw_range_error(env, "invalid_argument", "cap must be between 1 and 16777216");
+    return NULL;
+  }
+  if (timeout == 0) {
+    state_t *st = get_state(env);
+    uint8_t *buf = (unsigned)cap <= SCRATCH ? st->scratch : malloc(cap);
+    size_t n = 0;
+    int stream = 0;
+    boxlite_error_t *err = NULL;
+    if (!buf) return napi_throw_error(env, "limit", "out of memory"), NULL;
+    int rc = boxlite_cell_read(hd->h, buf, cap, 0, &stream, &n, &err);
+    if (rc == BOXLITE_OK) v = cell_chunk(env, stream, buf, n);
+    else if (rc >= 100) napi_create_int32(env, rc, &v);
+    if (buf != st->scratch) free(buf);
+    if (rc != BOXLITE_OK && rc < 100) return throw_status(env, rc, err), NULL;
+    return v;
+  }
+  work_t *w = new_work(env, OP_CELL_READ);
+  if (!w) return NULL;
+  w->buf = malloc(cap);
+  if (!w->buf) return free(w), napi_throw_error(env, "limit", "out of memory"), NULL;
+  w->h = hd->h;
+  w->cap = cap;
+  w->i64 = timeout;
+  return queue(env, w, a[0], "boxlite.cellRead");
+}
+
+static napi_value js_cell_fd(napi_env env, napi_callback_info info) {
+  napi_value a[1], v;
+  if (!get_args(env, info, 1, a)) return NULL;
+  handle_t *hd = get_handle(env, a[0], K_CELL, "cell");
+  if (!hd) return NULL;
+  napi_create_int32(env, hd->freed ? -1 : boxlite_cell_fd(hd->h), &v);
+  return v;
+}
+
+/* cellResult(c, timeoutMs): the result JSON, or BOXLITE_AGAIN; timeoutMs 0
+ * answers at once, else a Promise. A timeout of the cell throws/rejects with
+ * code "timeout" and `resultJson`. */
+static napi_value js_cell_result(napi_env env, napi_callback_info info) {
+  napi_value a[2], v;
+  int64_t timeout;
+  if (!get_args(env, info, 2, a)) return NULL;
+  handle_t *hd = get_handle(env, a[0], K_CELL, "cell");
+  if (!hd || !get_timeout(env, a[1], "timeoutMs", &timeout)) return NULL;
+  if (timeout == 0) {
+    char *out = NULL;
+    boxlite_error_t *err = NULL;
+    int rc = boxlite_cell_result(hd->h, 0, &out, &err);
+    if (rc == BOXLITE_AGAIN) return napi_create_int32(env, rc, &v), v;
+    if (rc == BOXLITE_OK) {
+      v = str_or_null(env, out);
+      boxlite_string_free(out);
+      return v;
+    }
+    const char *name = boxlite_status_name(rc);
+    napi_value e = make_error(env, name, err && err->message ? err->message : name);
+    if (out) napi_set_named_property(env, e, "resultJson", str_or_null(env, out));
+    boxlite_string_free(out);
+    boxlite_error_free(err);
+    napi_throw(env, e);
+    return NULL;
+  }
+  work_t *w = new_work(env, OP_CELL_RESULT);
+  if (!w) return NULL;
+  w->h = hd->h;
+  w->i64 = timeout;
+  return queue(env, w, a[0], "boxlite.cellResult");
+}
+
+static napi_value js_cell_interrupt(napi_env env, napi_callback_info info) {
+  napi_value a[1];
+  if (!get_args(env, info, 1, a)) return NULL;
+  handle_t *hd = get_handle(env, a[0], K_CELL, "cell");
+  if (!hd) return NULL;
+  boxlite_error_t *err = NULL;
+  int rc = boxlite_cell_interrupt(hd->h, &err);
+  if (rc != BOXLITE_OK) return throw_status(env, rc, err), NULL;
+  return undefined(env);
+}
+
+static napi_value js_cell_free(napi_env env, napi_callback_info info) {
+  napi_value a[1];
+  if (!get_args(env, info, 1, a)) return NULL;
+  handle_t *hd = get_handle(env, a[0], K_CELL, "cell");
+  if (!hd) return NULL;
+  unwatch(env, hd);
+  if (!hd->freed) boxlite_cell_free(hd->h);
+  hd->freed = 1;
+  return undefined(env);
+}
+
+/* cellWatchFd(c): as executionWatchFd, for a cell's fd. */
+static napi_value js_cell_watch_fd(napi_env env, napi_callback_info info) {
+  return watch_fd(env, info, K_CELL);
 }
 
 /* ---------- module ---------- */
@@ -1134,6 +1429,20 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       FN("executionFree", js_execution_free),
       FN("executionWatchFd", js_execution_watch_fd),
       FN("benchBoxRun", js_bench_box_run),
+      FN("sessionNew", js_session_new),
+      FN("sessionRun", js_session_run),
+      FN("sessionRunStart", js_session_run_start),
+      FN("sessionExec", js_session_exec),
+      FN("sessionInterrupt", js_session_interrupt),
+      FN("sessionReset", js_session_reset),
+      FN("sessionInfo", js_session_info),
+      FN("sessionFree", js_session_free),
+      FN("cellRead", js_cell_read),
+      FN("cellFd", js_cell_fd),
+      FN("cellResult", js_cell_result),
+      FN("cellInterrupt", js_cell_interrupt),
+      FN("cellFree", js_cell_free),
+      FN("cellWatchFd", js_cell_watch_fd),
 #undef FN
   };
   NAPI_OK(napi_define_properties(env, exports, sizeof fns / sizeof fns[0], fns));

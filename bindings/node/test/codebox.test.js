@@ -9,6 +9,7 @@ const path = require('node:path');
 const { execFileSync, execFile } = require('node:child_process');
 const { JsBoxlite, CodeBox, ExecError, TimeoutError, BoxliteError } = require('..');
 const { pkg, home, ensureImage, missingImage } = require('./helpers');
+const native = require('../lib/raw');
 
 const skip = missingImage('python:slim');
 const T = { timeout: 300_000 };
@@ -44,6 +45,29 @@ print(f"Sum of 0-99: {x}")
 main();
 `;
 
+// The persistent-session example of the issue, as a program: the same output as from Python.
+const SESSION_EXAMPLE = `
+import { CodeBox } from '@boxlite-ai/boxlite';
+
+const codebox = new CodeBox();
+try {
+  await codebox.run('import json\\ndef process(data):\\n    return {k: v * 2 for k, v in data.items()}\\n');
+  console.log(await codebox.run('output = process({"a": 1, "b": 2, "c": 3})\\nprint(json.dumps(output))'));
+} finally {
+  await codebox.stop();
+}
+`;
+
+function runExample(proj, file) {
+  const p = new Promise((resolve, reject) => {
+    execFile(process.execPath, [file], { cwd: proj, env: { ...process.env, BOXLITE_HOME: home }, timeout: 240_000 }, (err, stdout, stderr) =>
+      err ? reject(Object.assign(err, { stdout, stderr })) : resolve({ stdout, stderr }),
+    );
+  });
+  p.catch(() => {}); // awaited by the test
+  return p;
+}
+
 test('CodeBox', { skip, ...T }, async (t) => {
   const runtime = new JsBoxlite({ homeDir: home });
   await ensureImage(runtime, 'python:slim');
@@ -53,12 +77,9 @@ test('CodeBox', { skip, ...T }, async (t) => {
   fs.writeFileSync(path.join(proj, 'package.json'), JSON.stringify({ name: 'example', private: true, type: 'module' }));
   execFileSync('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', `@boxlite-ai/boxlite@file:${pkg}`], { cwd: proj, stdio: 'pipe' });
   fs.writeFileSync(path.join(proj, 'run_code.js'), EXAMPLE);
-  const example = new Promise((resolve, reject) => {
-    execFile(process.execPath, ['run_code.js'], { cwd: proj, env: { ...process.env, BOXLITE_HOME: home }, timeout: 240_000 }, (err, stdout, stderr) =>
-      err ? reject(Object.assign(err, { stdout, stderr })) : resolve({ stdout, stderr }),
-    );
-  });
-  example.catch(() => {}); // awaited below
+  fs.writeFileSync(path.join(proj, 'session.js'), SESSION_EXAMPLE);
+  const example = runExample(proj, 'run_code.js');
+  const sessionExample = runExample(proj, 'session.js');
 
   const codebox = new CodeBox({ runtime, memoryMib: 512 });
   t.after(async () => {
@@ -99,6 +120,89 @@ test('CodeBox', { skip, ...T }, async (t) => {
     await assert.rejects(codebox.run(42), { name: 'TypeError', message: /code must be a string/ });
     await assert.rejects(codebox.run('print(1)', { timeoutSecs: -1 }), { name: 'RangeError' });
     await assert.rejects(codebox.installPackages(), { name: 'TypeError' });
+  });
+
+  await t.test('run keeps the interpreter state between calls', async () => {
+    await codebox.run('import json\ndef process(data):\n    return {k: v * 2 for k, v in data.items()}\n');
+    assert.equal(await codebox.run('output = process({"a": 1, "b": 2, "c": 3})\nprint(json.dumps(output))'), '{"a": 2, "b": 4, "c": 6}\n');
+    assert.equal(await codebox.run("if __name__ == '__main__':\n    n = 3\n\n    print(n * 2, end='')"), '6');
+  });
+
+  await t.test('runCell: value, streams, exception', async () => {
+    let r = await codebox.runCell("import sys\nprint('out')\nprint('err', file=sys.stderr)\n{'answer': 6 * 7}");
+    assert.deepEqual(r, { stdout: 'out\n', stderr: 'err\n', value: "{'answer': 42}", error: null, exitCode: 0, timedOut: false, restarted: false });
+    r = await codebox.runCell("def check(v):\n    raise ValueError(f'negative: {v}')\ncheck(-1)");
+    assert.equal(r.error.type, 'ValueError');
+    assert.equal(r.error.message, 'negative: -1');
+    assert.match(r.error.traceback, /^Traceback \(most recent call last\):\n {2}File "<cell-\d+>", line 3, in <module>\n/);
+    assert.match(r.error.traceback, /ValueError: negative: -1\n$/);
+    assert.equal(r.exitCode, 1);
+  });
+
+  await t.test('a timeout keeps the state; a cell ignoring the interrupt restarts the session', async () => {
+    await codebox.run('x = 1');
+    await assert.rejects(codebox.run('while True: pass', { timeoutSecs: 1 }), (e) => e instanceof TimeoutError && !e.restarted && /keeps its state/.test(e.message));
+    assert.equal(await codebox.run('print(x)'), '1\n');
+    await assert.rejects(codebox.run('import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass', { timeoutSecs: 1 }), (e) => {
+      assert.ok(e instanceof TimeoutError && e.restarted);
+      assert.match(e.message, /restarted/);
+      assert.match(e.message, /gone/);
+      return true;
+    });
+    assert.equal(await codebox.run("print('x' in globals())"), 'False\n');
+    assert.ok((await codebox.session()).info().restarts >= 1);
+  });
+
+  await t.test('large output', async () => {
+    const out = await codebox.run("import sys\nsys.stdout.write('z' * 3_000_000)\nfor i in range(10000): print(i)");
+    assert.equal(out.length, 3_000_000 + Array.from({ length: 10000 }, (_, i) => `${i}\n`).join('').length);
+    assert.ok(out.endsWith('\n9999\n'));
+  });
+
+  await t.test('stream gives output while the cell runs', async () => {
+    const cell = codebox.stream("import sys, time\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(0.3)\nprint('done', file=sys.stderr)\n'v'");
+    const chunks = [];
+    let early;
+    for await (const c of cell) {
+      if (early === undefined) early = native.cellResult(cell._h, 0) === native.AGAIN;
+      chunks.push(c);
+    }
+    const r = await cell.result();
+    assert.equal(chunks.filter((c) => c.stream === 'stdout').map((c) => c.text).join(''), '0\n1\n2\n');
+    assert.equal(chunks.filter((c) => c.stream === 'stderr').map((c) => c.text).join(''), 'done\n');
+    assert.ok(early, 'the first chunk arrived only after the cell ended');
+    assert.equal(r.value, "'v'");
+    assert.equal(r.stdout, '');
+  });
+
+  await t.test('independent sessions and reset', async () => {
+    await codebox.run("w = 'default'");
+    const other = await codebox.newSession();
+    try {
+      assert.equal(await other.run("print('w' in globals())"), 'False\n');
+      assert.equal(await codebox.run('print(w)'), 'default\n');
+    } finally {
+      other.close();
+    }
+    await codebox.reset();
+    assert.equal(await codebox.run("print('w' in globals())"), 'False\n');
+  });
+
+  await t.test('raw session functions check their arguments', async () => {
+    const s = await codebox.session();
+    assert.equal(JSON.parse(await native.sessionRun(s._h, '6 * 7', 0)).value, '42');
+    const box = await codebox.getBox();
+    assert.throws(() => native.sessionInfo(box._h), { name: 'TypeError', message: /session must be a boxlite session handle/ });
+    assert.throws(() => native.cellRead(s._h, 10, 0), { name: 'TypeError', message: /cell must be a boxlite cell handle/ });
+    await assert.rejects(native.sessionExec(s._h, '{"argv":["true"]}'), (e) => e.code === 'invalid_argument' && /not a shell one/.test(e.message));
+    await assert.rejects(native.sessionNew(box._h, 'ruby', null), (e) => e.code === 'invalid_argument');
+    await assert.rejects(codebox.runCell(42), { name: 'TypeError' });
+    assert.equal(s.info().kind, 'python');
+  });
+
+  await t.test('the session example prints what it prints from Python', async () => {
+    const { stdout, stderr } = await sessionExample;
+    assert.equal(stdout, '{"a": 2, "b": 4, "c": 6}\n\n', stderr);
   });
 
   await t.test("BoxLite's documented example runs unchanged", async () => {

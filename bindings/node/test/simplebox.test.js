@@ -156,7 +156,7 @@ test('SimpleBox', { skip, ...T }, async (t) => {
     assert.equal(e.code, 'invalid_state', 'a finished execution says so');
     await assert.rejects(ex.signal('SIGNOPE'), { name: 'TypeError', message: /signal must be/ });
     ex = await b.exec('sleep', ['30']);
-    await assert.rejects(ex.resize(24, 80), (err) => err.code === 'unsupported');
+    await assert.rejects(ex.resize(24, 80), (err) => err.code === 'invalid_state');
     ex.close();
   });
 
@@ -197,6 +197,29 @@ test('SimpleBox', { skip, ...T }, async (t) => {
     assert.equal(await ib.execution.stdout.text(), '42\n');
     assert.equal((await ib.wait()).exitCode, 5);
     await ib.stop();
+  });
+
+  await t.test('InteractiveBox.exec runs in a live shell', async () => {
+    const ib = new InteractiveBox({ runtime, image: 'alpine:latest', memoryMib: 256 });
+    ib._boxPromise = box.getBox(); // no second boot
+    try {
+      assert.equal((await ib.exec('cd', '/tmp')).exitCode, 0);
+      assert.equal((await ib.exec('export', 'A=1')).exitCode, 0);
+      assert.deepEqual(await ib.exec('sh', '-c', 'pwd; echo $A'), { exitCode: 0, stdout: '/tmp\n1\n', stderr: '' });
+      await ib.exec('eval', 'B=two');
+      assert.equal((await ib.exec('eval', 'echo "$B"')).stdout, 'two\n');
+      assert.equal((await ib.exec('echo', '$A', "it's", 'a;b')).stdout, "$A it's a;b\n", 'arguments are words');
+      assert.deepEqual(await ib.exec('sh', '-c', 'printf out; printf err >&2; exit 4'), { exitCode: 4, stdout: 'out', stderr: 'err' });
+      assert.equal((await ib.exec('sh', '-c', 'echo $C', { C: 'once' })).stdout, 'once\n');
+      assert.equal((await ib.exec('sh', '-c', 'echo "[$C]"')).stdout, '[]\n');
+      await assert.rejects(ib.exec('sleep', ['30'], null, { timeoutSecs: 1 }), (e) => e instanceof TimeoutError && /timed out/.test(e.message));
+      assert.equal((await ib.exec('pwd')).stdout, '/tmp\n', 'the timeout kept the shell');
+      assert.equal((await ib.shellSession()).info().restarts, 0);
+      await ib.reset();
+      assert.equal((await ib.exec('pwd')).stdout, '/\n');
+    } finally {
+      (await ib.shellSession()).close();
+    }
   });
 
   await t.test('a stopped box says so, and stop is idempotent', async () => {

@@ -35,6 +35,7 @@ from .exec import ExecResult
 from .execution import ExecStderr, ExecStdin, ExecStdout, Execution, ExitStatus
 from .interactivebox import InteractiveBox
 from .runtime import Boxlite, ImageHandle, ImageInfo, Options
+from .session import CellChunk, CellError, CellResult, CellStream, PythonSession, ShellSession
 from .simplebox import SimpleBox
 from .sync_api import (
     SyncBox,
@@ -62,6 +63,7 @@ __all__ = [
     "Box", "BoxOptions", "BoxInfo", "BoxStateInfo",
     "Execution", "ExecStdout", "ExecStderr", "ExecStdin", "ExitStatus", "ExecResult",
     "SimpleBox", "CodeBox", "InteractiveBox",
+    "PythonSession", "ShellSession", "CellResult", "CellError", "CellChunk", "CellStream",
     "SyncBoxlite", "SyncBox", "SyncExecution", "SyncExecStdout", "SyncExecStderr",
     "SyncSimpleBox", "SyncCodeBox", "SyncInteractiveBox",
     "BoxliteError", "InvalidArgumentError", "NotFoundError", "AlreadyExistsError", "InvalidStateError",

@@ -110,6 +110,29 @@ int boxlite_execution_signal(boxlite_execution_t *ex, int signal, boxlite_error_
 int boxlite_execution_kill(boxlite_execution_t *ex, boxlite_error_t **err);
 int boxlite_execution_resize(boxlite_execution_t *ex, int rows, int cols, boxlite_error_t **err);
 void boxlite_execution_free(boxlite_execution_t *ex);
+
+typedef struct boxlite_session boxlite_session_t;
+typedef struct boxlite_cell boxlite_cell_t;
+
+int boxlite_session_new(boxlite_box_t *box, const char *kind, const char *options_json,
+                        boxlite_session_t **out, boxlite_error_t **err);
+int boxlite_session_run(boxlite_session_t *s, const char *code, int64_t timeout_ms,
+                        char **result_json, boxlite_error_t **err);
+int boxlite_session_run_start(boxlite_session_t *s, const char *code, int64_t timeout_ms,
+                              boxlite_cell_t **out, boxlite_error_t **err);
+int boxlite_cell_read(boxlite_cell_t *c, uint8_t *buf, size_t cap, int64_t timeout_ms,
+                      int *stream, size_t *n, boxlite_error_t **err);
+int boxlite_cell_fd(boxlite_cell_t *c);
+int boxlite_cell_result(boxlite_cell_t *c, int64_t timeout_ms, char **result_json,
+                        boxlite_error_t **err);
+int boxlite_cell_interrupt(boxlite_cell_t *c, boxlite_error_t **err);
+void boxlite_cell_free(boxlite_cell_t *c);
+int boxlite_session_exec(boxlite_session_t *s, const char *command_json, boxlite_result_t **out,
+                         boxlite_error_t **err);
+int boxlite_session_interrupt(boxlite_session_t *s, boxlite_error_t **err);
+int boxlite_session_reset(boxlite_session_t *s, boxlite_error_t **err);
+int boxlite_session_info(boxlite_session_t *s, char **out_json, boxlite_error_t **err);
+void boxlite_session_free(boxlite_session_t *s);
 """
 
 ffi = FFI()
@@ -265,6 +288,14 @@ def _free_box(p):
 
 def _free_execution(p):
     lib().boxlite_execution_free(p)
+
+
+def _free_session(p):
+    lib().boxlite_session_free(p)
+
+
+def _free_cell(p):
+    lib().boxlite_cell_free(p)
 
 
 # ---- library --------------------------------------------------------------------
@@ -460,3 +491,122 @@ def execution_resize(ex: Handle, rows: int, cols: int) -> None:
 
 def execution_free(ex: Handle) -> None:
     ex.close()
+
+
+# ---- sessions ------------------------------------------------------------------------
+#
+# boxlite_session_run, boxlite_cell_result and boxlite_session_exec hand out
+# their result with BOXLITE_ERR_TIMEOUT too: the TimeoutError raised here
+# carries it as ``result_json`` (run, cell result) or ``result`` (exec, the
+# tuple box_run returns).
+
+TIMEOUT = 5
+
+
+def session_new(box: Handle, kind: str, options_json: Optional[str]) -> Handle:
+    out = ffi.new("boxlite_session_t **")
+    err = _new_err()
+    opts = ffi.NULL if options_json is None else _cstr(options_json, "session options")
+    check(lib().boxlite_session_new(_ptr(box), _cstr(kind, "session kind"), opts, out, err), err, "session_new")
+    return Handle(out[0], _free_session, "session")
+
+
+def _json_result(rc: int, out, err, op: str) -> str:
+    """The result JSON of a call that sets it with OK and TIMEOUT alike."""
+    text = _take_string(out[0]) if out[0] != ffi.NULL else None
+    try:
+        check(rc, err, op)
+    except errors.TimeoutError as e:
+        e.result_json = text
+        raise
+    return text or ""
+
+
+def session_run(s: Handle, code: str, timeout_ms: int) -> str:
+    out = ffi.new("char **")
+    err = _new_err()
+    rc = lib().boxlite_session_run(_ptr(s), _cstr(code, "code"), timeout_ms, out, err)
+    return _json_result(rc, out, err, "session_run")
+
+
+def session_run_start(s: Handle, code: str, timeout_ms: int) -> Handle:
+    out = ffi.new("boxlite_cell_t **")
+    err = _new_err()
+    check(lib().boxlite_session_run_start(_ptr(s), _cstr(code, "code"), timeout_ms, out, err), err, "session_run_start")
+    return Handle(out[0], _free_cell, "cell")
+
+
+def cell_read(c: Handle, buf, timeout_ms: int) -> Tuple[int, int, int]:
+    """Reads into buf (from new_buffer): (OK, stream, n), (AGAIN, 0, 0) or (EOF, 0, 0)."""
+    stream = ffi.new("int *")
+    n = ffi.new("size_t *")
+    err = _new_err()
+    rc = check(lib().boxlite_cell_read(_ptr(c), buf, len(buf), timeout_ms, stream, n, err), err, "cell_read")
+    return rc, int(stream[0]), int(n[0])
+
+
+def cell_fd(c: Handle) -> int:
+    return lib().boxlite_cell_fd(_ptr(c))
+
+
+def cell_result(c: Handle, timeout_ms: int) -> Tuple[int, Optional[str]]:
+    """(OK, result JSON) or (AGAIN, None)."""
+    out = ffi.new("char **")
+    err = _new_err()
+    rc = lib().boxlite_cell_result(_ptr(c), timeout_ms, out, err)
+    if rc == AGAIN:
+        check(rc, err, "cell_result")
+        return rc, None
+    return rc, _json_result(rc, out, err, "cell_result")
+
+
+def cell_interrupt(c: Handle) -> None:
+    err = _new_err()
+    check(lib().boxlite_cell_interrupt(_ptr(c), err), err, "cell_interrupt")
+
+
+def cell_free(c: Handle) -> None:
+    c.close()
+
+
+def session_exec(s: Handle, command_json: str) -> Tuple[ExitTuple, bytes, bytes]:
+    """As box_run; a timeout raises TimeoutError whose ``result`` is that tuple."""
+    out = ffi.new("boxlite_result_t **")
+    err = _new_err()
+    rc = lib().boxlite_session_exec(_ptr(s), _cstr(command_json, "command"), out, err)
+    result = None
+    r = out[0]
+    if r != ffi.NULL:
+        try:
+            result = ((r.exit.exit_code, r.exit.signal, bool(r.exit.timed_out)),
+                      bytes(ffi.buffer(r.stdout_data, r.stdout_len)) if r.stdout_len else b"",
+                      bytes(ffi.buffer(r.stderr_data, r.stderr_len)) if r.stderr_len else b"")
+        finally:
+            lib().boxlite_result_free(r)
+    try:
+        check(rc, err, "session_exec")
+    except errors.TimeoutError as e:
+        e.result = result
+        raise
+    return result
+
+
+def session_interrupt(s: Handle) -> None:
+    err = _new_err()
+    check(lib().boxlite_session_interrupt(_ptr(s), err), err, "session_interrupt")
+
+
+def session_reset(s: Handle) -> None:
+    err = _new_err()
+    check(lib().boxlite_session_reset(_ptr(s), err), err, "session_reset")
+
+
+def session_info(s: Handle) -> str:
+    out = ffi.new("char **")
+    err = _new_err()
+    check(lib().boxlite_session_info(_ptr(s), out, err), err, "session_info")
+    return _take_string(out[0])
+
+
+def session_free(s: Handle) -> None:
+    s.close()

@@ -1,31 +1,33 @@
-"""CodeBox: run untrusted Python code in a box."""
+"""CodeBox: run untrusted Python code in a box, in a persistent session."""
 
 from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional
 
-from .box import check_str, check_timeout
-from .errors import NotFoundError, TimeoutError
-from .exec import ExecResult
+from .box import check_str
 from .runtime import Boxlite
+from .session import CellResult, CellStream, PythonSession
 from .simplebox import SimpleBox
 
 __all__ = ["CodeBox"]
-
-PYTHON = "python3"
-# Code up to this size travels as `python3 -c CODE`; longer code through stdin
-# (Linux caps one argument at 128 KiB).
-MAX_INLINE_CODE = 64 << 10
 
 
 class CodeBox(SimpleBox):
     """A box for running Python code: ``async with CodeBox() as cb: print(await cb.run(code))``.
 
-    Each ``run()`` is a fresh interpreter for now (``python3 -c``); a
-    persistent session keeping variables between runs will replace
-    ``_run_cell`` without changing ``run()``."""
+    ``run()`` talks to one long-lived interpreter in the box (a session), so
+    variables, imports and definitions of one call are there for the next::
+
+        await cb.run("import json\\ndef double(d):\\n    return {k: 2 * v for k, v in d.items()}")
+        print(await cb.run("print(json.dumps(double({'a': 1})))"))   # {"a": 2}
+
+    ``run_cell()`` returns the whole CellResult (stdout, stderr, the value of
+    a trailing expression, the exception), ``stream()`` the output while the
+    cell runs, ``reset()`` starts a fresh interpreter and ``new_session()``
+    an independent one. The interpreter is the image's Python 3
+    (/usr/local/bin/python3, else python3, else python)."""
 
     def __init__(
         self,
@@ -36,57 +38,84 @@ class CodeBox(SimpleBox):
         **kwargs: Any,
     ):
         super().__init__(image=image, memory_mib=memory_mib, cpus=cpus, runtime=runtime, **kwargs)
+        self._session: Optional[PythonSession] = None
+        self._session_lock: Optional[asyncio.Lock] = None
+        self._sessions: List[PythonSession] = []
+
+    async def session(self) -> PythonSession:
+        """The default session that run() uses, started on first use."""
+        if self._session is not None and not self._session.closed:
+            return self._session
+        if self._session_lock is None:
+            self._session_lock = asyncio.Lock()
+        async with self._session_lock:
+            if self._session is None or self._session.closed:
+                self._session = await self.new_session()
+        return self._session
+
+    async def new_session(self, *, env: Optional[Dict[str, str]] = None, cwd: Optional[str] = None,
+                          user: Optional[str] = None, grace: Optional[float] = None) -> PythonSession:
+        """Starts another interpreter in the box, independent of run()'s.
+        ``grace`` (seconds, default 3) is how long an interrupted cell has to
+        stop before the interpreter is killed and restarted. It is closed
+        with the box."""
+        s = await PythonSession.start(self._require(), env=env, cwd=cwd, user=user, grace=grace)
+        self._sessions = [x for x in self._sessions if not x.closed] + [s]
+        return s
 
     async def run(self, code: str, timeout: Optional[float] = None) -> str:
-        """Runs Python code and returns its stdout. When the code fails (an
-        uncaught exception, a non-zero exit), its stderr (the traceback)
-        follows the stdout, so the reason is not lost. ``timeout`` (seconds)
-        stops the code and raises ``boxlite.TimeoutError``."""
+        """Runs Python code as a cell of the session and returns its stdout.
+        When the code fails (an uncaught exception, sys.exit with a non-zero
+        code), its stderr and the traceback follow the stdout, so the reason
+        is not lost. ``timeout`` (seconds) interrupts the code and raises
+        ``boxlite.TimeoutError``; the session keeps its state, unless the code
+        ignored the interrupt: then the interpreter is restarted and the
+        error says that the state is gone."""
         if not isinstance(code, str):
             raise TypeError(f"code must be str, not {type(code).__name__}")
-        result = await self._run_cell(code, check_timeout(timeout))
-        if result.exit_code != 0:
-            return result.stdout + result.stderr
-        return result.stdout
+        return (await self.run_cell(code, timeout)).output
 
-    async def _run_cell(self, code: str, timeout: Optional[float]) -> ExecResult:
-        """Runs one piece of code: the one place that knows how (today a fresh
-        ``python3 -c`` per cell)."""
-        if len(code.encode("utf-8", "surrogatepass")) <= MAX_INLINE_CODE and "\x00" not in code:
-            return await self.exec(PYTHON, "-c", code, timeout=timeout)
-        return await self._run_via_stdin(code, timeout)
+    async def run_cell(self, code: str, timeout: Optional[float] = None) -> CellResult:
+        """Runs a cell and returns its CellResult: ``stdout``, ``stderr``,
+        ``value`` (repr of a trailing expression, as a notebook shows it),
+        ``error`` (type, message, traceback), ``exit_code``. A timeout raises
+        TimeoutError whose ``result`` is the CellResult so far."""
+        if not isinstance(code, str):
+            raise TypeError(f"code must be str, not {type(code).__name__}")
+        return await (await self.session()).run_cell(code, timeout)
 
-    async def _run_via_stdin(self, code: str, timeout: Optional[float]) -> ExecResult:
-        box = self._require()
-        try:
-            ex = await box.exec(PYTHON, "-", timeout=timeout, stdin=True)
-        except NotFoundError as e:
-            return ExecResult(127, "", f"{e}\n", error_message=str(e))
-        try:
-            stdin = ex.stdin()
+    def stream(self, code: str, timeout: Optional[float] = None) -> "_LazyCellStream":
+        """Runs a cell, giving its output while it runs::
 
-            async def feed() -> None:
-                await stdin.write(code.encode("utf-8", "surrogatepass"))
-                await stdin.close()
+            cell = cb.stream("for i in range(3): print(i); time.sleep(1)")
+            async for chunk in cell:          # CellChunk(stream, text)
+                print(chunk.text, end="")
+            result = await cell.result()
+        """
+        if not isinstance(code, str):
+            raise TypeError(f"code must be str, not {type(code).__name__}")
+        return _LazyCellStream(self, code, timeout)
 
-            _, out, err = await asyncio.gather(feed(), ex.stdout().read(), ex.stderr().read())
-            st = await ex.wait()
-        finally:
-            ex.close()
-        if st.timed_out:
-            raise TimeoutError(f"Command '{PYTHON} -' timed out after {timeout:g} seconds")
-        return ExecResult(st.exit_code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
-                          error_message=st.error_message)
+    async def reset(self) -> None:
+        """Restarts run()'s interpreter: all its state is gone."""
+        await (await self.session()).reset()
+
+    async def stop(self) -> None:
+        sessions, self._sessions, self._session = self._sessions, [], None
+        for s in sessions:
+            s.close()
+        await super().stop()
 
     async def run_script(self, script_path: str) -> str:
-        """Runs a Python script file from the host; returns what run() does."""
+        """Runs a Python script file of the host in the session; returns what run() does."""
         path = os.fspath(script_path)
         with open(path, "r", encoding="utf-8") as f:
             code = f.read()
         return await self.run(code)
 
     async def install_package(self, package: str) -> str:
-        """pip-installs a package in the box; returns pip's output."""
+        """pip-installs a package in the box; returns pip's output. The
+        session can import it at once."""
         check_str(package, "package")
         result = await self.exec("pip", "install", package)
         return result.stdout + result.stderr
@@ -97,3 +126,16 @@ class CodeBox(SimpleBox):
             check_str(p, f"packages[{i}]")
         result = await self.exec("pip", "install", *packages)
         return result.stdout + result.stderr
+
+
+class _LazyCellStream(CellStream):
+    """A CellStream of CodeBox's default session, which it starts on first use."""
+
+    def __init__(self, cb: CodeBox, code: str, timeout: Optional[float]):
+        self._cb = cb
+        super().__init__(None, code, timeout)  # type: ignore[arg-type]
+
+    async def _handle(self):
+        if self._session is None:
+            self._session = await self._cb.session()
+        return await super()._handle()

@@ -22,6 +22,7 @@ from .exec import ExecResult
 from .execution import ExecStdin, Execution, ExitStatus, _OutputStream
 from .interactivebox import InteractiveBox
 from .runtime import Boxlite, ImageInfo, Options
+from .session import CellChunk, CellResult
 from .simplebox import SimpleBox
 
 __all__ = [
@@ -289,6 +290,25 @@ class SyncCodeBox(SyncSimpleBox):
     def run(self, code: str, timeout: Optional[float] = None) -> str:
         return _run(self._sb.run(code, timeout))
 
+    def run_cell(self, code: str, timeout: Optional[float] = None) -> CellResult:
+        return _run(self._sb.run_cell(code, timeout))
+
+    def stream(self, code: str, timeout: Optional[float] = None) -> Iterator[CellChunk]:
+        """The cell's output chunks while it runs (then its end)."""
+        cell = self._sb.stream(code, timeout)
+        try:
+            while True:
+                try:
+                    yield _run(cell.__anext__())
+                except StopAsyncIteration:
+                    break
+            _run(cell.result())
+        finally:
+            cell.close()
+
+    def reset(self) -> None:
+        _run(self._sb.reset())
+
     def run_script(self, script_path: str) -> str:
         return _run(self._sb.run_script(script_path))
 
@@ -301,6 +321,9 @@ class SyncCodeBox(SyncSimpleBox):
 
 class SyncInteractiveBox(SyncSimpleBox):
     _cls = InteractiveBox
+
+    def reset(self) -> None:
+        _run(self._sb.reset())
 
     def wait(self) -> None:
         _run(self._sb.wait())

@@ -58,6 +58,35 @@ def test_info(box, run):
     assert run(awaited()).id == box.id
 
 
+# ---- the live shell ---------------------------------------------------------------------
+
+
+def test_shell_keeps_cwd_and_variables(box, run):
+    try:
+        assert run(box.exec("cd", "/tmp")).exit_code == 0
+        assert run(box.exec("export", "A=1")).exit_code == 0
+        r = run(box.exec("sh", "-c", "pwd; echo $A"))
+        assert (r.exit_code, r.stdout) == (0, "/tmp\n1\n")
+        run(box.exec("eval", "B=two; greet() { echo \"hi $1\"; }"))
+        assert run(box.exec("eval", 'echo "$B"; greet you')).stdout == "two\nhi you\n"
+        assert run(box.exec("greet", "again")).stdout == "hi again\n"
+        # arguments are words, never shell code
+        assert run(box.exec("echo", "$A", "a'b", "x;y", "*")).stdout == "$A a'b x;y *\n"
+        # env is for one command
+        assert run(box.exec("sh", "-c", "echo $C", env={"C": "once"})).stdout == "once\n"
+        assert run(box.exec("sh", "-c", "echo [$C]")).stdout == "[]\n"
+        # exit codes and stderr per call, output without a newline
+        r = run(box.exec("sh", "-c", "printf out; printf err >&2; exit 5"))
+        assert (r.exit_code, r.stdout, r.stderr) == (5, "out", "err")
+        # a timeout interrupts the command, not the shell
+        with pytest.raises(boxlite.TimeoutError):
+            run(box.exec("sleep", "30", timeout=1))
+        assert run(box.exec("pwd")).stdout == "/tmp\n"
+        assert box.shell_session.info()["restarts"] == 0
+    finally:
+        run(box.exec("cd", "/"))
+
+
 # ---- SimpleBox.exec options ----------------------------------------------------------
 
 
@@ -162,7 +191,7 @@ def test_wait_closes_untaken_stdin(box, run):
 def test_signal_kill_resize(box, run):
     async def go():
         ex = await box.box.exec("sleep", "30")
-        with pytest.raises(boxlite.UnsupportedError):
+        with pytest.raises(boxlite.InvalidStateError):  # no terminal
             await ex.resize_tty(24, 80)
         with pytest.raises(boxlite.InvalidArgumentError):
             await ex.signal(0)

@@ -3,6 +3,7 @@ shared CodeBox for the rest."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import os
@@ -28,7 +29,19 @@ def test_doc_example_unchanged():
 
 
 @pytest.fixture(scope="module")
-def cb(run):
+def session_example():
+    """The persistent-session example as a program, started at once so that
+    its box boots while the module's box works."""
+    need_image("python:slim")
+    p = subprocess.Popen([sys.executable, str(EXAMPLES / "codebox_session.py")], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, cwd=str(EXAMPLES.parent.parent))
+    yield p
+    p.kill()
+    p.wait()
+
+
+@pytest.fixture(scope="module")
+def cb(run, session_example):
     need_image("python:slim")
     box = boxlite.CodeBox(memory_mib=512)
     run(box.__aenter__())
@@ -109,3 +122,143 @@ def test_install_package_offline(cb, run, tmp_path):
     out = run(cb.install_package(f"/root/{whl.name}"))
     assert "Successfully installed tinypkg-0.1" in out, out
     assert run(cb.run("import tinypkg; print(tinypkg.ANSWER)")) == "42\n"
+
+
+# ---- persistent sessions ------------------------------------------------------------
+
+
+def test_session_example_program(session_example):
+    out, err = session_example.communicate(timeout=300)
+    assert session_example.returncode == 0, err
+    assert out == '{"a": 2, "b": 4, "c": 6}\n\n'
+
+
+def test_run_keeps_state(cb, run):
+    run(cb.run("import json\ndef process(data):\n    return {k: v * 2 for k, v in data.items()}\n"))
+    out = run(cb.run('output = process({"a": 1, "b": 2, "c": 3})\nprint(json.dumps(output))'))
+    assert out == '{"a": 2, "b": 4, "c": 6}\n'
+    # __main__, blank lines inside a block, output without a trailing newline
+    code = "if __name__ == '__main__':\n    total = 0\n\n    for i in range(4):\n        total += i\nprint(total, end='')"
+    assert run(cb.run(code)) == "6"
+
+
+def test_run_cell_value_and_streams(cb, run):
+    r = run(cb.run_cell("import sys\nprint('out')\nprint('err', file=sys.stderr)\n{'answer': 6 * 7}"))
+    assert isinstance(r, boxlite.CellResult) and r.success
+    assert (r.stdout, r.stderr, r.value, r.error, r.exit_code) == ("out\n", "err\n", "{'answer': 42}", None, 0)
+    assert run(cb.run_cell("None")).value is None
+    assert run(cb.run("'not printed'")) == ""
+
+
+def test_run_cell_exception(cb, run):
+    r = run(cb.run_cell("def check(v):\n    if v < 0:\n        raise ValueError(f'negative: {v}')\n\ncheck(-1)"))
+    assert r.error is not None and not r.success
+    assert (r.error.type, r.error.message, r.exit_code) == ("ValueError", "negative: -1", 1)
+    tb = r.error.traceback
+    assert tb.startswith("Traceback (most recent call last):\n") and tb.endswith("ValueError: negative: -1\n")
+    assert 'File "<cell-' in tb and "line 5, in <module>" in tb and "line 3, in check" in tb
+    assert "boxlite-session" not in tb
+    r = run(cb.run_cell("import sys; sys.exit(7)"))
+    assert (r.error.type, r.exit_code) == ("SystemExit", 7)
+    assert run(cb.run_cell("1 +")).error.type == "SyntaxError"
+
+
+def test_timeout_keeps_state(cb, run):
+    run(cb.run("x = 1"))
+    with pytest.raises(boxlite.TimeoutError) as e:
+        run(cb.run("print('spinning', flush=True)\nwhile True: pass", timeout=1))
+    assert e.value.result.timed_out and not e.value.result.restarted
+    assert e.value.stdout == "spinning\n" and "keeps its state" in str(e.value)
+    assert run(cb.run("print(x)")) == "1\n"
+
+
+def test_cell_ignoring_interrupt_restarts_session(cb, run):
+    run(cb.run("y = 2"))
+    code = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass"
+    with pytest.raises(boxlite.TimeoutError, match="restarted") as e:
+        run(cb.run(code, timeout=1))
+    assert e.value.result.restarted and "gone" in str(e.value)
+    assert run(cb.run("print('y' in globals())")) == "False\n"
+    assert run(cb.session()).info()["restarts"] >= 1
+
+
+def test_large_output(cb, run):
+    out = run(cb.run("import sys\nsys.stdout.write('z' * 3_000_000)\nprint()\nfor i in range(10000): print(i)"))
+    assert len(out) == 3_000_001 + sum(len(f"{i}\n") for i in range(10000))
+    assert out.endswith("\n9999\n")
+
+
+def test_stream(cb, run):
+    async def go():
+        cell = cb.stream("import time, sys\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(0.3)\n"
+                         "print('done', file=sys.stderr)\n'value'")
+        chunks = []
+        async for chunk in cell:
+            chunks.append((chunk.stream, chunk.text, cell._h is not None and raw_done(cell)))
+        return chunks, await cell.result()
+
+    def raw_done(cell):
+        from boxlite import _ffi
+
+        return _ffi.cell_result(cell._h, 0)[0] != _ffi.AGAIN
+
+    chunks, result = run(go())
+    assert "".join(t for s, t, _ in chunks if s == "stdout") == "0\n1\n2\n"
+    assert "".join(t for s, t, _ in chunks if s == "stderr") == "done\n"
+    assert not chunks[0][2], "the first chunk came only after the cell ended"
+    assert result.value == "'value'" and result.stdout == ""
+
+
+def test_cancel_interrupts_cell(cb, run):
+    async def go():
+        await cb.run("z = 3")
+        task = asyncio.ensure_future(cb.run("import time; time.sleep(60)"))
+        await asyncio.sleep(1.5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return await asyncio.wait_for(cb.run("print(z)"), 30)
+
+    assert run(go()) == "3\n"
+
+
+def test_sessions_and_reset(cb, run):
+    async def go():
+        await cb.run("w = 'default'")
+        other = await cb.new_session()
+        try:
+            assert await other.run("print('w' in globals())") == "False\n"
+            await other.run("w = 'other'")
+            assert await cb.run("print(w)") == "default\n"
+        finally:
+            other.close()
+        await cb.reset()
+        return await cb.run("print('w' in globals())")
+
+    assert run(go()) == "False\n"
+
+
+
+def test_session_raw_layer(cb, run):
+    import json
+
+    from boxlite import _ffi as raw
+
+    s = run(cb.session())
+    assert json.loads(raw.session_run(s._h, "6 * 7", 0))["value"] == "42"
+    info = s.info()
+    assert info["kind"] == "python" and info["pid"] > 0 and info["python"].startswith("3.")
+    with pytest.raises(TypeError, match="boxlite_session_t"):
+        raw.session_info(cb.box._h)  # a box handle is not a session
+    with pytest.raises(boxlite.InvalidArgumentError, match="not a shell one"):
+        raw.session_exec(s._h, '{"argv": ["true"]}')
+    with pytest.raises(boxlite.InvalidArgumentError, match="ruby"):
+        raw.session_new(cb.box._h, "ruby", None)
+    with pytest.raises(boxlite.InvalidArgumentError, match="unknown field"):
+        raw.session_new(cb.box._h, "python", '{"pyhton": "x"}')
+    with pytest.raises(boxlite.NotFoundError):
+        raw.session_new(cb.box._h, "python", '{"python": "/no/python3"}')
+    with pytest.raises(TypeError, match="code"):
+        cb.stream(42)
+    with pytest.raises(boxlite.InvalidArgumentError, match="timeout"):
+        run(cb.run_cell("1", timeout=-1))

@@ -1,0 +1,378 @@
+"""Persistent sessions: a live Python interpreter or shell in a box.
+
+``PythonSession`` keeps one interpreter running: each cell sees the globals,
+imports and definitions of the cells before it (``CodeBox.run`` uses one).
+``ShellSession`` keeps one ``sh``: ``cd``, ``export`` and shell variables of
+one ``exec`` are there for the next (``InteractiveBox.exec`` uses one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Dict, Optional
+
+from . import _ffi as raw
+from ._aio import blocking
+from .box import check_argv, check_env_dict, check_optional_str, check_timeout, command_json
+from .errors import BoxliteError, ClosedError, TimeoutError
+from .exec import ExecResult
+
+if TYPE_CHECKING:
+    from .box import Box
+
+__all__ = ["CellError", "CellResult", "CellChunk", "CellStream", "PythonSession", "ShellSession"]
+
+READ_CHUNK = 64 << 10
+
+
+@dataclass(frozen=True)
+class CellError:
+    """The exception a cell ended with."""
+
+    type: str  # "ValueError", "mymodule.MyError", "SystemExit", "InterpreterExited"
+    message: str
+    traceback: str  # as Python prints it
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """What a cell did (``CodeBox.run_cell``).
+
+    ``value`` is the repr() of the cell's trailing expression (None when it
+    has none, or it is None), as a notebook shows it. ``error`` is the
+    exception the cell raised, or None. ``exit_code`` is what ``python -c``
+    would have exited with. ``restarted``: the interpreter ended under the
+    cell (killed after ignoring a timeout, or os._exit, a crash) and a new
+    one was started, so the session's state is gone."""
+
+    stdout: str
+    stderr: str
+    value: Optional[str] = None
+    error: Optional[CellError] = None
+    exit_code: int = 0
+    timed_out: bool = False
+    restarted: bool = False
+
+    @property
+    def success(self) -> bool:
+        return self.error is None and not self.timed_out
+
+    @property
+    def output(self) -> str:
+        """What ``CodeBox.run`` returns: stdout, then (when the cell failed)
+        its stderr and the traceback, as ``python -c`` would have printed."""
+        if self.error is None:
+            return self.stdout
+        return self.stdout + self.stderr + self.error.traceback
+
+    @staticmethod
+    def from_json(text: Optional[str]) -> "CellResult":
+        d: Dict[str, Any] = json.loads(text) if text else {}
+        e = d.get("error")
+        return CellResult(
+            stdout=d.get("stdout", ""),
+            stderr=d.get("stderr", ""),
+            value=d.get("value"),
+            error=CellError(e.get("type", ""), e.get("message", ""), e.get("traceback", "")) if e else None,
+            exit_code=d.get("exit_code", 0),
+            timed_out=bool(d.get("timed_out")),
+            restarted=bool(d.get("restarted")),
+        )
+
+
+def _timeout_ms(timeout: Optional[float]) -> int:
+    t = check_timeout(timeout)
+    if not t:
+        return 0
+    return max(1, int(t * 1000))
+
+
+def _with_result(e: TimeoutError) -> TimeoutError:
+    """Attaches the partial CellResult to a cell's TimeoutError."""
+    r = CellResult.from_json(getattr(e, "result_json", None))
+    e.result = r
+    e.stdout, e.stderr, e.restarted = r.stdout, r.stderr, r.restarted
+    return e
+
+
+@dataclass(frozen=True)
+class CellChunk:
+    """Output of a running cell: ``stream`` is "stdout" or "stderr"."""
+
+    stream: str
+    text: str
+
+
+class CellStream:
+    """A cell whose output is read while it runs (``CodeBox.stream``)::
+
+        cell = codebox.stream(code)
+        async for chunk in cell:
+            print(chunk.text, end="")
+        result = await cell.result()
+
+    The cell starts on first use. Output not read holds the cell back once
+    1 MiB is buffered, as a pipe would; ``result()`` collects the rest.
+    ``close()`` (or leaving ``async with``) interrupts a cell still running."""
+
+    def __init__(self, session: "PythonSession", code: str, timeout: Optional[float]):
+        if not isinstance(code, str):
+            raise TypeError(f"code must be str, not {type(code).__name__}")
+        self._session = session
+        self._code = code
+        self._timeout_ms = _timeout_ms(timeout)
+        self._h: Optional[raw.Handle] = None
+        self._starting: Optional[asyncio.Future] = None
+        self._buf = raw.new_buffer(READ_CHUNK)
+        self._decoders = {raw.STDOUT: codecs.getincrementaldecoder("utf-8")("replace"),
+                          raw.STDERR: codecs.getincrementaldecoder("utf-8")("replace")}
+        self._eof = False
+        self._result: Optional[CellResult] = None
+        self._closed = False
+
+    async def _handle(self) -> raw.Handle:
+        if self._closed:
+            raise ClosedError("cell stream is closed")
+        if self._h is None:
+            if self._starting is None:
+                self._starting = asyncio.ensure_future(
+                    blocking(raw.session_run_start, self._session._handle(), self._code, self._timeout_ms,
+                             on_abandon=lambda h: h.close()))
+            h = await asyncio.shield(self._starting)
+            if self._closed:
+                h.close()
+                raise ClosedError("cell stream is closed")
+            self._h = h
+        return self._h
+
+    def __aiter__(self) -> "CellStream":
+        return self
+
+    async def __anext__(self) -> CellChunk:
+        h = await self._handle()
+        loop = asyncio.get_running_loop()
+        while not self._eof:
+            rc, stream, n = raw.cell_read(h, self._buf, 0)
+            if rc == raw.OK:
+                text = self._decoders[stream].decode(raw.buffer_bytes(self._buf, n))
+                if text:
+                    return CellChunk("stdout" if stream == raw.STDOUT else "stderr", text)
+                continue
+            if rc == raw.EOF:
+                self._eof = True
+                break
+            fd = raw.cell_fd(h)
+            fut = loop.create_future()
+            loop.add_reader(fd, lambda: fut.done() or fut.set_result(None))
+            try:
+                await fut
+            finally:
+                loop.remove_reader(fd)
+        for sid, d in self._decoders.items():
+            tail = d.decode(b"", final=True)
+            if tail:
+                return CellChunk("stdout" if sid == raw.STDOUT else "stderr", tail)
+        raise StopAsyncIteration
+
+    async def result(self) -> CellResult:
+        """Waits for the cell's end: its CellResult, whose stdout/stderr hold
+        what iteration did not return. A timeout raises TimeoutError (its
+        ``result`` is the CellResult)."""
+        if self._result is not None:
+            return self._result
+        h = await self._handle()
+        try:
+            _, text = await blocking(raw.cell_result, h, -1)
+        except TimeoutError as e:
+            raise _with_result(e) from None
+        self._result = CellResult.from_json(text)
+        return self._result
+
+    async def interrupt(self) -> None:
+        """Interrupts the cell now (KeyboardInterrupt), as a timeout would."""
+        raw.cell_interrupt(await self._handle())
+
+    def close(self) -> None:
+        """Releases the cell; one still running is interrupted."""
+        self._closed = True
+        if self._h is not None:
+            self._h.close()
+
+    async def __aenter__(self) -> "CellStream":
+        await self._handle()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self.close()
+
+
+class PythonSession:
+    """A live Python interpreter in a box (``CodeBox.new_session()``).
+
+    Cells take turns; several sessions in one box are independent."""
+
+    def __init__(self, box: "Box", handle: raw.Handle):
+        self._box = box  # keeps the box handle alive
+        self._h = handle
+
+    @classmethod
+    async def start(cls, box: "Box", *, python: Optional[str] = None, env: Optional[Dict[str, str]] = None,
+                    cwd: Optional[str] = None, user: Optional[str] = None,
+                    grace: Optional[float] = None) -> "PythonSession":
+        """Starts an interpreter in ``box`` (NotFoundError if it has no Python 3)."""
+        opts = _session_options(env=env, cwd=cwd, user=user, grace=grace)
+        if python is not None:
+            opts["python"] = check_optional_str(python, "python")
+        h = await blocking(raw.session_new, box._handle(), "python", json.dumps(opts),
+                           on_abandon=lambda h: h.close())
+        return cls(box, h)
+
+    @property
+    def closed(self) -> bool:
+        return not self._h.alive
+
+    def _handle(self) -> raw.Handle:
+        if not self._h.alive:
+            raise ClosedError("python session is closed")
+        return self._h
+
+    async def run(self, code: str, timeout: Optional[float] = None) -> str:
+        """Runs a cell and returns its stdout; when the cell fails, its stderr
+        and traceback follow (as ``python -c`` would print them)."""
+        return (await self.run_cell(code, timeout)).output
+
+    async def run_cell(self, code: str, timeout: Optional[float] = None) -> CellResult:
+        """Runs a cell and returns its CellResult. An exception in the cell is
+        a result (``error``). ``timeout`` (seconds) interrupts the cell and
+        raises TimeoutError (``e.result``: the CellResult so far); the session
+        keeps its state unless the cell ignored the interrupt, in which case
+        the interpreter is restarted and the error says so. Cancelling the
+        awaiting task interrupts the cell too."""
+        cell = CellStream(self, code, timeout)
+        try:
+            return await cell.result()
+        finally:
+            cell.close()
+
+    def stream(self, code: str, timeout: Optional[float] = None) -> CellStream:
+        """A cell whose output can be iterated while it runs."""
+        return CellStream(self, code, timeout)
+
+    async def reset(self) -> None:
+        """Starts a fresh interpreter: every global, import and definition is gone."""
+        await blocking(raw.session_reset, self._handle())
+
+    def info(self) -> Dict[str, Any]:
+        """{"kind": "python", "pid", "restarts", "python": version}."""
+        return json.loads(raw.session_info(self._handle()))
+
+    def close(self) -> None:
+        """Stops the interpreter. Idempotent."""
+        self._h.close()
+
+    async def __aenter__(self) -> "PythonSession":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self.close()
+
+
+class ShellSession:
+    """A live shell in a box (``InteractiveBox`` uses one for ``exec``)."""
+
+    def __init__(self, box: "Box", handle: raw.Handle):
+        self._box = box
+        self._h = handle
+        self._lock: Optional[asyncio.Lock] = None
+
+    @classmethod
+    async def start(cls, box: "Box", *, shell: Optional[str] = None, env: Optional[Dict[str, str]] = None,
+                    cwd: Optional[str] = None, user: Optional[str] = None,
+                    grace: Optional[float] = None) -> "ShellSession":
+        opts = _session_options(env=env, cwd=cwd, user=user, grace=grace)
+        if shell is not None:
+            opts["shell"] = check_optional_str(shell, "shell")
+        h = await blocking(raw.session_new, box._handle(), "shell", json.dumps(opts),
+                           on_abandon=lambda h: h.close())
+        return cls(box, h)
+
+    @property
+    def closed(self) -> bool:
+        return not self._h.alive
+
+    def _handle(self) -> raw.Handle:
+        if not self._h.alive:
+            raise ClosedError("shell session is closed")
+        return self._h
+
+    async def exec(self, cmd: str, *args: str, env: Optional[Dict[str, str]] = None,
+                   timeout: Optional[float] = None) -> ExecResult:
+        """Runs ``cmd args...`` in the shell, each argument quoted as one word
+        (``exec("eval", "B=2")`` runs shell code). ``env`` is for this command
+        only. A timeout (seconds) interrupts the command and raises
+        TimeoutError (``e.result``: the ExecResult so far). Cancelling the
+        awaiting task interrupts the command."""
+        argv = check_argv(cmd, args)
+        t = check_timeout(timeout)
+        cmd_json = command_json(argv, env=check_env_dict(env, "env"), timeout=t)
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        try:
+            async with self._lock:  # so that a cancelled call interrupts its own command
+                h = self._handle()
+                try:
+                    (code, _sig, timed_out), out, err = await blocking(raw.session_exec, h, cmd_json)
+                except asyncio.CancelledError:
+                    try:
+                        raw.session_interrupt(h)
+                    except BoxliteError:
+                        pass
+                    raise
+        except TimeoutError as e:
+            r = getattr(e, "result", None)
+            if r is not None:
+                (code, _sig, _), out, err = r
+                e.result = ExecResult(code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
+                                      timed_out=True, error_message=str(e))
+                e.stdout, e.stderr = e.result.stdout, e.result.stderr
+            raise
+        stderr = err.decode("utf-8", "replace")
+        message = None
+        if code == 127 and "not found" in stderr:  # as SimpleBox.exec reports a missing command
+            message = stderr.strip()
+        return ExecResult(exit_code=code, stdout=out.decode("utf-8", "replace"), stderr=stderr,
+                          timed_out=timed_out, error_message=message)
+
+    async def reset(self) -> None:
+        """Starts a fresh shell (working directory and variables back to the start)."""
+        await blocking(raw.session_reset, self._handle())
+
+    def info(self) -> Dict[str, Any]:
+        return json.loads(raw.session_info(self._handle()))
+
+    def close(self) -> None:
+        self._h.close()
+
+    async def __aenter__(self) -> "ShellSession":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self.close()
+
+
+def _session_options(*, env, cwd, user, grace) -> Dict[str, Any]:
+    o: Dict[str, Any] = {}
+    envd = check_env_dict(env, "env")
+    if envd:
+        o["env"] = envd
+    if cwd is not None:
+        o["cwd"] = check_optional_str(cwd, "cwd")
+    if user is not None:
+        o["user"] = check_optional_str(user, "user")
+    g = check_timeout(grace, "grace")
+    if g:
+        o["grace_secs"] = g
+    return o

@@ -1,0 +1,466 @@
+package main
+
+/*
+#include "capi.h"
+
+uintptr_t bx_sess_id(boxlite_session_t *p);
+uintptr_t bx_cell_id(boxlite_cell_t *p);
+void bx_set_sess(boxlite_session_t **out, uintptr_t id);
+void bx_set_cell(boxlite_cell_t **out, uintptr_t id);
+*/
+import "C"
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite/errdefs"
+)
+
+// sessionObj is a session handle: a Python session or a shell session.
+type sessionObj struct {
+	py *core.Session
+	sh *core.ShellSession
+}
+
+func (o *sessionObj) kind() string {
+	if o.py != nil {
+		return "python"
+	}
+	return "shell"
+}
+
+func sessionOf(p *C.boxlite_session_t) (*sessionObj, error) {
+	return lookup[*sessionObj](uintptr(C.bx_sess_id(p)), "session")
+}
+
+type sessionOptions struct {
+	Python    string            `json:"python"`
+	Shell     string            `json:"shell"`
+	Env       map[string]string `json:"env"`
+	Cwd       string            `json:"cwd"`
+	User      string            `json:"user"`
+	GraceSecs *float64          `json:"grace_secs"`
+}
+
+//export boxlite_session_new
+func boxlite_session_new(p *C.boxlite_box_t, kind *C.cchar_t, optsJSON *C.cchar_t, out **C.boxlite_session_t, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	b, err := boxOf(p)
+	if err != nil {
+		return status(err, cerr)
+	}
+	if kind == nil || out == nil {
+		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "session_new: kind or out is NULL"), cerr)
+	}
+	var o sessionOptions
+	if err := decode("session options", optsJSON, &o); err != nil {
+		return status(err, cerr)
+	}
+	opts := core.SessionOptions{Python: o.Python, Shell: o.Shell, Env: o.Env, Cwd: o.Cwd, User: o.User}
+	if o.GraceSecs != nil {
+		if *o.GraceSecs <= 0 {
+			return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "session options: grace_secs %v must be > 0", *o.GraceSecs), cerr)
+		}
+		opts.Grace = time.Duration(*o.GraceSecs * float64(time.Second))
+	}
+	var obj sessionObj
+	switch k := C.GoString((*C.char)(kind)); k {
+	case "python":
+		if o.Shell != "" {
+			return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "session options: \"shell\" is for shell sessions"), cerr)
+		}
+		obj.py, err = b.b.NewPythonSession(context.Background(), opts)
+	case "shell":
+		if o.Python != "" {
+			return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "session options: \"python\" is for python sessions"), cerr)
+		}
+		obj.sh, err = b.b.NewShellSession(context.Background(), opts)
+	default:
+		err = errdefs.Errorf(errdefs.ErrInvalidArgument, "session_new: kind %q is neither \"python\" nor \"shell\"", k)
+	}
+	if err != nil {
+		return status(err, cerr)
+	}
+	C.bx_set_sess(out, C.uintptr_t(newHandle(&obj)))
+	return status(nil, cerr)
+}
+
+func pythonOf(p *C.boxlite_session_t, op string) (*core.Session, error) {
+	o, err := sessionOf(p)
+	if err != nil {
+		return nil, err
+	}
+	if o.py == nil {
+		return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "%s: this is a %s session, not a python one", op, o.kind())
+	}
+	return o.py, nil
+}
+
+// cellJSON is the result JSON of a cell, as the header documents it.
+type cellJSON struct {
+	Stdout    string          `json:"stdout"`
+	Stderr    string          `json:"stderr"`
+	Value     *string         `json:"value"`
+	Error     *core.CellError `json:"error"`
+	ExitCode  int             `json:"exit_code"`
+	TimedOut  bool            `json:"timed_out"`
+	Restarted bool            `json:"restarted"`
+}
+
+// cellResult hands a cell's result to C: the JSON with BOXLITE_OK, or with
+// BOXLITE_ERR_TIMEOUT; nothing with other errors.
+func cellResult(r core.CellResult, err error, out **C.char, cerr **C.boxlite_error_t) C.int {
+	if err != nil && !errors.Is(err, errdefs.ErrTimeout) {
+		return status(err, cerr)
+	}
+	if out == nil {
+		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "result_json is NULL"), cerr)
+	}
+	j := cellJSON{Stdout: string(r.Stdout), Stderr: string(r.Stderr), Value: r.Value, Error: r.Error,
+		ExitCode: r.ExitCode, TimedOut: r.TimedOut, Restarted: r.Restarted}
+	if jerr := outJSON(j, out); jerr != nil {
+		return status(jerr, cerr)
+	}
+	return status(err, cerr)
+}
+
+func timeoutOf(ms C.int64_t) (time.Duration, error) {
+	if ms < 0 {
+		return 0, errdefs.Errorf(errdefs.ErrInvalidArgument, "timeout_ms %d is negative (0: none)", ms)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+//export boxlite_session_run
+func boxlite_session_run(p *C.boxlite_session_t, code *C.cchar_t, timeoutMs C.int64_t, out **C.char, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	if out != nil {
+		*out = nil
+	}
+	s, err := pythonOf(p, "session_run")
+	if err != nil {
+		return status(err, cerr)
+	}
+	if code == nil || out == nil {
+		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "session_run: code or result_json is NULL"), cerr)
+	}
+	timeout, err := timeoutOf(timeoutMs)
+	if err != nil {
+		return status(err, cerr)
+	}
+	r, err := s.Run(context.Background(), C.GoString((*C.char)(code)), timeout)
+	return cellResult(r, err, out, cerr)
+}
+
+// cellObj is a cell handle with its wakeup eventfd (see execObj).
+type cellObj struct {
+	c *core.Cell
+
+	mu      sync.Mutex
+	efd     int           // -1 once freed
+	changed chan struct{} // closed and replaced at every notification
+	want    bool          // the caller read the cell dry: wake it when that changes
+}
+
+func (x *cellObj) notify() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	close(x.changed)
+	x.changed = make(chan struct{})
+	if x.efd >= 0 && x.want {
+		one := [8]byte{1}
+		unix.Write(x.efd, one[:])
+	}
+}
+
+func (x *cellObj) watch() <-chan struct{} {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.changed
+}
+
+// rearm resets the eventfd after a read found nothing, and sets it again if
+// something arrived meanwhile.
+func (x *cellObj) rearm() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.want = true
+	if x.efd < 0 {
+		return
+	}
+	var buf [8]byte
+	unix.Read(x.efd, buf[:])
+	if x.c.Pending() {
+		one := [8]byte{1}
+		unix.Write(x.efd, one[:])
+	}
+}
+
+func cellOf(p *C.boxlite_cell_t) (*cellObj, error) {
+	return lookup[*cellObj](uintptr(C.bx_cell_id(p)), "cell")
+}
+
+//export boxlite_session_run_start
+func boxlite_session_run_start(p *C.boxlite_session_t, code *C.cchar_t, timeoutMs C.int64_t, out **C.boxlite_cell_t, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	s, err := pythonOf(p, "session_run_start")
+	if err != nil {
+		return status(err, cerr)
+	}
+	if code == nil || out == nil {
+		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "session_run_start: code or out is NULL"), cerr)
+	}
+	timeout, err := timeoutOf(timeoutMs)
+	if err != nil {
+		return status(err, cerr)
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return status(err, cerr)
+	}
+	c, err := s.RunStream(context.Background(), C.GoString((*C.char)(code)), timeout)
+	if err != nil {
+		unix.Close(efd)
+		return status(err, cerr)
+	}
+	x := &cellObj{c: c, efd: efd, changed: make(chan struct{}), want: true}
+	c.Notify(x.notify)
+	C.bx_set_cell(out, C.uintptr_t(newHandle(x)))
+	return status(nil, cerr)
+}
+
+//export boxlite_cell_read
+func boxlite_cell_read(p *C.boxlite_cell_t, buf *C.uint8_t, capacity C.size_t, timeoutMs C.int64_t, stream *C.int, n *C.size_t, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	x, err := cellOf(p)
+	if err != nil {
+		return status(err, cerr)
+	}
+	if n == nil || stream == nil || buf == nil || capacity == 0 {
+		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "cell_read: buf, cap, stream or n is NULL or 0"), cerr)
+	}
+	*n, *stream = 0, 0
+	dst := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(capacity))
+	var deadline <-chan time.Time
+	if timeoutMs > 0 {
+		t := time.NewTimer(time.Duration(timeoutMs) * time.Millisecond)
+		defer t.Stop()
+		deadline = t.C
+	}
+	for {
+		changed := x.watch()
+		fd, got, err := x.c.ReadNonblock(dst)
+		switch {
+		case got > 0:
+			x.mu.Lock()
+			x.want = false
+			x.mu.Unlock()
+			*n, *stream = C.size_t(got), C.int(fd)
+			return status(nil, cerr)
+		case err == io.EOF:
+			status(nil, cerr)
+			return C.BOXLITE_EOF
+		case err != nil:
+			return status(err, cerr)
+		}
+		if timeoutMs == 0 {
+			x.rearm()
+			status(nil, cerr)
+			return C.BOXLITE_AGAIN
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			x.rearm()
+			status(nil, cerr)
+			return C.BOXLITE_AGAIN
+		}
+	}
+}
+
+//export boxlite_cell_fd
+func boxlite_cell_fd(p *C.boxlite_cell_t) C.int {
+	defer quiet()
+	x, err := cellOf(p)
+	if err != nil {
+		return -1
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return C.int(x.efd)
+}
+
+//export boxlite_cell_result
+func boxlite_cell_result(p *C.boxlite_cell_t, timeoutMs C.int64_t, out **C.char, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	if out != nil {
+		*out = nil
+	}
+	x, err := cellOf(p)
+	if err != nil {
+		return status(err, cerr)
+	}
+	if out == nil {
+		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "cell_result: result_json is NULL"), cerr)
+	}
+	// A poll (timeout 0) leaves the output to boxlite_cell_read; a wait
+	// collects what is left, so a cell blocked on unread output can end.
+	ctx := context.Background()
+	switch {
+	case timeoutMs == 0:
+		select {
+		case <-x.c.Done():
+		default:
+			status(nil, cerr)
+			return C.BOXLITE_AGAIN
+		}
+	case timeoutMs > 0:
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(timeoutMs)*time.Millisecond)
+		defer cancel()
+	}
+	r, err := x.c.Result(ctx)
+	if err != nil && ctx.Err() != nil {
+		select {
+		case <-x.c.Done():
+			r, err = x.c.Result(context.Background())
+		default:
+			status(nil, cerr)
+			return C.BOXLITE_AGAIN
+		}
+	}
+	return cellResult(r, err, out, cerr)
+}
+
+//export boxlite_cell_interrupt
+func boxlite_cell_interrupt(p *C.boxlite_cell_t, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	x, err := cellOf(p)
+	if err == nil {
+		x.c.Interrupt()
+	}
+	return status(err, cerr)
+}
+
+//export boxlite_cell_free
+func boxlite_cell_free(p *C.boxlite_cell_t) {
+	defer quiet()
+	x, ok := release[*cellObj](uintptr(C.bx_cell_id(p)))
+	if !ok {
+		return
+	}
+	x.c.Close()
+	x.mu.Lock()
+	unix.Close(x.efd)
+	x.efd = -1
+	x.mu.Unlock()
+}
+
+type shellCommand struct {
+	Argv        []string          `json:"argv"`
+	Env         map[string]string `json:"env"`
+	TimeoutSecs float64           `json:"timeout_secs"`
+}
+
+//export boxlite_session_exec
+func boxlite_session_exec(p *C.boxlite_session_t, cmdJSON *C.cchar_t, out **C.boxlite_result_t, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	if out != nil {
+		*out = nil
+	}
+	o, err := sessionOf(p)
+	if err != nil {
+		return status(err, cerr)
+	}
+	if o.sh == nil {
+		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "session_exec: this is a %s session, not a shell one", o.kind()), cerr)
+	}
+	if cmdJSON == nil || out == nil {
+		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "session_exec: command or out is NULL (\"argv\" is required)"), cerr)
+	}
+	var c shellCommand
+	if err := decode("shell command", cmdJSON, &c); err != nil {
+		return status(err, cerr)
+	}
+	if c.TimeoutSecs < 0 {
+		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "shell command: timeout_secs %v is negative", c.TimeoutSecs), cerr)
+	}
+	res, err := o.sh.Exec(context.Background(), c.Argv, c.Env, time.Duration(c.TimeoutSecs*float64(time.Second)))
+	if res == nil || (err != nil && !errors.Is(err, errdefs.ErrTimeout)) {
+		return status(err, cerr)
+	}
+	r := (*C.boxlite_result_t)(C.calloc(1, C.size_t(unsafe.Sizeof(C.boxlite_result_t{}))))
+	setExit(&r.exit, res.ExitStatus)
+	r.stdout_data, r.stdout_len = cBytes(res.Stdout)
+	r.stderr_data, r.stderr_len = cBytes(res.Stderr)
+	*out = r
+	return status(err, cerr)
+}
+
+//export boxlite_session_interrupt
+func boxlite_session_interrupt(p *C.boxlite_session_t, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	o, err := sessionOf(p)
+	if err != nil {
+		return status(err, cerr)
+	}
+	if o.py != nil {
+		o.py.Interrupt()
+	} else {
+		o.sh.Interrupt()
+	}
+	return status(nil, cerr)
+}
+
+//export boxlite_session_reset
+func boxlite_session_reset(p *C.boxlite_session_t, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	o, err := sessionOf(p)
+	if err != nil {
+		return status(err, cerr)
+	}
+	if o.py != nil {
+		err = o.py.Reset(context.Background())
+	} else {
+		err = o.sh.Reset(context.Background())
+	}
+	return status(err, cerr)
+}
+
+//export boxlite_session_info
+func boxlite_session_info(p *C.boxlite_session_t, out **C.char, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	o, err := sessionOf(p)
+	if err != nil {
+		return status(err, cerr)
+	}
+	info := map[string]any{"kind": o.kind()}
+	if o.py != nil {
+		info["pid"], info["restarts"], info["python"] = o.py.Pid(), o.py.Restarts(), o.py.PythonVersion()
+	} else {
+		info["pid"], info["restarts"] = o.sh.Pid(), o.sh.Restarts()
+	}
+	return status(outJSON(info, out), cerr)
+}
+
+//export boxlite_session_free
+func boxlite_session_free(p *C.boxlite_session_t) {
+	defer quiet()
+	o, ok := release[*sessionObj](uintptr(C.bx_sess_id(p)))
+	if !ok {
+		return
+	}
+	if o.py != nil {
+		o.py.Close()
+	} else {
+		o.sh.Close()
+	}
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/boxlite/boxlite/core"
+)
+
+// sessionBench measures persistent sessions in a python:slim box: a cell
+// `pass` in a warm Python session vs. `python3 -c pass` exec'd in the same
+// box, a command in a shell session vs. an exec of `true`, and the
+// interpreter's memory in the guest.
+func sessionBench(ctx context.Context, archive string) error {
+	home, err := os.MkdirTemp("", "bxs")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(home)
+	rt, err := core.NewRuntime(core.WithHome(home))
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	imgs, err := rt.Images().Load(ctx, archive)
+	if err != nil {
+		return err
+	}
+	b, err := rt.Create(ctx, imgs[0].Name)
+	if err != nil {
+		return err
+	}
+	defer b.Remove(ctx, true)
+
+	start := time.Now()
+	s, err := b.NewPythonSession(ctx, core.SessionOptions{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	startup := time.Since(start)
+	for range 5 { // warm up
+		if _, err := s.Run(ctx, "pass", 0); err != nil {
+			return err
+		}
+	}
+	cells, err := timeN(50, func() error { _, err := s.Run(ctx, "pass", 0); return err })
+	if err != nil {
+		return err
+	}
+	execs, err := timeN(5, func() error {
+		_, err := b.Run(ctx, core.Command{Argv: []string{"python3", "-c", "pass"}})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("python session: run(\"pass\") p50 %s p99 %s in a warm session vs `python3 -c pass` exec %s in the same box (%.0fx faster); session start %s\n",
+		ms(pct(cells, 50)), ms(pct(cells, 99)), ms(pct(execs, 50)), float64(pct(execs, 50))/float64(pct(cells, 50)), ms(startup))
+
+	rss := func(pid string) string {
+		res, err := b.Run(ctx, core.Command{Argv: []string{"sh", "-c", `grep VmRSS /proc/` + pid + `/status`}})
+		if err != nil {
+			return "?"
+		}
+		return strings.Join(strings.Fields(strings.TrimPrefix(string(res.Stdout), "VmRSS:")), " ")
+	}
+	bare, err := b.Run(ctx, core.Command{Argv: []string{"python3", "-c", "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmRSS')][0], 'kB')"}})
+	if err != nil {
+		return err
+	}
+	if _, err := s.Run(ctx, "import json, re, collections", 0); err != nil {
+		return err
+	}
+	fmt.Printf("python session memory in the guest: interpreter VmRSS %s (a bare `python3 -c` measures %s)\n",
+		rss(fmt.Sprint(s.Pid())), strings.TrimSpace(string(bare.Stdout)))
+
+	sh, err := b.NewShellSession(ctx, core.SessionOptions{})
+	if err != nil {
+		return err
+	}
+	defer sh.Close()
+	shells, err := timeN(30, func() error { _, err := sh.Exec(ctx, []string{"true"}, nil, 0); return err })
+	if err != nil {
+		return err
+	}
+	plain, err := timeN(30, func() error { _, err := b.Run(ctx, core.Command{Argv: []string{"true"}}); return err })
+	if err != nil {
+		return err
+	}
+	fmt.Printf("shell session: exec true p50 %s vs an exec of `true` %s in the same box (%.0fx faster); shell VmRSS %s\n",
+		ms(pct(shells, 50)), ms(pct(plain, 50)), float64(pct(plain, 50))/float64(pct(shells, 50)), rss(fmt.Sprint(sh.Pid())))
+	return nil
+}
+
+func timeN(n int, f func() error) ([]time.Duration, error) {
+	d := make([]time.Duration, 0, n)
+	for range n {
+		t0 := time.Now()
+		if err := f(); err != nil {
+			return nil, err
+		}
+		d = append(d, time.Since(t0))
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	return d, nil
+}
+
+func pct(sorted []time.Duration, p int) time.Duration {
+	return sorted[min(len(sorted)-1, len(sorted)*p/100)]
+}
