@@ -107,6 +107,9 @@ def command_json(
     user: Optional[str] = None,
     timeout: Optional[float] = None,
     stdin: bool = False,
+    tty: bool = False,
+    rows: Optional[int] = None,
+    cols: Optional[int] = None,
 ) -> str:
     cmd: Dict[str, Any] = {"argv": list(argv)}
     if env:
@@ -119,6 +122,12 @@ def command_json(
         cmd["timeout_secs"] = timeout
     if stdin:
         cmd["stdin"] = True
+    if tty:
+        cmd["tty"] = True
+    if rows is not None:
+        cmd["rows"] = rows
+    if cols is not None:
+        cmd["cols"] = cols
     return json.dumps(cmd)
 
 
@@ -332,6 +341,8 @@ class Box:
         timeout: Optional[float] = None,
         cwd: Optional[str] = None,
         stdin: bool = True,
+        rows: Optional[int] = None,
+        cols: Optional[int] = None,
     ) -> Execution:
         """Starts ``cmd`` with ``args`` (never joined into a shell string) and
         returns its streaming Execution.
@@ -341,8 +352,11 @@ class Box:
         list of pairs) and ``exec("ls", args=["-l"], env=...)``. ``env`` is a
         dict (or a list of pairs). ``stdin=True``
         keeps the process's stdin open for ``execution.stdin()``; ``wait()``
-        closes it if it was never taken. A command that does not exist raises
-        NotFoundError here or from ``wait()``."""
+        closes it if it was never taken. ``tty=True`` runs the process on a
+        terminal of ``rows`` x ``cols`` (default 24 x 80): stdout carries the
+        terminal's output (stderr included), stdin types into it (closing it
+        types ^D) and ``resize_tty()`` changes its size. A command that does
+        not exist raises NotFoundError here or from ``wait()``."""
         if args is not None:
             if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
                 raise TypeError(f"args must be a list of str, not {type(args).__name__}")
@@ -350,8 +364,12 @@ class Box:
                 raise TypeError("exec() got arguments both positionally and as args=")
             argv = (list(args),)
         argv, env = _split_exec_args(cmd, argv, env)
-        if tty:
-            raise UnsupportedError("exec: tty=True needs PTY support, which boxlite does not have yet")
+        if not isinstance(tty, bool):
+            raise TypeError(f"tty must be bool, not {type(tty).__name__}")
+        if (rows is not None or cols is not None) and not tty:
+            raise InvalidArgumentError("exec: rows and cols need tty=True")
+        rows = check_optional_int(rows, "rows")
+        cols = check_optional_int(cols, "cols")
         t = check_timeout(timeout_secs if timeout_secs is not None else timeout)
         cmd_json = command_json(
             argv,
@@ -360,6 +378,9 @@ class Box:
             user=check_optional_str(user, "user"),
             timeout=t,
             stdin=bool(stdin),
+            tty=tty,
+            rows=rows,
+            cols=cols,
         )
         h = raw.box_exec(self._handle(), cmd_json)
         try:

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import shutil
+import signal
 import sys
 from typing import Any, Dict, Optional
 
+from ._aio import blocking
 from .box import check_argv, check_str, check_timeout
-from .errors import TimeoutError, UnsupportedError
+from .errors import BoxliteError, TimeoutError
 from .exec import ExecResult
+from .execution import Execution, ExitStatus
 from .runtime import Boxlite
 from .session import ShellSession
 from .simplebox import SimpleBox
@@ -28,9 +34,19 @@ class InteractiveBox(SimpleBox):
 
     Each argument is quoted as one word, never joined into a script; stdin is
     /dev/null. ``exec(..., user=..., cwd=...)`` runs outside the shell, as
-    SimpleBox does. ``wait()`` ends the shell. Forwarding the local terminal
-    (``tty=True``, or ``tty=None`` when stdin is a terminal) is not supported
-    yet: it raises UnsupportedError."""
+    SimpleBox does. ``wait()`` ends the shell.
+
+    With ``tty=True`` (or ``tty=None`` when stdin is a terminal) the shell
+    runs on a terminal in the box, sized like the local one, and ``await
+    box.wait()`` hands the local terminal to it until it exits::
+
+        async with InteractiveBox(image="alpine:latest", tty=True) as box:
+            await box.wait()   # type at the box's shell; `exit` or ^D ends it
+
+    Local stdin is put in raw mode (restored afterwards) and every key goes to
+    the box, ^C and ^D included; the box's output goes to stdout; resizing the
+    local terminal resizes the box's. ``exec()`` still works meanwhile, in a
+    separate shell."""
 
     def __init__(
         self,
@@ -48,27 +64,39 @@ class InteractiveBox(SimpleBox):
             tty = bool(sys.stdin is not None and sys.stdin.isatty())
         if not isinstance(tty, bool):
             raise TypeError(f"tty must be bool or None, not {type(tty).__name__}")
-        if tty:
-            raise UnsupportedError(
-                "InteractiveBox(tty=True): forwarding a terminal needs PTY support, which boxlite "
-                "does not have yet; pass tty=False to drive the box with exec()"
-            )
         super().__init__(image=image, memory_mib=memory_mib, cpus=cpus, runtime=runtime, name=name,
                          auto_remove=auto_remove, **kwargs)
         self._shell = check_str(shell, "shell")
         self._tty = tty
         self._sh: Optional[ShellSession] = None
+        self._term: Optional[Execution] = None
+        self._term_status: Optional[ExitStatus] = None
 
     async def __aenter__(self) -> "InteractiveBox":
         if self._started:
             return self
         await super().__aenter__()
         try:
-            self._sh = await ShellSession.start(self._require(), shell=self._shell)
+            if self._tty:
+                cols, rows = _host_size()
+                env = {"TERM": os.environ["TERM"]} if os.environ.get("TERM") else None
+                self._term = await self._require().exec(
+                    self._shell, env=env, tty=True, rows=rows, cols=cols, stdin=True)
+            else:
+                self._sh = await ShellSession.start(self._require(), shell=self._shell)
         except BaseException:
             await super().stop()
             raise
         return self
+
+    @property
+    def tty(self) -> bool:
+        return self._tty
+
+    @property
+    def exit_status(self) -> Optional[ExitStatus]:
+        """How the terminal's shell ended (tty=True), once ``wait()`` returned."""
+        return self._term_status
 
     @property
     def shell_session(self) -> Optional[ShellSession]:
@@ -114,11 +142,136 @@ class InteractiveBox(SimpleBox):
             await self._sh.reset()
 
     async def wait(self) -> None:
-        """Ends the shell."""
+        """With tty=True: connects the local terminal to the box's shell and
+        returns when the shell exits (``exit_status`` tells how). Otherwise:
+        ends the shell."""
+        term = self._term
+        if term is not None:
+            try:
+                self._term_status = await _forward(term)
+            finally:
+                self._term = None
+                term.close()
         sh, self._sh = self._sh, None
         if sh is not None:
             sh.close()
 
     async def stop(self) -> None:
-        await self.wait()
+        term, self._term = self._term, None
+        if term is not None:
+            term.close()  # kills the shell if nobody waited for it
+        sh, self._sh = self._sh, None
+        if sh is not None:
+            sh.close()
         await super().stop()
+
+
+def _host_size():
+    size = shutil.get_terminal_size()
+    return max(1, min(size.columns, 65535)), max(1, min(size.lines, 65535))
+
+
+async def _forward(ex: Execution) -> ExitStatus:
+    """Connects sys.stdin/sys.stdout to a TTY execution until it exits."""
+    loop = asyncio.get_running_loop()
+    stdin = ex.stdin()
+    keys: "asyncio.Queue[Optional[bytes]]" = asyncio.Queue()
+    in_fd = _fileno(sys.stdin)
+    out = getattr(sys.stdout, "buffer", None)
+    out_fd = _fileno(sys.stdout)
+
+    async def type_keys() -> None:
+        while True:
+            data = await keys.get()
+            try:
+                if data is None:
+                    await stdin.close()  # types ^D
+                    return
+                await stdin.write(data)
+            except BoxliteError:  # the shell has exited
+                return
+
+    async def show_output() -> None:
+        async for chunk in ex.stdout().iter_bytes():
+            if out is not None:
+                out.write(chunk)
+                out.flush()
+            elif out_fd is not None:
+                os.write(out_fd, chunk)
+            else:
+                sys.stdout.write(chunk.decode("utf-8", "replace"))
+                sys.stdout.flush()
+
+    def on_key() -> None:
+        try:
+            data = os.read(in_fd, 4096)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            loop.remove_reader(in_fd)
+            keys.put_nowait(None)
+        else:
+            keys.put_nowait(data)
+
+    async def resize() -> None:
+        cols, rows = _host_size()
+        try:
+            await ex.resize_tty(rows, cols)
+        except BoxliteError:  # the shell has exited
+            pass
+
+    saved_attrs = None
+    reading = False
+    old_winch: Any = None
+    winch_set = False
+    writer = loop.create_task(type_keys())
+    shower = loop.create_task(show_output())
+    try:
+        if in_fd is not None and os.isatty(in_fd):
+            import termios
+            import tty as ttymod
+
+            saved_attrs = termios.tcgetattr(in_fd)
+            ttymod.setraw(in_fd, termios.TCSANOW)
+        if in_fd is not None:
+            try:
+                loop.add_reader(in_fd, on_key)
+                reading = True
+            except (OSError, ValueError):  # a regular file: read it in a thread
+                async def read_file() -> None:
+                    while True:
+                        data = await blocking(os.read, in_fd, 4096)
+                        keys.put_nowait(data or None)
+                        if not data:
+                            return
+                loop.create_task(read_file())
+        if hasattr(signal, "SIGWINCH"):
+            try:
+                old_winch = signal.signal(
+                    signal.SIGWINCH, lambda *_: loop.call_soon_threadsafe(lambda: loop.create_task(resize())))
+                winch_set = True
+            except ValueError:  # not the main thread: no resizing
+                pass
+        status = await ex.wait()
+        await shower  # the rest of the output
+        return status
+    finally:
+        if winch_set:
+            signal.signal(signal.SIGWINCH, old_winch)
+        if reading:
+            loop.remove_reader(in_fd)
+        if saved_attrs is not None:
+            import termios
+
+            termios.tcsetattr(in_fd, termios.TCSADRAIN, saved_attrs)
+        for task in (writer, shower):
+            task.cancel()
+
+
+def _fileno(f: Any) -> Optional[int]:
+    try:
+        return f.fileno() if f is not None else None
+    except (AttributeError, OSError, ValueError):
+        return None

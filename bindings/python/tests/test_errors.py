@@ -39,8 +39,8 @@ def test_constructor_types():
         boxlite.SimpleBox(image="alpine:latest", env=[("A=B", "1")])
     with pytest.raises(boxlite.UnsupportedError, match="volumes"):
         boxlite.SimpleBox(image="alpine:latest", volumes=[("/a", "/b", "ro")])
-    with pytest.raises(boxlite.UnsupportedError, match="PTY"):
-        boxlite.InteractiveBox(image="alpine:latest", tty=True)
+    with pytest.raises(TypeError, match="tty"):
+        boxlite.InteractiveBox(image="alpine:latest", tty="yes")
     with pytest.raises(TypeError):
         boxlite.Boxlite("not options")
     with pytest.raises(TypeError, match="BoxOptions"):
