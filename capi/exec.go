@@ -6,12 +6,9 @@ import "C"
 import (
 	"context"
 	"errors"
-	"sync"
 	"syscall"
 	"time"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/errdefs"
@@ -48,14 +45,11 @@ func parseCommand(s *C.cchar_t) (core.Command, error) {
 		Tty: c.Tty, Rows: c.Rows, Cols: c.Cols}, nil
 }
 
-// execObj is an execution handle with its wakeup eventfd.
+// execObj is an execution handle; its waker's eventfd serves event loops.
 type execObj struct {
 	e *core.Execution
-
-	mu      sync.Mutex
-	efd     int           // -1 once freed
-	changed chan struct{} // closed and replaced at every notification: wakes every blocked reader
-	eof     [3]bool       // the streams whose end the caller has been told
+	waker
+	eof [3]bool // the streams whose end the caller has been told
 	// want marks the streams the caller read dry (its last read was AGAIN):
 	// only those keep the fd readable, so a stream the caller paused
 	// (stopped reading while data was left) cannot make its poll loop spin.
@@ -66,40 +60,21 @@ type execObj struct {
 func (x *execObj) notify() {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	close(x.changed)
-	x.changed = make(chan struct{})
-	if x.efd >= 0 {
-		one := [8]byte{1}
-		unix.Write(x.efd, one[:])
-	}
+	x.wakeLocked(true)
 }
 
-func (x *execObj) watch() <-chan struct{} {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.changed
-}
-
-// rearm records that the caller read stream dry, resets the eventfd, and
-// sets it again if a stream the caller read dry has something after all, so
-// that a read finding one stream empty never swallows the other stream's
-// wakeup.
+// rearm records that the caller read stream dry and resets the eventfd,
+// setting it again if a stream the caller read dry has something after all,
+// so that a read finding one stream empty never swallows the other's wakeup.
 func (x *execObj) rearm(stream int) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.want[stream] = true
-	if x.efd < 0 {
-		return
-	}
-	var buf [8]byte
-	unix.Read(x.efd, buf[:])
+	again := false
 	for _, fd := range []int{1, 2} {
-		if x.want[fd] && !x.eof[fd] && x.e.Pending(fd) {
-			one := [8]byte{1}
-			unix.Write(x.efd, one[:])
-			return
-		}
+		again = again || (x.want[fd] && !x.eof[fd] && x.e.Pending(fd))
 	}
+	x.resetLocked(again)
 }
 
 // got records what a read of fd returned: data, or the end.
@@ -128,16 +103,16 @@ func boxlite_box_exec(p *C.boxlite_box_t, cmdJSON *C.cchar_t, out **C.boxlite_ex
 	if out == nil {
 		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "box_exec: out is NULL"), cerr)
 	}
-	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-	if err != nil {
+	x := &execObj{}
+	if err := x.init(); err != nil {
 		return status(err, cerr)
 	}
 	e, err := o.b.Exec(context.Background(), cmd)
 	if err != nil {
-		unix.Close(efd)
+		x.close()
 		return status(err, cerr)
 	}
-	x := &execObj{e: e, efd: efd, changed: make(chan struct{})}
+	x.e = e
 	e.Notify(x.notify)
 	C.bx_set_ex(out, C.uintptr_t(newHandle(x)))
 	return status(nil, cerr)
@@ -251,9 +226,7 @@ func boxlite_execution_fd(p *C.boxlite_execution_t) C.int {
 	if err != nil {
 		return -1
 	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return C.int(x.efd)
+	return x.fd()
 }
 
 //export boxlite_execution_write
@@ -360,8 +333,5 @@ func boxlite_execution_free(p *C.boxlite_execution_t) {
 		return
 	}
 	x.e.Close()
-	x.mu.Lock()
-	unix.Close(x.efd)
-	x.efd = -1
-	x.mu.Unlock()
+	x.close()
 }

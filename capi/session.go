@@ -14,11 +14,8 @@ import (
 	"context"
 	"errors"
 	"io"
-	"sync"
 	"time"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/errdefs"
@@ -160,31 +157,17 @@ func boxlite_session_run(p *C.boxlite_session_t, code *C.cchar_t, timeoutMs C.in
 	return cellResult(r, err, out, cerr)
 }
 
-// cellObj is a cell handle with its wakeup eventfd (see execObj).
+// cellObj is a cell handle; its waker's eventfd serves event loops (see execObj).
 type cellObj struct {
 	c *core.Cell
-
-	mu      sync.Mutex
-	efd     int           // -1 once freed
-	changed chan struct{} // closed and replaced at every notification
-	want    bool          // the caller read the cell dry: wake it when that changes
+	waker
+	want bool // the caller read the cell dry: wake it when that changes
 }
 
 func (x *cellObj) notify() {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	close(x.changed)
-	x.changed = make(chan struct{})
-	if x.efd >= 0 && x.want {
-		one := [8]byte{1}
-		unix.Write(x.efd, one[:])
-	}
-}
-
-func (x *cellObj) watch() <-chan struct{} {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.changed
+	x.wakeLocked(x.want)
 }
 
 // rearm resets the eventfd after a read found nothing, and sets it again if
@@ -193,15 +176,7 @@ func (x *cellObj) rearm() {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.want = true
-	if x.efd < 0 {
-		return
-	}
-	var buf [8]byte
-	unix.Read(x.efd, buf[:])
-	if x.c.Pending() {
-		one := [8]byte{1}
-		unix.Write(x.efd, one[:])
-	}
+	x.resetLocked(x.c.Pending())
 }
 
 func cellOf(p *C.boxlite_cell_t) (*cellObj, error) {
@@ -222,16 +197,16 @@ func boxlite_session_run_start(p *C.boxlite_session_t, code *C.cchar_t, timeoutM
 	if err != nil {
 		return status(err, cerr)
 	}
-	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-	if err != nil {
+	x := &cellObj{want: true}
+	if err := x.init(); err != nil {
 		return status(err, cerr)
 	}
 	c, err := s.RunStream(context.Background(), C.GoString((*C.char)(code)), timeout)
 	if err != nil {
-		unix.Close(efd)
+		x.close()
 		return status(err, cerr)
 	}
-	x := &cellObj{c: c, efd: efd, changed: make(chan struct{}), want: true}
+	x.c = c
 	c.Notify(x.notify)
 	C.bx_set_cell(out, C.uintptr_t(newHandle(x)))
 	return status(nil, cerr)
@@ -293,9 +268,7 @@ func boxlite_cell_fd(p *C.boxlite_cell_t) C.int {
 	if err != nil {
 		return -1
 	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return C.int(x.efd)
+	return x.fd()
 }
 
 //export boxlite_cell_result
@@ -358,10 +331,7 @@ func boxlite_cell_free(p *C.boxlite_cell_t) {
 		return
 	}
 	x.c.Close()
-	x.mu.Lock()
-	unix.Close(x.efd)
-	x.efd = -1
-	x.mu.Unlock()
+	x.close()
 }
 
 type shellCommand struct {
