@@ -10,33 +10,8 @@
 #include <unistd.h>
 
 #include "boxlite.h"
+#include "check.h"
 
-static int failures, checks;
-
-#define CHECK(cond, ...)                                  \
-  do {                                                    \
-    checks++;                                             \
-    if (!(cond)) {                                        \
-      failures++;                                         \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                       \
-      fputc('\n', stderr);                                \
-    }                                                     \
-  } while (0)
-
-/* expect checks a call's status and error object, then frees the error and
- * resets *errp. (It takes errp, not err: C evaluates arguments in any order,
- * so err could be read before the call sets it.) */
-static void expect(int rc, boxlite_error_t **errp, int want, const char *what) {
-  boxlite_error_t *err = *errp;
-  *errp = NULL;
-  CHECK(rc == want, "%s: got %s (%s), want %s", what, boxlite_status_name(rc),
-        err ? err->message : "no message", boxlite_status_name(want));
-  if (want != BOXLITE_OK && want < 100) {
-    CHECK(err && err->code == want && err->message && *err->message, "%s: error object", what);
-  }
-  boxlite_error_free(err);
-}
 
 static void test_bad_input(boxlite_runtime_t *rt, boxlite_box_t *box) {
   boxlite_error_t *err = NULL;

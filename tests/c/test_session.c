@@ -12,31 +12,8 @@
 #include <unistd.h>
 
 #include "boxlite.h"
+#include "check.h"
 
-static int failures, checks;
-
-#define CHECK(cond, ...)                                  \
-  do {                                                    \
-    checks++;                                             \
-    if (!(cond)) {                                        \
-      failures++;                                         \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                       \
-      fputc('\n', stderr);                                \
-    }                                                     \
-  } while (0)
-
-/* expect checks a status and its error object, then frees the error. */
-static void expect(int rc, boxlite_error_t **errp, int want, const char *what) {
-  boxlite_error_t *err = *errp;
-  *errp = NULL;
-  CHECK(rc == want, "%s: got %s (%s), want %s", what, boxlite_status_name(rc),
-        err ? err->message : "no message", boxlite_status_name(want));
-  if (want != BOXLITE_OK && want < 100) {
-    CHECK(err && err->code == want && err->message && *err->message, "%s: error object", what);
-  }
-  boxlite_error_free(err);
-}
 
 /* run runs a cell that must succeed; returns its result JSON (caller frees). */
 static char *run(boxlite_session_t *s, const char *code) {

@@ -1,0 +1,35 @@
+/* The C tests' harness: CHECK counts and reports, expect checks a status and
+ * its error object. Each test program includes it once. */
+#ifndef BOXLITE_TEST_CHECK_H
+#define BOXLITE_TEST_CHECK_H
+#include <stdio.h>
+
+#include "boxlite.h"
+
+static int failures, checks;
+
+#define CHECK(cond, ...)                                  \
+  do {                                                    \
+    checks++;                                             \
+    if (!(cond)) {                                        \
+      failures++;                                         \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+      fprintf(stderr, __VA_ARGS__);                       \
+      fputc('\n', stderr);                                \
+    }                                                     \
+  } while (0)
+
+/* expect checks a call's status and error object, then frees the error and
+ * resets *errp. (It takes errp, not err: C evaluates arguments in any order,
+ * so err could be read before the call sets it.) */
+static void expect(int rc, boxlite_error_t **errp, int want, const char *what) {
+  boxlite_error_t *err = *errp;
+  *errp = NULL;
+  CHECK(rc == want, "%s: got %s (%s), want %s", what, boxlite_status_name(rc),
+        err ? err->message : "no message", boxlite_status_name(want));
+  if (want != BOXLITE_OK && want < 100) {
+    CHECK(err && err->code == want && err->message && *err->message, "%s: error object", what);
+  }
+  boxlite_error_free(err);
+}
+#endif
