@@ -183,40 +183,23 @@ func boxlite_execution_read(p *C.boxlite_execution_t, stream C.int, buf *C.uint8
 	}
 	*n = 0
 	dst := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(capacity))
-	var deadline <-chan time.Time
-	if timeoutMs > 0 {
-		t := time.NewTimer(time.Duration(timeoutMs) * time.Millisecond)
-		defer t.Stop()
-		deadline = t.C
-	}
-	for {
-		changed := x.watch() // before reading, so no arrival is missed
-		got, err := x.e.ReadNonblock(int(stream), dst)
+	fd := int(stream)
+	status(nil, cerr)
+	return x.read(timeoutMs, func() (C.int, bool) {
+		got, err := x.e.ReadNonblock(fd, dst)
 		switch {
 		case got > 0:
-			x.got(int(stream), false)
+			x.got(fd, false)
 			*n = C.size_t(got)
-			return status(nil, cerr)
+			return C.BOXLITE_OK, true
 		case errdefs.KindOf(err) == errdefs.KindInvalidArgument:
-			return status(err, cerr)
+			return status(err, cerr), true
 		case err != nil:
-			x.got(int(stream), true)
-			status(nil, cerr)
-			return C.BOXLITE_EOF // how the process ended is wait's to tell
+			x.got(fd, true)
+			return C.BOXLITE_EOF, true // how the process ended is wait's to tell
 		}
-		if timeoutMs == 0 {
-			x.rearm(int(stream))
-			status(nil, cerr)
-			return C.BOXLITE_AGAIN
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			x.rearm(int(stream))
-			status(nil, cerr)
-			return C.BOXLITE_AGAIN
-		}
-	}
+		return 0, false
+	}, func() { x.rearm(fd) })
 }
 
 //export boxlite_execution_fd

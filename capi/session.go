@@ -224,14 +224,8 @@ func boxlite_cell_read(p *C.boxlite_cell_t, buf *C.uint8_t, capacity C.size_t, t
 	}
 	*n, *stream = 0, 0
 	dst := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(capacity))
-	var deadline <-chan time.Time
-	if timeoutMs > 0 {
-		t := time.NewTimer(time.Duration(timeoutMs) * time.Millisecond)
-		defer t.Stop()
-		deadline = t.C
-	}
-	for {
-		changed := x.watch()
+	status(nil, cerr)
+	return x.read(timeoutMs, func() (C.int, bool) {
 		fd, got, err := x.c.ReadNonblock(dst)
 		switch {
 		case got > 0:
@@ -239,26 +233,14 @@ func boxlite_cell_read(p *C.boxlite_cell_t, buf *C.uint8_t, capacity C.size_t, t
 			x.want = false
 			x.mu.Unlock()
 			*n, *stream = C.size_t(got), C.int(fd)
-			return status(nil, cerr)
+			return C.BOXLITE_OK, true
 		case err == io.EOF:
-			status(nil, cerr)
-			return C.BOXLITE_EOF
+			return C.BOXLITE_EOF, true
 		case err != nil:
-			return status(err, cerr)
+			return status(err, cerr), true
 		}
-		if timeoutMs == 0 {
-			x.rearm()
-			status(nil, cerr)
-			return C.BOXLITE_AGAIN
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			x.rearm()
-			status(nil, cerr)
-			return C.BOXLITE_AGAIN
-		}
-	}
+		return 0, false
+	}, x.rearm)
 }
 
 //export boxlite_cell_fd

@@ -5,6 +5,7 @@ import "C"
 
 import (
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -72,5 +73,33 @@ func (w *waker) close() {
 	if w.efd >= 0 {
 		unix.Close(w.efd)
 		w.efd = -1
+	}
+}
+
+// read runs try until it has an answer, waiting for notifications up to
+// timeoutMs (0: never wait, < 0: as long as needed). When time is up, dry
+// (which re-arms the eventfd) runs and the answer is BOXLITE_AGAIN.
+func (w *waker) read(timeoutMs C.int64_t, try func() (C.int, bool), dry func()) C.int {
+	var deadline <-chan time.Time
+	if timeoutMs > 0 {
+		t := time.NewTimer(time.Duration(timeoutMs) * time.Millisecond)
+		defer t.Stop()
+		deadline = t.C
+	}
+	for {
+		changed := w.watch() // before trying, so no arrival is missed
+		if rc, ok := try(); ok {
+			return rc
+		}
+		if timeoutMs == 0 {
+			dry()
+			return C.BOXLITE_AGAIN
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			dry()
+			return C.BOXLITE_AGAIN
+		}
 	}
 }
