@@ -37,16 +37,11 @@ func main() {
 
 func run() error {
 	ctx := context.Background()
-	home, err := os.MkdirTemp("", "bxb")
+	rt, done, err := freshRuntime()
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(home)
-	rt, err := core.NewRuntime(core.WithHome(home))
-	if err != nil {
-		return err
-	}
-	defer rt.Close()
+	defer done()
 	if _, err := rt.Images().Load(ctx, os.Getenv("BOXLITE_TEST_IMAGE")); err != nil {
 		return err
 	}
@@ -136,16 +131,11 @@ func run() error {
 // conversion of its layer to ext4, store size, and create to the first exec
 // result with the image converted or not.
 func pythonImage(ctx context.Context, archive string) error {
-	home, err := os.MkdirTemp("", "bxp")
+	rt, done, err := freshRuntime()
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(home)
-	rt, err := core.NewRuntime(core.WithHome(home))
-	if err != nil {
-		return err
-	}
-	defer rt.Close()
+	defer done()
 	start := time.Now()
 	imgs, err := rt.Images().Load(ctx, archive)
 	if err != nil {
@@ -183,6 +173,20 @@ func pythonImage(ctx context.Context, archive string) error {
 	fmt.Printf("python:slim: load %s, blobs %.0f MB, ext4 %.0f MB; create to first `python3 -c pass`: %s unconverted vs %s converted (ratio %.2fx)\n",
 		ms(load), float64(imgs[0].Size)/1e6, float64(ext4)/1e6, ms(cold), ms(warm), float64(cold)/float64(warm))
 	return nil
+}
+
+// freshRuntime opens a runtime on a temporary home; done closes and removes it.
+func freshRuntime() (*core.Runtime, func(), error) {
+	home, err := os.MkdirTemp("", "bxb")
+	if err != nil {
+		return nil, nil, err
+	}
+	rt, err := core.NewRuntime(core.WithHome(home))
+	if err != nil {
+		os.RemoveAll(home)
+		return nil, nil, err
+	}
+	return rt, func() { rt.Close(); os.RemoveAll(home) }, nil
 }
 
 // bareBoots boots the box's kernel, initramfs and disks with hv alone (no

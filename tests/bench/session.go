@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -16,16 +15,11 @@ import (
 // box, a command in a shell session vs. an exec of `true`, and the
 // interpreter's memory in the guest.
 func sessionBench(ctx context.Context, archive string) error {
-	home, err := os.MkdirTemp("", "bxs")
+	rt, done, err := freshRuntime()
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(home)
-	rt, err := core.NewRuntime(core.WithHome(home))
-	if err != nil {
-		return err
-	}
-	defer rt.Close()
+	defer done()
 	imgs, err := rt.Images().Load(ctx, archive)
 	if err != nil {
 		return err
