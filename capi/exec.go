@@ -24,6 +24,7 @@ type command struct {
 	Tty         bool              `json:"tty"`
 	Rows        int               `json:"rows"`
 	Cols        int               `json:"cols"`
+	OutputLimit int64             `json:"output_limit_bytes"`
 }
 
 func parseCommand(s *C.cchar_t) (core.Command, error) {
@@ -37,12 +38,15 @@ func parseCommand(s *C.cchar_t) (core.Command, error) {
 	if c.TimeoutSecs < 0 {
 		return core.Command{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "command: timeout_secs %v is negative", c.TimeoutSecs)
 	}
+	if c.OutputLimit < 0 {
+		return core.Command{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "command: output_limit_bytes %d is negative", c.OutputLimit)
+	}
 	if !c.Tty && (c.Rows != 0 || c.Cols != 0) {
 		return core.Command{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "command: rows and cols need \"tty\": true")
 	}
 	return core.Command{Argv: c.Argv, Env: c.Env, Cwd: c.Cwd, User: c.User,
 		Timeout: time.Duration(c.TimeoutSecs * float64(time.Second)), Stdin: c.Stdin,
-		Tty: c.Tty, Rows: c.Rows, Cols: c.Cols}, nil
+		Tty: c.Tty, Rows: c.Rows, Cols: c.Cols, OutputLimit: c.OutputLimit}, nil
 }
 
 // execObj is an execution handle; its waker's eventfd serves event loops.
@@ -136,12 +140,25 @@ func boxlite_box_run(p *C.boxlite_box_t, cmdJSON *C.cchar_t, out **C.boxlite_res
 	if err != nil && !(res != nil && res.TimedOut) {
 		return status(err, cerr)
 	}
+	*out = newResult(res)
+	return status(nil, cerr)
+}
+
+// newResult copies a collected result to C memory (boxlite_result_free).
+func newResult(res *core.ExecResult) *C.boxlite_result_t {
 	r := (*C.boxlite_result_t)(C.calloc(1, C.size_t(unsafe.Sizeof(C.boxlite_result_t{}))))
 	setExit(&r.exit, res.ExitStatus)
 	r.stdout_data, r.stdout_len = cBytes(res.Stdout)
 	r.stderr_data, r.stderr_len = cBytes(res.Stderr)
-	*out = r
-	return status(nil, cerr)
+	r.stdout_truncated, r.stderr_truncated = cBool(res.StdoutTruncated), cBool(res.StderrTruncated)
+	return r
+}
+
+func cBool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func cBytes(b []byte) (*C.uint8_t, C.size_t) {

@@ -57,8 +57,9 @@ func runtimeOf(p *C.boxlite_runtime_t) (*core.Runtime, error) {
 func boxlite_runtime_new(optsJSON *C.cchar_t, out **C.boxlite_runtime_t, cerr **C.boxlite_error_t) (rc C.int) {
 	defer guard(&rc, cerr)
 	var o struct {
-		Home   string `json:"home"`
-		Assets string `json:"assets"`
+		Home        string `json:"home"`
+		Assets      string `json:"assets"`
+		OutputLimit int64  `json:"output_limit_bytes"`
 	}
 	if err := decode("runtime options", optsJSON, &o); err != nil {
 		return status(err, cerr)
@@ -69,6 +70,9 @@ func boxlite_runtime_new(optsJSON *C.cchar_t, out **C.boxlite_runtime_t, cerr **
 	var opts []core.Option
 	if o.Home != "" {
 		opts = append(opts, core.WithHome(o.Home))
+	}
+	if o.OutputLimit != 0 {
+		opts = append(opts, core.WithOutputLimit(o.OutputLimit))
 	}
 	assets := o.Assets
 	if assets == "" && os.Getenv("BOXLITE_ASSETS") == "" {

@@ -45,6 +45,8 @@ type sessionOptions struct {
 	Cwd       string            `json:"cwd"`
 	User      string            `json:"user"`
 	GraceSecs *float64          `json:"grace_secs"`
+	// OutputLimit caps each stream of a cell's or command's result.
+	OutputLimit int64 `json:"output_limit_bytes"`
 }
 
 //export boxlite_session_new
@@ -61,7 +63,7 @@ func boxlite_session_new(p *C.boxlite_box_t, kind *C.cchar_t, optsJSON *C.cchar_
 	if err := decode("session options", optsJSON, &o); err != nil {
 		return status(err, cerr)
 	}
-	opts := core.SessionOptions{Python: o.Python, Shell: o.Shell, Env: o.Env, Cwd: o.Cwd, User: o.User}
+	opts := core.SessionOptions{Python: o.Python, Shell: o.Shell, Env: o.Env, Cwd: o.Cwd, User: o.User, OutputLimit: o.OutputLimit}
 	if o.GraceSecs != nil {
 		if *o.GraceSecs <= 0 {
 			return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "session options: grace_secs %v must be > 0", *o.GraceSecs), cerr)
@@ -110,6 +112,9 @@ type cellJSON struct {
 	ExitCode  int             `json:"exit_code"`
 	TimedOut  bool            `json:"timed_out"`
 	Restarted bool            `json:"restarted"`
+	// Output past the session's limit was dropped.
+	StdoutTruncated bool `json:"stdout_truncated"`
+	StderrTruncated bool `json:"stderr_truncated"`
 }
 
 // cellResult hands a cell's result to C: the JSON with BOXLITE_OK, or with
@@ -122,7 +127,8 @@ func cellResult(r core.CellResult, err error, out **C.char, cerr **C.boxlite_err
 		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "result_json is NULL"), cerr)
 	}
 	j := cellJSON{Stdout: string(r.Stdout), Stderr: string(r.Stderr), Value: r.Value, Error: r.Error,
-		ExitCode: r.ExitCode, TimedOut: r.TimedOut, Restarted: r.Restarted}
+		ExitCode: r.ExitCode, TimedOut: r.TimedOut, Restarted: r.Restarted,
+		StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated}
 	if jerr := outJSON(j, out); jerr != nil {
 		return status(jerr, cerr)
 	}
@@ -349,11 +355,7 @@ func boxlite_session_exec(p *C.boxlite_session_t, cmdJSON *C.cchar_t, out **C.bo
 	if res == nil || (err != nil && !errors.Is(err, errdefs.ErrTimeout)) {
 		return status(err, cerr)
 	}
-	r := (*C.boxlite_result_t)(C.calloc(1, C.size_t(unsafe.Sizeof(C.boxlite_result_t{}))))
-	setExit(&r.exit, res.ExitStatus)
-	r.stdout_data, r.stdout_len = cBytes(res.Stdout)
-	r.stderr_data, r.stderr_len = cBytes(res.Stderr)
-	*out = r
+	*out = newResult(res)
 	return status(err, cerr)
 }
 

@@ -413,6 +413,12 @@ func (b *Box) Exec(ctx context.Context, cmd Command) (*Execution, error) {
 	if cmd.Timeout < 0 || cmd.Grace < 0 {
 		return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "exec: negative timeout or grace")
 	}
+	if cmd.OutputLimit < 0 {
+		return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "exec: negative output limit %d", cmd.OutputLimit)
+	}
+	if cmd.OutputLimit == 0 {
+		cmd.OutputLimit = b.rt.outputLimit
+	}
 	if cmd.Tty {
 		if cmd.Rows == 0 {
 			cmd.Rows = DefaultRows
@@ -441,7 +447,7 @@ func (b *Box) Exec(ctx context.Context, cmd Command) (*Execution, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Execution{argv: cmd.Argv, timeout: cmd.Timeout, conn: c, done: make(chan struct{}), stdin: newSendWindow(protocol.InitialWindow), tty: cmd.Tty}
+	e := &Execution{argv: cmd.Argv, timeout: cmd.Timeout, limit: cmd.OutputLimit, conn: c, done: make(chan struct{}), stdin: newSendWindow(protocol.InitialWindow), tty: cmd.Tty}
 	credit := func(fd int) func(int) {
 		return func(n int) { c.send(protocol.TCredit, e.id, protocol.Credit{Fd: fd, Bytes: n}) }
 	}

@@ -1,7 +1,6 @@
 package core
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -34,6 +33,11 @@ type Command struct {
 	Tty bool
 	// Rows and Cols are the terminal's initial size with Tty; default 24x80.
 	Rows, Cols int
+	// OutputLimit caps how many bytes of each stream Box.Run (Collect)
+	// keeps; the rest is read and dropped and the result is marked
+	// truncated. Default (0): the runtime's, DefaultOutputLimit (64 MiB)
+	// unless WithOutputLimit changed it. Streaming reads are not capped.
+	OutputLimit int64
 }
 
 // Default terminal size of a Command with Tty.
@@ -53,6 +57,9 @@ type ExitStatus struct {
 type ExecResult struct {
 	ExitStatus
 	Stdout, Stderr []byte
+	// StdoutTruncated and StderrTruncated report that the stream printed
+	// more than the output limit and only its first bytes were kept.
+	StdoutTruncated, StderrTruncated bool
 }
 
 // Execution is a running process. Read Stdout and Stderr concurrently (or
@@ -66,6 +73,7 @@ type Execution struct {
 
 	argv    []string
 	timeout time.Duration
+	limit   int64 // Collect's output limit
 	conn    *conn
 	id      uint32
 	stdout  *window
@@ -268,18 +276,20 @@ func (w stdinWriter) Close() error { return w.e.conn.send(protocol.TStdinClose, 
 
 // Collect reads all output and waits; the output is kept even when the
 // process failed or timed out.
+// Each stream keeps at most the execution's output limit (Command.OutputLimit).
 func (e *Execution) Collect(ctx context.Context) (*ExecResult, error) {
-	var out, errb bytes.Buffer
+	out, errb := newCapBuffer(e.limit), newCapBuffer(e.limit)
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); io.Copy(&out, e.Stdout) }()
-	go func() { defer wg.Done(); io.Copy(&errb, e.Stderr) }()
+	go func() { defer wg.Done(); io.Copy(out, e.Stdout) }()
+	go func() { defer wg.Done(); io.Copy(errb, e.Stderr) }()
 	st, err := e.Wait(ctx)
 	if ctx.Err() != nil {
 		e.Close()
 	}
 	wg.Wait()
-	return &ExecResult{ExitStatus: st, Stdout: out.Bytes(), Stderr: errb.Bytes()}, err
+	return &ExecResult{ExitStatus: st, Stdout: out.Bytes(), Stderr: errb.Bytes(),
+		StdoutTruncated: out.Truncated(), StderrTruncated: errb.Truncated()}, err
 }
 
 func quoteArgv(argv []string) string {

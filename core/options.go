@@ -21,6 +21,7 @@ type runtimeOptions struct {
 	mirrors  image.Mirrors // nil: from the environment
 	insecure []string      // nil: from the environment
 	keychain authn.Keychain
+	output   int64 // 0: DefaultOutputLimit
 }
 
 // WithHome sets the runtime's home directory. Default: $BOXLITE_HOME, else ~/.boxlite.
@@ -71,6 +72,20 @@ func WithInsecureRegistries(hosts ...string) Option {
 // authn.DefaultKeychain (the docker config and its credential helpers).
 func WithRegistryKeychain(k authn.Keychain) Option {
 	return func(o *runtimeOptions) error { o.keychain = k; return nil }
+}
+
+// WithOutputLimit caps how many bytes of each output stream a collected
+// result keeps (Box.Run, session cells, shell session commands); the rest is
+// dropped and the result is marked truncated. Default DefaultOutputLimit
+// (64 MiB per stream).
+func WithOutputLimit(bytes int64) Option {
+	return func(o *runtimeOptions) error {
+		if bytes <= 0 {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "output limit %d is not positive", bytes)
+		}
+		o.output = bytes
+		return nil
+	}
 }
 
 // pullOptions turns the registry settings into image.PullOptions, reading

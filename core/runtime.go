@@ -25,10 +25,11 @@ import (
 // registry take a file lock on <home>/lock, and each running box is owned by
 // its shim, so no process holds the home for its whole life.
 type Runtime struct {
-	home   string
-	assets assets
-	images *image.Store
-	pull   []image.PullOption // mirrors, insecure registries, keychain
+	home        string
+	assets      assets
+	images      *image.Store
+	pull        []image.PullOption // mirrors, insecure registries, keychain
+	outputLimit int64              // per stream of a collected result
 
 	mu     sync.Mutex
 	boxes  map[string]*Box // handles opened by this runtime, by id
@@ -61,7 +62,10 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runtime{home: home, assets: findAssets(o.assets), images: images, pull: pull, boxes: map[string]*Box{}}, nil
+	if o.output == 0 {
+		o.output = DefaultOutputLimit
+	}
+	return &Runtime{home: home, assets: findAssets(o.assets), images: images, pull: pull, outputLimit: o.output, boxes: map[string]*Box{}}, nil
 }
 
 func defaultHome() string {

@@ -67,6 +67,10 @@ type SessionOptions struct {
 	// interpreter or shell is killed and restarted (losing the session's
 	// state). Default 3s.
 	Grace time.Duration
+	// OutputLimit caps how many bytes of each stream a cell's result or a
+	// shell command's result keeps; the rest is dropped and the result is
+	// marked truncated. Default: the runtime's (DefaultOutputLimit, 64 MiB).
+	OutputLimit int64
 }
 
 func (o SessionOptions) grace() time.Duration {
@@ -79,6 +83,9 @@ func (o SessionOptions) grace() time.Duration {
 func (o SessionOptions) check(what string) error {
 	if o.Grace < 0 {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s: negative grace period", what)
+	}
+	if o.OutputLimit < 0 {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s: negative output limit", what)
 	}
 	for k := range o.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
@@ -110,6 +117,9 @@ type CellResult struct {
 	ExitCode  int
 	TimedOut  bool // the cell's timeout (or the caller) interrupted it
 	Restarted bool // the interpreter ended under the cell and was started again: state is lost
+	// StdoutTruncated and StderrTruncated report output beyond the
+	// session's output limit that the result does not hold.
+	StdoutTruncated, StderrTruncated bool
 }
 
 // Chunk is output a running cell wrote.
@@ -238,7 +248,15 @@ type Session struct {
 // NewPythonSession starts a Python interpreter in the box, ready for cells.
 // It fails with ErrNotFound when the image has no Python 3.
 func (b *Box) NewPythonSession(ctx context.Context, opts SessionOptions) (*Session, error) {
-	return newPythonSession(ctx, b.sessionStarter(), opts)
+	return newPythonSession(ctx, b.sessionStarter(), b.sessionDefaults(opts))
+}
+
+// sessionDefaults fills in what a session takes from its box's runtime.
+func (b *Box) sessionDefaults(o SessionOptions) SessionOptions {
+	if o.OutputLimit == 0 {
+		o.OutputLimit = b.rt.outputLimit
+	}
+	return o
 }
 
 func newPythonSession(ctx context.Context, start procStarter, opts SessionOptions) (*Session, error) {
@@ -805,7 +823,7 @@ type Cell struct {
 	queued      int
 	collect     bool // Result was called: take output without bound
 	discard     bool // Close was called: drop output
-	out, errb   bytes.Buffer
+	out, errb   *capBuffer
 	notify      func()
 	interrupted bool   // SIGINT was sent
 	killed      bool   // the cell ignored it and the interpreter was killed
@@ -815,7 +833,8 @@ type Cell struct {
 }
 
 func newCell(s *Session, p *pyProc, id int, timeout time.Duration) *Cell {
-	c := &Cell{s: s, p: p, id: id, timeout: timeout, started: make(chan struct{}), done: make(chan struct{})}
+	c := &Cell{s: s, p: p, id: id, timeout: timeout, started: make(chan struct{}), done: make(chan struct{}),
+		out: newCapBuffer(s.opts.OutputLimit), errb: newCapBuffer(s.opts.OutputLimit)}
 	c.cond = sync.NewCond(&c.mu)
 	return c
 }
@@ -1082,6 +1101,7 @@ func (c *Cell) Result(ctx context.Context) (CellResult, error) {
 	r := c.res
 	r.Stdout = append([]byte(nil), c.out.Bytes()...)
 	r.Stderr = append([]byte(nil), c.errb.Bytes()...)
+	r.StdoutTruncated, r.StderrTruncated = c.out.Truncated(), c.errb.Truncated()
 	return r, c.err
 }
 

@@ -81,7 +81,7 @@ func (s *ShellSession) Interrupt() {
 // NewShellSession starts a shell (SessionOptions.Shell, default /bin/sh) in
 // the box.
 func (b *Box) NewShellSession(ctx context.Context, opts SessionOptions) (*ShellSession, error) {
-	return newShellSession(ctx, b.sessionStarter(), opts)
+	return newShellSession(ctx, b.sessionStarter(), b.sessionDefaults(opts))
 }
 
 func newShellSession(ctx context.Context, start procStarter, opts SessionOptions) (*ShellSession, error) {
@@ -190,13 +190,14 @@ func (s *ShellSession) Exec(ctx context.Context, argv []string, env map[string]s
 	script := fmt.Sprintf("%s </dev/null\nprintf '%%s %%d %%d\\n' %s %d $?\nprintf '%%s %%d\\n' %s %d >&2\n", line, p.token, seq, p.token, seq)
 
 	type marker struct {
-		out    []byte
-		fields []string
-		err    error
+		out       []byte
+		fields    []string
+		truncated bool
+		err       error
 	}
 	outCh, errCh := make(chan marker, 1), make(chan marker, 1)
-	go func() { o, f, err := p.out.next(seq); outCh <- marker{o, f, err} }()
-	go func() { o, f, err := p.err.next(seq); errCh <- marker{o, f, err} }()
+	go func() { o, f, t, err := p.out.next(seq); outCh <- marker{o, f, t, err} }()
+	go func() { o, f, t, err := p.err.next(seq); errCh <- marker{o, f, t, err} }()
 	if _, err := io.WriteString(p.p.stdin(), script); err != nil {
 		p.p.kill()
 	}
@@ -241,7 +242,7 @@ func (s *ShellSession) Exec(ctx context.Context, argv []string, env map[string]s
 			}
 		}
 	}
-	res := &ExecResult{Stdout: om.out, Stderr: em.out}
+	res := &ExecResult{Stdout: om.out, Stderr: em.out, StdoutTruncated: om.truncated, StderrTruncated: em.truncated}
 	if om.err != nil || em.err != nil {
 		// The shell is gone: killed by us, or the command ended it.
 		p.p.kill()
@@ -311,6 +312,8 @@ func (s *ShellSession) Close() error {
 }
 
 func (s *ShellSession) dropProc(p *shProc) {
+	p.out.abandon()
+	p.err.abandon()
 	s.mu.Lock()
 	if s.proc == p {
 		s.proc = nil
@@ -360,7 +363,7 @@ func (s *ShellSession) launch(ctx context.Context) (*shProc, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shell session: start %s: %w", shell, err)
 	}
-	p := &shProc{p: sp, token: token, out: newMarkerStream(token), err: newMarkerStream(token)}
+	p := &shProc{p: sp, token: token, out: newMarkerStream(token, s.opts.OutputLimit), err: newMarkerStream(token, s.opts.OutputLimit)}
 	go p.out.run(sp.stdout())
 	go p.err.run(sp.stderr())
 	// SIGINT interrupts the command, not the shell: a trap that does nothing
@@ -372,9 +375,9 @@ func (s *ShellSession) launch(ctx context.Context) (*shProc, error) {
 	}
 	ch := make(chan ready, 1)
 	go func() {
-		_, f, err := p.out.next(0)
+		_, f, _, err := p.out.next(0)
 		if err == nil {
-			_, _, err = p.err.next(0)
+			_, _, _, err = p.err.next(0)
 		}
 		ch <- ready{f, err}
 	}()
@@ -418,6 +421,8 @@ func (p *shProc) stop(err error) {
 	}
 	p.mu.Unlock()
 	p.p.kill()
+	p.out.abandon()
+	p.err.abandon()
 }
 
 func (p *shProc) stopErr() error {
@@ -426,19 +431,26 @@ func (p *shProc) stopErr() error {
 	return p.stopped
 }
 
-// markerStream is one output stream of the shell, cut at the markers.
+// markerStream is one output stream of the shell, cut at the markers. The
+// reader holds at most maxMarkerPending bytes that no command has taken yet
+// (then it stops reading, and the shell blocks as on a full pipe); a command
+// keeps at most limit bytes of its output and drops the rest.
 type markerStream struct {
 	token []byte
+	limit int64
 
-	mu      sync.Mutex
-	cond    *sync.Cond
-	buf     []byte
-	scanned int   // buf[:scanned] holds no whole token
-	err     error // the stream ended
+	mu        sync.Mutex
+	cond      *sync.Cond
+	buf       []byte
+	scanned   int   // buf[:scanned] holds no whole token
+	err       error // the stream ended
+	abandoned bool  // the shell was dropped: read and discard
 }
 
-func newMarkerStream(token string) *markerStream {
-	m := &markerStream{token: []byte(token)}
+const maxMarkerPending = 1 << 20
+
+func newMarkerStream(token string, limit int64) *markerStream {
+	m := &markerStream{token: []byte(token), limit: limit}
 	m.cond = sync.NewCond(&m.mu)
 	return m
 }
@@ -448,46 +460,70 @@ func (m *markerStream) run(r io.Reader) {
 	for {
 		n, err := r.Read(b)
 		m.mu.Lock()
-		m.buf = append(m.buf, b[:n]...)
+		if !m.abandoned {
+			m.buf = append(m.buf, b[:n]...)
+		}
 		if err != nil {
 			m.err = err
 		}
-		m.mu.Unlock()
 		m.cond.Broadcast()
+		for len(m.buf) >= maxMarkerPending && m.err == nil && !m.abandoned {
+			m.cond.Wait()
+		}
+		m.mu.Unlock()
 		if err != nil {
 			return
 		}
 	}
 }
 
+// abandon lets the reader drain the stream without keeping anything.
+func (m *markerStream) abandon() {
+	m.mu.Lock()
+	m.abandoned, m.buf, m.scanned = true, nil, 0
+	m.mu.Unlock()
+	m.cond.Broadcast()
+}
+
 // next returns the output before the marker of seq and the marker's fields
-// (token excluded: seq, then the status on stdout). Output after a marker
-// belongs to the next command. An error means the stream ended first; the
-// output so far is returned with it.
-func (m *markerStream) next(seq int) ([]byte, []string, error) {
+// (token excluded: seq, then the status on stdout), with truncated set when
+// more than the limit came. Output after a marker belongs to the next
+// command. An error means the stream ended first; the output so far is
+// returned with it.
+func (m *markerStream) next(seq int) (out []byte, fields []string, truncated bool, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []byte
+	o := newCapBuffer(m.limit)
+	defer func() { out, truncated = o.Bytes(), o.Truncated() }()
 	for {
 		if i := bytes.Index(m.buf[m.scanned:], m.token); i >= 0 {
 			i += m.scanned
 			if j := bytes.IndexByte(m.buf[i:], '\n'); j >= 0 {
 				fields := strings.Fields(string(m.buf[i+len(m.token) : i+j]))
-				out = append(out, m.buf[:i]...)
+				o.Write(m.buf[:i])
 				m.buf = m.buf[i+j+1:]
 				m.scanned = 0
+				m.cond.Broadcast()
 				if len(fields) >= 1 && fields[0] == strconv.Itoa(seq) {
-					return out, fields, nil
+					return nil, fields, false, nil
 				}
 				continue // a marker of an earlier command: not ours
 			}
-		} else if len(m.buf)-len(m.token) > m.scanned {
-			m.scanned = len(m.buf) - len(m.token)
+			if len(m.buf)-i > maxMarkerPending/2 { // a "marker" line that never ends is output
+				m.scanned = i + 1
+				continue
+			}
+		} else if keep := len(m.token) - 1; len(m.buf) > keep {
+			// No whole token here: all but a possible token's start is output.
+			o.Write(m.buf[:len(m.buf)-keep])
+			m.buf = append([]byte(nil), m.buf[len(m.buf)-keep:]...)
+			m.scanned = 0
+			m.cond.Broadcast()
 		}
 		if m.err != nil {
-			out = append(out, m.buf...)
+			o.Write(m.buf)
 			m.buf = nil
-			return out, nil, m.err
+			return nil, nil, false, m.err
 		}
 		m.cond.Wait()
 	}

@@ -101,6 +101,8 @@ typedef struct boxlite_result {
   size_t stdout_len;
   uint8_t *stderr_data;
   size_t stderr_len;
+  int stdout_truncated; /* 1 when output past the limit was dropped */
+  int stderr_truncated;
 } boxlite_result_t;
 
 /* ---- library ---- */
@@ -114,9 +116,12 @@ void boxlite_string_free(char *s);
 
 /* ---- runtime: a home directory with its images and boxes ---- */
 
-/* options_json may be NULL or {"home": "...", "assets": "..."}; home defaults
- * to $BOXLITE_HOME or ~/.boxlite, assets (boxlite-shim and guest/) to
- * $BOXLITE_ASSETS, else next to libboxlite.so. */
+/* options_json may be NULL or {"home": "...", "assets": "...",
+ * "output_limit_bytes": N}; home defaults to $BOXLITE_HOME or ~/.boxlite,
+ * assets (boxlite-shim and guest/) to $BOXLITE_ASSETS, else next to
+ * libboxlite.so. output_limit_bytes (> 0; default 67108864, 64 MiB) caps each
+ * stream of a collected result (boxlite_box_run, session results): the rest is
+ * read and dropped, and the result says it was truncated. */
 int boxlite_runtime_new(const char *options_json, boxlite_runtime_t **out, boxlite_error_t **err);
 /* Stops the boxes this runtime started and frees the handle. NULL is a no-op. */
 void boxlite_runtime_free(boxlite_runtime_t *rt);
@@ -157,7 +162,8 @@ void boxlite_box_free(boxlite_box_t *box);
 /* Starts a process. command_json: {"argv": ["cmd", "arg", ...] (required,
  * never joined into a shell string), "env": {"K": "V"}, "cwd": str, "user":
  * str, "timeout_secs": 0 (none), "stdin": false (true keeps stdin open for
- * boxlite_execution_write), "tty": false, "rows": 24, "cols": 80}. A command
+ * boxlite_execution_write), "tty": false, "rows": 24, "cols": 80,
+ * "output_limit_bytes": N (boxlite_box_run only; default: the runtime's)}. A command
  * that does not exist fails here or in boxlite_execution_wait with
  * BOXLITE_ERR_NOT_FOUND.
  *
@@ -223,6 +229,7 @@ typedef struct boxlite_cell boxlite_cell_t; /* a running cell, to stream its out
 
 /* kind is "python" or "shell". options_json may be NULL or
  * {"env": {"K": "V"}, "cwd": str, "user": str, "grace_secs": 3,
+ *  "output_limit_bytes": N (each stream of a result; default: the runtime's),
  *  "python": str (python only; default: the first of /usr/local/bin/python3,
  *            python3, python in the box),
  *  "shell": str (shell only; default "/bin/sh")}.
@@ -238,7 +245,9 @@ int boxlite_session_new(boxlite_box_t *box, const char *kind, const char *option
  *    "value": repr() of the trailing expression, or null,
  *    "error": {"type": "ValueError", "message": str, "traceback": str} or null,
  *    "exit_code": what `python -c` would exit with (0, 1, SystemExit's code),
- *    "timed_out": bool, "restarted": bool}
+ *    "timed_out": bool, "restarted": bool,
+ *    "stdout_truncated": bool, "stderr_truncated": bool (output past the
+ *    session's output_limit_bytes was dropped)}
  * An exception in the cell is a result ("error"), not a failure; so is an
  * interpreter that died under the cell (error type "InterpreterExited",
  * "restarted": true; the session starts a new one, its state is gone).
