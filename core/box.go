@@ -18,7 +18,7 @@ import (
 	"github.com/boxlite/boxlite/hv"
 	"github.com/boxlite/boxlite/image"
 	"github.com/boxlite/boxlite/protocol"
-	"github.com/boxlite/boxlite/shim"
+	"github.com/boxlite/boxlite/shimapi"
 )
 
 // State is where a box is in its lifecycle.
@@ -80,6 +80,9 @@ type BoxRuntimeInfo struct {
 	GuestReadyMs  float64 `json:"guest_ready_ms"`  // guest clock: boot to ready
 	ShimPid       int     `json:"shim_pid"`
 	VMMPid        int     `json:"vmm_pid"`
+	// Warnings name what weakens the box's isolation (TCG, a confinement
+	// layer the host could not give its VMM); see docs/SECURITY.md.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 func (b *Box) ID() string   { return b.rec.ID }
@@ -112,14 +115,15 @@ func (b *Box) Info() BoxInfo {
 	if b.state == StateRunning {
 		h := b.info.Hello
 		bi.Runtime = &BoxRuntimeInfo{Accel: b.info.Accel, AccelReason: b.info.AccelReason, Kernel: h.Kernel,
-			BootMs: b.info.BootMs, GuestKernelMs: h.KernelMs, GuestReadyMs: h.ReadyMs, ShimPid: b.info.ShimPid, VMMPid: b.info.VMMPid}
+			BootMs: b.info.BootMs, GuestKernelMs: h.KernelMs, GuestReadyMs: h.ReadyMs, ShimPid: b.info.ShimPid, VMMPid: b.info.VMMPid,
+			Warnings: b.info.Warnings}
 	}
 	return bi
 }
 
 func (b *Box) lastExit() string {
-	var e shim.Exit
-	if readJSON(filepath.Join(b.dir, "exit.json"), &e) != nil {
+	var e shimapi.Exit
+	if readJSON(b.path(shimapi.ExitFile), &e) != nil {
 		return ""
 	}
 	return e.Reason
@@ -135,7 +139,7 @@ func (b *Box) refresh() {
 	if b.state != StateStopped {
 		return
 	}
-	c, err := dialShim(b.path("shim.sock"), b.stoppedError)
+	c, err := dialShim(b.path(shimapi.SocketFile), b.stoppedError)
 	if err != nil {
 		return
 	}
@@ -205,34 +209,21 @@ func (b *Box) boot(ctx context.Context) (*conn, protocol.Info, error) {
 	if err != nil {
 		return nil, none, fmt.Errorf("start box %s: %w", b.rec.ID, err)
 	}
-	disk := b.path("disk.ext4")
-	if err := makeDisk(disk, cfg.DiskSizeGB); err != nil {
+	if err := makeDisk(b.path(shimapi.DiskFile), cfg.DiskSizeGB); err != nil {
 		return nil, none, fmt.Errorf("start box %s: %w", b.rec.ID, err)
 	}
-	accel, reason, err := hv.DetectAccel()
-	if err != nil {
-		return nil, none, fmt.Errorf("start box %s: %w", b.rec.ID, err)
-	}
-	vm := hv.Config{Kernel: b.rt.assets.kernel(), Initrd: b.rt.assets.initrd(), MemoryMiB: cfg.MemoryMiB,
-		CPUs: cfg.CPUs, Channel: b.path("agent.sock"), ConsoleLog: b.path("console.log"), Accel: accel}
-	for i, l := range layers {
-		vm.Disks = append(vm.Disks, hv.Disk{Path: l, Serial: fmt.Sprintf("layer%d", i), ReadOnly: true})
-	}
-	vm.Disks = append(vm.Disks, hv.Disk{Path: disk, Serial: "rw"})
-	os.Remove(b.path("exit.json"))
-	os.Truncate(vm.ConsoleLog, 0)
-	sc := shim.Config{Socket: b.path("shim.sock"), VM: vm, AccelReason: reason, BootTimeout: cfg.BootTimeout,
-		StopTimeout: 10 * time.Second, ExitFile: b.path("exit.json")}
-	if cfg.AutoRemove {
-		sc.RemoveDir = b.dir
-	}
-	if err := writeJSON(b.path("shim.json"), sc); err != nil {
+	os.Remove(b.path(shimapi.ExitFile))
+	sc := shimapi.Config{BoxID: b.rec.ID, Dir: b.dir, Kernel: b.rt.assets.kernel(), Initrd: b.rt.assets.initrd(),
+		QEMU: b.rt.qemu, MemoryMiB: cfg.MemoryMiB, CPUs: cfg.CPUs, Layers: layers, RequireKVM: b.rt.requireKVM,
+		BootTimeout: cfg.BootTimeout, StopTimeout: 10 * time.Second, OwnerUID: os.Getuid(),
+		StateDir: filepath.Join(b.rt.home, "state"), AutoRemove: cfg.AutoRemove}
+	if err := writeJSON(b.path(shimapi.ConfigFile), sc); err != nil {
 		return nil, none, err
 	}
 	if err := b.spawnShim(ctx, cfg.BootTimeout+15*time.Second); err != nil {
 		return nil, none, err
 	}
-	c, err := dialShim(sc.Socket, b.stoppedError)
+	c, err := dialShim(sc.Path(shimapi.SocketFile), b.stoppedError)
 	if err != nil {
 		return nil, none, fmt.Errorf("start box %s: connect to shim: %w", b.rec.ID, err)
 	}
@@ -256,11 +247,11 @@ func (b *Box) spawnShim(ctx context.Context, deadline time.Duration) error {
 		readyW.Close()
 		return err
 	}
-	logf, err := os.OpenFile(b.path("shim.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logf, err := os.OpenFile(b.path(shimapi.LogFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(b.rt.assets.shim(), b.path("shim.json"))
+	cmd := exec.Command(b.rt.assets.shim(), b.path(shimapi.ConfigFile))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = []*os.File{readyW, deathR} // fds 3 and 4
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -276,7 +267,7 @@ func (b *Box) spawnShim(ctx context.Context, deadline time.Duration) error {
 	go func() { cmd.Wait(); close(exited) }()
 
 	type result struct {
-		r   shim.Ready
+		r   shimapi.Ready
 		err error
 	}
 	ch := make(chan result, 1)
@@ -284,7 +275,7 @@ func (b *Box) spawnShim(ctx context.Context, deadline time.Duration) error {
 		var res result
 		line, err := bufio.NewReader(readyR).ReadBytes('\n')
 		if err != nil {
-			res.err = fmt.Errorf("shim exited before the box was ready: %s", hv.ConsoleTail(b.path("shim.log"), 1024))
+			res.err = fmt.Errorf("shim exited before the box was ready: %s", hv.ConsoleTail(b.path(shimapi.LogFile), 1024))
 		} else {
 			res.err = json.Unmarshal(line, &res.r)
 		}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/protocol"
@@ -48,6 +49,13 @@ func dialShim(path string, why func() error) (*conn, error) {
 func (c *conn) readLoop() {
 	r := protocol.NewReader(c.c)
 	var err error
+	defer func() {
+		// What arrives here comes from the guest: a bug it triggers must end
+		// this box's connection, not the host process.
+		if p := recover(); p != nil {
+			c.shutdown(errdefs.Errorf(errdefs.ErrInternal, "connection to box: panic while handling a frame: %v", p))
+		}
+	}()
 	for {
 		var f protocol.Frame
 		if f, err = r.ReadFrame(); err != nil {
@@ -87,6 +95,13 @@ func (c *conn) shutdown(err error) {
 		h.fail(err)
 	}
 	close(c.done)
+}
+
+// violation ends the connection because the box broke the protocol (the
+// shim polices the agent first; this is the second line): every stream fails
+// with the reason.
+func (c *conn) violation(err error) {
+	c.shutdown(errdefs.Errorf(errdefs.ErrInvalidState, "box disconnected: agent protocol violation: %v", err))
 }
 
 func (c *conn) Close() error {
@@ -147,6 +162,10 @@ func (c *conn) forget(id uint32) {
 	c.mu.Unlock()
 }
 
+// requestTimeout bounds a one-shot request to the shim, which answers from
+// memory: only a wedged shim takes longer.
+const requestTimeout = 10 * time.Second
+
 // request sends a one-shot request and decodes its single reply into out.
 func (c *conn) request(t protocol.Type, body, out any) error {
 	r := &reply{ch: make(chan protocol.Frame, 1), errc: make(chan error, 1)}
@@ -155,7 +174,11 @@ func (c *conn) request(t protocol.Type, body, out any) error {
 		return err
 	}
 	defer c.forget(id)
+	timer := time.NewTimer(requestTimeout)
+	defer timer.Stop()
 	select {
+	case <-timer.C:
+		return errdefs.Errorf(errdefs.ErrTimeout, "%s request: no answer from the box's shim within %s", t, requestTimeout)
 	case f := <-r.ch:
 		if f.Type == protocol.TError {
 			var e protocol.Error
@@ -181,4 +204,9 @@ func (r *reply) frame(f protocol.Frame) {
 	default:
 	}
 }
-func (r *reply) fail(err error) { r.errc <- err }
+func (r *reply) fail(err error) {
+	select {
+	case r.errc <- err:
+	default:
+	}
+}

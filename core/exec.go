@@ -112,18 +112,29 @@ func (e *Execution) frame(f protocol.Frame) {
 			e.pid = s.Pid
 		}
 	case protocol.TStdout:
-		e.stdout.push(f.Payload)
+		if err := e.stdout.push(f.Payload); err != nil {
+			e.conn.violation(fmt.Errorf("exec %s: stdout: %w", quoteArgv(e.argv), err))
+		}
 	case protocol.TStderr:
-		e.stderr.push(f.Payload)
+		if err := e.stderr.push(f.Payload); err != nil {
+			e.conn.violation(fmt.Errorf("exec %s: stderr: %w", quoteArgv(e.argv), err))
+		}
 	case protocol.TCredit:
 		var c protocol.Credit
-		if protocol.Decode(f, &c) == nil && c.Fd == 0 && c.Bytes > 0 {
-			e.stdin.give(c.Bytes)
+		err := protocol.Decode(f, &c)
+		if err == nil && c.Fd != 0 {
+			err = errdefs.Errorf(errdefs.ErrInvalidArgument, "credit for fd %d: only stdin (0) takes credit", c.Fd)
+		}
+		if err == nil {
+			err = e.stdin.give(c.Bytes)
+		}
+		if err != nil {
+			e.conn.violation(fmt.Errorf("exec %s: stdin: %w", quoteArgv(e.argv), err))
 		}
 	case protocol.TExit:
 		var x protocol.Exit
 		if err := protocol.Decode(f, &x); err != nil {
-			e.finish(ExitStatus{Code: -1}, err)
+			e.conn.violation(fmt.Errorf("exec %s: exit: %w", quoteArgv(e.argv), err))
 			return
 		}
 		st := ExitStatus{Code: x.Code, Signal: x.Signal, TimedOut: x.TimedOut}

@@ -16,12 +16,14 @@ import (
 type Option func(*runtimeOptions) error
 
 type runtimeOptions struct {
-	home     string
-	assets   string
-	mirrors  image.Mirrors // nil: from the environment
-	insecure []string      // nil: from the environment
-	keychain authn.Keychain
-	output   int64 // 0: DefaultOutputLimit
+	home       string
+	assets     string
+	mirrors    image.Mirrors // nil: from the environment
+	insecure   []string      // nil: from the environment
+	keychain   authn.Keychain
+	output     int64 // 0: DefaultOutputLimit
+	qemu       string
+	requireKVM bool
 }
 
 // WithHome sets the runtime's home directory. Default: $BOXLITE_HOME, else ~/.boxlite.
@@ -86,6 +88,20 @@ func WithOutputLimit(bytes int64) Option {
 		o.output = bytes
 		return nil
 	}
+}
+
+// WithQEMU sets the VMM binary boxes run under. Default: $BOXLITE_QEMU, else
+// qemu-system-x86_64 on PATH.
+func WithQEMU(path string) Option {
+	return func(o *runtimeOptions) error { o.qemu = path; return nil }
+}
+
+// WithRequireKVM makes box starts fail (ErrUnsupported) on a host without
+// hardware virtualization instead of falling back to TCG: QEMU's emulator is
+// not a security boundary. Default: fall back, and say so in box info. Also
+// set by BOXLITE_ACCEL=kvm.
+func WithRequireKVM() Option {
+	return func(o *runtimeOptions) error { o.requireKVM = true; return nil }
 }
 
 // pullOptions turns the registry settings into image.PullOptions, reading

@@ -3,12 +3,17 @@ package core
 import (
 	"io"
 	"sync"
+
+	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/protocol"
 )
 
 // window is a flow-controlled receive buffer for one output fd of an exec.
-// The connection's reader appends what the agent sent (never more than the
-// window it granted, so append never blocks); Read hands bytes to the user and
-// returns their window to the agent through credit.
+// The connection's reader appends what the agent sent; Read hands bytes to the
+// user and returns their window to the agent through credit. An honest agent
+// never has more than protocol.InitialWindow bytes unread here; push refuses
+// a frame that would overrun it, so the buffer stays bounded whatever the
+// guest sends.
 type window struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -24,8 +29,13 @@ func newWindow(credit func(int)) *window {
 	return w
 }
 
-func (w *window) push(p []byte) {
+func (w *window) push(p []byte) error {
 	w.mu.Lock()
+	if len(w.buf)+len(p) > protocol.InitialWindow {
+		n := len(w.buf)
+		w.mu.Unlock()
+		return errdefs.Errorf(errdefs.ErrLimit, "%d bytes of output beyond the window (%d unread, window %d)", len(p), n, protocol.InitialWindow)
+	}
 	w.buf = append(w.buf, p...)
 	notify := w.notify
 	w.mu.Unlock()
@@ -33,6 +43,7 @@ func (w *window) push(p []byte) {
 	if notify != nil {
 		notify()
 	}
+	return nil
 }
 
 // close ends the stream; buffered bytes stay readable. The first error wins.
@@ -91,16 +102,19 @@ func (w *window) read(p []byte, block bool) (int, error) {
 var _ io.Reader = (*window)(nil)
 
 // sendWindow is the sender's side of flow control: how many bytes may be
-// in flight before the peer acknowledges them.
+// in flight before the peer acknowledges them. The peer can only return what
+// was sent, so give refuses credit that would raise the window past its
+// initial size (a forged Credit{2^62} would otherwise overflow it).
 type sendWindow struct {
 	mu    sync.Mutex
 	cond  *sync.Cond
 	avail int
+	max   int // the initial window
 	err   error
 }
 
 func newSendWindow(n int) *sendWindow {
-	s := &sendWindow{avail: n}
+	s := &sendWindow{avail: n, max: n}
 	s.cond = sync.NewCond(&s.mu)
 	return s
 }
@@ -120,11 +134,17 @@ func (s *sendWindow) take(want int) (int, error) {
 	return n, nil
 }
 
-func (s *sendWindow) give(n int) {
+func (s *sendWindow) give(n int) error {
 	s.mu.Lock()
+	if n <= 0 || n > s.max-s.avail {
+		avail := s.avail
+		s.mu.Unlock()
+		return errdefs.Errorf(errdefs.ErrLimit, "credit of %d bytes with %d of %d available: more than was sent", n, avail, s.max)
+	}
 	s.avail += n
 	s.mu.Unlock()
 	s.cond.Broadcast()
+	return nil
 }
 
 func (s *sendWindow) close(err error) {

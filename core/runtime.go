@@ -30,6 +30,8 @@ type Runtime struct {
 	images      *image.Store
 	pull        []image.PullOption // mirrors, insecure registries, keychain
 	outputLimit int64              // per stream of a collected result
+	qemu        string             // the VMM binary; empty: the shim's default
+	requireKVM  bool
 
 	mu     sync.Mutex
 	boxes  map[string]*Box // handles opened by this runtime, by id
@@ -43,6 +45,12 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 		if err := opt(&o); err != nil {
 			return nil, err
 		}
+	}
+	if o.qemu == "" {
+		o.qemu = os.Getenv("BOXLITE_QEMU")
+	}
+	if strings.EqualFold(strings.TrimSpace(os.Getenv("BOXLITE_ACCEL")), "kvm") {
+		o.requireKVM = true
 	}
 	if o.home == "" {
 		o.home = defaultHome()
@@ -65,7 +73,8 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 	if o.output == 0 {
 		o.output = DefaultOutputLimit
 	}
-	return &Runtime{home: home, assets: findAssets(o.assets), images: images, pull: pull, outputLimit: o.output, boxes: map[string]*Box{}}, nil
+	return &Runtime{home: home, assets: findAssets(o.assets), images: images, pull: pull, outputLimit: o.output,
+		qemu: o.qemu, requireKVM: o.requireKVM, boxes: map[string]*Box{}}, nil
 }
 
 func defaultHome() string {

@@ -158,6 +158,9 @@ type Info struct {
 	ShimPid     int     `msgpack:"shim_pid"`
 	VMMPid      int     `msgpack:"vmm_pid"`
 	BootMs      float64 `msgpack:"boot_ms"` // host wall time from VMM start to hello
+	// Warnings name what weakens this box's isolation: TCG, a confinement
+	// layer the host could not give the VMM.
+	Warnings []string `msgpack:"warnings,omitempty"`
 }
 
 // Encode builds a frame with a msgpack body (nil v means no body).

@@ -1,6 +1,7 @@
 package shim
 
 import (
+	"fmt"
 	"log"
 	"net"
 	"sync"
@@ -11,33 +12,48 @@ import (
 
 // serveAgent routes agent frames to the client stream that owns them. Data is
 // bounded by each stream's window, so a client's queue stays bounded too.
+// Every frame is checked first (see police.go): a broken frame, a window
+// overrun, forged credit or a flood of stray frames stops the box.
 func (s *shim) serveAgent() {
+	stray := 0
 	for {
 		f, err := s.agentReader.ReadFrame()
 		if err != nil {
 			s.mu.Lock()
 			stopping := s.stopping
 			s.mu.Unlock()
-			if !stopping {
-				log.Printf("agent channel: %v", err)
+			// The channel ends when the VMM does: then teardown says why.
+			if !stopping && !s.exitedSoon() {
+				s.kill(fmt.Sprintf("agent channel failed: %v", err))
 			}
 			return
 		}
-		if f.Stream == 0 {
-			log.Printf("agent: unexpected %s on stream 0", f.Type)
-			continue
-		}
 		s.mu.Lock()
 		r, ok := s.routes[f.Stream]
-		if ok && (f.Type == protocol.TExit || f.Type == protocol.TError) {
+		if ok {
+			err = r.flow.fromAgent(f)
+		}
+		if ok && err == nil && (f.Type == protocol.TExit || f.Type == protocol.TError) {
 			delete(s.routes, f.Stream)
 			delete(r.c.streams, r.local)
 		}
 		s.mu.Unlock()
-		if ok {
-			f.Stream = r.local
-			r.c.queue(f)
+		if err != nil {
+			s.violation(fmt.Errorf("stream %d: %w", f.Stream, err))
+			return
 		}
+		if !ok {
+			if stray++; stray == 1 || stray == maxStrayFrames {
+				log.Printf("agent: %s frame on stream %d, which is not open (%d so far)", f.Type, f.Stream, stray)
+			}
+			if stray >= maxStrayFrames {
+				s.violation(fmt.Errorf("%d frames on streams that are not open", stray))
+				return
+			}
+			continue
+		}
+		f.Stream = r.local
+		r.c.queue(f)
 	}
 }
 
@@ -91,7 +107,12 @@ func (s *shim) serveClient(c *client) {
 			global, ok = s.next, true
 			s.next++
 			c.streams[f.Stream] = global
-			s.routes[global] = route{c: c, local: f.Stream}
+			s.routes[global] = route{c: c, local: f.Stream, flow: &flow{}}
+		}
+		if ok {
+			if r, open := s.routes[global]; open {
+				r.flow.fromClient(f)
+			}
 		}
 		if ok && f.Type == protocol.TCancel { // the agent sends nothing more on it
 			delete(c.streams, f.Stream)

@@ -17,47 +17,21 @@ import (
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/hv"
 	"github.com/boxlite/boxlite/protocol"
+	"github.com/boxlite/boxlite/shimapi"
 )
-
-// Config is what the runtime hands the shim, as JSON, for one box start.
-type Config struct {
-	Socket      string        // where host clients connect
-	VM          hv.Config     // VM.Channel is the agent socket the shim listens on
-	AccelReason string        // why VM.Accel was chosen, for info
-	BootTimeout time.Duration // VMM start to agent hello
-	StopTimeout time.Duration // shutdown request to VMM exit, then kill
-	ExitFile    string        // the shim writes why the box ended here
-	// RemoveDir, when set (auto-remove boxes), is deleted after the box ends
-	// because its creator died: nobody is left to remove it.
-	RemoveDir string
-}
-
-// Ready is the shim's one message to its parent on the ready pipe: the box's
-// info once the agent said hello, or why the box failed to boot.
-type Ready struct {
-	Info  *protocol.Info `json:"info,omitempty"`
-	Kind  string         `json:"kind,omitempty"`
-	Error string         `json:"error,omitempty"`
-}
-
-// Exit records why a box ended, for the next client that asks.
-type Exit struct {
-	Reason string    `json:"reason"`
-	At     time.Time `json:"at"`
-}
 
 // Run boots the VM and serves clients until the box stops. ready receives one
 // JSON Ready line; parent, when not nil, is a pipe whose EOF means the process
 // that created the box has died, which stops the box.
-func Run(cfg Config, ready io.WriteCloser, parent io.Reader) error {
+func Run(cfg shimapi.Config, ready io.WriteCloser, parent io.Reader) error {
 	s := &shim{cfg: cfg, routes: map[uint32]route{}, next: 1, clients: map[*client]bool{}}
 	err := s.boot()
 	if err != nil {
-		writeReady(ready, Ready{Kind: string(errdefs.KindOf(err)), Error: err.Error()})
+		writeReady(ready, shimapi.Ready{Kind: string(errdefs.KindOf(err)), Error: err.Error()})
 		s.writeExit("boot failed: " + err.Error())
 		return err
 	}
-	writeReady(ready, Ready{Info: &s.info})
+	writeReady(ready, shimapi.Ready{Info: &s.info})
 	orphaned := make(chan struct{})
 	if parent != nil {
 		go func() {
@@ -75,8 +49,8 @@ func Run(cfg Config, ready io.WriteCloser, parent io.Reader) error {
 	s.teardown()
 	select {
 	case <-orphaned:
-		if cfg.RemoveDir != "" {
-			os.RemoveAll(cfg.RemoveDir)
+		if cfg.AutoRemove {
+			os.RemoveAll(cfg.Dir)
 		}
 	default:
 	}
@@ -84,7 +58,8 @@ func Run(cfg Config, ready io.WriteCloser, parent io.Reader) error {
 }
 
 type shim struct {
-	cfg         Config
+	cfg         shimapi.Config
+	vmcfg       hv.Config
 	vm          *hv.VM
 	agent       net.Conn
 	agentReader *protocol.Reader
@@ -104,29 +79,69 @@ type shim struct {
 type route struct {
 	c     *client
 	local uint32
+	flow  *flow
 }
 
-func writeReady(w io.WriteCloser, r Ready) {
+func writeReady(w io.WriteCloser, r shimapi.Ready) {
 	b, _ := json.Marshal(r)
 	w.Write(append(b, '\n'))
 	w.Close()
 }
 
+// TCGWarning is in the info of every box that runs under TCG.
+const TCGWarning = "tcg: the guest runs on QEMU's software emulator, which QEMU does not treat as a security boundary; " +
+	"use a host with KVM for untrusted code (BOXLITE_ACCEL=kvm refuses TCG)"
+
+// vmConfig decides how the box's VM is built: accelerator, disks (by the
+// serials the agent looks for: layer0.. bottom first, then rw), channel and
+// console.
+func (s *shim) vmConfig() (hv.Config, string, error) {
+	c := s.cfg
+	var accel hv.Accel
+	var reason string
+	var err error
+	if c.Accel != "" {
+		if accel, err = hv.ParseAccel(c.Accel); err != nil {
+			return hv.Config{}, "", err
+		}
+		reason = string(accel) + ": chosen by the runtime"
+	} else if accel, reason, err = hv.DetectAccel(); err != nil {
+		return hv.Config{}, "", err
+	}
+	if c.RequireKVM && accel != hv.KVM {
+		return hv.Config{}, "", errdefs.Errorf(errdefs.ErrUnsupported,
+			"box %s: KVM is required (TCG is not a security boundary), but this host gives %s", c.BoxID, reason)
+	}
+	vm := hv.Config{QEMU: c.QEMU, Kernel: c.Kernel, Initrd: c.Initrd, MemoryMiB: c.MemoryMiB, CPUs: c.CPUs,
+		Channel: c.Path("agent.sock"), ConsoleLog: c.Path(shimapi.ConsoleFile), Accel: accel}
+	for i, l := range c.Layers {
+		vm.Disks = append(vm.Disks, hv.Disk{Path: l, Serial: fmt.Sprintf("layer%d", i), ReadOnly: true})
+	}
+	vm.Disks = append(vm.Disks, hv.Disk{Path: c.Path(shimapi.DiskFile), Serial: "rw"})
+	return vm, reason, nil
+}
+
 func (s *shim) boot() error {
-	agentLn, err := listenUnix(s.cfg.VM.Channel)
+	vmcfg, reason, err := s.vmConfig()
+	if err != nil {
+		return err
+	}
+	s.vmcfg = vmcfg
+	agentLn, err := listenUnix(vmcfg.Channel)
 	if err != nil {
 		return err
 	}
 	defer agentLn.Close()
+	os.Truncate(vmcfg.ConsoleLog, 0)
 	start := time.Now()
-	if s.vm, err = hv.Start(s.cfg.VM); err != nil {
+	if s.vm, err = hv.Start(vmcfg); err != nil {
 		return err
 	}
 	deadline := start.Add(s.cfg.BootTimeout)
 	fail := func(what string, err error) error {
 		s.vm.Kill()
 		return fmt.Errorf("boot: %s after %.1fs: %v: %w\n--- console (last lines) ---\n%s",
-			what, time.Since(start).Seconds(), err, errdefs.ErrBootFailed, hv.ConsoleTail(s.cfg.VM.ConsoleLog, 2048))
+			what, time.Since(start).Seconds(), err, errdefs.ErrBootFailed, hv.ConsoleTail(vmcfg.ConsoleLog, 2048))
 	}
 	type accepted struct {
 		c   net.Conn
@@ -172,9 +187,12 @@ func (s *shim) boot() error {
 	}
 	a.c.SetReadDeadline(time.Time{})
 	s.agentReader = r
-	s.info = protocol.Info{Hello: h, Accel: string(s.cfg.VM.Accel), AccelReason: s.cfg.AccelReason,
+	s.info = protocol.Info{Hello: h, Accel: string(vmcfg.Accel), AccelReason: reason,
 		ShimPid: os.Getpid(), VMMPid: s.vm.Pid(), BootMs: float64(time.Since(start).Microseconds()) / 1000}
-	if s.ln, err = listenUnix(s.cfg.Socket); err != nil {
+	if vmcfg.Accel == hv.TCG {
+		s.info.Warnings = append(s.info.Warnings, TCGWarning)
+	}
+	if s.ln, err = listenUnix(s.cfg.Path(shimapi.SocketFile)); err != nil {
 		return fail("listen for clients", err)
 	}
 	return nil
@@ -225,6 +243,19 @@ func (s *shim) stop(reason string) {
 	}
 }
 
+// kill ends the box at once for reason (the first reason wins), without
+// asking the agent: used when the agent itself is the problem.
+func (s *shim) kill(reason string) {
+	s.mu.Lock()
+	if s.reason == "" {
+		s.reason = reason
+	}
+	s.stopping = true
+	s.mu.Unlock()
+	log.Printf("killing the VM: %s", reason)
+	s.vm.Kill()
+}
+
 func (s *shim) teardown() {
 	s.mu.Lock()
 	reason := s.reason
@@ -236,8 +267,8 @@ func (s *shim) teardown() {
 	s.mu.Unlock()
 	s.writeExit(reason)
 	s.ln.Close()
-	os.Remove(s.cfg.Socket)
-	os.Remove(s.cfg.VM.Channel)
+	os.Remove(s.cfg.Path(shimapi.SocketFile))
+	os.Remove(s.vmcfg.Channel)
 	for c := range clients {
 		c.close()
 	}
@@ -246,13 +277,10 @@ func (s *shim) teardown() {
 }
 
 func (s *shim) writeExit(reason string) {
-	if s.cfg.ExitFile == "" {
-		return
-	}
-	b, _ := json.Marshal(Exit{Reason: reason, At: time.Now().UTC()})
-	tmp := s.cfg.ExitFile + ".tmp"
-	if os.WriteFile(tmp, b, 0o600) == nil {
-		os.Rename(tmp, s.cfg.ExitFile)
+	b, _ := json.Marshal(shimapi.Exit{Reason: reason, At: time.Now().UTC()})
+	path := s.cfg.Path(shimapi.ExitFile)
+	if os.WriteFile(path+".tmp", b, 0o600) == nil {
+		os.Rename(path+".tmp", path)
 	}
 }
 

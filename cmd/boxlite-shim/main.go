@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/boxlite/boxlite/shim"
+	"github.com/boxlite/boxlite/shimapi"
 )
 
 // Usage: boxlite-shim CONFIG.json, with fd 3 the ready pipe and, unless the
@@ -25,7 +26,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	var cfg shim.Config
+	var cfg shimapi.Config
 	if err := json.Unmarshal(b, &cfg); err != nil {
 		log.Fatalf("config %s: %v", os.Args[1], err)
 	}

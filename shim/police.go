@@ -1,0 +1,87 @@
+package shim
+
+import (
+	"fmt"
+
+	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/protocol"
+)
+
+// The agent is hostile: the guest's kernel and root may be the attacker's.
+// The shim checks every frame it routes from the agent against what an honest
+// agent could send, so that what it queues for a client stays bounded by the
+// flow-control windows, and a box that breaks the rules is stopped.
+
+// maxStrayFrames is how many frames the agent may send on stream 0 after its
+// hello, or on streams that have ended, before the box is stopped. Late
+// frames of a cancelled stream are normal; an unbounded number is not.
+const maxStrayFrames = 4096
+
+// flow is the shim's account of one exec stream's flow control.
+type flow struct {
+	unread  [3]int // bytes of fd 1 and 2 the agent sent that the client has not credited
+	stdin   int    // bytes of stdin the client sent that the agent has not credited
+	started bool
+}
+
+// fromAgent checks an agent frame for the stream fl accounts for.
+func (fl *flow) fromAgent(f protocol.Frame) error {
+	switch f.Type {
+	case protocol.TStarted:
+		if fl.started {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "second started frame")
+		}
+		fl.started = true
+	case protocol.TStdout, protocol.TStderr:
+		fd := 1
+		if f.Type == protocol.TStderr {
+			fd = 2
+		}
+		fl.unread[fd] += len(f.Payload)
+		if fl.unread[fd] > protocol.InitialWindow {
+			return errdefs.Errorf(errdefs.ErrLimit, "%s overruns its window: %d bytes unacknowledged, window %d", f.Type, fl.unread[fd], protocol.InitialWindow)
+		}
+	case protocol.TCredit:
+		var c protocol.Credit
+		if err := protocol.Decode(f, &c); err != nil {
+			return err
+		}
+		if c.Fd != 0 || c.Bytes <= 0 || c.Bytes > fl.stdin {
+			return errdefs.Errorf(errdefs.ErrLimit, "credit of %d bytes for fd %d: %d bytes of stdin were sent", c.Bytes, c.Fd, fl.stdin)
+		}
+		fl.stdin -= c.Bytes
+	case protocol.TExit:
+		var x protocol.Exit
+		if err := protocol.Decode(f, &x); err != nil {
+			return err
+		}
+	case protocol.TError:
+		var e protocol.Error
+		if err := protocol.Decode(f, &e); err != nil {
+			return err
+		}
+	default:
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "unexpected %s frame on an exec stream", f.Type)
+	}
+	return nil
+}
+
+// fromClient accounts for a client frame on the stream. Clients are host
+// processes of the same user, but their counts are clamped all the same.
+func (fl *flow) fromClient(f protocol.Frame) {
+	switch f.Type {
+	case protocol.TStdin:
+		fl.stdin += len(f.Payload)
+	case protocol.TCredit:
+		var c protocol.Credit
+		if protocol.Decode(f, &c) == nil && (c.Fd == 1 || c.Fd == 2) && c.Bytes > 0 {
+			fl.unread[c.Fd] = max(fl.unread[c.Fd]-c.Bytes, 0)
+		}
+	}
+}
+
+// violation stops the box because its agent broke the protocol. The agent
+// cannot be trusted to power off, so the VMM is killed.
+func (s *shim) violation(err error) {
+	s.kill(fmt.Sprintf("agent protocol violation: %v", err))
+}

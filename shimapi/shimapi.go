@@ -1,0 +1,65 @@
+package shimapi
+
+import (
+	"path/filepath"
+	"time"
+
+	"github.com/boxlite/boxlite/protocol"
+)
+
+// Files of a box directory.
+const (
+	ConfigFile  = "shim.json"   // Config, written by the runtime
+	SocketFile  = "shim.sock"   // where host clients connect
+	ExitFile    = "exit.json"   // Exit, written by the shim when the box ends
+	LogFile     = "shim.log"    // the shim's own log (stdout and stderr)
+	ConsoleFile = "console.log" // the guest's serial console, capped by the shim
+	DiskFile    = "disk.ext4"   // the box's writable disk
+)
+
+// Config is what the runtime hands the shim for one box start: what the box
+// is, never how its VM is built (the shim decides that: accelerator, devices,
+// confinement).
+type Config struct {
+	BoxID string `json:"box_id"`
+	Dir   string `json:"dir"` // the box directory; the files above live here
+
+	Kernel    string   `json:"kernel"`
+	Initrd    string   `json:"initrd"`
+	QEMU      string   `json:"qemu,omitempty"` // the VMM binary; default qemu-system-x86_64 on PATH
+	MemoryMiB int      `json:"memory_mib"`
+	CPUs      int      `json:"cpus"`
+	Layers    []string `json:"layers"` // read-only ext4 images of the image's layers, bottom first
+	// Accel is "kvm", "tcg" or empty (detect); RequireKVM refuses to fall
+	// back to TCG, which is not a security boundary.
+	Accel      string `json:"accel,omitempty"`
+	RequireKVM bool   `json:"require_kvm,omitempty"`
+
+	BootTimeout time.Duration `json:"boot_timeout"` // VMM start to agent hello
+	StopTimeout time.Duration `json:"stop_timeout"` // shutdown request to VMM exit, then kill
+	// OwnerUID is the only uid (besides root) whose clients the shim serves.
+	OwnerUID int `json:"owner_uid"`
+	// StateDir holds host-wide state shared by the shims of a home (the
+	// uids allocated to confined VMMs).
+	StateDir string `json:"state_dir"`
+	// AutoRemove: the box directory is deleted after the box ends because
+	// its creator died: nobody is left to remove it.
+	AutoRemove bool `json:"auto_remove,omitempty"`
+}
+
+// Path is the path of a file of the box directory.
+func (c Config) Path(name string) string { return filepath.Join(c.Dir, name) }
+
+// Ready is the shim's one message to its parent on the ready pipe: the box's
+// info once the agent said hello, or why the box failed to boot.
+type Ready struct {
+	Info  *protocol.Info `json:"info,omitempty"`
+	Kind  string         `json:"kind,omitempty"`
+	Error string         `json:"error,omitempty"`
+}
+
+// Exit records why a box ended, for the next client that asks.
+type Exit struct {
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
