@@ -453,13 +453,33 @@ func (b *Box) Exec(ctx context.Context, cmd Command) (*Execution, error) {
 	return e, nil
 }
 
+// hostMargin is how long past a command's timeout and grace period the host
+// waits for the agent to report the exit: the guest enforces timeouts, but a
+// hostile agent could just never answer.
+const hostMargin = 10 * time.Second
+
 // Run executes a command and collects its output.
 func (b *Box) Run(ctx context.Context, cmd Command) (*ExecResult, error) {
 	e, err := b.Exec(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}
-	return e.Collect(ctx)
+	if cmd.Timeout <= 0 {
+		return e.Collect(ctx)
+	}
+	grace := cmd.Grace
+	if grace == 0 {
+		grace = protocol.DefaultGrace
+	}
+	bound := cmd.Timeout + grace + hostMargin
+	bctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	res, err := e.Collect(bctx)
+	if bctx.Err() != nil && ctx.Err() == nil {
+		err = errdefs.Errorf(errdefs.ErrTimeout, "exec %s: the box did not report the exit within %s of its %s timeout; the process was abandoned",
+			quoteArgv(cmd.Argv), grace+hostMargin, cmd.Timeout)
+	}
+	return res, err
 }
 
 // image is the box's image, read from the store once per handle (an image

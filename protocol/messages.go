@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -16,6 +17,10 @@ const Version = 1
 // InitialWindow is the flow-control window per direction and stream: a sender
 // may have this many data bytes unacknowledged before it waits for Credit.
 const InitialWindow = 256 << 10
+
+// DefaultGrace is how long the agent waits between TERM and KILL when an
+// exec's timeout fires and the request names no grace period.
+const DefaultGrace = 2 * time.Second
 
 // Type names a frame's body.
 type Type uint8

@@ -25,7 +25,7 @@ const (
 	maxStringLen  = 128 << 10 // the kernel's MAX_ARG_STRLEN
 	maxUserLen    = 256
 	maxCwdLen     = 4096
-	defaultGrace  = 2 * time.Second
+	defaultGrace  = protocol.DefaultGrace
 	maxDurationMs = int64(100 * 365 * 24 * time.Hour / time.Millisecond)
 )
 

@@ -20,6 +20,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if s := os.Getenv(envFakeAgent); s != "" {
+		fakeQEMU(s) // this process is a VMM stand-in started by a shim
+	}
 	os.Exit(run(m))
 }
 
