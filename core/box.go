@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/hv"
 	"github.com/boxlite/boxlite/image"
@@ -548,8 +550,19 @@ func firstNonEmpty(s ...string) string {
 	return ""
 }
 
-// makeDisk creates the box's writable ext4 disk once, sparse, atomically.
+// minFreeMiB is the free space a box's disk needs on the host to start: the
+// disk is sparse, so this is a floor, not its size.
+const minFreeMiB = 512
+
+// makeDisk creates the box's writable ext4 disk once, sparse, atomically,
+// on a file system with at least minFreeMiB free.
 func makeDisk(path string, sizeGB int) error {
+	var fs unix.Statfs_t
+	if err := unix.Statfs(filepath.Dir(path), &fs); err == nil {
+		if free := fs.Bavail * uint64(fs.Bsize) >> 20; free < minFreeMiB {
+			return errdefs.Errorf(errdefs.ErrLimit, "disk %s: %d MiB free on the host, a box needs at least %d MiB", path, free, minFreeMiB)
+		}
+	}
 	if _, err := os.Stat(path); err == nil {
 		return nil
 	}
@@ -566,7 +579,7 @@ func makeDisk(path string, sizeGB int) error {
 		return errdefs.Errorf(errdefs.ErrNotFound, "mkfs.ext4 (install e2fsprogs)")
 	}
 	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}

@@ -53,14 +53,18 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 		o.requireKVM = true
 	}
 	if o.home == "" {
-		o.home = defaultHome()
+		h, err := defaultHome()
+		if err != nil {
+			return nil, err
+		}
+		o.home = h
 	}
 	home, err := filepath.Abs(o.home)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Join(home, "boxes"), 0o700); err != nil {
-		return nil, fmt.Errorf("runtime home %s: %w", home, err)
+	if err := secureHome(home); err != nil {
+		return nil, err
 	}
 	pull, err := o.pullOptions()
 	if err != nil {
@@ -77,14 +81,45 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 		qemu: o.qemu, requireKVM: o.requireKVM, boxes: map[string]*Box{}}, nil
 }
 
-func defaultHome() string {
+// defaultHome is $BOXLITE_HOME, else ~/.boxlite. There is no fallback to a
+// shared directory such as /tmp, where another user could plant the home.
+func defaultHome() (string, error) {
 	if h := os.Getenv("BOXLITE_HOME"); h != "" {
-		return h
+		return h, nil
 	}
-	if h, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(h, ".boxlite")
+	h, err := os.UserHomeDir()
+	if err != nil {
+		return "", errdefs.Errorf(errdefs.ErrInvalidArgument, "runtime home: no home directory (%v): set BOXLITE_HOME or WithHome", err)
 	}
-	return filepath.Join(os.TempDir(), "boxlite")
+	return filepath.Join(h, ".boxlite"), nil
+}
+
+// secureHome creates the home if needed and makes sure only its owner can
+// reach it: a home owned by another user is refused (it could hold anything),
+// one open to others is closed (0700), as are the directories in it.
+func secureHome(home string) error {
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return fmt.Errorf("runtime home %s: %w", home, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(home, &st); err != nil {
+		return fmt.Errorf("runtime home %s: %w", home, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "runtime home %s is not a directory", home)
+	}
+	if uid := os.Geteuid(); int(st.Uid) != uid {
+		return errdefs.Errorf(errdefs.ErrInvalidState, "runtime home %s is owned by uid %d, not by this user (uid %d): refusing to use it", home, st.Uid, uid)
+	}
+	for _, d := range []string{home, filepath.Join(home, "boxes"), filepath.Join(home, "images"), filepath.Join(home, "state")} {
+		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("runtime home %s: %w", home, err)
+		}
+		if err := os.Chmod(d, 0o700); err != nil {
+			return fmt.Errorf("runtime home %s: %w", home, err)
+		}
+	}
+	return nil
 }
 
 // Home is the runtime's home directory.
@@ -147,15 +182,31 @@ func (r *Runtime) Close() error {
 	return nil
 }
 
+// lockTimeout bounds the wait for the home lock, which is only ever held for
+// a registry change (never across a boot).
+const lockTimeout = 30 * time.Second
+
 // lock serialises registry mutations across processes sharing the home.
 func (r *Runtime) lock() (unlock func(), err error) {
-	f, err := os.OpenFile(filepath.Join(r.home, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := os.OpenFile(filepath.Join(r.home, "lock"), os.O_CREATE|os.O_RDWR|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		f.Close()
-		return nil, err
+	deadline := time.Now().Add(lockTimeout)
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if err != unix.EWOULDBLOCK && err != unix.EINTR {
+			f.Close()
+			return nil, err
+		}
+		if time.Now().After(deadline) {
+			f.Close()
+			return nil, errdefs.Errorf(errdefs.ErrTimeout, "home %s: another process has held its lock for %s", r.home, lockTimeout)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	return func() { unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
 }
@@ -292,7 +343,9 @@ func (r *Runtime) records() ([]record, error) {
 	var recs []record
 	for _, d := range dirs {
 		var rec record
-		if readJSON(filepath.Join(r.home, "boxes", d.Name(), "box.json"), &rec) == nil {
+		// The id names the directory that Remove deletes: it must be the
+		// directory's own name, in the form newID makes.
+		if validID(d.Name()) && readJSON(filepath.Join(r.home, "boxes", d.Name(), "box.json"), &rec) == nil && rec.ID == d.Name() {
 			recs = append(recs, rec)
 		}
 	}
@@ -349,6 +402,14 @@ func (r *Runtime) Remove(ctx context.Context, idOrName string, force bool) error
 		return fmt.Errorf("remove: %w", err)
 	}
 	return b.Remove(ctx, force)
+}
+
+func validID(s string) bool {
+	if len(s) != 12 {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil && strings.ToLower(s) == s
 }
 
 func newID() string {

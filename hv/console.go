@@ -2,10 +2,14 @@ package hv
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"strings"
+	"syscall"
 	"unicode/utf8"
+
+	"github.com/boxlite/boxlite/errdefs"
 )
 
 // DefaultConsoleTail is the number of bytes ConsoleTail reads when maxBytes <= 0.
@@ -20,24 +24,13 @@ func ConsoleTail(path string, maxBytes int) string {
 	if maxBytes <= 0 {
 		maxBytes = DefaultConsoleTail
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
+	b, cut := lastBytes(path, maxBytes)
+	if !cut && len(b) < maxBytes { // the log was rotated: its start is in .1
+		var older []byte
+		older, cut = lastBytes(path+".1", maxBytes-len(b))
+		b = append(older, b...)
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return ""
-	}
-	off := fi.Size() - int64(maxBytes)
-	if off < 0 {
-		off = 0
-	}
-	b, err := io.ReadAll(io.NewSectionReader(f, off, fi.Size()-off))
-	if err != nil {
-		return ""
-	}
-	if off > 0 {
+	if cut {
 		if i := bytes.IndexByte(b, '\n'); i >= 0 && i < len(b)-1 {
 			b = b[i+1:]
 		}
@@ -47,4 +40,79 @@ func ConsoleTail(path string, maxBytes int) string {
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
 	return strings.TrimSpace(s)
+}
+
+// consoleLog appends the guest console to a file that it keeps under
+// ConsoleLogMax by renaming it to path+".1" when full. The console is the
+// guest's to write: nothing it prints may fill the host disk.
+type consoleLog struct {
+	path string
+	f    *os.File
+	size int64
+}
+
+func openConsoleLog(path string) (*consoleLog, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("hv: Config.ConsoleLog %q: %v: %w", path, err, errdefs.ErrInvalidArgument)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("hv: Config.ConsoleLog %q: %v: %w", path, err, errdefs.ErrInvalidArgument)
+	}
+	return &consoleLog{path: path, f: f, size: fi.Size()}, nil
+}
+
+func (l *consoleLog) Write(p []byte) (int, error) {
+	if l.size+int64(len(p)) > ConsoleLogMax {
+		l.rotate()
+	}
+	n, err := l.f.Write(p)
+	l.size += int64(n)
+	return n, err
+}
+
+func (l *consoleLog) rotate() {
+	if os.Rename(l.path, l.path+".1") != nil {
+		l.f.Truncate(0)
+		l.size = 0
+		return
+	}
+	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		l.f.Truncate(0) // keep writing to the renamed file, from empty
+		l.size = 0
+		return
+	}
+	l.f.Close()
+	l.f, l.size = f, 0
+}
+
+func (l *consoleLog) Close() error { return l.f.Close() }
+
+// copyFrom writes what QEMU's console socket delivers until it closes.
+func (l *consoleLog) copyFrom(c io.ReadCloser) {
+	io.Copy(l, c)
+	c.Close()
+	l.Close()
+}
+
+// lastBytes reads the last n bytes of a file, and whether it had more.
+func lastBytes(path string, n int) ([]byte, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, false
+	}
+	off := max(fi.Size()-int64(n), 0)
+	b, err := io.ReadAll(io.NewSectionReader(f, off, fi.Size()-off))
+	if err != nil {
+		return nil, false
+	}
+	return b, off > 0
 }

@@ -24,3 +24,33 @@ func TestConsoleTail(t *testing.T) {
 		t.Errorf("ConsoleTail(0) = %q", got)
 	}
 }
+
+// A guest printing without end fills at most two ConsoleLogMax files, and
+// ConsoleTail still finds the last lines across the rotation.
+func TestConsoleLogCapped(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "console.log")
+	l, err := openConsoleLog(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := []byte(strings.Repeat("x", 99) + "\n")
+	for i := 0; i < 5*ConsoleLogMax/len(line); i++ {
+		l.Write(line)
+	}
+	l.Write([]byte("last words\n"))
+	l.Close()
+	var total int64
+	for _, p := range []string{path, path + ".1"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += fi.Size()
+	}
+	if total > 2*ConsoleLogMax {
+		t.Fatalf("console uses %d bytes on disk, cap %d", total, 2*ConsoleLogMax)
+	}
+	if tail := ConsoleTail(path, 4096); !strings.HasSuffix(tail, "last words") || len(tail) < 4000 {
+		t.Fatalf("tail of %d bytes ends %q", len(tail), tail[max(len(tail)-20, 0):])
+	}
+}

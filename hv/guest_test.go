@@ -17,10 +17,12 @@ import (
 	"testing"
 )
 
-const (
-	defaultTestKernel  = "/tmp/k/x/boot/vmlinuz-6.1.0-57-cloud-amd64"
-	defaultTestBusybox = "/bin/busybox"
-)
+const defaultTestBusybox = "/bin/busybox"
+
+// envKernel names the directory guest/fetch-kernel.sh makes (vmlinuz,
+// modules/); `make test-go` sets it. Without it these tests fail: a QEMU test
+// that skips would pass having tested nothing.
+const envKernel = "BOXLITE_GUEST_KERNEL"
 
 // guestModules are loaded by /init in this order (dependencies first).
 var guestModules = []string{
@@ -101,7 +103,6 @@ type fixture struct {
 	initrd string
 	layer  string // read-only disk image shared by all tests
 	err    error
-	skip   string
 }
 
 var (
@@ -125,15 +126,12 @@ func envOr(key, def string) string {
 	return def
 }
 
-// guest returns the shared kernel, initramfs and read-only layer image,
-// skipping the test when the kernel is not there.
+// guest returns the shared kernel, initramfs and read-only layer image; a
+// missing input fails the test.
 func guest(t testing.TB) fixture {
 	t.Helper()
 	fixtureOnce.Do(func() { theFixture = buildFixture() })
 	f := theFixture
-	if f.skip != "" {
-		t.Skip(f.skip)
-	}
 	if f.err != nil {
 		t.Fatal(f.err)
 	}
@@ -141,15 +139,16 @@ func guest(t testing.TB) fixture {
 }
 
 func buildFixture() fixture {
-	kernel := envOr("BOXLITE_TEST_KERNEL", defaultTestKernel)
-	if _, err := os.Stat(kernel); err != nil {
-		return fixture{skip: fmt.Sprintf("no guest kernel at %s (set BOXLITE_TEST_KERNEL): %v", kernel, err)}
-	}
-	// Debian layout: <root>/boot/vmlinuz-<ver>, <root>/lib/modules/<ver>.
-	ver := strings.TrimPrefix(filepath.Base(kernel), "vmlinuz-")
-	modDir := envOr("BOXLITE_TEST_MODULES", filepath.Join(filepath.Dir(filepath.Dir(kernel)), "lib", "modules", ver))
-	busybox := envOr("BOXLITE_TEST_BUSYBOX", defaultTestBusybox)
 	fail := func(format string, a ...any) fixture { return fixture{err: fmt.Errorf(format, a...)} }
+	dir := os.Getenv(envKernel)
+	if dir == "" {
+		return fail("%s is not set: it names the guest kernel directory from guest/fetch-kernel.sh (make test-go sets it)", envKernel)
+	}
+	kernel, modDir := filepath.Join(dir, "vmlinuz"), filepath.Join(dir, "modules")
+	if _, err := os.Stat(kernel); err != nil {
+		return fail("guest kernel (%s): %v", envKernel, err)
+	}
+	busybox := envOr("BOXLITE_TEST_BUSYBOX", defaultTestBusybox)
 
 	bb, err := os.ReadFile(busybox)
 	if err != nil {
@@ -185,7 +184,7 @@ func buildFixture() fixture {
 	for _, m := range guestModules {
 		p, ok := found[m]
 		if !ok {
-			return fail("module %s.ko not found under %s (set BOXLITE_TEST_MODULES)", m, modDir)
+			return fail("module %s.ko not found under %s (guest/fetch-kernel.sh copies it)", m, modDir)
 		}
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -194,20 +193,20 @@ func buildFixture() fixture {
 		entries = append(entries, cpioEntry{name: "lib/modules/" + m + ".ko", mode: 0o100644, data: b})
 	}
 
-	dir, err := os.MkdirTemp("", "hv-test-")
+	tmp, err := os.MkdirTemp("", "hv-test-")
 	if err != nil {
 		return fail("%v", err)
 	}
-	fixtureDir = dir
+	fixtureDir = tmp
 	var cpio bytes.Buffer
 	if err := writeCPIO(&cpio, entries); err != nil {
 		return fail("cpio: %v", err)
 	}
-	initrd := filepath.Join(dir, "initrd.cpio")
+	initrd := filepath.Join(tmp, "initrd.cpio")
 	if err := os.WriteFile(initrd, cpio.Bytes(), 0o644); err != nil {
 		return fail("%v", err)
 	}
-	layer := filepath.Join(dir, "layer0.img")
+	layer := filepath.Join(tmp, "layer0.img")
 	if err := os.WriteFile(layer, make([]byte, 1<<20), 0o444); err != nil {
 		return fail("%v", err)
 	}

@@ -3,7 +3,6 @@ package hv
 import (
 	"bufio"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,14 +56,27 @@ func TestDiesWithParent(t *testing.T) {
 	case <-time.After(bootDeadline):
 		t.Fatal("helper did not start a VM")
 	}
-	ours := func() bool { // alive, not a zombie, and started by the helper
-		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil || !strings.Contains(string(cmdline), dir) {
-			return false
+	// The process is told apart from a later one with its pid by its start
+	// time (field 22 of /proc/PID/stat).
+	stat := func() (state, started string) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return "", ""
 		}
-		_, rest, _ := strings.Cut(string(stat), ") ")
-		return !strings.HasPrefix(rest, "Z")
+		_, rest, _ := strings.Cut(string(b), ") ")
+		f := strings.Fields(rest)
+		if len(f) < 20 {
+			return "", ""
+		}
+		return f[0], f[19]
+	}
+	_, born := stat()
+	if born == "" {
+		t.Fatalf("QEMU (pid %d) is gone at once", pid)
+	}
+	ours := func() bool { // alive, not a zombie, and the one the helper started
+		state, started := stat()
+		return started == born && state != "Z"
 	}
 	t.Cleanup(func() {
 		if ours() {
@@ -93,15 +105,11 @@ func TestHelperStartAndWait(t *testing.T) {
 	if dir == "" {
 		t.Skip("helper process for TestDiesWithParent")
 	}
-	ln, err := net.Listen("unix", filepath.Join(dir, "agent.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := Config{
 		Kernel:     os.Getenv("BOXLITE_TEST_KERNEL"),
 		Initrd:     os.Getenv("BOXLITE_HV_HELPER_INITRD"),
 		Cmdline:    "boxlite.test=hang",
-		Channel:    ln.Addr().String(),
+		Channel:    true,
 		ConsoleLog: filepath.Join(dir, "console.log"),
 		Accel:      TCG,
 	}
@@ -142,10 +150,7 @@ func TestHelperStartAndWait(t *testing.T) {
 		}
 	}
 	fmt.Printf("QEMU-PID %d\n", r.vm.Pid())
-	c, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := r.vm.Channel()
 	defer c.Close()
 	select {
 	case <-r.vm.Done():

@@ -31,7 +31,7 @@ const (
 	MinMemoryMiB     = 32
 	MaxCPUs          = 255
 	// AgentPortName is the name of the virtio-serial port that carries
-	// Config.Channel; the guest finds it at /sys/class/virtio-ports/vportNpM/name
+	// VM.Channel; the guest finds it at /sys/class/virtio-ports/vportNpM/name
 	// and opens /dev/vportNpM (with one port on the only virtio-serial
 	// device: /dev/vport0p1).
 	AgentPortName = "boxlite.agent"
@@ -45,8 +45,10 @@ const (
 	// startTimeout bounds how long QEMU may take to build the machine, from
 	// fork to answering its first QMP command. It is normally about 60 ms.
 	startTimeout = 30 * time.Second
-	// qmpFD is the descriptor number of the QMP socket in QEMU (ExtraFiles[0]).
-	qmpFD = 3
+	// ConsoleLogMax caps Config.ConsoleLog: a file that reaches it is
+	// renamed to ConsoleLog+".1" (replacing the one before) and started
+	// anew, so a guest printing without end uses at most twice this on disk.
+	ConsoleLogMax = 1 << 20
 )
 
 // Disk is a raw disk image attached as a virtio-blk device.
@@ -82,12 +84,14 @@ type Config struct {
 	// virtio_blk as a module, the first is vda, the second vdb, and so on;
 	// still, identify disks by Serial.
 	Disks []Disk
-	// Channel is the path of a Unix socket that the caller already listens
-	// on. QEMU connects to it as a client when it starts and exposes it to
-	// the guest as the virtio-serial port named AgentPortName. Optional.
-	Channel string
+	// Channel gives the guest a virtio-serial port named AgentPortName
+	// whose host end is VM.Channel (a socketpair: no path, nothing for
+	// another process to connect to). Optional.
+	Channel bool
 	// ConsoleLog is the file the guest serial console (ttyS0) is appended
-	// to; its directory must exist. Optional (the console is discarded).
+	// to, by Start's own goroutine (QEMU gets a socket, never the path),
+	// capped at ConsoleLogMax and rotated once; its directory must exist.
+	// Optional (the console is discarded).
 	ConsoleLog string
 	// Accel selects KVM or TCG; default (empty): DetectAccel.
 	Accel Accel
@@ -109,12 +113,14 @@ var _ Hypervisor = QEMU{}
 
 // VM is one running QEMU process. Its methods are safe for concurrent use.
 type VM struct {
-	cmd  *exec.Cmd
-	out  *tail // QEMU's stdout and stderr
-	qmp  net.Conn
-	done chan struct{}
-	err  error // set before done is closed
-	werr error // cmd.Wait's result, set before done is closed
+	cmd *exec.Cmd
+	out *tail // QEMU's stdout and stderr
+	qmp net.Conn
+	// channel is the host end of the agent port, nil without one.
+	channel net.Conn
+	done    chan struct{}
+	err     error // set before done is closed
+	werr    error // cmd.Wait's result, set before done is closed
 
 	qmpDone  chan struct{} // closed when nothing reads QMP any more
 	killed   atomic.Bool
@@ -149,26 +155,66 @@ func Start(cfg Config) (*VM, error) {
 	if err != nil {
 		return nil, err
 	}
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("hv: start: qmp socketpair: %v: %w", err, errdefs.ErrInternal)
+	// Everything QEMU touches on the host is handed over as a descriptor:
+	// it never needs a path to a socket, a disk or the log.
+	var fds fdList
+	defer fds.closeChildEnds()
+	var parentEnds []io.Closer // closed if Start fails
+	fail := func(err error) (*VM, error) {
+		for _, c := range parentEnds {
+			c.Close()
+		}
+		return nil, err
 	}
-	child := os.NewFile(uintptr(fds[1]), "qmp")
-	parent := os.NewFile(uintptr(fds[0]), "qmp")
-	qmp, err := net.FileConn(parent)
-	parent.Close()
+	qmp, qmpFD, err := fds.socketpair("qmp")
 	if err != nil {
-		child.Close()
-		return nil, fmt.Errorf("hv: start: qmp conn: %v: %w", err, errdefs.ErrInternal)
+		return nil, err
+	}
+	parentEnds = append(parentEnds, qmp)
+	var agent, console net.Conn
+	agentFD, consoleFD := -1, -1
+	if cfg.Channel {
+		if agent, agentFD, err = fds.socketpair("agent"); err != nil {
+			return fail(err)
+		}
+		parentEnds = append(parentEnds, agent)
+	}
+	var logw *consoleLog
+	if cfg.ConsoleLog != "" {
+		if logw, err = openConsoleLog(cfg.ConsoleLog); err != nil {
+			return fail(err)
+		}
+		parentEnds = append(parentEnds, logw)
+		if console, consoleFD, err = fds.socketpair("console"); err != nil {
+			return fail(err)
+		}
+		parentEnds = append(parentEnds, console)
+	}
+	// QEMU opens an image read-only before it reopens it read-write, and
+	// an fd set hands out only descriptors of the mode asked for: a
+	// writable disk needs one of each (as libvirt passes them).
+	diskFDs := make([][]int, len(cfg.Disks))
+	for i, d := range cfg.Disks {
+		modes := []bool{true}
+		if !d.ReadOnly {
+			modes = append(modes, false)
+		}
+		for _, ro := range modes {
+			fd, err := fds.open(d.Path, ro)
+			if err != nil {
+				return fail(err)
+			}
+			diskFDs[i] = append(diskFDs[i], fd)
+		}
 	}
 
 	out := &tail{max: 64 << 10}
 	cmd := &exec.Cmd{
 		Path:       bin,
-		Args:       append([]string{bin}, buildArgs(cfg, tscKHz)...),
+		Args:       append([]string{bin}, buildArgs(cfg, tscKHz, qmpFD, agentFD, consoleFD, diskFDs)...),
 		Stdout:     out,
 		Stderr:     out,
-		ExtraFiles: []*os.File{child}, // fd 3 = qmpFD
+		ExtraFiles: fds.files,
 		SysProcAttr: &syscall.SysProcAttr{
 			Setpgid:   true,
 			Pdeathsig: syscall.SIGKILL,
@@ -176,17 +222,20 @@ func Start(cfg Config) (*VM, error) {
 		WaitDelay: time.Second,
 	}
 	onForkThread(func() { err = cmd.Start() })
-	child.Close()
+	fds.closeChildEnds()
 	if err != nil {
-		qmp.Close()
-		return nil, fmt.Errorf("hv: start %s: %v: %w", bin, err, errdefs.ErrInternal)
+		return fail(fmt.Errorf("hv: start %s: %v: %w", bin, err, errdefs.ErrInternal))
 	}
 	vm := &VM{
 		cmd:     cmd,
 		out:     out,
 		qmp:     qmp,
+		channel: agent,
 		done:    make(chan struct{}),
 		qmpDone: make(chan struct{}),
+	}
+	if console != nil {
+		go logw.copyFrom(console)
 	}
 	go vm.wait()
 
@@ -194,10 +243,64 @@ func Start(cfg Config) (*VM, error) {
 	if err != nil {
 		close(vm.qmpDone)
 		qmp.Close()
+		if agent != nil {
+			agent.Close()
+		}
 		return nil, vm.startFailed(err)
 	}
 	go vm.readEvents(dec)
 	return vm, nil
+}
+
+// Channel is the host end of the agent port (Config.Channel), nil without
+// one. It reads EOF once QEMU has exited.
+func (vm *VM) Channel() net.Conn { return vm.channel }
+
+// fdList collects the descriptors a QEMU child inherits: ExtraFiles[i] is
+// fd 3+i in the child.
+type fdList struct {
+	files []*os.File // the child's ends
+}
+
+func (l *fdList) add(f *os.File) int {
+	l.files = append(l.files, f)
+	return 3 + len(l.files) - 1
+}
+
+// socketpair returns the parent's end as a net.Conn and the child's fd.
+func (l *fdList) socketpair(name string) (net.Conn, int, error) {
+	p, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, 0, fmt.Errorf("hv: start: %s socketpair: %v: %w", name, err, errdefs.ErrLimit)
+	}
+	parent := os.NewFile(uintptr(p[0]), name)
+	c, err := net.FileConn(parent)
+	parent.Close()
+	if err != nil {
+		unix.Close(p[1])
+		return nil, 0, fmt.Errorf("hv: start: %s conn: %v: %w", name, err, errdefs.ErrInternal)
+	}
+	return c, l.add(os.NewFile(uintptr(p[1]), name)), nil
+}
+
+// open opens a disk image for QEMU, read-only or read-write.
+func (l *fdList) open(path string, readOnly bool) (int, error) {
+	flags := os.O_RDWR
+	if readOnly {
+		flags = os.O_RDONLY
+	}
+	f, err := os.OpenFile(path, flags|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return 0, fmt.Errorf("hv: open disk %s: %w", path, statKind(err))
+	}
+	return l.add(f), nil
+}
+
+func (l *fdList) closeChildEnds() {
+	for _, f := range l.files {
+		f.Close()
+	}
+	l.files = nil
 }
 
 // Pid is QEMU's process id (and process group id).
@@ -452,22 +555,6 @@ func prepare(cfg Config) (_ Config, bin string, tscKHz int, err error) {
 		disks[i] = d
 	}
 	cfg.Disks = disks
-	if cfg.Channel != "" {
-		if cfg.Channel, err = filepath.Abs(cfg.Channel); err != nil {
-			return cfg, "", 0, fmt.Errorf("hv: Config.Channel: %v: %w", err, errdefs.ErrInvalidArgument)
-		}
-		if len(cfg.Channel) >= len(unix.RawSockaddrUnix{}.Path) {
-			return cfg, "", 0, fmt.Errorf("hv: Config.Channel %q: longer than a Unix socket path may be (%d bytes): %w",
-				cfg.Channel, len(unix.RawSockaddrUnix{}.Path)-1, errdefs.ErrInvalidArgument)
-		}
-		fi, err := os.Stat(cfg.Channel)
-		if err != nil {
-			return cfg, "", 0, fmt.Errorf("hv: Config.Channel %q: %w", cfg.Channel, statKind(err))
-		}
-		if fi.Mode()&os.ModeSocket == 0 {
-			return cfg, "", 0, fmt.Errorf("hv: Config.Channel %q: not a Unix socket: %w", cfg.Channel, errdefs.ErrInvalidArgument)
-		}
-	}
 	if cfg.ConsoleLog != "" {
 		if cfg.ConsoleLog, err = filepath.Abs(cfg.ConsoleLog); err != nil {
 			return cfg, "", 0, fmt.Errorf("hv: Config.ConsoleLog: %v: %w", err, errdefs.ErrInvalidArgument)
@@ -535,8 +622,10 @@ func kernelCmdline(cfg Config, tscKHz int) string {
 	return s
 }
 
-// buildArgs is QEMU's command line for a prepared cfg (argv without argv[0]).
-func buildArgs(cfg Config, tscKHz int) []string {
+// buildArgs is QEMU's command line for a prepared cfg (argv without argv[0]),
+// with the descriptors QEMU inherits: QMP, the agent port and the console
+// (-1: none) and those of each disk (read-only, then read-write if writable).
+func buildArgs(cfg Config, tscKHz, qmpFD, agentFD, consoleFD int, diskFDs [][]int) []string {
 	a := []string{
 		// rtc=on: without the CMOS RTC the guest spends about 1.2 s more
 		// booting (and has no wall clock). acpi=on: the guest finds the
@@ -565,8 +654,8 @@ func buildArgs(cfg Config, tscKHz int) []string {
 		a = append(a, "-initrd", cfg.Initrd)
 	}
 	a = append(a, "-append", kernelCmdline(cfg, tscKHz))
-	if cfg.ConsoleLog != "" {
-		a = append(a, "-chardev", "file,id=con,path="+optEscape(cfg.ConsoleLog)+",append=on")
+	if consoleFD >= 0 {
+		a = append(a, "-chardev", "socket,id=con,fd="+strconv.Itoa(consoleFD))
 	} else {
 		a = append(a, "-chardev", "null,id=con")
 	}
@@ -577,20 +666,26 @@ func buildArgs(cfg Config, tscKHz int) []string {
 		"-device", "pvpanic",
 		"-action", "panic=exit-failure",
 	)
-	if cfg.Channel != "" {
+	if agentFD >= 0 {
 		a = append(a,
 			"-device", "virtio-serial-device",
-			"-chardev", "socket,id=agent,path="+optEscape(cfg.Channel),
+			"-chardev", "socket,id=agent,fd="+strconv.Itoa(agentFD),
 			"-device", "virtserialport,chardev=agent,name="+AgentPortName,
 		)
 	}
 	for i, d := range cfg.Disks {
-		id := "d" + strconv.Itoa(i)
-		drive := "id=" + id + ",file=" + optEscape(d.Path) + ",format=raw,if=none,cache=writeback"
+		// Each disk is an inherited descriptor in an fd set of its own.
+		id, set := "d"+strconv.Itoa(i), strconv.Itoa(i+1)
+		for _, fd := range diskFDs[i] {
+			a = append(a, "-add-fd", "fd="+strconv.Itoa(fd)+",set="+set)
+		}
+		drive := "id=" + id + ",file=/dev/fdset/" + set + ",format=raw,if=none,cache=writeback"
 		if d.ReadOnly {
 			drive += ",readonly=on"
 		} else {
-			drive += ",readonly=off,discard=unmap"
+			// A full host disk is an I/O error in the guest, not a VM that
+			// QEMU pauses silently (werror's default is enospc: stop).
+			drive += ",readonly=off,discard=unmap,werror=report,rerror=report"
 		}
 		dev := "virtio-blk-device,drive=" + id
 		if d.Serial != "" {

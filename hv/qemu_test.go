@@ -23,7 +23,6 @@ const (
 // box is one test VM with its agent socket.
 type box struct {
 	vm      *VM
-	ln      *net.UnixListener
 	console string
 	rw      string
 	start   time.Time
@@ -41,12 +40,6 @@ func startBox(t testing.TB, mode string) *box {
 	if err := os.WriteFile(b.rw, make([]byte, 1<<20), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(dir, "agent.sock"), Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	b.ln = ln
 	b.start = time.Now()
 	vm, err := Start(b.config(g, mode))
 	if err != nil {
@@ -69,19 +62,18 @@ func (b *box) config(g fixture, mode string) Config {
 		Initrd:     g.initrd,
 		Cmdline:    "boxlite.test=" + mode,
 		Disks:      []Disk{{Path: g.layer, Serial: "layer0", ReadOnly: true}, {Path: b.rw, Serial: "rw"}},
-		Channel:    b.ln.Addr().String(),
+		Channel:    true,
 		ConsoleLog: b.console,
 		Accel:      TCG,
 	}
 }
 
-// accept waits for QEMU's connection to the agent socket.
+// accept is the host end of the agent port.
 func (b *box) accept(t testing.TB) *net.UnixConn {
 	t.Helper()
-	b.ln.SetDeadline(time.Now().Add(bootDeadline))
-	c, err := b.ln.AcceptUnix()
-	if err != nil {
-		t.Fatalf("accept agent connection: %v", err)
+	c, ok := b.vm.Channel().(*net.UnixConn)
+	if !ok {
+		t.Fatalf("VM.Channel is %T, want a *net.UnixConn", b.vm.Channel())
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
@@ -239,18 +231,6 @@ func TestStartQEMUFails(t *testing.T) {
 		t.Errorf("err = %v, want ErrBootFailed with QEMU's message", err)
 	}
 
-	// A socket nobody listens on any more: QEMU cannot connect.
-	stale := filepath.Join(dir, "stale.sock")
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: stale, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln.SetUnlinkOnClose(false)
-	ln.Close()
-	_, err = Start(Config{Kernel: notKernel, Channel: stale, Accel: TCG})
-	if !errors.Is(err, errdefs.ErrBootFailed) || !strings.Contains(err.Error(), "Connection refused") {
-		t.Errorf("stale channel: err = %v, want ErrBootFailed with QEMU's connect error", err)
-	}
 }
 
 func TestStartBadConfig(t *testing.T) {
@@ -260,7 +240,6 @@ func TestStartBadConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	missing := filepath.Join(dir, "missing")
-	long := "/" + strings.Repeat("x", 120)
 	for _, tc := range []struct {
 		name  string
 		cfg   Config
@@ -280,9 +259,6 @@ func TestStartBadConfig(t *testing.T) {
 		{"serial chars", Config{Kernel: file, Disks: []Disk{{Path: file, Serial: "a,b"}}}, errdefs.ErrInvalidArgument, "Config.Disks[0].Serial"},
 		{"serial length", Config{Kernel: file, Disks: []Disk{{Path: file, Serial: strings.Repeat("s", 21)}}}, errdefs.ErrInvalidArgument, "Config.Disks[0].Serial"},
 		{"serial dup", Config{Kernel: file, Disks: []Disk{{Path: file, Serial: "x"}, {Path: file, Serial: "x"}}}, errdefs.ErrInvalidArgument, "Config.Disks[1].Serial"},
-		{"missing channel", Config{Kernel: file, Channel: missing}, errdefs.ErrNotFound, "Config.Channel"},
-		{"channel not a socket", Config{Kernel: file, Channel: file}, errdefs.ErrInvalidArgument, "Config.Channel"},
-		{"channel too long", Config{Kernel: file, Channel: long}, errdefs.ErrInvalidArgument, "Config.Channel"},
 		{"console dir missing", Config{Kernel: file, ConsoleLog: filepath.Join(missing, "console.log")}, errdefs.ErrNotFound, "Config.ConsoleLog"},
 		{"console is a dir", Config{Kernel: file, ConsoleLog: dir}, errdefs.ErrInvalidArgument, "Config.ConsoleLog"},
 		{"cmdline newline", Config{Kernel: file, Cmdline: "a\nb"}, errdefs.ErrInvalidArgument, "Config.Cmdline"},
@@ -306,21 +282,21 @@ func TestBuildArgs(t *testing.T) {
 			{Path: "/img/a,b.img", Serial: "layer0", ReadOnly: true},
 			{Path: "/img/rw.img", Serial: "rw"},
 		},
-		Channel:    "/run/agent.sock",
+		Channel:    true,
 		ConsoleLog: "/log/console.log",
 	}
-	args := strings.Join(buildArgs(cfg, 2300000), " ")
+	args := strings.Join(buildArgs(cfg, 2300000, 3, 4, 5, [][]int{{6}, {7, 8}}), " ")
 	for _, want := range []string{
 		"-M microvm,x-option-roms=off,isa-serial=on,rtc=on,acpi=on",
 		"-nodefaults -no-user-config -display none -no-reboot",
 		"-accel tcg,tb-size=256",
 		"-m 512 -smp 2 -kernel /k/vmlinuz -initrd /k/initrd",
 		"-append console=ttyS0 quiet panic=-1 reboot=t tsc_early_khz=2300000 foo=1 ",
-		"-chardev file,id=con,path=/log/console.log,append=on -serial chardev:con",
+		"-chardev socket,id=con,fd=5 -serial chardev:con",
 		"-device pvpanic -action panic=exit-failure",
-		"-device virtio-serial-device -chardev socket,id=agent,path=/run/agent.sock -device virtserialport,chardev=agent,name=boxlite.agent",
-		"-drive id=d0,file=/img/a,,b.img,format=raw,if=none,cache=writeback,readonly=on -device virtio-blk-device,drive=d0,serial=layer0",
-		"-drive id=d1,file=/img/rw.img,format=raw,if=none,cache=writeback,readonly=off,discard=unmap -device virtio-blk-device,drive=d1,serial=rw",
+		"-device virtio-serial-device -chardev socket,id=agent,fd=4 -device virtserialport,chardev=agent,name=boxlite.agent",
+		"-add-fd fd=6,set=1 -drive id=d0,file=/dev/fdset/1,format=raw,if=none,cache=writeback,readonly=on -device virtio-blk-device,drive=d0,serial=layer0",
+		"-add-fd fd=7,set=2 -add-fd fd=8,set=2 -drive id=d1,file=/dev/fdset/2,format=raw,if=none,cache=writeback,readonly=off,discard=unmap,werror=report,rerror=report -device virtio-blk-device,drive=d1,serial=rw",
 		"-chardev socket,id=qmp,fd=3 -mon chardev=qmp,mode=control",
 	} {
 		if !strings.Contains(args, want) {
@@ -329,7 +305,7 @@ func TestBuildArgs(t *testing.T) {
 	}
 
 	cfg = Config{Kernel: "/k/vmlinuz", MemoryMiB: 256, CPUs: 1, Accel: KVM}
-	args = strings.Join(buildArgs(cfg, 0), " ")
+	args = strings.Join(buildArgs(cfg, 0, 3, -1, -1, nil), " ")
 	for _, want := range []string{"-accel kvm -cpu host", "-append console=ttyS0 quiet panic=-1 reboot=t -chardev null,id=con"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("kvm args lack %q:\n%s", want, args)

@@ -18,7 +18,7 @@ import (
 // its release. Each call opens the file anew, so the lock also excludes other
 // goroutines of this process. It waits until ctx is done.
 func lockFile(ctx context.Context, path string) (unlock func(), err error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock: %w: %w", err, errdefs.ErrInternal)
 	}
@@ -73,7 +73,7 @@ func (s *Store) newStage(ctx context.Context, prefix string) (dir string, done f
 		}
 	}
 	if err == nil {
-		err = os.MkdirAll(filepath.Join(dir, "blobs", "sha256"), 0o755)
+		err = os.MkdirAll(filepath.Join(dir, "blobs", "sha256"), 0o700)
 	}
 	if err != nil {
 		os.RemoveAll(dir)
@@ -113,10 +113,10 @@ func writeFileAtomic(path string, data []byte) error {
 	return nil
 }
 
-// closeDurably makes f readable by all, flushes it to disk and closes it, so
+// closeDurably makes f private to its owner (0600), flushes it to disk and closes it, so
 // that a rename that follows never exposes a partly written file.
 func closeDurably(f *os.File) error {
-	err := f.Chmod(0o644)
+	err := f.Chmod(0o600)
 	if err == nil {
 		err = f.Sync()
 	}

@@ -163,7 +163,7 @@ func (s *Store) sweepLayers(want map[string]bool, remove func(string) bool, res 
 		files[hex] = append(files[hex], n)
 	}
 	for hex, names := range files {
-		f, err := os.OpenFile(filepath.Join(dir, hex+".lock"), os.O_RDWR|os.O_CREATE, 0o644)
+		f, err := os.OpenFile(filepath.Join(dir, hex+".lock"), os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
 			continue
 		}

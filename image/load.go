@@ -200,7 +200,7 @@ func unpackLayout(ctx context.Context, file, stage string) (oci, docker bool, er
 			}
 			b, err := io.ReadAll(tr)
 			if err == nil {
-				err = os.WriteFile(filepath.Join(stage, p), b, 0o644)
+				err = os.WriteFile(filepath.Join(stage, p), b, 0o600)
 			}
 			if err != nil {
 				return false, false, fmt.Errorf("%s: %w: %w", p, err, errdefs.ErrInvalidArgument)

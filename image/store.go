@@ -69,7 +69,7 @@ const (
 func Open(dir string) (*Store, error) {
 	s := &Store{dir: dir, oci: layout.Path(filepath.Join(dir, "oci"))}
 	for _, d := range []string{s.blobDir(), filepath.Join(dir, "layers"), filepath.Join(dir, "tmp")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("image store %q: %w: %w", dir, err, errdefs.ErrInternal)
 		}
 	}

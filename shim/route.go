@@ -6,6 +6,8 @@ import (
 	"net"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/protocol"
 )
@@ -63,6 +65,11 @@ func (s *shim) accept() {
 		if err != nil {
 			return
 		}
+		if err := s.checkPeer(nc); err != nil {
+			log.Printf("refused a client: %v", err)
+			nc.Close()
+			continue
+		}
 		c := &client{conn: nc, w: protocol.NewWriter(nc), streams: map[uint32]uint32{}}
 		c.cond = sync.NewCond(&c.mu)
 		s.mu.Lock()
@@ -76,6 +83,29 @@ func (s *shim) accept() {
 		go c.writeLoop()
 		go s.serveClient(c)
 	}
+}
+
+// checkPeer lets in only the box's owner and root (SO_PEERCRED). The socket
+// sits in a 0700 directory already; this holds even if that is loosened.
+func (s *shim) checkPeer(nc net.Conn) error {
+	uc, ok := nc.(*net.UnixConn)
+	if !ok {
+		return fmt.Errorf("not a unix connection")
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
+	if cerr != nil {
+		return cerr
+	}
+	if cred.Uid != 0 && int(cred.Uid) != s.cfg.OwnerUID {
+		return fmt.Errorf("peer pid %d runs as uid %d; the box belongs to uid %d", cred.Pid, cred.Uid, s.cfg.OwnerUID)
+	}
+	return nil
 }
 
 // serveClient forwards a client's frames to the agent under shim-wide stream

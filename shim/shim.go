@@ -113,7 +113,7 @@ func (s *shim) vmConfig() (hv.Config, string, error) {
 			"box %s: KVM is required (TCG is not a security boundary), but this host gives %s", c.BoxID, reason)
 	}
 	vm := hv.Config{QEMU: c.QEMU, Kernel: c.Kernel, Initrd: c.Initrd, MemoryMiB: c.MemoryMiB, CPUs: c.CPUs,
-		Channel: c.Path("agent.sock"), ConsoleLog: c.Path(shimapi.ConsoleFile), Accel: accel}
+		Channel: true, ConsoleLog: c.Path(shimapi.ConsoleFile), Accel: accel}
 	for i, l := range c.Layers {
 		vm.Disks = append(vm.Disks, hv.Disk{Path: l, Serial: fmt.Sprintf("layer%d", i), ReadOnly: true})
 	}
@@ -127,12 +127,8 @@ func (s *shim) boot() error {
 		return err
 	}
 	s.vmcfg = vmcfg
-	agentLn, err := listenUnix(vmcfg.Channel)
-	if err != nil {
-		return err
-	}
-	defer agentLn.Close()
 	os.Truncate(vmcfg.ConsoleLog, 0)
+	os.Remove(vmcfg.ConsoleLog + ".1")
 	start := time.Now()
 	if s.vm, err = hv.Start(vmcfg); err != nil {
 		return err
@@ -143,26 +139,11 @@ func (s *shim) boot() error {
 		return fmt.Errorf("boot: %s after %.1fs: %v: %w\n--- console (last lines) ---\n%s",
 			what, time.Since(start).Seconds(), err, errdefs.ErrBootFailed, hv.ConsoleTail(vmcfg.ConsoleLog, 2048))
 	}
-	type accepted struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan accepted, 1)
-	agentLn.(*net.UnixListener).SetDeadline(deadline)
-	go func() { c, err := agentLn.Accept(); ch <- accepted{c, err} }()
-	var a accepted
-	select {
-	case a = <-ch:
-	case <-s.vm.Done():
-		return fail("VMM exited", fmt.Errorf("%v", s.vm.Err()))
-	}
-	if a.err != nil {
-		return fail("VMM did not connect the agent channel", a.err)
-	}
-	s.agent = a.c
-	s.w = protocol.NewWriter(a.c)
-	a.c.SetReadDeadline(deadline)
-	r := protocol.NewReader(a.c)
+	ch := s.vm.Channel() // reads EOF if the VMM exits
+	s.agent = ch
+	s.w = protocol.NewWriter(ch)
+	ch.SetReadDeadline(deadline)
+	r := protocol.NewReader(ch)
 	f, err := r.ReadFrame()
 	if err != nil {
 		if s.exitedSoon() {
@@ -185,7 +166,7 @@ func (s *shim) boot() error {
 	if h.Version != protocol.Version {
 		return fail("guest agent protocol", fmt.Errorf("agent speaks version %d, host %d", h.Version, protocol.Version))
 	}
-	a.c.SetReadDeadline(time.Time{})
+	ch.SetReadDeadline(time.Time{})
 	s.agentReader = r
 	s.info = protocol.Info{Hello: h, Accel: string(vmcfg.Accel), AccelReason: reason,
 		ShimPid: os.Getpid(), VMMPid: s.vm.Pid(), BootMs: float64(time.Since(start).Microseconds()) / 1000}
@@ -217,7 +198,15 @@ func listenUnix(path string) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
-	return net.Listen("unix", path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o600); err != nil { // the umask left it open to others
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
 }
 
 // stop asks the agent to power off, and kills the VMM if it has not exited
@@ -268,7 +257,6 @@ func (s *shim) teardown() {
 	s.writeExit(reason)
 	s.ln.Close()
 	os.Remove(s.cfg.Path(shimapi.SocketFile))
-	os.Remove(s.vmcfg.Channel)
 	for c := range clients {
 		c.close()
 	}

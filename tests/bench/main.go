@@ -13,7 +13,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -211,35 +210,23 @@ func bareBoots(rt *core.Runtime, box *core.Box) ([]time.Duration, error) {
 	}
 	assets := os.Getenv("BOXLITE_ASSETS")
 	cfg := hv.Config{Kernel: filepath.Join(assets, "guest", "vmlinuz"), Initrd: filepath.Join(assets, "guest", "initramfs.cpio"),
-		MemoryMiB: box.Info().Config.MemoryMiB, CPUs: 1, Channel: filepath.Join(dir, "agent.sock"),
+		MemoryMiB: box.Info().Config.MemoryMiB, CPUs: 1, Channel: true,
 		ConsoleLog: filepath.Join(dir, "console.log"), Accel: accel}
 	for i, l := range layers {
 		cfg.Disks = append(cfg.Disks, hv.Disk{Path: l, Serial: fmt.Sprintf("layer%d", i), ReadOnly: true})
 	}
 	var out []time.Duration
 	for range boots {
-		ln, err := net.Listen("unix", cfg.Channel)
-		if err != nil {
-			return nil, err
-		}
 		start := time.Now()
 		vm, err := hv.Start(cfg)
 		if err != nil {
-			ln.Close()
 			return nil, err
 		}
-		ln.(*net.UnixListener).SetDeadline(time.Now().Add(time.Minute))
-		c, err := ln.Accept()
-		if err == nil {
-			c.SetReadDeadline(time.Now().Add(time.Minute))
-			_, err = protocol.NewReader(c).ReadFrame()
-		}
+		c := vm.Channel()
+		c.SetReadDeadline(time.Now().Add(time.Minute))
+		_, err = protocol.NewReader(c).ReadFrame()
 		out = append(out, time.Since(start))
 		vm.Kill()
-		ln.Close()
-		if c != nil {
-			c.Close()
-		}
 		if err != nil {
 			return nil, fmt.Errorf("bare boot: %v", err)
 		}
