@@ -3,11 +3,15 @@ package image
 import (
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
+	"sync"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/boxlite/boxlite/errdefs"
@@ -114,30 +118,99 @@ func (mr mirror) ref(r name.Reference) name.Reference {
 // for the hosts it is told are insecure, as Docker's insecure-registries do.
 // Without it, go-containerregistry would fall back to plain HTTP for any
 // loopback or private address on its own.
+//
+// It also bounds what a registry can make a pull read (see Limits): the
+// body of every response but a blob download (the ping, tokens, manifests,
+// indexes, errors) is cut at MaxManifestBytes, the config's (whose digest
+// small registers) at MaxConfigBytes.
 type registryTransport struct {
 	secure, insecure *http.Transport
 	hosts            map[string]bool // host[:port] as in URLs
+	limits           Limits
+
+	mu          sync.Mutex
+	smallDigest map[string]bool // blobs fetched as small requests: "sha256:…"
 }
 
-func newRegistryTransport(hosts map[string]bool) *registryTransport {
+func newRegistryTransport(hosts map[string]bool, lim Limits) *registryTransport {
 	secure := remote.DefaultTransport.(*http.Transport).Clone()
 	insecure := secure.Clone()
 	if insecure.TLSClientConfig == nil {
 		insecure.TLSClientConfig = &tls.Config{}
 	}
 	insecure.TLSClientConfig.InsecureSkipVerify = true
-	return &registryTransport{secure: secure, insecure: insecure, hosts: hosts}
+	return &registryTransport{secure: secure, insecure: insecure, hosts: hosts, limits: lim.withDefaults(), smallDigest: map[string]bool{}}
+}
+
+// small has the blob h fetched as a small request.
+func (t *registryTransport) small(h v1.Hash) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.smallDigest[h.String()] = true
+}
+
+// kind says whether req downloads a blob, directly or by a redirect, and
+// whether that blob is a small one.
+func (t *registryTransport) kind(req *http.Request) (download, smallBlob bool) {
+	for req.Response != nil && req.Response.Request != nil {
+		req = req.Response.Request // the request that was redirected here
+	}
+	dir, last := path.Split(req.URL.Path)
+	if req.Method != http.MethodGet || !strings.HasSuffix(dir, "/blobs/") {
+		return false, false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return !t.smallDigest[last], t.smallDigest[last]
 }
 
 func (t *registryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	base := t.secure
 	if t.hosts[req.URL.Host] {
-		return t.insecure.RoundTrip(req)
-	}
-	if req.URL.Scheme != "https" {
+		base = t.insecure
+	} else if req.URL.Scheme != "https" {
 		return nil, fmt.Errorf("plain HTTP to %s is not allowed: not an insecure registry", req.URL.Host)
 	}
-	return t.secure.RoundTrip(req)
+	what := req.Method + " " + req.URL.Redacted()
+	download, smallBlob := t.kind(req)
+	resp, err := base.RoundTrip(req)
+	if err != nil || (download && resp.StatusCode/100 == 2) {
+		return resp, err // go-containerregistry reads a blob up to its declared size
+	}
+	// A manifest, an index, a token, an error, the config: small, or refused.
+	max := t.limits.MaxManifestBytes
+	if smallBlob {
+		max = t.limits.MaxConfigBytes
+	}
+	if req.Method != http.MethodHead && resp.ContentLength > max {
+		resp.Body.Close()
+		return nil, errdefs.Errorf(errdefs.ErrLimit, "%s: %d bytes, limit %d", what, resp.ContentLength, max)
+	}
+	resp.Body = &limitedBody{body: resp.Body, max: max, what: what}
+	return resp, nil
 }
+
+// limitedBody is a response body that fails with ErrLimit past max bytes.
+type limitedBody struct {
+	body io.ReadCloser
+	max  int64
+	n    int64
+	what string
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if int64(len(p)) > b.max-b.n+1 {
+		p = p[:b.max-b.n+1]
+	}
+	n, err := b.body.Read(p)
+	b.n += int64(n)
+	if b.n > b.max {
+		return 0, errdefs.Errorf(errdefs.ErrLimit, "%s: more than %d bytes", b.what, b.max)
+	}
+	return n, err
+}
+
+func (b *limitedBody) Close() error { return b.body.Close() }
 
 // close drops idle connections, which would otherwise outlive the pull.
 func (t *registryTransport) close() {

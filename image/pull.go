@@ -125,7 +125,8 @@ type PullResult struct {
 // cancelled pull leaves nothing. Layers the store has are not downloaded.
 // Errors: ErrInvalidArgument for a malformed reference (or mirror), ErrNotFound
 // when the repository, tag or digest does not exist or needs credentials the
-// keychain lacks, ErrLimit when the registry rate-limits, ErrTimeout, and
+// keychain lacks, ErrLimit when the registry rate-limits or the image
+// exceeds the store's Limits, ErrTimeout, and
 // ErrInvalidArgument naming the digest when content does not match it.
 func (s *Store) Pull(ctx context.Context, ref string, opts ...PullOption) (PullResult, error) {
 	res, err := s.pull(ctx, ref, opts)
@@ -182,7 +183,7 @@ func (s *Store) pull(ctx context.Context, ref string, opts []PullOption) (PullRe
 		return PullResult{}, err
 	}
 
-	tr := newRegistryTransport(insecure)
+	tr := newRegistryTransport(insecure, s.limits)
 	defer tr.close()
 	stage, done, err := s.newStage(ctx, "pull-")
 	if err != nil {
@@ -190,8 +191,9 @@ func (s *Store) pull(ctx context.Context, ref string, opts []PullOption) (PullRe
 	}
 	defer done()
 	var failed []error
+	var counts layerCounts // of the layers staged, by whichever source
 	for _, src := range srcs {
-		res, err := s.pullFrom(ctx, stage, src, tr, refName, o)
+		res, err := s.pullFrom(ctx, stage, src, tr, refName, o, &counts)
 		if err == nil {
 			res.Source, res.Failed = src.label, failed
 			return res, nil
@@ -218,7 +220,7 @@ func (s *Store) pull(ctx context.Context, ref string, opts []PullOption) (PullRe
 
 // pullFrom pulls from one source into stage (which may hold blobs that an
 // earlier source delivered before failing) and commits the image.
-func (s *Store) pullFrom(ctx context.Context, stage string, src pullSource, tr http.RoundTripper, refName string, o pullOptions) (PullResult, error) {
+func (s *Store) pullFrom(ctx context.Context, stage string, src pullSource, tr *registryTransport, refName string, o pullOptions, counts *layerCounts) (PullResult, error) {
 	ctx, cancel := context.WithCancel(ctx) // stops the other downloads when one fails
 	defer cancel()
 	ropts := []remote.Option{remote.WithContext(ctx), remote.WithTransport(tr),
@@ -231,7 +233,7 @@ func (s *Store) pullFrom(ctx context.Context, stage string, src pullSource, tr h
 	if err != nil {
 		return PullResult{}, remoteError(err)
 	}
-	img, err := platformOf(desc)
+	img, err := platformOf(desc, s.limits)
 	if err != nil {
 		return PullResult{}, err
 	}
@@ -239,10 +241,19 @@ func (s *Store) pullFrom(ctx context.Context, stage string, src pullSource, tr h
 	if err == nil {
 		err = checkManifest(m)
 	}
-	var cf *v1.ConfigFile
+	var h v1.Hash
 	if err == nil {
-		cf, err = img.ConfigFile() // fetched here, so that a network failure is not taken for bad content
+		h, err = img.Digest()
 	}
+	if err != nil {
+		return PullResult{}, remoteError(err)
+	}
+	label := "image " + h.String()
+	if err := s.limits.checkDeclared(label, m); err != nil {
+		return PullResult{}, err
+	}
+	tr.small(m.Config.Digest)
+	cf, err := img.ConfigFile() // fetched here, so that a network failure is not taken for bad content
 	if err != nil {
 		return PullResult{}, remoteError(err)
 	}
@@ -252,11 +263,12 @@ func (s *Store) pullFrom(ctx context.Context, stage string, src pullSource, tr h
 	}
 
 	rep := &reporter{fn: o.progress, base: Progress{Ref: refName, Source: src.label}}
-	downloaded, err := s.fetchLayers(ctx, cancel, stage, img, m.Layers, rep)
+	b := newBudget(label, s.limits)
+	downloaded, err := s.fetchLayers(ctx, cancel, stage, img, m.Layers, rep, b, counts)
 	if err != nil {
 		return PullResult{}, err
 	}
-	d, blobs, err := s.ingest(ctx, stage, source{img: img, asIs: true})
+	d, blobs, err := s.ingest(ctx, stage, source{img: img, asIs: true}, counts)
 	if err != nil {
 		return PullResult{}, err
 	}
@@ -269,14 +281,21 @@ func (s *Store) pullFrom(ctx context.Context, stage string, src pullSource, tr h
 
 // platformOf returns the image that desc is, or its linux/GOARCH image when
 // desc is an index.
-func platformOf(desc *remote.Descriptor) (v1.Image, error) {
+// The transport bounds what a registry sends for a manifest; a child's size
+// as the index declares it is checked too.
+func platformOf(desc *remote.Descriptor, lim Limits) (v1.Image, error) {
 	switch desc.MediaType {
 	case types.OCIImageIndex, types.DockerManifestList:
 		ii, err := desc.ImageIndex()
 		if err != nil {
 			return nil, remoteError(err)
 		}
-		img, err := platformChild(ii)
+		img, err := platformChild(ii, func(d v1.Descriptor) error {
+			if d.Size > lim.MaxManifestBytes {
+				return limitErr("manifest "+d.Digest.String(), "", d.Size, lim.MaxManifestBytes)
+			}
+			return nil
+		})
 		if err != nil {
 			return nil, remoteError(err)
 		}
@@ -306,7 +325,9 @@ func checkManifest(m *v1.Manifest) error {
 
 // fetchLayers downloads into stage the layers the store lacks, three at a
 // time (as docker does), and returns the bytes downloaded.
-func (s *Store) fetchLayers(ctx context.Context, cancel func(), stage string, img v1.Image, layers []v1.Descriptor, rep *reporter) (int64, error) {
+// Each is read through the limits as it arrives, charging b; the layers
+// staged already are charged their size in counts.
+func (s *Store) fetchLayers(ctx context.Context, cancel func(), stage string, img v1.Image, layers []v1.Descriptor, rep *reporter, b *budget, counts *layerCounts) (int64, error) {
 	staged := filepath.Join(stage, "blobs", "sha256")
 	var todo []v1.Descriptor
 	seen := map[v1.Hash]bool{}
@@ -316,6 +337,9 @@ func (s *Store) fetchLayers(ctx context.Context, cancel func(), stage string, im
 		}
 		seen[l.Digest] = true
 		if n, ok := s.stageExisting(staged, l.Digest); ok {
+			if err := b.add(join(b.image, "layer "+l.Digest.String()), counts.get(l.Digest)); err != nil {
+				return 0, err
+			}
 			rep.report(l.Digest, n, l.Size, true)
 		} else {
 			rep.report(l.Digest, 0, l.Size, false)
@@ -335,7 +359,8 @@ func (s *Store) fetchLayers(ctx context.Context, cancel func(), stage string, im
 			defer wg.Done()
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			n, err := fetchBlob(ctx, staged, img, l, func(done int64) { rep.report(l.Digest, done, l.Size, false) })
+			check := walkLayer(s.limits, b, counts, l)
+			n, err := fetchBlob(ctx, staged, img, l, check, func(done int64) { rep.report(l.Digest, done, l.Size, false) })
 			downloaded.Add(n)
 			if err != nil {
 				mu.Lock()
@@ -352,7 +377,7 @@ func (s *Store) fetchLayers(ctx context.Context, cancel func(), stage string, im
 }
 
 // fetchBlob downloads the layer l of img into dir, checked against its digest.
-func fetchBlob(ctx context.Context, dir string, img v1.Image, l v1.Descriptor, progress func(int64)) (int64, error) {
+func fetchBlob(ctx context.Context, dir string, img v1.Image, l v1.Descriptor, check func(io.Reader) error, progress func(int64)) (int64, error) {
 	if ctx.Err() != nil {
 		return 0, ctxErr(ctx)
 	}
@@ -365,7 +390,7 @@ func fetchBlob(ctx context.Context, dir string, img v1.Image, l v1.Descriptor, p
 		return 0, fmt.Errorf("%s: %w", l.Digest, remoteError(err))
 	}
 	defer rc.Close()
-	return writeBlob(ctx, dir, l.Digest, l.Size, &countingReader{r: rc, progress: progress})
+	return writeBlobChecked(ctx, dir, l.Digest, l.Size, &countingReader{r: rc, progress: progress}, check)
 }
 
 // countingReader reports the bytes read so far, and gives network errors a kind.
