@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -31,6 +32,46 @@ type pullOptions struct {
 	insecure []string
 	keychain authn.Keychain
 	progress func(Progress)
+	timeouts Timeouts
+}
+
+// Timeouts bound how long a registry may keep a pull waiting, so that a
+// stalled mirror is passed over for the next source rather than hanging the
+// pull; a source that times out fails with ErrTimeout. A zero field takes its
+// default (DefaultTimeouts). The context still stops everything at once.
+type Timeouts struct {
+	// Connect bounds opening a connection: TCP, then the TLS handshake.
+	Connect time.Duration
+	// Request bounds each small request, from sending it to the end of the
+	// answer: the ping, tokens, manifests, indexes and the config.
+	Request time.Duration
+	// Idle bounds the wait for each next byte of a layer download (and for
+	// its response headers), not the download: a big layer on a slow but
+	// steady link takes as long as it takes.
+	Idle time.Duration
+}
+
+// DefaultTimeouts: generous for a slow registry on the other side of the
+// world (a manifest is one round trip and a few KiB; docker's own client
+// waits 30 s for headers), short enough that a dead mirror costs one wait.
+var DefaultTimeouts = Timeouts{Connect: 15 * time.Second, Request: 30 * time.Second, Idle: 30 * time.Second}
+
+func (t Timeouts) withDefaults() Timeouts {
+	if t.Connect <= 0 {
+		t.Connect = DefaultTimeouts.Connect
+	}
+	if t.Request <= 0 {
+		t.Request = DefaultTimeouts.Request
+	}
+	if t.Idle <= 0 {
+		t.Idle = DefaultTimeouts.Idle
+	}
+	return t
+}
+
+// WithTimeouts sets the registry timeouts; zero fields keep their defaults.
+func WithTimeouts(t Timeouts) PullOption {
+	return func(o *pullOptions) { o.timeouts = t }
 }
 
 // WithMirrors sets the registry mirrors to try first. Default: none.
@@ -126,7 +167,7 @@ type PullResult struct {
 // Errors: ErrInvalidArgument for a malformed reference (or mirror), ErrNotFound
 // when the repository, tag or digest does not exist or needs credentials the
 // keychain lacks, ErrLimit when the registry rate-limits or the image
-// exceeds the store's Limits, ErrTimeout, and
+// exceeds the store's Limits, ErrTimeout (see Timeouts), and
 // ErrInvalidArgument naming the digest when content does not match it.
 func (s *Store) Pull(ctx context.Context, ref string, opts ...PullOption) (PullResult, error) {
 	res, err := s.pull(ctx, ref, opts)
@@ -183,7 +224,7 @@ func (s *Store) pull(ctx context.Context, ref string, opts []PullOption) (PullRe
 		return PullResult{}, err
 	}
 
-	tr := newRegistryTransport(insecure, s.limits)
+	tr := newRegistryTransport(insecure, o.timeouts.withDefaults(), s.limits)
 	defer tr.close()
 	stage, done, err := s.newStage(ctx, "pull-")
 	if err != nil {
