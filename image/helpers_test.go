@@ -178,3 +178,6 @@ func openStore(t *testing.T) (*Store, string) {
 	}
 	return s, dir
 }
+
+// unlimited reads a layer tar within the default limits, for fixLayer.
+func unlimited(r io.Reader) *layerReader { return newLayerReader(r, DefaultLimits, nil, "layer") }

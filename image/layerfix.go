@@ -37,8 +37,15 @@ const (
 //   - GNU sparse files, which the reader expands, are written as regular files,
 //     and PAX global headers (git archive writes one) are left out, not made
 //     into a file, as containerd does.
-func fixLayer(w io.Writer, r io.Reader) error {
-	tr := tar.NewReader(r)
+//   - Types without data (directories, links, devices, fifos) get size 0, so
+//     that a size they declare never reaches tar2ext4.
+//
+// It reads the layer through tr, which enforces the store's Limits; what it
+// writes is bounded by what it reads (plus one small entry per whiteout).
+// Entry names never become host paths: tar2ext4 resolves them (cleaned,
+// against the image's root, through no symlink) inside the file system it
+// writes, and device nodes are only inodes there.
+func fixLayer(w io.Writer, tr *layerReader) error {
 	bw := bufio.NewWriterSize(w, 256<<10) // fewer, larger writes to the pipe to tar2ext4
 	tw := tar.NewWriter(bw)
 	kinds := map[string]byte{}     // cleaned path -> 'd' or 'f', for every entry and implied parent
@@ -96,6 +103,9 @@ func fixLayer(w io.Writer, r io.Reader) error {
 			if strings.HasPrefix(k, "GNU.sparse.") { // the reader has expanded the file already
 				delete(hdr.PAXRecords, k)
 			}
+		}
+		if dataSize(hdr) == 0 {
+			hdr.Size = 0
 		}
 		hdr.ModTime, hdr.AccessTime, hdr.ChangeTime = ext4Time(hdr.ModTime), ext4Time(hdr.AccessTime), ext4Time(hdr.ChangeTime)
 		hdr.Format = tar.FormatPAX // keeps nanoseconds and big numbers; tar2ext4 reads it all

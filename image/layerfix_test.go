@@ -41,7 +41,7 @@ func TestFixLayerWhiteouts(t *testing.T) {
 		dirEntry("data/s/"),
 	)
 	var out bytes.Buffer
-	if err := fixLayer(&out, bytes.NewReader(in)); err != nil {
+	if err := fixLayer(&out, unlimited(bytes.NewReader(in))); err != nil {
 		t.Fatal(err)
 	}
 	var names []string
@@ -88,7 +88,7 @@ func TestFixLayerGlobalHeader(t *testing.T) {
 	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "a", Mode: 0o644})
 	tw.Close()
 	var out bytes.Buffer
-	if err := fixLayer(&out, &in); err != nil {
+	if err := fixLayer(&out, unlimited(&in)); err != nil {
 		t.Fatal(err)
 	}
 	tr := tar.NewReader(&out)
@@ -102,14 +102,14 @@ func TestFixLayerGlobalHeader(t *testing.T) {
 
 func TestFixLayerHardLinks(t *testing.T) {
 	ok := layerTar(t, fileEntry("a"), linkEntry("b", "./a"), linkEntry("c", "b"))
-	if err := fixLayer(io.Discard, bytes.NewReader(ok)); err != nil {
+	if err := fixLayer(io.Discard, unlimited(bytes.NewReader(ok))); err != nil {
 		t.Fatalf("links within the layer: %v", err)
 	}
 	for _, in := range [][]byte{
 		layerTar(t, linkEntry("b", "lower")),
 		layerTar(t, dirEntry("d/"), linkEntry("b", "d")),
 	} {
-		if err := fixLayer(io.Discard, bytes.NewReader(in)); !errors.Is(err, errdefs.ErrUnsupported) {
+		if err := fixLayer(io.Discard, unlimited(bytes.NewReader(in))); !errors.Is(err, errdefs.ErrUnsupported) {
 			t.Errorf("want ErrUnsupported, got %v", err)
 		}
 	}

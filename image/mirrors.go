@@ -1,13 +1,21 @@
 package image
 
 import (
+	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/boxlite/boxlite/errdefs"
@@ -114,29 +122,158 @@ func (mr mirror) ref(r name.Reference) name.Reference {
 // for the hosts it is told are insecure, as Docker's insecure-registries do.
 // Without it, go-containerregistry would fall back to plain HTTP for any
 // loopback or private address on its own.
+//
+// It also bounds what a registry can make a pull wait for and read (see
+// Timeouts and Limits): a blob download (GET …/blobs/…, and the redirects it
+// leads to) must not stall for Idle, waiting for its headers or for any next
+// byte; every other request (the ping, tokens, manifests, the config, whose
+// digest small registers) must be answered whole within Request, and its
+// body is cut at MaxManifestBytes (the config's at MaxConfigBytes), as is
+// the body of any error response.
 type registryTransport struct {
 	secure, insecure *http.Transport
 	hosts            map[string]bool // host[:port] as in URLs
+	timeouts         Timeouts
+	limits           Limits
+
+	mu          sync.Mutex
+	smallDigest map[string]bool // blobs fetched as small requests: "sha256:…"
 }
 
-func newRegistryTransport(hosts map[string]bool) *registryTransport {
+func newRegistryTransport(hosts map[string]bool, t Timeouts, lim Limits) *registryTransport {
 	secure := remote.DefaultTransport.(*http.Transport).Clone()
+	secure.DialContext = (&net.Dialer{Timeout: t.Connect, KeepAlive: 30 * time.Second}).DialContext
+	secure.TLSHandshakeTimeout = t.Connect
 	insecure := secure.Clone()
 	if insecure.TLSClientConfig == nil {
 		insecure.TLSClientConfig = &tls.Config{}
 	}
 	insecure.TLSClientConfig.InsecureSkipVerify = true
-	return &registryTransport{secure: secure, insecure: insecure, hosts: hosts}
+	return &registryTransport{secure: secure, insecure: insecure, hosts: hosts, timeouts: t, limits: lim.withDefaults(), smallDigest: map[string]bool{}}
 }
 
-func (t *registryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if t.hosts[req.URL.Host] {
-		return t.insecure.RoundTrip(req)
+// small has the blob h fetched as a small request.
+func (t *registryTransport) small(h v1.Hash) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.smallDigest[h.String()] = true
+}
+
+// kind says whether req downloads a blob, directly or by a redirect, and
+// whether that blob is a small one.
+func (t *registryTransport) kind(req *http.Request) (download, smallBlob bool) {
+	for req.Response != nil && req.Response.Request != nil {
+		req = req.Response.Request // the request that was redirected here
 	}
-	if req.URL.Scheme != "https" {
+	dir, last := path.Split(req.URL.Path)
+	if req.Method != http.MethodGet || !strings.HasSuffix(dir, "/blobs/") {
+		return false, false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return !t.smallDigest[last], t.smallDigest[last]
+}
+
+var (
+	errStalled = errors.New("stalled")
+	errSlow    = errors.New("too slow")
+)
+
+func (t *registryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	base := t.secure
+	if t.hosts[req.URL.Host] {
+		base = t.insecure
+	} else if req.URL.Scheme != "https" {
 		return nil, fmt.Errorf("plain HTTP to %s is not allowed: not an insecure registry", req.URL.Host)
 	}
-	return t.secure.RoundTrip(req)
+	what := req.Method + " " + req.URL.Redacted()
+	download, smallBlob := t.kind(req)
+	ctx, cancel := context.WithCancelCause(req.Context())
+	var timer *time.Timer
+	if download {
+		timer = time.AfterFunc(t.timeouts.Idle, func() { cancel(errStalled) })
+	} else {
+		timer = time.AfterFunc(t.timeouts.Request, func() { cancel(errSlow) })
+	}
+	resp, err := base.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		timer.Stop()
+		err = t.why(ctx, what, err)
+		cancel(nil)
+		return nil, err
+	}
+	body := &guardedBody{body: resp.Body, ctx: ctx, cancel: cancel, timer: timer, what: what, t: t, max: -1}
+	if download && resp.StatusCode/100 == 2 {
+		timer.Stop() // from here, each read has Idle for its bytes
+		body.idle = t.timeouts.Idle
+	} else {
+		// A manifest, an index, a token, an error, the config: small, or refused.
+		body.max = t.limits.MaxManifestBytes
+		if smallBlob {
+			body.max = t.limits.MaxConfigBytes
+		}
+		if req.Method != http.MethodHead && resp.ContentLength > body.max {
+			resp.Body.Close()
+			timer.Stop()
+			cancel(nil)
+			return nil, errdefs.Errorf(errdefs.ErrLimit, "%s: %d bytes, limit %d", what, resp.ContentLength, body.max)
+		}
+	}
+	resp.Body = body
+	return resp, nil
+}
+
+// why explains an error of a request whose context ctx is: a timeout of
+// ours becomes ErrTimeout.
+func (t *registryTransport) why(ctx context.Context, what string, err error) error {
+	switch context.Cause(ctx) {
+	case errStalled:
+		return fmt.Errorf("%s: no data for %s: %w", what, t.timeouts.Idle, errdefs.ErrTimeout)
+	case errSlow:
+		return fmt.Errorf("%s: no whole answer within %s: %w", what, t.timeouts.Request, errdefs.ErrTimeout)
+	}
+	return err
+}
+
+// guardedBody is a response body under the transport's timeouts and limits.
+type guardedBody struct {
+	body   io.ReadCloser
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+	idle   time.Duration // for downloads: the timer runs only while a read waits
+	max    int64         // for the rest: bytes allowed, or -1
+	n      int64
+	what   string
+	t      *registryTransport
+}
+
+func (b *guardedBody) Read(p []byte) (int, error) {
+	if b.idle > 0 {
+		b.timer.Reset(b.idle)
+	}
+	if b.max >= 0 && int64(len(p)) > b.max-b.n+1 {
+		p = p[:b.max-b.n+1]
+	}
+	n, err := b.body.Read(p)
+	if b.idle > 0 {
+		b.timer.Stop()
+	}
+	b.n += int64(n)
+	if b.max >= 0 && b.n > b.max {
+		return 0, errdefs.Errorf(errdefs.ErrLimit, "%s: more than %d bytes", b.what, b.max)
+	}
+	if err != nil && err != io.EOF {
+		err = b.t.why(b.ctx, b.what, err)
+	}
+	return n, err
+}
+
+func (b *guardedBody) Close() error {
+	b.timer.Stop()
+	err := b.body.Close()
+	b.cancel(nil)
+	return err
 }
 
 // close drops idle connections, which would otherwise outlive the pull.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -31,6 +32,46 @@ type pullOptions struct {
 	insecure []string
 	keychain authn.Keychain
 	progress func(Progress)
+	timeouts Timeouts
+}
+
+// Timeouts bound how long a registry may keep a pull waiting, so that a
+// stalled mirror is passed over for the next source rather than hanging the
+// pull; a source that times out fails with ErrTimeout. A zero field takes its
+// default (DefaultTimeouts). The context still stops everything at once.
+type Timeouts struct {
+	// Connect bounds opening a connection: TCP, then the TLS handshake.
+	Connect time.Duration
+	// Request bounds each small request, from sending it to the end of the
+	// answer: the ping, tokens, manifests, indexes and the config.
+	Request time.Duration
+	// Idle bounds the wait for each next byte of a layer download (and for
+	// its response headers), not the download: a big layer on a slow but
+	// steady link takes as long as it takes.
+	Idle time.Duration
+}
+
+// DefaultTimeouts: generous for a slow registry on the other side of the
+// world (a manifest is one round trip and a few KiB; docker's own client
+// waits 30 s for headers), short enough that a dead mirror costs one wait.
+var DefaultTimeouts = Timeouts{Connect: 15 * time.Second, Request: 30 * time.Second, Idle: 30 * time.Second}
+
+func (t Timeouts) withDefaults() Timeouts {
+	if t.Connect <= 0 {
+		t.Connect = DefaultTimeouts.Connect
+	}
+	if t.Request <= 0 {
+		t.Request = DefaultTimeouts.Request
+	}
+	if t.Idle <= 0 {
+		t.Idle = DefaultTimeouts.Idle
+	}
+	return t
+}
+
+// WithTimeouts sets the registry timeouts; zero fields keep their defaults.
+func WithTimeouts(t Timeouts) PullOption {
+	return func(o *pullOptions) { o.timeouts = t }
 }
 
 // WithMirrors sets the registry mirrors to try first. Default: none.
@@ -125,7 +166,8 @@ type PullResult struct {
 // cancelled pull leaves nothing. Layers the store has are not downloaded.
 // Errors: ErrInvalidArgument for a malformed reference (or mirror), ErrNotFound
 // when the repository, tag or digest does not exist or needs credentials the
-// keychain lacks, ErrLimit when the registry rate-limits, ErrTimeout, and
+// keychain lacks, ErrLimit when the registry rate-limits or the image
+// exceeds the store's Limits, ErrTimeout (see Timeouts), and
 // ErrInvalidArgument naming the digest when content does not match it.
 func (s *Store) Pull(ctx context.Context, ref string, opts ...PullOption) (PullResult, error) {
 	res, err := s.pull(ctx, ref, opts)
@@ -182,7 +224,7 @@ func (s *Store) pull(ctx context.Context, ref string, opts []PullOption) (PullRe
 		return PullResult{}, err
 	}
 
-	tr := newRegistryTransport(insecure)
+	tr := newRegistryTransport(insecure, o.timeouts.withDefaults(), s.limits)
 	defer tr.close()
 	stage, done, err := s.newStage(ctx, "pull-")
 	if err != nil {
@@ -190,8 +232,9 @@ func (s *Store) pull(ctx context.Context, ref string, opts []PullOption) (PullRe
 	}
 	defer done()
 	var failed []error
+	var counts layerCounts // of the layers staged, by whichever source
 	for _, src := range srcs {
-		res, err := s.pullFrom(ctx, stage, src, tr, refName, o)
+		res, err := s.pullFrom(ctx, stage, src, tr, refName, o, &counts)
 		if err == nil {
 			res.Source, res.Failed = src.label, failed
 			return res, nil
@@ -218,7 +261,7 @@ func (s *Store) pull(ctx context.Context, ref string, opts []PullOption) (PullRe
 
 // pullFrom pulls from one source into stage (which may hold blobs that an
 // earlier source delivered before failing) and commits the image.
-func (s *Store) pullFrom(ctx context.Context, stage string, src pullSource, tr http.RoundTripper, refName string, o pullOptions) (PullResult, error) {
+func (s *Store) pullFrom(ctx context.Context, stage string, src pullSource, tr *registryTransport, refName string, o pullOptions, counts *layerCounts) (PullResult, error) {
 	ctx, cancel := context.WithCancel(ctx) // stops the other downloads when one fails
 	defer cancel()
 	ropts := []remote.Option{remote.WithContext(ctx), remote.WithTransport(tr),
@@ -231,7 +274,7 @@ func (s *Store) pullFrom(ctx context.Context, stage string, src pullSource, tr h
 	if err != nil {
 		return PullResult{}, remoteError(err)
 	}
-	img, err := platformOf(desc)
+	img, err := platformOf(desc, s.limits)
 	if err != nil {
 		return PullResult{}, err
 	}
@@ -239,10 +282,19 @@ func (s *Store) pullFrom(ctx context.Context, stage string, src pullSource, tr h
 	if err == nil {
 		err = checkManifest(m)
 	}
-	var cf *v1.ConfigFile
+	var h v1.Hash
 	if err == nil {
-		cf, err = img.ConfigFile() // fetched here, so that a network failure is not taken for bad content
+		h, err = img.Digest()
 	}
+	if err != nil {
+		return PullResult{}, remoteError(err)
+	}
+	label := "image " + h.String()
+	if err := s.limits.checkDeclared(label, m); err != nil {
+		return PullResult{}, err
+	}
+	tr.small(m.Config.Digest)
+	cf, err := img.ConfigFile() // fetched here, so that a network failure is not taken for bad content
 	if err != nil {
 		return PullResult{}, remoteError(err)
 	}
@@ -252,11 +304,12 @@ func (s *Store) pullFrom(ctx context.Context, stage string, src pullSource, tr h
 	}
 
 	rep := &reporter{fn: o.progress, base: Progress{Ref: refName, Source: src.label}}
-	downloaded, err := s.fetchLayers(ctx, cancel, stage, img, m.Layers, rep)
+	b := newBudget(label, s.limits)
+	downloaded, err := s.fetchLayers(ctx, cancel, stage, img, m.Layers, rep, b, counts)
 	if err != nil {
 		return PullResult{}, err
 	}
-	d, blobs, err := s.ingest(ctx, stage, source{img: img, asIs: true})
+	d, blobs, err := s.ingest(ctx, stage, source{img: img, asIs: true}, counts)
 	if err != nil {
 		return PullResult{}, err
 	}
@@ -269,14 +322,21 @@ func (s *Store) pullFrom(ctx context.Context, stage string, src pullSource, tr h
 
 // platformOf returns the image that desc is, or its linux/GOARCH image when
 // desc is an index.
-func platformOf(desc *remote.Descriptor) (v1.Image, error) {
+// The transport bounds what a registry sends for a manifest; a child's size
+// as the index declares it is checked too.
+func platformOf(desc *remote.Descriptor, lim Limits) (v1.Image, error) {
 	switch desc.MediaType {
 	case types.OCIImageIndex, types.DockerManifestList:
 		ii, err := desc.ImageIndex()
 		if err != nil {
 			return nil, remoteError(err)
 		}
-		img, err := platformChild(ii)
+		img, err := platformChild(ii, func(d v1.Descriptor) error {
+			if d.Size > lim.MaxManifestBytes {
+				return limitErr("manifest "+d.Digest.String(), "", d.Size, lim.MaxManifestBytes)
+			}
+			return nil
+		})
 		if err != nil {
 			return nil, remoteError(err)
 		}
@@ -306,7 +366,9 @@ func checkManifest(m *v1.Manifest) error {
 
 // fetchLayers downloads into stage the layers the store lacks, three at a
 // time (as docker does), and returns the bytes downloaded.
-func (s *Store) fetchLayers(ctx context.Context, cancel func(), stage string, img v1.Image, layers []v1.Descriptor, rep *reporter) (int64, error) {
+// Each is read through the limits as it arrives, charging b; the layers
+// staged already are charged their size in counts.
+func (s *Store) fetchLayers(ctx context.Context, cancel func(), stage string, img v1.Image, layers []v1.Descriptor, rep *reporter, b *budget, counts *layerCounts) (int64, error) {
 	staged := filepath.Join(stage, "blobs", "sha256")
 	var todo []v1.Descriptor
 	seen := map[v1.Hash]bool{}
@@ -316,6 +378,9 @@ func (s *Store) fetchLayers(ctx context.Context, cancel func(), stage string, im
 		}
 		seen[l.Digest] = true
 		if n, ok := s.stageExisting(staged, l.Digest); ok {
+			if err := b.add(join(b.image, "layer "+l.Digest.String()), counts.get(l.Digest)); err != nil {
+				return 0, err
+			}
 			rep.report(l.Digest, n, l.Size, true)
 		} else {
 			rep.report(l.Digest, 0, l.Size, false)
@@ -335,7 +400,8 @@ func (s *Store) fetchLayers(ctx context.Context, cancel func(), stage string, im
 			defer wg.Done()
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			n, err := fetchBlob(ctx, staged, img, l, func(done int64) { rep.report(l.Digest, done, l.Size, false) })
+			check := walkLayer(s.limits, b, counts, l)
+			n, err := fetchBlob(ctx, staged, img, l, check, func(done int64) { rep.report(l.Digest, done, l.Size, false) })
 			downloaded.Add(n)
 			if err != nil {
 				mu.Lock()
@@ -352,7 +418,7 @@ func (s *Store) fetchLayers(ctx context.Context, cancel func(), stage string, im
 }
 
 // fetchBlob downloads the layer l of img into dir, checked against its digest.
-func fetchBlob(ctx context.Context, dir string, img v1.Image, l v1.Descriptor, progress func(int64)) (int64, error) {
+func fetchBlob(ctx context.Context, dir string, img v1.Image, l v1.Descriptor, check func(io.Reader) error, progress func(int64)) (int64, error) {
 	if ctx.Err() != nil {
 		return 0, ctxErr(ctx)
 	}
@@ -365,7 +431,7 @@ func fetchBlob(ctx context.Context, dir string, img v1.Image, l v1.Descriptor, p
 		return 0, fmt.Errorf("%s: %w", l.Digest, remoteError(err))
 	}
 	defer rc.Close()
-	return writeBlob(ctx, dir, l.Digest, l.Size, &countingReader{r: rc, progress: progress})
+	return writeBlobChecked(ctx, dir, l.Digest, l.Size, &countingReader{r: rc, progress: progress}, check)
 }
 
 // countingReader reports the bytes read so far, and gives network errors a kind.

@@ -65,17 +65,23 @@ func (s *Store) rootfs(ctx context.Context, img Image) ([]string, error) {
 		return nil, err
 	}
 	var paths []string
+	b := newBudget("image "+h.String(), s.limits) // the layers converted now; the others were, before
 	for i, diffID := range cf.RootFS.DiffIDs {
 		blob := blobLayer{path: filepath.Join(s.blobDir(), m.Layers[i].Digest.Hex), desc: m.Layers[i]}
-		p, err := s.layerExt4(ctx, diffID, func() (io.ReadCloser, error) {
+		open := func() (io.ReadCloser, error) {
 			l, err := partial.CompressedToLayer(blob)
 			if err != nil {
 				return nil, err
 			}
 			return l.Uncompressed() // gunzips (or not) by the content's first bytes
-		})
+		}
+		where := join(b.image, "layer "+m.Layers[i].Digest.String())
+		p, err := s.layerExt4(ctx, diffID, open, func(r io.Reader) *layerReader { return newLayerReader(r, s.limits, b, where) })
 		if err != nil {
-			return nil, fmt.Errorf("layer %s: %w", diffID, err)
+			if errdefs.KindOf(err) != errdefs.KindLimit {
+				err = fmt.Errorf("layer %s: %w", diffID, err)
+			}
+			return nil, err
 		}
 		paths = append(paths, p)
 	}
@@ -83,7 +89,8 @@ func (s *Store) rootfs(ctx context.Context, img Image) ([]string, error) {
 }
 
 // layerExt4 returns the cached ext4 image of a layer, converting it first if needed.
-func (s *Store) layerExt4(ctx context.Context, diffID v1.Hash, open func() (io.ReadCloser, error)) (string, error) {
+// The layer is read through a layerReader that limit makes.
+func (s *Store) layerExt4(ctx context.Context, diffID v1.Hash, open func() (io.ReadCloser, error), limit func(io.Reader) *layerReader) (string, error) {
 	final := filepath.Join(s.dir, "layers", diffID.Hex+".ext4")
 	if _, err := os.Stat(final); err == nil {
 		return final, nil
@@ -102,11 +109,11 @@ func (s *Store) layerExt4(ctx context.Context, diffID v1.Hash, open func() (io.R
 		return "", fmt.Errorf("%w: %w", err, errdefs.ErrInternal)
 	}
 	defer os.Remove(f.Name()) // no-op once renamed
-	err = convert(ctx, f, diffID, open, ext4Options...)
+	err = convert(ctx, f, diffID, open, limit, ext4Options...)
 	if err != nil && strings.Contains(err.Error(), "disk exceeded maximum size") {
 		// Over 16 GiB: reserve metadata for 16 TiB (4 MiB more in the file).
 		if err = f.Truncate(0); err == nil {
-			err = convert(ctx, f, diffID, open, append(ext4Options, tar2ext4.MaximumDiskSize(-1))...)
+			err = convert(ctx, f, diffID, open, limit, append(ext4Options, tar2ext4.MaximumDiskSize(-1))...)
 		}
 	}
 	if err == nil {
@@ -131,7 +138,7 @@ func (s *Store) layerExt4(ctx context.Context, diffID v1.Hash, open func() (io.R
 
 // convert writes the layer as an ext4 image to f, from its start, and checks
 // that the layer's content has digest diffID.
-func convert(ctx context.Context, f *os.File, diffID v1.Hash, open func() (io.ReadCloser, error), opts ...tar2ext4.Option) error {
+func convert(ctx context.Context, f *os.File, diffID v1.Hash, open func() (io.ReadCloser, error), limit func(io.Reader) *layerReader, opts ...tar2ext4.Option) (err error) {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
@@ -141,12 +148,17 @@ func convert(ctx context.Context, f *os.File, diffID v1.Hash, open func() (io.Re
 	}
 	defer rc.Close()
 	h := sha256.New()
-	r := io.TeeReader(ctxReader{ctx, rc}, h)
+	lr := limit(io.TeeReader(ctxReader{ctx, rc}, h))
+	defer func() {
+		if err != nil {
+			lr.release() // a retry counts the layer anew
+		}
+	}()
 	// tar2ext4 reads the layer through fixLayer, which makes it follow the OCI rules.
 	pr, pw := io.Pipe()
 	fixed := make(chan error, 1)
 	go func() {
-		err := fixLayer(pw, r)
+		err := fixLayer(pw, lr)
 		pw.CloseWithError(err)
 		fixed <- err
 	}()
@@ -155,10 +167,13 @@ func convert(ctx context.Context, f *os.File, diffID v1.Hash, open func() (io.Re
 	if ferr := <-fixed; ferr != nil && !errors.Is(ferr, errConvertDone) {
 		err = ferr // the cause; tar2ext4 saw only a failed read
 	}
+	if errdefs.KindOf(err) == errdefs.KindLimit {
+		return err // names the image, layer and file already
+	}
 	if err != nil {
 		return fmt.Errorf("convert to ext4: %w", err)
 	}
-	if _, err := io.Copy(io.Discard, r); err != nil { // the DiffID covers the padding after the tar's end
+	if err := lr.Finish(); err != nil { // the DiffID covers the padding after the tar's end
 		return err
 	}
 	if hex.EncodeToString(h.Sum(nil)) != diffID.Hex {

@@ -56,8 +56,9 @@ type Layer struct {
 // A Store is safe for concurrent use, also by several processes. Blobs no
 // image needs stay until GC.
 type Store struct {
-	dir string
-	oci layout.Path
+	dir    string
+	oci    layout.Path
+	limits Limits
 }
 
 const (
@@ -65,9 +66,12 @@ const (
 	containerdAnnotation = "io.containerd.image.name"
 )
 
-// Open opens the store in dir, creating it if needed.
-func Open(dir string) (*Store, error) {
-	s := &Store{dir: dir, oci: layout.Path(filepath.Join(dir, "oci"))}
+// Open opens the store in dir, creating it if needed. Options: WithLimits.
+func Open(dir string, opts ...StoreOption) (*Store, error) {
+	s := &Store{dir: dir, oci: layout.Path(filepath.Join(dir, "oci")), limits: DefaultLimits}
+	for _, opt := range opts {
+		opt(s)
+	}
 	for _, d := range []string{s.blobDir(), filepath.Join(dir, "layers"), filepath.Join(dir, "tmp")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("image store %q: %w: %w", dir, err, errdefs.ErrInternal)
