@@ -40,12 +40,16 @@ func readCgMounts() ([]cgMount, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseCgMounts(string(b)), nil
+}
+
+func parseCgMounts(mountinfo string) []cgMount {
 	var ms []cgMount
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(mountinfo, "\n") {
 		// id parent maj:min root point opts [tags] - fstype source superopts
 		f := strings.Fields(line)
 		i := indexOf(f, "-")
-		if i < 6 || i+3 >= len(f)+1 || len(f) < i+4 {
+		if i < 6 || len(f) < i+4 {
 			continue
 		}
 		fs := f[i+1]
@@ -54,7 +58,7 @@ func readCgMounts() ([]cgMount, error) {
 		}
 		ms = append(ms, cgMount{point: unescapeMount(f[4]), root: unescapeMount(f[3]), fstype: fs, opts: strings.Split(f[i+3], ",")})
 	}
-	return ms, nil
+	return ms
 }
 
 func indexOf(f []string, s string) int {
@@ -105,6 +109,13 @@ func hierarchies() ([]hierarchy, error) {
 	if err != nil {
 		return nil, err
 	}
+	return hierarchiesFrom(mounts, paths), nil
+}
+
+// hierarchiesFrom is hierarchies given the cgroup mounts and the process's
+// paths (readProcCgroups): a controller attached to a v1 hierarchy uses
+// it, else the v2 one if it has the controller.
+func hierarchiesFrom(mounts []cgMount, paths map[string]string) []hierarchy {
 	var hs []hierarchy
 	byParent := map[string]int{}
 	add := func(h hierarchy, c string) {
@@ -168,7 +179,7 @@ func hierarchies() ([]hierarchy, error) {
 			add(hierarchy{why: "no cgroup file system mounted"}, c)
 		}
 	}
-	return hs, nil
+	return hs
 }
 
 // planV2 picks the v2 directory to create leaves in: the parent of our own

@@ -93,4 +93,31 @@ func TestSweep(t *testing.T) {
 	if err := waitTimeout(t, c, 10*time.Second); err == nil {
 		t.Errorf("Wait after Kill: nil, want the kill")
 	}
+
+	// A start with the name of an empty leftover reuses it, and Wait
+	// removes it.
+	busy.Path, busy.Args = "/bin/true", []string{"true"}
+	busy.Cgroup.Name = prefix + "again"
+	for _, d := range leftovers {
+		d = filepath.Join(filepath.Dir(d), busy.Cgroup.Name)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if fileExists(d) {
+				t.Errorf("%s left after Wait", d)
+				os.Remove(d)
+			}
+		}()
+	}
+	c, _ = jail.Command("", busy)
+	if err := c.Start(); err != nil {
+		t.Fatalf("Start over an empty leftover group: %v", err)
+	}
+	if l := c.Layers(); !l.Memory.Applied || !l.Pids.Applied {
+		t.Errorf("limits not applied on the reused group: %+v %+v", l.Memory, l.Pids)
+	}
+	if err := waitTimeout(t, c, 10*time.Second); err != nil {
+		t.Errorf("Wait: %v", err)
+	}
 }

@@ -158,7 +158,8 @@ type Cmd struct {
 	cg     *cgroup
 	layers Layers
 
-	started   bool
+	started   bool     // Start was called
+	running   bool     // Start succeeded
 	status    *os.File // read end of the status pipe
 	readyOnce sync.Once
 	readyErr  error
@@ -364,6 +365,7 @@ func (c *Cmd) Start() (err error) {
 			return err
 		}
 	}
+	c.running = true
 	b, _ := json.Marshal(w)
 	go func() {
 		// The stage reads the whole spec before it does anything; a write
@@ -454,8 +456,8 @@ func (c *Cmd) setNSLayers(userns bool) {
 // It gives up after ReadyTimeout, kills the helper and returns a
 // StageError wrapping errdefs.ErrTimeout. Ready may be called many times.
 func (c *Cmd) Ready() error {
-	if !c.started {
-		return fmt.Errorf("jail: Ready before Start: %w", errdefs.ErrInvalidState)
+	if !c.running {
+		return fmt.Errorf("jail: Ready without a successful Start: %w", errdefs.ErrInvalidState)
 	}
 	c.readyOnce.Do(func() { c.readyErr = c.ready() })
 	return c.readyErr
@@ -496,9 +498,9 @@ func (c *Cmd) ready() error {
 func (c *Cmd) Layers() Layers { return c.layers }
 
 // Process is the confined process (the helper, then the program in its
-// place): its pid is the program's. Nil before Start.
+// place): its pid is the program's. Nil until Start succeeded.
 func (c *Cmd) Process() *os.Process {
-	if c.cmd == nil {
+	if !c.running {
 		return nil
 	}
 	return c.cmd.Process
@@ -512,8 +514,8 @@ func (c *Cmd) Args() []string { return append([]string(nil), c.spec.Args...) }
 // failed, otherwise what exec.Cmd.Wait returns. Wait may be called many
 // times.
 func (c *Cmd) Wait() error {
-	if !c.started || c.cmd == nil {
-		return fmt.Errorf("jail: Wait before Start: %w", errdefs.ErrInvalidState)
+	if !c.running {
+		return fmt.Errorf("jail: Wait without a successful Start: %w", errdefs.ErrInvalidState)
 	}
 	c.waitOnce.Do(func() {
 		rerr := c.Ready()

@@ -83,6 +83,9 @@ type report struct {
 	Unshare        string            // error of unshare(CLONE_NEWUSER)
 	CloneNewUser   string            // error of clone(CLONE_NEWUSER)
 	Ptrace         string            // error of ptrace(PTRACE_TRACEME)
+	Clone3         string            // error of clone3(NULL, 0)
+	IOURing        string            // error of io_uring_setup(1, NULL)
+	X32            string            // error of getpid through the x32 ABI
 	DevNull        string            // error writing /dev/null
 	DevKVM         string            // error opening /dev/kvm read-write
 	NOFILE, CORE   [2]uint64
@@ -137,6 +140,12 @@ func probeMode(args []string) {
 	r.CloneNewUser = errString(errnoErr(e))
 	_, _, e = unix.RawSyscall(unix.SYS_PTRACE, unix.PTRACE_TRACEME, 0, 0)
 	r.Ptrace = errString(errnoErr(e))
+	_, _, e = unix.RawSyscall(unix.SYS_CLONE3, 0, 0, 0)
+	r.Clone3 = errString(errnoErr(e))
+	_, _, e = unix.RawSyscall(unix.SYS_IO_URING_SETUP, 1, 0, 0)
+	r.IOURing = errString(errnoErr(e))
+	_, _, e = unix.RawSyscall(0x40000000|unix.SYS_GETPID, 0, 0, 0)
+	r.X32 = errString(errnoErr(e))
 	if f, err := os.OpenFile("/dev/null", os.O_WRONLY, 0); err != nil {
 		r.DevNull = err.Error()
 	} else {
