@@ -39,10 +39,11 @@ type mnt struct {
 // It runs in the helper's own mount namespace, before the uid change.
 func buildRoot(s *wireSpec, l *Layers) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		if s.UserNS && (err == unix.EPERM || err == unix.EACCES) {
-			// Some hosts (Ubuntu's AppArmor restriction) give a user
-			// namespace without the right to mount in it.
-			l.PivotRoot.Note = fmt.Sprintf("cannot mount in the user namespace (%v)", err)
+		if err == unix.EPERM || err == unix.EACCES {
+			// Some hosts give a namespace without the right to mount in
+			// it: Ubuntu's AppArmor restriction of user namespaces, a
+			// container's AppArmor or seccomp profile.
+			l.PivotRoot.Note = fmt.Sprintf("the host refuses mounts in the new namespace (%v)", err)
 			return nil
 		}
 		return fail("make / private", err)
@@ -71,6 +72,7 @@ func buildRoot(s *wireSpec, l *Layers) error {
 	if fi, err := os.Stat("/etc/ld.so.cache"); err == nil && fi.Mode().IsRegular() {
 		ms = append(ms, mnt{src: "/etc/ld.so.cache", dst: "/etc/ld.so.cache"})
 	}
+	nsys := len(ms)
 	var nodes []node
 	for _, d := range s.Devices {
 		var st unix.Stat_t
@@ -122,7 +124,8 @@ func buildRoot(s *wireSpec, l *Layers) error {
 		return fail("chdir /", err)
 	}
 
-	for _, m := range ms {
+	// System directories, /dev and /tmp first: binds may go below /tmp.
+	for _, m := range ms[:nsys] {
 		if err := mount(m); err != nil {
 			return err
 		}
@@ -140,6 +143,11 @@ func buildRoot(s *wireSpec, l *Layers) error {
 	}
 	if err := unix.Mount("tmpfs", newDir+"/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=1777,size=64m"); err != nil {
 		return fail("mount /tmp", err)
+	}
+	for _, m := range ms[nsys:] {
+		if err := mount(m); err != nil {
+			return err
+		}
 	}
 
 	if err := unix.Unmount(oldDir, unix.MNT_DETACH); err != nil {
@@ -162,7 +170,7 @@ func buildRoot(s *wireSpec, l *Layers) error {
 	if err := unix.Mount("", "/", "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
 		return fail("remount / read-only", err)
 	}
-	l.PivotRoot = Layer{Applied: true, Note: fmt.Sprintf("/ is a read-only tmpfs with /usr, %d bind(s), %d device(s) and an empty /tmp", len(s.Binds), len(s.Devices))}
+	l.PivotRoot = Layer{Applied: true, Note: fmt.Sprintf("/ is a read-only tmpfs with /usr, %d bind(s), %d device(s) and an empty /tmp (64 MiB)", len(s.Binds), len(s.Devices))}
 	return nil
 }
 

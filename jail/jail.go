@@ -45,7 +45,10 @@ type Spec struct {
 	// ignored.
 	UID, GID uint32
 	// Binds are host files and directories made visible inside, read-only
-	// unless Writable. Their submounts are not carried along.
+	// unless Writable. Their submounts are not carried along. Without a
+	// mount namespace (Layers.MountNS missing) no bind is made and the
+	// program sees the host's files: keep Inside equal to Host (the
+	// default) and a Spec works either way.
 	Binds []Bind
 	// Devices are device nodes made available at the same path, e.g.
 	// "/dev/kvm", "/dev/null", "/dev/urandom"; nothing else is in /dev. A
@@ -281,9 +284,12 @@ func checkPath(p string) error {
 func depth(p string) int { return strings.Count(p, "/") }
 
 // isSystemPath reports whether p is or is inside a directory the jail fills
-// itself.
+// itself. Binds may go below /tmp, a tmpfs of its own.
 func isSystemPath(p string) bool {
-	for _, d := range append([]string{"/usr", "/dev", "/tmp", "/etc/ld.so.cache"}, libLinks...) {
+	if p == "/tmp" {
+		return true
+	}
+	for _, d := range append([]string{"/usr", "/dev", "/etc/ld.so.cache"}, libLinks...) {
 		if p == d || strings.HasPrefix(p, d+"/") {
 			return true
 		}
@@ -328,7 +334,7 @@ func (c *Cmd) Start() (err error) {
 		NExtra: len(s.ExtraFiles), PPid: os.Getpid(), Seccomp: true,
 	}
 	var specW *os.File
-	for _, userns := range c.nsAttempts() {
+	for _, mode := range c.nsAttempts() {
 		var specR, statW *os.File
 		if specR, specW, err = os.Pipe(); err != nil {
 			return fmt.Errorf("jail: start: pipe: %v: %w", err, errdefs.ErrInternal)
@@ -338,22 +344,22 @@ func (c *Cmd) Start() (err error) {
 			specW.Close()
 			return fmt.Errorf("jail: start: pipe: %v: %w", err, errdefs.ErrInternal)
 		}
-		c.cmd = c.command(userns, specR, statW)
+		c.cmd = c.command(mode, specR, statW)
 		err = c.cmd.Start()
 		specR.Close()
 		statW.Close()
 		if err == nil {
-			w.MountNS = c.root || userns
-			w.UserNS = userns
-			c.setNSLayers(userns)
+			w.MountNS = mode != nsNone
+			w.UserNS = mode == nsUser
+			c.setNSLayers(mode)
 			break
 		}
 		specW.Close()
 		c.status.Close()
-		if !userns || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOEXEC) {
+		if mode == nsNone || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOEXEC) {
 			return fmt.Errorf("jail: start helper %s: %v: %w", c.helper, err, errnoKind(err))
 		}
-		c.layers.MountNS.Note = fmt.Sprintf("user namespace refused (%v)", err)
+		c.layers.MountNS.Note = fmt.Sprintf("namespaces refused (%v)", err)
 	}
 	pid := c.cmd.Process.Pid
 	if c.cg != nil {
@@ -376,20 +382,28 @@ func (c *Cmd) Start() (err error) {
 	return nil
 }
 
-// nsAttempts lists whether to ask for a user namespace, in order: root
-// needs none; a non-root caller tries one, then goes without namespaces.
-func (c *Cmd) nsAttempts() []bool {
+// Namespace modes of the helper, tried in order by Start.
+const (
+	nsRoot = iota // mount, IPC (and network) namespaces, as root
+	nsUser        // the same inside a user namespace, for a non-root caller
+	nsNone        // none: the host refused them
+)
+
+// nsAttempts lists the namespace modes to try, in order: a caller that the
+// kernel refuses namespaces (no CAP_SYS_ADMIN, user namespaces disabled)
+// still gets the other layers.
+func (c *Cmd) nsAttempts() []int {
 	if c.root {
-		return []bool{false}
+		return []int{nsRoot, nsNone}
 	}
 	if why := usernsBlocked(); why != "" {
 		c.layers.MountNS.Note = why
-		return []bool{false}
+		return []int{nsNone}
 	}
-	return []bool{true, false}
+	return []int{nsUser, nsNone}
 }
 
-func (c *Cmd) command(userns bool, specR, statW *os.File) *exec.Cmd {
+func (c *Cmd) command(mode int, specR, statW *os.File) *exec.Cmd {
 	s := &c.spec
 	fd := 3 + len(s.ExtraFiles)
 	cmd := &exec.Cmd{
@@ -406,13 +420,13 @@ func (c *Cmd) command(userns bool, specR, statW *os.File) *exec.Cmd {
 		WaitDelay: time.Second,
 	}
 	var flags uintptr
-	if c.root || userns {
+	if mode != nsNone {
 		flags |= unix.CLONE_NEWNS | unix.CLONE_NEWIPC
 		if !s.HostNetwork {
 			flags |= unix.CLONE_NEWNET
 		}
 	}
-	if userns {
+	if mode == nsUser {
 		flags |= unix.CLONE_NEWUSER
 		uid, gid := os.Getuid(), os.Getgid()
 		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
@@ -425,21 +439,23 @@ func (c *Cmd) command(userns bool, specR, statW *os.File) *exec.Cmd {
 	return cmd
 }
 
-func (c *Cmd) setNSLayers(userns bool) {
+func (c *Cmd) setNSLayers(mode int) {
 	l := &c.layers
-	if !c.root && !userns {
+	if mode == nsNone {
 		if l.MountNS.Note == "" {
 			l.MountNS.Note = "no user namespace"
+		}
+		if !c.root {
+			l.MountNS.Note = "not root and " + l.MountNS.Note
 		}
 		why := "no mount namespace: " + l.MountNS.Note
 		l.PivotRoot.Note = why
 		l.NetNS.Note = why
 		l.IPCNS.Note = why
-		l.MountNS.Note = "not root and " + l.MountNS.Note
 		return
 	}
 	how := "new namespace"
-	if userns {
+	if mode == nsUser {
 		how = "new namespace inside a user namespace mapping the caller's uid and gid"
 	}
 	l.MountNS = Layer{Applied: true, Note: how}

@@ -477,16 +477,18 @@ func TestStageErrors(t *testing.T) {
 	waitTimeout(t, first, 10*time.Second)
 }
 
-// TestNonRootCaller runs a caller as nobody: no uid drop, but a user
-// namespace gives the mount, network and IPC layers.
-func TestNonRootCaller(t *testing.T) {
-	requireRoot(t) // to become nobody
+// runCaller copies the test binary where anyone can run it and runs its
+// "caller" mode through argv (the binary's path is appended to argv[:n]),
+// returning what the caller printed: Probe's layers, the program's layers,
+// the probe's report.
+func runCaller(t *testing.T, cred *syscall.Credential, prefix []string, args ...string) (probe, got jail.Layers, r report) {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "jailtest-caller-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	os.Chmod(dir, 0o755) // nobody must reach the copied binary
+	os.Chmod(dir, 0o755) // the caller must reach the copied binary
 	exe, _ := os.Executable()
 	bin := filepath.Join(dir, "jail.test")
 	b, err := os.ReadFile(exe)
@@ -496,9 +498,10 @@ func TestNonRootCaller(t *testing.T) {
 	if err := os.WriteFile(bin, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "caller")
+	argv := append(append(append([]string(nil), prefix...), bin, "caller"), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	cmd.Stderr = os.Stderr
 	cmd.WaitDelay = time.Second
 	timer := time.AfterFunc(60*time.Second, func() { cmd.Process.Kill() })
@@ -512,8 +515,6 @@ func TestNonRootCaller(t *testing.T) {
 	if len(lines) != 4 {
 		t.Fatalf("caller printed %d lines, want 4", len(lines))
 	}
-	var probe, got jail.Layers
-	var r report
 	for i, v := range []any{&probe, &got, &r} {
 		if err := json.Unmarshal([]byte(lines[i]), v); err != nil {
 			t.Fatalf("line %d: %v", i, err)
@@ -526,30 +527,63 @@ func TestNonRootCaller(t *testing.T) {
 			t.Errorf("layer %s: Probe says the host has it (%s), not applied: %s", l.Name, probeAll[i].Note, l.Note)
 		}
 	}
+	if strings.TrimSpace(lines[3]) != "WAIT" {
+		t.Errorf("caller: %s", lines[3])
+	}
+	if r.NoNewPrivs != 1 || r.Seccomp != 2 || r.CapEff != 0 || r.CapPrm != 0 {
+		t.Errorf("inside: no_new_privs %d seccomp %d capabilities %#x/%#x, want 1, 2 and none", r.NoNewPrivs, r.Seccomp, r.CapEff, r.CapPrm)
+	}
+	for what, e := range map[string]string{"mount": r.Mount, "unshare(CLONE_NEWUSER)": r.Unshare, "ptrace": r.Ptrace} {
+		if !strings.Contains(e, "operation not permitted") {
+			t.Errorf("%s: %q, want EPERM", what, e)
+		}
+	}
+	return probe, got, r
+}
+
+// TestNonRootCaller runs a caller as nobody: no uid drop, but a user
+// namespace gives the mount, network and IPC layers.
+func TestNonRootCaller(t *testing.T) {
+	requireRoot(t) // to become nobody
+	probe, got, r := runCaller(t, &syscall.Credential{Uid: 65534, Gid: 65534}, nil)
 	if probe.UID.Applied || got.UID.Applied {
 		t.Errorf("a non-root caller cannot drop to another uid: %+v", got.UID)
 	}
-	if r.UID != 65534 || r.NoNewPrivs != 1 || r.Seccomp != 2 {
-		t.Errorf("inside: uid %d no_new_privs %d seccomp %d, want 65534, 1, 2", r.UID, r.NoNewPrivs, r.Seccomp)
+	if r.UID != 65534 {
+		t.Errorf("inside: uid %d, want the caller's 65534", r.UID)
 	}
 	if got.PivotRoot.Applied {
 		if r.Present["/proc"] == "" {
 			t.Errorf("/proc visible in the jail")
 		}
 		sort.Strings(r.Root)
-		if !slices.Equal(r.Root, []string{"bin", "dev", "etc", "lib", "lib64", "probe", "sbin", "tmp", "usr"}) {
+		if !slices.Equal(r.Root, []string{"bin", "dev", "etc", "lib", "lib64", "sbin", "tmp", "usr"}) {
 			t.Errorf("/ holds %v", r.Root)
 		}
 	}
-	for what, e := range map[string]string{"mount": r.Mount, "unshare(CLONE_NEWUSER)": r.Unshare} {
-		if !strings.Contains(e, "operation not permitted") {
-			t.Errorf("%s: %q, want EPERM", what, e)
-		}
+}
+
+// TestRootWithoutSysAdmin runs a root caller whose bounding set lacks
+// CAP_SYS_ADMIN, like root in a default Docker container: no namespaces,
+// reported, but the uid drop, cgroups and the rest still apply.
+func TestRootWithoutSysAdmin(t *testing.T) {
+	requireRoot(t)
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Fatalf("setpriv (util-linux) is needed: %v", err)
 	}
-	if r.CapEff != 0 || r.CapPrm != 0 {
-		t.Errorf("capabilities inside: effective %#x permitted %#x, want none", r.CapEff, r.CapPrm)
+	uid := testUID(t)
+	probe, got, r := runCaller(t, nil, []string{setpriv, "--bounding-set", "-sys_admin", "--"}, strconv.Itoa(int(uid)))
+	if probe.MountNS.Applied || got.MountNS.Applied || got.PivotRoot.Applied || got.NetNS.Applied {
+		t.Errorf("namespaces without CAP_SYS_ADMIN: probe %+v, got %+v", probe.MountNS, got.MountNS)
 	}
-	if strings.TrimSpace(lines[3]) != "WAIT" {
-		t.Errorf("caller: %s", lines[3])
+	if !got.UID.Applied || r.UID != int(uid) || r.GID != int(uid) {
+		t.Errorf("uid drop: %+v, inside uid %d gid %d, want %d", got.UID, r.UID, r.GID, uid)
+	}
+	if !got.Memory.Applied || !got.Pids.Applied {
+		t.Errorf("cgroups: %+v %+v", got.Memory, got.Pids)
+	}
+	if r.Present["/proc"] != "" {
+		t.Errorf("without a mount namespace the host's /proc should be visible (the layer is reported missing): %q", r.Present["/proc"])
 	}
 }

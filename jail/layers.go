@@ -83,6 +83,12 @@ func Probe() Layers {
 	ns := Layer{Applied: true, Note: "new namespace"}
 	if root {
 		l.UID = Layer{Applied: true, Note: "caller is root: drops to Spec.UID/GID"}
+		if !hasCap(unix.CAP_SETUID) || !hasCap(unix.CAP_SETGID) {
+			l.UID = Layer{Note: "root without CAP_SETUID/CAP_SETGID"}
+		}
+		if !hasCap(unix.CAP_SYS_ADMIN) {
+			ns = Layer{Note: "root without CAP_SYS_ADMIN"}
+		}
 	} else {
 		l.UID.Note = fmt.Sprintf("caller is not root: runs as its uid %d", os.Getuid())
 		if why := usernsBlocked(); why != "" {
@@ -129,6 +135,17 @@ func Probe() Layers {
 		l.Seccomp = Layer{Applied: true, Note: "denylist filter"}
 	}
 	return l
+}
+
+// hasCap reports whether the calling thread has capability c in its
+// effective set.
+func hasCap(c int) bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var d [2]unix.CapUserData
+	if unix.Capget(&hdr, &d[0]) != nil {
+		return false
+	}
+	return d[c/32].Effective&(1<<(c%32)) != 0
 }
 
 func seccompFilterAvail() bool {

@@ -225,8 +225,10 @@ func middleMode(args []string) {
 	os.Exit(1)
 }
 
-// callerMode runs outside any jail as a non-root user: it prints Probe's
-// report, then runs a probe confined and passes its report on.
+// callerMode [UID] runs outside any jail as a non-root user (or as a root
+// caller short of capabilities, dropping to UID): it prints Probe's report,
+// then runs a probe confined and passes its report on. The probe is bound
+// at its host path, so it runs with or without a mount namespace.
 func callerMode(args []string) {
 	out := json.NewEncoder(os.Stdout)
 	out.Encode(jail.Probe())
@@ -234,13 +236,18 @@ func callerMode(args []string) {
 	fd3r, fd3w, _ := os.Pipe()
 	fd4r, fd4w, _ := os.Pipe()
 	stdoutR, stdoutW, _ := os.Pipe()
-	c, err := jail.Command("", jail.Spec{
-		Path: probePath, Args: []string{probePath, "probe", probePath, "/tmp", "/etc", "/proc"},
-		Binds:      []jail.Bind{{Host: exe, Inside: probePath}},
-		Cgroup:     &jail.CgroupSpec{Name: "boxlite-jailtest-caller", MemoryMaxBytes: 256 << 20, PidsMax: 64},
+	spec := jail.Spec{
+		Path: exe, Args: []string{exe, "probe", exe, "/tmp", "/etc", "/proc"},
+		Binds:      []jail.Bind{{Host: exe}},
+		Cgroup:     &jail.CgroupSpec{Name: "boxlite-jailtest-caller", MemoryMaxBytes: 256 << 20, PidsMax: 64, CPUWeight: 100},
 		ExtraFiles: []*os.File{fd3w, fd4r},
 		Stdout:     stdoutW, Stderr: os.Stderr,
-	})
+	}
+	if len(args) > 0 {
+		spec.UID = uint32(mustAtoi(args[0]))
+		spec.GID = spec.UID
+	}
+	c, err := jail.Command("", spec)
 	if err == nil {
 		err = c.Start()
 	}

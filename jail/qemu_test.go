@@ -67,12 +67,15 @@ func qemuArgs(tb testing.TB, kernel string) []string {
 type vmm struct {
 	pid     int
 	qmp     net.Conn
+	dec     *json.Decoder
 	console *bufio.Reader
 	stop    func() error // kill and reap
 	wait    func() error // reap
 }
 
-func startQEMU(tb testing.TB, jailed bool, uid uint32) *vmm {
+// startQEMU starts QEMU; a disk, when given, is attached through an fd set
+// (descriptors 4 and 5), so QEMU never opens its path.
+func startQEMU(tb testing.TB, jailed bool, uid uint32, disk *os.File) *vmm {
 	tb.Helper()
 	kernel := guestKernel(tb)
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
@@ -87,15 +90,30 @@ func startQEMU(tb testing.TB, jailed bool, uid uint32) *vmm {
 		tb.Fatal(err)
 	}
 	outR, outW, _ := os.Pipe()
-	v := &vmm{qmp: qmp, console: bufio.NewReader(outR)}
+	v := &vmm{qmp: qmp, dec: json.NewDecoder(qmp), console: bufio.NewReader(outR)}
+	files := []*os.File{child}
+	var diskArgs []string
+	if disk != nil {
+		// An fd set only dups a descriptor whose access mode matches, and
+		// QEMU opens the disk read-only as well as read-write.
+		ro, err := os.Open(disk.Name())
+		if err != nil {
+			tb.Fatal(err)
+		}
+		defer ro.Close()
+		files = append(files, disk, ro)
+		diskArgs = []string{"-add-fd", "fd=4,set=1", "-add-fd", "fd=5,set=1",
+			"-drive", "id=d0,file=/dev/fdset/1,format=raw,if=none,cache=writeback,readonly=off",
+			"-device", "virtio-blk-device,drive=d0"}
+	}
 	if jailed {
-		args := qemuArgs(tb, kernelInside)
+		args := append(qemuArgs(tb, kernelInside), diskArgs...)
 		c, err := jail.Command("", jail.Spec{
 			Path: qemuBin, Args: args, UID: uid, GID: uid,
 			Binds:      []jail.Bind{{Host: kernel, Inside: kernelInside}},
 			Devices:    []string{"/dev/null", "/dev/urandom"},
 			Cgroup:     &jail.CgroupSpec{Name: testCgroupPrefix + "qemu-" + strconv.Itoa(int(uid)), MemoryMaxBytes: 1 << 30, PidsMax: 128, CPUWeight: 100},
-			ExtraFiles: []*os.File{child},
+			ExtraFiles: files,
 			Stdout:     outW, Stderr: os.Stderr,
 		})
 		if err == nil {
@@ -111,8 +129,8 @@ func startQEMU(tb testing.TB, jailed bool, uid uint32) *vmm {
 		v.stop = func() error { c.Process().Kill(); return c.Wait() }
 		v.wait = c.Wait
 	} else {
-		args := qemuArgs(tb, kernel)
-		cmd := &exec.Cmd{Path: qemuBin, Args: args, ExtraFiles: []*os.File{child}, Stdout: outW, Stderr: os.Stderr,
+		args := append(qemuArgs(tb, kernel), diskArgs...)
+		cmd := &exec.Cmd{Path: qemuBin, Args: args, ExtraFiles: files, Stdout: outW, Stderr: os.Stderr,
 			SysProcAttr: &unix.SysProcAttr{Setpgid: true, Pdeathsig: unix.SIGKILL}}
 		if err := cmd.Start(); err != nil {
 			tb.Fatal(err)
@@ -132,25 +150,34 @@ func startQEMU(tb testing.TB, jailed bool, uid uint32) *vmm {
 func (v *vmm) qmpReady() error {
 	v.qmp.SetDeadline(time.Now().Add(30 * time.Second))
 	defer v.qmp.SetDeadline(time.Time{})
-	dec := json.NewDecoder(v.qmp)
 	var m map[string]json.RawMessage
-	if err := dec.Decode(&m); err != nil {
+	if err := v.dec.Decode(&m); err != nil {
 		return fmt.Errorf("greeting: %v", err)
 	}
 	if _, ok := m["QMP"]; !ok {
 		return fmt.Errorf("no QMP greeting: %v", m)
 	}
-	io.WriteString(v.qmp, `{"execute":"qmp_capabilities"}`+"\n")
+	_, err := v.command(`{"execute":"qmp_capabilities"}`)
+	return err
+}
+
+// command sends one QMP command and returns its "return" value.
+func (v *vmm) command(cmd string) (json.RawMessage, error) {
+	v.qmp.SetDeadline(time.Now().Add(30 * time.Second))
+	defer v.qmp.SetDeadline(time.Time{})
+	if _, err := io.WriteString(v.qmp, cmd+"\n"); err != nil {
+		return nil, err
+	}
 	for {
-		m = nil
-		if err := dec.Decode(&m); err != nil {
-			return fmt.Errorf("qmp_capabilities: %v", err)
+		var m map[string]json.RawMessage
+		if err := v.dec.Decode(&m); err != nil {
+			return nil, fmt.Errorf("%s: %v", cmd, err)
 		}
-		if _, ok := m["return"]; ok {
-			return nil
+		if r, ok := m["return"]; ok {
+			return r, nil
 		}
 		if e, ok := m["error"]; ok {
-			return fmt.Errorf("qmp_capabilities: %s", e)
+			return nil, fmt.Errorf("%s: %s", cmd, e)
 		}
 	}
 }
@@ -187,10 +214,30 @@ func (v *vmm) banner() (string, error) {
 func TestQEMU(t *testing.T) {
 	requireRoot(t)
 	uid := testUID(t)
-	v := startQEMU(t, true, uid)
+	// The disk is root's, mode 0600, and not bound into the jail: QEMU
+	// reaches it only through the descriptor.
+	diskPath := filepath.Join(t.TempDir(), "disk.raw")
+	disk, err := os.OpenFile(diskPath, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer disk.Close()
+	if err := disk.Truncate(1 << 20); err != nil {
+		t.Fatal(err)
+	}
+	v := startQEMU(t, true, uid, disk)
 	defer v.stop()
 	if err := v.qmpReady(); err != nil {
 		t.Fatalf("QMP: %v", err)
+	}
+	out, err := v.command(`{"execute":"human-monitor-command","arguments":{"command-line":"qemu-io d0 \"write -P 0xab 4096 4096\""}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("qemu-io: %s", out)
+	got := make([]byte, 4096)
+	if _, err := disk.ReadAt(got, 4096); err != nil || strings.Count(string(got), "\xab") != 4096 {
+		t.Errorf("QEMU did not write the disk through its descriptor (%v): %q...", err, got[:16])
 	}
 	st := procStatus(t, v.pid)
 	t.Logf("QEMU pid %d: Uid %s, Gid %s, NoNewPrivs %s, Seccomp %s, Seccomp_filters %s, CapEff %s",
@@ -238,7 +285,7 @@ func BenchmarkQEMUStart(b *testing.B) {
 				b.Fatal(err)
 			}
 			t0 := time.Now()
-			v := startQEMU(b, jailed, uid)
+			v := startQEMU(b, jailed, uid, nil)
 			if err := v.qmpReady(); err != nil {
 				b.Fatal(err)
 			}

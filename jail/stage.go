@@ -94,10 +94,14 @@ func stage(specFile, status *os.File) error {
 	}
 
 	if s.SetID {
-		if err := dropToUID(&s); err != nil {
+		bset, err := dropToUID(&s)
+		if err != nil {
 			return err
 		}
-		l.UID = Layer{Applied: true, Note: fmt.Sprintf("uid %d gid %d, no supplementary groups, empty capability bounding set", s.UID, s.GID)}
+		l.UID = Layer{Applied: true, Note: fmt.Sprintf("uid %d gid %d, no supplementary groups, no capabilities", s.UID, s.GID)}
+		if bset {
+			l.UID.Note += ", empty bounding set"
+		}
 	} else {
 		// In a user namespace the stage holds CAP_SYS_ADMIN as an ambient
 		// capability; without it the program would inherit it.
@@ -122,12 +126,16 @@ func stage(specFile, status *os.File) error {
 	l.NoNewPrivs = Layer{Applied: true, Note: "set"}
 
 	if s.Seccomp {
-		if note, err := installSeccomp(); err != nil {
+		note, err := installSeccomp()
+		switch {
+		case err == unix.EINVAL || err == unix.ENOSYS:
+			l.Seccomp.Note = fmt.Sprintf("the kernel has no seccomp filters (%v)", err)
+		case err != nil:
 			return fail("seccomp", err)
-		} else if note != "" {
-			l.Seccomp = Layer{Applied: true, Note: note}
-		} else {
+		case note == "":
 			l.Seccomp.Note = "no filter for " + runtime.GOARCH
+		default:
+			l.Seccomp = Layer{Applied: true, Note: note}
 		}
 	}
 
@@ -162,31 +170,37 @@ func closeOnExecFrom(fd int) error {
 	return nil
 }
 
-// dropToUID empties the capability bounding set and the supplementary
-// groups, then sets gid and uid (all threads; the uid change clears the
-// capabilities).
-func dropToUID(s *wireSpec) error {
+// dropToUID empties the capability bounding set (bset reports whether it
+// could) and the supplementary groups, then sets gid and uid (all threads;
+// the uid change clears the capabilities).
+func dropToUID(s *wireSpec) (bset bool, err error) {
+	bset = true
 	for c := 0; c <= 63; c++ {
-		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
-			if err == unix.EINVAL { // past the last capability
-				break
-			}
-			return fail(fmt.Sprintf("drop capability %d from the bounding set", c), err)
+		err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
+		if err == unix.EINVAL { // past the last capability
+			break
+		}
+		if err == unix.EPERM { // no CAP_SETPCAP: the uid change still clears the others
+			bset = false
+			break
+		}
+		if err != nil {
+			return false, fail(fmt.Sprintf("drop capability %d from the bounding set", c), err)
 		}
 	}
 	if err := syscall.Setgroups(nil); err != nil {
-		return fail("setgroups", err)
+		return false, fail("setgroups", err)
 	}
 	if err := syscall.Setresgid(int(s.GID), int(s.GID), int(s.GID)); err != nil {
-		return fail(fmt.Sprintf("setgid %d", s.GID), err)
+		return false, fail(fmt.Sprintf("setgid %d", s.GID), err)
 	}
 	if err := syscall.Setresuid(int(s.UID), int(s.UID), int(s.UID)); err != nil {
-		return fail(fmt.Sprintf("setuid %d", s.UID), err)
+		return false, fail(fmt.Sprintf("setuid %d", s.UID), err)
 	}
 	if os.Getuid() != int(s.UID) || os.Geteuid() != int(s.UID) || os.Getgid() != int(s.GID) {
-		return fail("setuid", fmt.Errorf("still uid %d/%d gid %d", os.Getuid(), os.Geteuid(), os.Getgid()))
+		return false, fail("setuid", fmt.Errorf("still uid %d/%d gid %d", os.Getuid(), os.Geteuid(), os.Getgid()))
 	}
-	return nil
+	return bset, nil
 }
 
 func rlimitNote(rs []Rlimit) string {
