@@ -257,8 +257,22 @@ func createCgroup(spec *CgroupSpec, l *Layers) (*cgroup, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jail: cgroup: %v: %w", err, errdefs.ErrInternal)
 	}
+	wanted := map[string]bool{"memory": spec.MemoryMaxBytes > 0, "pids": spec.PidsMax > 0, "cpu": spec.CPUWeight > 0}
 	cg := &cgroup{}
 	for _, h := range hs {
+		// A hierarchy none of whose limits is asked for is not joined: a
+		// cpu group of its own changes scheduling even at the default
+		// weight (the program's threads then share one weight).
+		want := false
+		for _, c := range h.ctrls {
+			if !wanted[c] {
+				*layerOf(l, c) = setLimit(h.v2, "", c, spec) // the "is 0" note
+			}
+			want = want || wanted[c]
+		}
+		if !want {
+			continue
+		}
 		if h.why != "" {
 			for _, c := range h.ctrls {
 				layerOf(l, c).Note = h.why
@@ -283,6 +297,9 @@ func createCgroup(spec *CgroupSpec, l *Layers) (*cgroup, error) {
 			enableV2(h.parent, h.ctrls)
 		}
 		for _, c := range h.ctrls {
+			if !wanted[c] {
+				continue
+			}
 			ly := layerOf(l, c)
 			if *ly = setLimit(h.v2, dir, c, spec); ly.Applied {
 				lf.ctrls = append(lf.ctrls, c)
