@@ -68,6 +68,10 @@ func TestSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := c.Process().Pid
+	// No CPUWeight was asked for: the program stays in our cpu group.
+	if got, ours := cgroupFile(t, pid, "cpu", "x"), cgroupFile(t, os.Getpid(), "cpu", "x"); got != ours {
+		t.Errorf("without a CPUWeight the program moved to cpu group %s (ours: %s)", filepath.Dir(got), filepath.Dir(ours))
+	}
 	var leftovers []string
 	for _, ctrl := range []string{"memory", "pids"} {
 		d := filepath.Join(filepath.Dir(filepath.Dir(cgroupFile(t, pid, ctrl, "x"))), prefix+"crashed")
