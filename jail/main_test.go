@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,6 +35,9 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
+	if uidState.dir != "" {
+		os.RemoveAll(uidState.dir)
+	}
 	if left := leftoverCgroups(); len(left) > 0 {
 		fmt.Fprintf(os.Stderr, "FAIL: cgroups left behind: %v\n", left)
 		code = 1
@@ -277,18 +281,28 @@ func mustAtoi(s string) int {
 	return n
 }
 
-// uidStateDir is shared by the tests of this process so their uids differ.
-var uidStateDir = func() string {
-	d, err := os.MkdirTemp("", "jailtest-uids-")
-	if err != nil {
-		panic(err)
-	}
-	return d
-}()
+// uidStateDir is shared by the tests of this process so their uids
+// differ; made on first use (the helper and probe processes of this binary
+// never need it) and removed by TestMain.
+var uidState struct {
+	once sync.Once
+	dir  string
+}
+
+func uidStateDir(tb testing.TB) string {
+	uidState.once.Do(func() {
+		d, err := os.MkdirTemp("", "jailtest-uids-")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		uidState.dir = d
+	})
+	return uidState.dir
+}
 
 func testUID(t *testing.T) uint32 {
 	t.Helper()
-	uid, release, err := jail.AllocUID(uidStateDir, jail.UIDRangeLo, jail.UIDRangeHi)
+	uid, release, err := jail.AllocUID(uidStateDir(t), jail.UIDRangeLo, jail.UIDRangeHi)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -280,7 +280,7 @@ func BenchmarkQEMUStart(b *testing.B) {
 	var qmp, banner [2]time.Duration
 	for i := 0; i < b.N; i++ {
 		for j, jailed := range []bool{false, true} {
-			uid, release, err := jail.AllocUID(uidStateDir, jail.UIDRangeLo, jail.UIDRangeHi)
+			uid, release, err := jail.AllocUID(uidStateDir(b), jail.UIDRangeLo, jail.UIDRangeHi)
 			if err != nil {
 				b.Fatal(err)
 			}
