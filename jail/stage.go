@@ -19,7 +19,9 @@ const stageExit = 125
 // Main runs the jail stage when the process was started by Cmd.Start, and
 // never returns then: it confines the process and executes the program, or
 // reports the failing step to the parent and exits. Otherwise it returns at
-// once. Call it first thing in the helper's main.
+// once. Call it first thing in the helper's main; the helper's package
+// initializers run before it in every jailed start, so they must have no
+// side effects (files, sockets, goroutines that write).
 func Main() {
 	if len(os.Args) != 3 || os.Args[1] != stageArg {
 		return
