@@ -15,12 +15,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/jail"
 )
 
 // Defaults and limits of Config.
@@ -95,7 +95,30 @@ type Config struct {
 	ConsoleLog string
 	// Accel selects KVM or TCG; default (empty): DetectAccel.
 	Accel Accel
+	// Jail, when set, confines QEMU with package jail. Default: none.
+	Jail *Jail
 }
+
+// Jail is how a VM's QEMU is confined: its own mount, IPC and network
+// namespaces holding only QEMU's own files (under /usr) and, read-only, the
+// kernel and initrd; the uid below when the caller is root; a cgroup with
+// memory (guest RAM + TCG cache + jailOverheadMiB) and process limits;
+// rlimits, no_new_privs and a seccomp filter under QEMU's own -sandbox.
+// Everything else QEMU reaches is a descriptor Start hands it.
+type Jail struct {
+	UID, GID uint32 // the identity QEMU runs as when the caller is root (jail.AllocUID)
+	Cgroup   string // the cgroup's name, unique per VM, e.g. "boxlite-<box id>"
+	// Helper is a binary whose main calls jail.Main first; default: the
+	// running executable.
+	Helper string
+}
+
+// jailOverheadMiB is QEMU's own memory beyond guest RAM and the TCG
+// translation cache, for the cgroup limit.
+const jailOverheadMiB = 256
+
+// jailPidsMax bounds QEMU's threads (vCPUs, I/O workers, RCU, ...).
+const jailPidsMax = 1024
 
 // Hypervisor starts VMs. QEMU is the only implementation; the seam is here
 // so that a native KVM backend can be added where it can be tested.
@@ -113,14 +136,15 @@ var _ Hypervisor = QEMU{}
 
 // VM is one running QEMU process. Its methods are safe for concurrent use.
 type VM struct {
-	cmd *exec.Cmd
-	out *tail // QEMU's stdout and stderr
-	qmp net.Conn
+	proc process
+	args []string
+	out  *tail // QEMU's stdout and stderr
+	qmp  net.Conn
 	// channel is the host end of the agent port, nil without one.
 	channel net.Conn
 	done    chan struct{}
 	err     error // set before done is closed
-	werr    error // cmd.Wait's result, set before done is closed
+	werr    error // the process's wait result, set before done is closed
 
 	qmpDone  chan struct{} // closed when nothing reads QMP any more
 	killed   atomic.Bool
@@ -209,25 +233,15 @@ func Start(cfg Config) (*VM, error) {
 	}
 
 	out := &tail{max: 64 << 10}
-	cmd := &exec.Cmd{
-		Path:       bin,
-		Args:       append([]string{bin}, buildArgs(cfg, tscKHz, qmpFD, agentFD, consoleFD, diskFDs)...),
-		Stdout:     out,
-		Stderr:     out,
-		ExtraFiles: fds.files,
-		SysProcAttr: &syscall.SysProcAttr{
-			Setpgid:   true,
-			Pdeathsig: syscall.SIGKILL,
-		},
-		WaitDelay: time.Second,
-	}
-	onForkThread(func() { err = cmd.Start() })
+	args := append([]string{bin}, buildArgs(cfg, tscKHz, qmpFD, agentFD, consoleFD, diskFDs)...)
+	p, err := startProcess(cfg, bin, args, fds.files, out)
 	fds.closeChildEnds()
 	if err != nil {
-		return fail(fmt.Errorf("hv: start %s: %v: %w", bin, err, errdefs.ErrInternal))
+		return fail(err)
 	}
 	vm := &VM{
-		cmd:     cmd,
+		proc:    p,
+		args:    args,
 		out:     out,
 		qmp:     qmp,
 		channel: agent,
@@ -304,10 +318,14 @@ func (l *fdList) closeChildEnds() {
 }
 
 // Pid is QEMU's process id (and process group id).
-func (vm *VM) Pid() int { return vm.cmd.Process.Pid }
+func (vm *VM) Pid() int { return vm.proc.pid() }
+
+// Confinement is what the jail gave QEMU (Config.Jail); the zero Layers
+// without one.
+func (vm *VM) Confinement() jail.Layers { return vm.proc.layers() }
 
 // Args is QEMU's argv, the binary first; for logs and box info.
-func (vm *VM) Args() []string { return append([]string(nil), vm.cmd.Args...) }
+func (vm *VM) Args() []string { return append([]string(nil), vm.args...) }
 
 // Done is closed when QEMU has exited and been reaped.
 func (vm *VM) Done() <-chan struct{} { return vm.done }
@@ -338,7 +356,7 @@ func (vm *VM) Kill() error {
 	}
 	vm.killed.Store(true)
 	// os.Process signals through a pidfd, so this cannot hit a reused pid.
-	if err := vm.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	if err := vm.proc.kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("hv: kill qemu (pid %d): %v: %w", vm.Pid(), err, errdefs.ErrInternal)
 	}
 	<-vm.done
@@ -348,7 +366,7 @@ func (vm *VM) Kill() error {
 // wait reaps QEMU, lets the QMP reader take in the last events, then
 // records the outcome and closes done.
 func (vm *VM) wait() {
-	vm.werr = vm.cmd.Wait()
+	vm.werr = vm.proc.wait()
 	select {
 	case <-vm.qmpDone:
 	case <-time.After(2 * time.Second):

@@ -16,6 +16,7 @@ import (
 
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/hv"
+	"github.com/boxlite/boxlite/jail"
 	"github.com/boxlite/boxlite/protocol"
 	"github.com/boxlite/boxlite/shimapi"
 )
@@ -25,6 +26,11 @@ import (
 // that created the box has died, which stops the box.
 func Run(cfg shimapi.Config, ready io.WriteCloser, parent io.Reader) error {
 	s := &shim{cfg: cfg, routes: map[uint32]route{}, next: 1, clients: map[*client]bool{}}
+	defer func() {
+		if s.releaseUID != nil {
+			s.releaseUID()
+		}
+	}()
 	err := s.boot()
 	if err != nil {
 		writeReady(ready, shimapi.Ready{Kind: string(errdefs.KindOf(err)), Error: err.Error()})
@@ -60,6 +66,7 @@ func Run(cfg shimapi.Config, ready io.WriteCloser, parent io.Reader) error {
 type shim struct {
 	cfg         shimapi.Config
 	vmcfg       hv.Config
+	releaseUID  func() // the VMM's uid, when the shim allocated one
 	vm          *hv.VM
 	agent       net.Conn
 	agentReader *protocol.Reader
@@ -118,12 +125,32 @@ func (s *shim) vmConfig() (hv.Config, string, error) {
 		vm.Disks = append(vm.Disks, hv.Disk{Path: l, Serial: fmt.Sprintf("layer%d", i), ReadOnly: true})
 	}
 	vm.Disks = append(vm.Disks, hv.Disk{Path: c.Path(shimapi.DiskFile), Serial: "rw"})
+	vm.Jail = &hv.Jail{Cgroup: "boxlite-" + c.BoxID}
 	return vm, reason, nil
+}
+
+// jailUID gives the box's VMM a uid of its own when the shim runs as root,
+// held (by a lock file under StateDir) until the shim exits. A non-root
+// caller's VMM keeps the caller's uid, inside a user namespace.
+func (s *shim) jailUID(j *hv.Jail) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	uid, release, err := jail.AllocUID(filepath.Join(s.cfg.StateDir, "uids"), jail.UIDRangeLo, jail.UIDRangeHi)
+	if err != nil {
+		return fmt.Errorf("box %s: a uid for its VMM: %w", s.cfg.BoxID, err)
+	}
+	j.UID, j.GID = uid, uid
+	s.releaseUID = release
+	return nil
 }
 
 func (s *shim) boot() error {
 	vmcfg, reason, err := s.vmConfig()
 	if err != nil {
+		return err
+	}
+	if err := s.jailUID(vmcfg.Jail); err != nil {
 		return err
 	}
 	s.vmcfg = vmcfg
@@ -172,6 +199,12 @@ func (s *shim) boot() error {
 		ShimPid: os.Getpid(), VMMPid: s.vm.Pid(), BootMs: float64(time.Since(start).Microseconds()) / 1000}
 	if vmcfg.Accel == hv.TCG {
 		s.info.Warnings = append(s.info.Warnings, TCGWarning)
+	}
+	for _, l := range s.vm.Confinement().Missing() {
+		s.info.Warnings = append(s.info.Warnings, fmt.Sprintf("vmm confinement: no %s (%s)", l.Name, l.Note))
+	}
+	if len(s.info.Warnings) > 0 {
+		log.Printf("isolation warnings: %q", s.info.Warnings)
 	}
 	if s.ln, err = listenUnix(s.cfg.Path(shimapi.SocketFile)); err != nil {
 		return fail("listen for clients", err)

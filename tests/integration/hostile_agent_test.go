@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,10 +24,21 @@ import (
 // misbehaving agent behind the real shim and core: the test binary itself
 // stands in for QEMU (BOXLITE_FAKE_AGENT selects the misbehaviour), answers
 // QMP and speaks the agent protocol on the channel QEMU would have given the
-// guest. Each case must end the box with a typed error naming the violation,
+// guest. It runs in the VMM's jail like QEMU would, so the misbehaviour is
+// named by its file name (fake-qemu-SCENARIO): the jail passes no
+// environment. Each case must end the box with a typed error naming the violation,
 // with bounded memory, and leave the process and other boxes working.
 
-const envFakeAgent = "BOXLITE_FAKE_AGENT"
+const fakeQEMUPrefix = "fake-qemu-"
+
+// fakeQEMUScenario is the misbehaviour this process plays, or "".
+func fakeQEMUScenario() string {
+	s, _ := strings.CutPrefix(filepath.Base(os.Args[0]), fakeQEMUPrefix)
+	if s == filepath.Base(os.Args[0]) {
+		return ""
+	}
+	return s
+}
 
 func TestHostileAgent(t *testing.T) {
 	exe, err := os.Executable()
@@ -51,11 +63,15 @@ func TestHostileAgent(t *testing.T) {
 		{name: "no-exit", cmd: core.Command{Argv: []string{"sleep", "1000"}, Timeout: time.Second, Grace: time.Second}, want: "did not report", timeout: true},
 		{name: "bad-hello", noBoot: true, want: "agent speaks version 99"},
 	}
+	bin := t.TempDir()
 	before := vmRSSKiB(t)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			t.Setenv(envFakeAgent, c.name)
-			rt, err := core.NewRuntime(core.WithHome(t.TempDir()), core.WithQEMU(exe))
+			fake := filepath.Join(bin, fakeQEMUPrefix+c.name)
+			if err := os.Link(exe, fake); err != nil {
+				t.Fatal(err)
+			}
+			rt, err := core.NewRuntime(core.WithHome(t.TempDir()), core.WithQEMU(fake))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -20,7 +20,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if s := os.Getenv(envFakeAgent); s != "" {
+	if s := fakeQEMUScenario(); s != "" {
 		fakeQEMU(s) // this process is a VMM stand-in started by a shim
 	}
 	os.Exit(run(m))

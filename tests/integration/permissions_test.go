@@ -3,10 +3,12 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -151,4 +153,44 @@ except (ConnectionResetError, BrokenPipeError):
 	if out, err := exec.Command("/usr/bin/python3", "-c", probe, sock).CombinedOutput(); err != nil || string(out) != "answered\n" {
 		t.Fatalf("connection as the owner: %v: %s", err, out)
 	}
+}
+
+// A running box's VMM is confined: another uid, no_new_privs, seccomp, its
+// own mount namespace in which the home does not exist.
+func TestVMMConfined(t *testing.T) {
+	info := shared.Info()
+	if info.Runtime == nil {
+		t.Fatal("shared box is not running")
+	}
+	pid := info.Runtime.VMMPid
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := map[string]string{}
+	for _, l := range strings.Split(string(status), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			fields[k] = strings.Fields(v + " x")[0]
+		}
+	}
+	if os.Getuid() == 0 && fields["Uid"] == "0" {
+		t.Errorf("VMM of a root caller runs as root")
+	}
+	if fields["NoNewPrivs"] != "1" || fields["Seccomp"] != "2" {
+		t.Errorf("VMM NoNewPrivs=%s Seccomp=%s, want 1 and 2", fields["NoNewPrivs"], fields["Seccomp"])
+	}
+	own, _ := os.Readlink("/proc/self/ns/mnt")
+	vmm, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid))
+	if err != nil || vmm == own {
+		t.Errorf("VMM mount namespace %q (%v), ours %q", vmm, err, own)
+	}
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d/root%s", pid, rt.Home())); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the home is visible to the VMM: %v", err)
+	}
+	for _, w := range info.Runtime.Warnings {
+		if strings.HasPrefix(w, "vmm confinement") {
+			t.Errorf("box warns: %s", w)
+		}
+	}
+	t.Logf("VMM pid %d: uid %s, NoNewPrivs %s, Seccomp %s; warnings %q", pid, fields["Uid"], fields["NoNewPrivs"], fields["Seccomp"], info.Runtime.Warnings)
 }
