@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -181,15 +182,25 @@ func (b *Box) stoppedError() error {
 	return errdefs.Errorf(errdefs.ErrInvalidState, "box %s is stopped", b.rec.ID)
 }
 
-// Start boots a stopped box. Its disk keeps what earlier runs wrote.
+// Start boots a stopped box. Its disk keeps what earlier runs wrote. A box
+// that another process started (or is starting) is joined instead: one box
+// never gets two VMs (its shim holds a lock on the box directory).
 func (b *Box) Start(ctx context.Context) error {
+	b.refresh()
 	b.mu.Lock()
+	if b.state == StateRunning {
+		b.mu.Unlock()
+		return nil
+	}
 	if err := b.setState(StateStarting); err != nil {
 		b.mu.Unlock()
 		return fmt.Errorf("start: %w", err)
 	}
 	b.mu.Unlock()
 	c, info, err := b.boot(ctx)
+	if errors.Is(err, errdefs.ErrAlreadyExists) {
+		c, info, err = b.join(ctx)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err != nil {
@@ -198,6 +209,43 @@ func (b *Box) Start(ctx context.Context) error {
 	}
 	b.attach(c, info)
 	return b.setState(StateRunning)
+}
+
+// join waits for the start of the box by another process to finish, and
+// connects to its shim.
+func (b *Box) join(ctx context.Context) (*conn, protocol.Info, error) {
+	deadline := time.Now().Add(b.rec.Config.BootTimeout + 15*time.Second)
+	for {
+		c, err := dialShim(b.path(shimapi.SocketFile), b.stoppedError)
+		if err == nil {
+			var info protocol.Info
+			if err = c.request(protocol.TInfo, nil, &info); err == nil {
+				return c, info, nil
+			}
+			c.Close()
+		}
+		if !shimLocked(b.path(shimapi.LockFile)) {
+			return nil, protocol.Info{}, fmt.Errorf("start box %s: another process started it, and its start failed: %w", b.rec.ID, b.stoppedError())
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, protocol.Info{}, errdefs.Errorf(errdefs.ErrTimeout, "start box %s: another process is starting it and has not finished", b.rec.ID)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// shimLocked reports whether a shim holds the box's lock file.
+func shimLocked(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB) != nil {
+		return true
+	}
+	unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	return false
 }
 
 func (b *Box) boot(ctx context.Context) (*conn, protocol.Info, error) {

@@ -34,7 +34,9 @@ func Run(cfg shimapi.Config, ready io.WriteCloser, parent io.Reader) error {
 	err := s.boot()
 	if err != nil {
 		writeReady(ready, shimapi.Ready{Kind: string(errdefs.KindOf(err)), Error: err.Error()})
-		s.writeExit("boot failed: " + err.Error())
+		if !errors.Is(err, errdefs.ErrAlreadyExists) { // that exit record is the running shim's
+			s.writeExit("boot failed: " + err.Error())
+		}
 		return err
 	}
 	writeReady(ready, shimapi.Ready{Info: &s.info})
@@ -66,7 +68,8 @@ func Run(cfg shimapi.Config, ready io.WriteCloser, parent io.Reader) error {
 type shim struct {
 	cfg         shimapi.Config
 	vmcfg       hv.Config
-	releaseUID  func() // the VMM's uid, when the shim allocated one
+	releaseUID  func()   // the VMM's uid, when the shim allocated one
+	lock        *os.File // the box's lock (shimapi.LockFile)
 	vm          *hv.VM
 	agent       net.Conn
 	agentReader *protocol.Reader
@@ -145,7 +148,25 @@ func (s *shim) jailUID(j *hv.Jail) error {
 	return nil
 }
 
+// lockBox takes the box's lock for the shim's life (released when the
+// process exits, however it exits).
+func (s *shim) lockBox() error {
+	f, err := os.OpenFile(s.cfg.Path(shimapi.LockFile), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return errdefs.Errorf(errdefs.ErrAlreadyExists, "box %s is already running or starting (another shim holds %s)", s.cfg.BoxID, shimapi.LockFile)
+	}
+	s.lock = f // kept open: the lock lives as long as the shim
+	return nil
+}
+
 func (s *shim) boot() error {
+	if err := s.lockBox(); err != nil {
+		return err
+	}
 	vmcfg, reason, err := s.vmConfig()
 	if err != nil {
 		return err

@@ -15,6 +15,9 @@ const (
 	LogFile     = "shim.log"    // the shim's own log (stdout and stderr)
 	ConsoleFile = "console.log" // the guest's serial console, capped by the shim
 	DiskFile    = "disk.ext4"   // the box's writable disk
+	// LockFile is flock'ed by the box's shim for its whole life: one box,
+	// one VM. Whoever fails to take it joins the running box instead.
+	LockFile = "shim.lock"
 )
 
 // Config is what the runtime hands the shim for one box start: what the box
