@@ -70,7 +70,11 @@ class CodeBox(SimpleBox):
         is not lost. ``timeout`` (seconds) interrupts the code and raises
         ``boxlite.TimeoutError``; the session keeps its state, unless the code
         ignored the interrupt: then the interpreter is restarted and the
-        error says that the state is gone."""
+        error says that the state is gone. Output past the runtime's output
+        limit (``Options.output_limit_bytes``, default 64 MiB per stream) is
+        dropped, and a last line says so:
+        ``[output truncated: stdout was longer than N bytes; the rest was dropped]``
+        (``run_cell()`` gives ``stdout_truncated`` instead)."""
         if not isinstance(code, str):
             raise TypeError(f"code must be str, not {type(code).__name__}")
         return (await self.run_cell(code, timeout)).output

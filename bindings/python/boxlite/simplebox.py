@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Dict, Optional
 
 from . import _copy
-from .box import Box, BoxInfo, BoxOptions, check_argv, check_env_dict, check_optional_str, check_timeout
+from .box import (Box, BoxInfo, BoxOptions, check_argv, check_env_dict, check_optional_str, check_output_limit,
+                  check_timeout)
 from .errors import InvalidArgumentError, InvalidStateError, NotFoundError, TimeoutError
 from .exec import ExecResult
 from .runtime import Boxlite
@@ -130,43 +132,53 @@ class SimpleBox:
         user: Optional[str] = None,
         timeout: Optional[float] = None,
         cwd: Optional[str] = None,
+        output_limit_bytes: Optional[int] = None,
     ) -> ExecResult:
         """Runs a command to completion and returns its ExecResult.
 
         A non-zero exit is a result, not an exception; a command that does not
         exist gives exit code 127 with the reason in ``error_message`` and
         stderr. ``timeout`` (seconds) kills the command and raises
-        ``boxlite.TimeoutError``."""
+        ``boxlite.TimeoutError``. At most ``output_limit_bytes`` per stream
+        (default: the runtime's, 64 MiB) is collected; the rest is read and
+        dropped, so the command never blocks, and ``stdout_truncated`` /
+        ``stderr_truncated`` say so (nothing is raised)."""
         box = self._require()
         argv = check_argv(cmd, args)
         envd = check_env_dict(env, "env")
         t = check_timeout(timeout)
         user = check_optional_str(user, "user")
         cwd = check_optional_str(cwd, "cwd")
+        limit = check_output_limit(output_limit_bytes) or box._runtime.output_limit_bytes
         display = " ".join(argv)
         try:
-            ex = await box.exec(argv[0], *argv[1:], env=envd, user=user, timeout=t, cwd=cwd, stdin=False)
+            ex = await box.exec(argv[0], *argv[1:], env=envd, user=user, timeout=t, cwd=cwd, stdin=False,
+                                output_limit_bytes=limit)
         except NotFoundError as e:
             return ExecResult(exit_code=127, stdout="", stderr=f"{e}\n", error_message=str(e))
         try:
             try:
-                # wait() buffers both streams whole (the result holds them
-                # anyway), then the reads below return at once.
+                # Both streams are read as they come (bounded buffers), keeping
+                # the first `limit` bytes of each; the exit is known after.
+                (out, out_dropped), (err, err_dropped) = await asyncio.gather(
+                    ex.stdout()._read_capped(limit), ex.stderr()._read_capped(limit))
                 st = await ex.wait()
             except NotFoundError as e:
                 return ExecResult(exit_code=127, stdout="", stderr=f"{e}\n", error_message=str(e))
-            out = await ex.stdout().read()
-            err = await ex.stderr().read()
         finally:
             ex.close()  # kills the process if we were cancelled
         if st.timed_out:
-            raise TimeoutError(f"Command '{display}' timed out after {t:g} seconds")
+            e = TimeoutError(f"Command '{display}' timed out after {t:g} seconds")
+            e.stdout, e.stderr = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+            raise e
         return ExecResult(
             exit_code=st.exit_code,
             stdout=out.decode("utf-8", "replace"),
             stderr=err.decode("utf-8", "replace"),
             timed_out=False,
             error_message=st.error_message,
+            stdout_truncated=out_dropped > 0,
+            stderr_truncated=err_dropped > 0,
         )
 
     # ---- files ----
