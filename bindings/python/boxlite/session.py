@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import codecs
 import json
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, Optional
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 from . import _ffi as raw
 from ._aio import blocking
@@ -135,15 +135,19 @@ class CellStream:
         result = await cell.result()
 
     The cell starts on first use. Output not read holds the cell back once
-    1 MiB is buffered, as a pipe would; ``result()`` collects the rest.
+    1 MiB is buffered, as a pipe would; ``result()`` collects the rest, at
+    most ``output_limit_bytes`` per stream (default: the runtime's, 64 MiB),
+    reading and dropping what comes past it.
     ``close()`` (or leaving ``async with``) interrupts a cell still running."""
 
-    def __init__(self, session: "PythonSession", code: str, timeout: Optional[float]):
+    def __init__(self, session: "PythonSession", code: str, timeout: Optional[float],
+                 output_limit_bytes: Optional[int] = None):
         if not isinstance(code, str):
             raise TypeError(f"code must be str, not {type(code).__name__}")
         self._session = session
         self._code = code
         self._timeout_ms = _timeout_ms(timeout)
+        self._limit = check_output_limit(output_limit_bytes)
         self._h: Optional[raw.Handle] = None
         self._starting: Optional[asyncio.Future] = None
         self._buf = raw.new_buffer(READ_CHUNK)
@@ -171,16 +175,13 @@ class CellStream:
     def __aiter__(self) -> "CellStream":
         return self
 
-    async def __anext__(self) -> CellChunk:
-        h = await self._handle()
+    async def _next_raw(self, h: raw.Handle) -> Optional[Tuple[int, bytes]]:
+        """The next output of the cell, (stream, bytes), or None at its end."""
         loop = asyncio.get_running_loop()
         while not self._eof:
             rc, stream, n = raw.cell_read(h, self._buf, 0)
             if rc == raw.OK:
-                text = self._decoders[stream].decode(raw.buffer_bytes(self._buf, n))
-                if text:
-                    return CellChunk("stdout" if stream == raw.STDOUT else "stderr", text)
-                continue
+                return stream, raw.buffer_bytes(self._buf, n)
             if rc == raw.EOF:
                 self._eof = True
                 break
@@ -191,6 +192,18 @@ class CellStream:
                 await fut
             finally:
                 loop.remove_reader(fd)
+        return None
+
+    async def __anext__(self) -> CellChunk:
+        h = await self._handle()
+        while True:
+            got = await self._next_raw(h)
+            if got is None:
+                break
+            stream, data = got
+            text = self._decoders[stream].decode(data)
+            if text:
+                return CellChunk("stdout" if stream == raw.STDOUT else "stderr", text)
         for sid, d in self._decoders.items():
             tail = d.decode(b"", final=True)
             if tail:
@@ -199,17 +212,47 @@ class CellStream:
 
     async def result(self) -> CellResult:
         """Waits for the cell's end: its CellResult, whose stdout/stderr hold
-        what iteration did not return. A timeout raises TimeoutError (its
-        ``result`` is the CellResult)."""
+        what iteration did not return, at most ``output_limit_bytes`` each
+        (``stdout_truncated`` / ``stderr_truncated`` when more was dropped).
+        A timeout raises TimeoutError (its ``result`` is the CellResult)."""
         if self._result is not None:
             return self._result
         h = await self._handle()
-        limit = self._session._box._runtime.output_limit_bytes
+        limit = self._limit or self._session._box._runtime.output_limit_bytes
+        kept = {raw.STDOUT: bytearray(), raw.STDERR: bytearray()}
+        cut = {raw.STDOUT: False, raw.STDERR: False}
+        # Read here (bounded, as it comes), so that the library holds nothing.
+        while True:
+            got = await self._next_raw(h)
+            if got is None:
+                break
+            stream, data = got
+            room = limit - len(kept[stream])
+            if len(data) > room:
+                cut[stream] = True
+                data = data[: max(room, 0)]
+            kept[stream] += data
+
+        def merged(r: CellResult) -> CellResult:
+            out, err = bytes(kept[raw.STDOUT]), bytes(kept[raw.STDERR])
+            # what the library still held (normally nothing) comes after
+            o2, e2 = r.stdout.encode("utf-8", "surrogatepass"), r.stderr.encode("utf-8", "surrogatepass")
+            out_cut = cut[raw.STDOUT] or r.stdout_truncated or len(out) + len(o2) > limit
+            err_cut = cut[raw.STDERR] or r.stderr_truncated or len(err) + len(e2) > limit
+            return replace(r, stdout=(out + o2)[:limit].decode("utf-8", "replace"),
+                           stderr=(err + e2)[:limit].decode("utf-8", "replace"),
+                           stdout_truncated=out_cut, stderr_truncated=err_cut, output_limit_bytes=limit)
+
         try:
-            _, text = await blocking(raw.cell_result, h, -1)
+            rc, text = raw.cell_result(h, 0)  # the output has ended, so the cell has
+            if rc == raw.AGAIN:
+                _, text = await blocking(raw.cell_result, h, -1)
         except TimeoutError as e:
-            raise _with_result(e, limit) from None
-        self._result = CellResult.from_json(text, limit)
+            e = _with_result(e, limit)
+            e.result = merged(e.result)
+            e.stdout, e.stderr = e.result.stdout, e.result.stderr
+            raise e from None
+        self._result = merged(CellResult.from_json(text, limit))
         return self._result
 
     async def interrupt(self) -> None:
@@ -260,27 +303,32 @@ class PythonSession:
             raise ClosedError("python session is closed")
         return self._h
 
-    async def run(self, code: str, timeout: Optional[float] = None) -> str:
+    async def run(self, code: str, timeout: Optional[float] = None, *,
+                  output_limit_bytes: Optional[int] = None) -> str:
         """Runs a cell and returns its stdout; when the cell fails, its stderr
-        and traceback follow (as ``python -c`` would print them)."""
-        return (await self.run_cell(code, timeout)).output
+        and traceback follow (as ``python -c`` would print them); when output
+        was dropped, a last line says so."""
+        return (await self.run_cell(code, timeout, output_limit_bytes=output_limit_bytes)).output
 
-    async def run_cell(self, code: str, timeout: Optional[float] = None) -> CellResult:
+    async def run_cell(self, code: str, timeout: Optional[float] = None, *,
+                       output_limit_bytes: Optional[int] = None) -> CellResult:
         """Runs a cell and returns its CellResult. An exception in the cell is
         a result (``error``). ``timeout`` (seconds) interrupts the cell and
         raises TimeoutError (``e.result``: the CellResult so far); the session
         keeps its state unless the cell ignored the interrupt, in which case
         the interpreter is restarted and the error says so. Cancelling the
-        awaiting task interrupts the cell too."""
-        cell = CellStream(self, code, timeout)
+        awaiting task interrupts the cell too. At most ``output_limit_bytes``
+        per stream (default: the runtime's, 64 MiB) is collected."""
+        cell = CellStream(self, code, timeout, output_limit_bytes)
         try:
             return await cell.result()
         finally:
             cell.close()
 
-    def stream(self, code: str, timeout: Optional[float] = None) -> CellStream:
+    def stream(self, code: str, timeout: Optional[float] = None, *,
+               output_limit_bytes: Optional[int] = None) -> CellStream:
         """A cell whose output can be iterated while it runs."""
-        return CellStream(self, code, timeout)
+        return CellStream(self, code, timeout, output_limit_bytes)
 
     async def reset(self) -> None:
         """Starts a fresh interpreter: every global, import and definition is gone."""

@@ -3,10 +3,10 @@ default 64 MiB): the rest is read and dropped, the result says so, the host
 does not grow with the box's output. One alpine:latest box for the module.
 
 Tests marked ``needs_capi_output_limit`` exercise paths where the library
-collects (boxlite_box_run, boxlite_session_exec, boxlite_session_run, the
-runtime option): they pass once the C ABI has "output_limit_bytes" and the
-result's stdout_truncated/stderr_truncated. The others cap in this package
-and pass with any library."""
+collects (boxlite_box_run, boxlite_session_exec, the runtime option): they
+pass once the C ABI has "output_limit_bytes" and the result's
+stdout_truncated/stderr_truncated. The others cap in this package (exec,
+Execution, CodeBox cells: see test_codebox.py) and pass with any library."""
 
 from __future__ import annotations
 
