@@ -143,7 +143,8 @@ def test_box_run_caps_at_64_mib(box, run):
     assert len(r.stdout) == 64 * MiB and r.stdout_truncated
     assert r.stderr == "err\n" and not r.stderr_truncated
     del r
-    assert grew < 200 * MiB, f"peak RSS grew by {grew / MiB:.0f} MiB"
+    # the library's 64 MiB, its copy for C, Python's bytes and str: under 300 MiB
+    assert grew < 300 * MiB, f"peak RSS grew by {grew / MiB:.0f} MiB"
 
 
 @needs_capi
