@@ -56,11 +56,19 @@ class Box {
       o.stdin = true;
     }
     if (o.tty) throw noTty();
+    if (o.outputLimitBytes !== undefined) {
+      throw new TypeError('exec: outputLimitBytes caps collected output (run(), SimpleBox.exec); an Execution streams it all');
+    }
     const h = native.boxExec(this._handle('exec'), commandJson(o));
     return new Execution(h, o.argv, !!o.stdin);
   }
 
-  /** Runs to completion on the C ABI's boxlite_box_run: {exitCode, signal, timedOut, stdout: Buffer, stderr: Buffer}. */
+  /**
+   * Runs to completion on the C ABI's boxlite_box_run: {exitCode, signal,
+   * timedOut, stdout: Buffer, stderr: Buffer, stdoutTruncated, stderrTruncated}.
+   * The library collects at most options.outputLimitBytes per stream (default:
+   * the runtime's, 64 MiB), reading and dropping the rest.
+   */
   async run(argv, options) {
     checkArgs(argv, 'argv');
     const o = execOptions(options);

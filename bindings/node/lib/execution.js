@@ -405,14 +405,41 @@ class Execution {
   }
 }
 
+/**
+ * Reads an output stream to its end keeping its first `limit` bytes, decoded
+ * as UTF-8: {text, truncated}. The rest is read too (the process is never
+ * blocked) and dropped.
+ */
+async function collectCapped(stream, limit) {
+  const dec = new StringDecoder('utf8');
+  let text = '';
+  let kept = 0;
+  let dropped = 0;
+  for await (const b of stream.buffers()) {
+    const room = limit - kept;
+    if (room >= b.length) {
+      text += dec.write(b);
+      kept += b.length;
+    } else {
+      if (room > 0) {
+        text += dec.write(b.subarray(0, room));
+        kept += room;
+      }
+      dropped += b.length - Math.max(room, 0);
+    }
+  }
+  return { text: text + dec.end(), truncated: dropped > 0 };
+}
+
 /** The C ABI's command JSON from Box.exec's options. */
-function commandJson({ argv, env, cwd, user, timeoutSecs, stdin }) {
+function commandJson({ argv, env, cwd, user, timeoutSecs, stdin, outputLimitBytes }) {
   const c = { argv };
   if (env && Object.keys(env).length) c.env = env;
   if (cwd !== undefined) c.cwd = cwd;
   if (user !== undefined) c.user = user;
   if (timeoutSecs !== undefined && timeoutSecs !== null) c.timeout_secs = timeoutSecs;
   if (stdin) c.stdin = true;
+  if (outputLimitBytes !== undefined) c.output_limit_bytes = outputLimitBytes; // absent: the runtime's
   return JSON.stringify(c);
 }
 
@@ -420,4 +447,4 @@ function noTty() {
   return unsupported('tty: true is not supported yet (the library has no PTYs); use tty: false');
 }
 
-module.exports = { Execution, OutputStream, StdinWriter, commandJson, noTty, HIGH_WATER };
+module.exports = { Execution, OutputStream, StdinWriter, commandJson, collectCapped, noTty, HIGH_WATER };

@@ -62,6 +62,8 @@ export interface JsOptions {
   homeDir?: string;
   /** Where boxlite-shim and guest/ are. Default: $BOXLITE_ASSETS, else beside libboxlite.so (inside this package). */
   assets?: string;
+  /** Bytes of output collected per stream of a command run to completion (SimpleBox.exec, Box.run, CodeBox.run, InteractiveBox.exec). Default 64 MiB. */
+  outputLimitBytes?: number;
   /** Not supported yet: only an empty array is accepted. */
   imageRegistries?: never[];
 }
@@ -144,6 +146,8 @@ export declare class JsBoxlite implements AsyncDisposable {
   static withDefaultConfig(): JsBoxlite;
   /** Sets the default runtime's options (before it is used). */
   static initDefault(options: JsOptions): void;
+  /** Output collected per stream of a command run to completion (JsOptions.outputLimitBytes, default 64 MiB). */
+  readonly outputLimitBytes: number;
   readonly images: { load(path: string): Promise<ImageInfo[]>; list(): Promise<ImageInfo[]> };
   create(options: JsBoxOptions, name?: string | null): Promise<JsBox>;
   get(idOrName: string): Promise<JsBox | null>;
@@ -170,6 +174,12 @@ export interface ExecOptions {
   timeoutMs?: number;
   /** Same as timeoutSecs. */
   timeout?: number;
+  /**
+   * Collected output kept per stream; the rest is read and dropped (stdoutTruncated /
+   * stderrTruncated). Default: the runtime's outputLimitBytes (64 MiB). Not for Box.exec,
+   * whose Execution streams everything.
+   */
+  outputLimitBytes?: number;
 }
 
 export interface BoxExecOptions extends ExecOptions {
@@ -195,6 +205,9 @@ export interface ExitStatus {
 export interface RunResult extends ExitStatus {
   stdout: Buffer;
   stderr: Buffer;
+  /** The stream was longer than the output limit: it holds the first outputLimitBytes only. */
+  stdoutTruncated: boolean;
+  stderrTruncated: boolean;
 }
 
 export declare class JsBox implements AsyncDisposable {
@@ -262,6 +275,9 @@ export interface ExecResult {
   exitCode: number;
   stdout: string;
   stderr: string;
+  /** stdout was longer than the output limit (outputLimitBytes, default 64 MiB): it holds the first bytes only; the rest was read and dropped. Not an error. */
+  stdoutTruncated: boolean;
+  stderrTruncated: boolean;
 }
 
 export interface SimpleBoxOptions extends JsBoxOptions {
@@ -319,6 +335,9 @@ export interface CellResult {
   timedOut: boolean;
   /** The interpreter ended under the cell and was started again: the session's state is gone. */
   restarted: boolean;
+  /** The stream was longer than the output limit and holds its first bytes only. */
+  stdoutTruncated: boolean;
+  stderrTruncated: boolean;
 }
 
 export interface CellChunk {
@@ -349,9 +368,9 @@ export declare class CellStream implements AsyncIterable<CellChunk>, AsyncDispos
 /** A live Python interpreter in a box: each cell sees the globals, imports and definitions of the cells before it. */
 export declare class PythonSession implements AsyncDisposable {
   readonly closed: boolean;
-  run(code: string, options?: { timeoutSecs?: number; timeout?: number; timeoutMs?: number }): Promise<string>;
-  runCell(code: string, options?: { timeoutSecs?: number; timeout?: number; timeoutMs?: number }): Promise<CellResult>;
-  stream(code: string, options?: { timeoutSecs?: number; timeout?: number; timeoutMs?: number }): CellStream;
+  run(code: string, options?: { timeoutSecs?: number; timeout?: number; timeoutMs?: number; outputLimitBytes?: number }): Promise<string>;
+  runCell(code: string, options?: { timeoutSecs?: number; timeout?: number; timeoutMs?: number; outputLimitBytes?: number }): Promise<CellResult>;
+  stream(code: string, options?: { timeoutSecs?: number; timeout?: number; timeoutMs?: number; outputLimitBytes?: number }): CellStream;
   interrupt(): void;
   /** Starts a fresh interpreter: all state is gone. */
   reset(): Promise<void>;
@@ -364,7 +383,7 @@ export declare class PythonSession implements AsyncDisposable {
 export declare class ShellSession implements AsyncDisposable {
   readonly closed: boolean;
   /** Each argument is one word (['eval', script] runs shell code); env is for this command only. */
-  exec(argv: string[], options?: { env?: EnvInput; timeoutSecs?: number; timeout?: number; timeoutMs?: number }): Promise<ExecResult>;
+  exec(argv: string[], options?: { env?: EnvInput; timeoutSecs?: number; timeout?: number; timeoutMs?: number; outputLimitBytes?: number }): Promise<ExecResult>;
   interrupt(): void;
   reset(): Promise<void>;
   info(): { kind: 'shell'; pid: number; restarts: number };
@@ -377,13 +396,14 @@ export declare class CodeBox extends SimpleBox {
   /**
    * Runs Python code as a cell of the box's persistent session; resolves to stdout. Rejects with
    * ExecError (exitCode, stderr with the traceback) on failure, TimeoutError on timeout. With env,
-   * cwd or user it runs in a fresh `python3 -c` instead.
+   * cwd or user it runs in a fresh `python3 -c` instead. stdout longer than outputLimitBytes is
+   * cut there and ends with "\n[output truncated: stdout was longer than N bytes; the rest was dropped]\n".
    */
   run(code: string, options?: ExecOptions & { env?: EnvInput }): Promise<string>;
   /** Runs a cell and resolves to everything it did; an exception is a result. */
-  runCell(code: string, options?: { timeoutSecs?: number; timeout?: number; timeoutMs?: number }): Promise<CellResult>;
+  runCell(code: string, options?: { timeoutSecs?: number; timeout?: number; timeoutMs?: number; outputLimitBytes?: number }): Promise<CellResult>;
   /** A cell whose output arrives while it runs. */
-  stream(code: string, options?: { timeoutSecs?: number; timeout?: number; timeoutMs?: number }): CellStream;
+  stream(code: string, options?: { timeoutSecs?: number; timeout?: number; timeoutMs?: number; outputLimitBytes?: number }): CellStream;
   /** Restarts run()'s interpreter. */
   reset(): Promise<void>;
   /** run()'s session. */

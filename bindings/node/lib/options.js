@@ -33,6 +33,17 @@ function checkSeconds(v, name) {
   return v;
 }
 
+/** Bytes of output collected per stream of a command run to completion (the C ABI's default). */
+const DEFAULT_OUTPUT_LIMIT = 64 * 1024 * 1024;
+
+/** An output limit: a whole number of bytes > 0 (undefined/null: the default). */
+function checkOutputLimit(v, name) {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'number' || !Number.isInteger(v)) throw new TypeError(`${name} must be a whole number of bytes, got ${typeOf(v) === 'number' ? v : typeOf(v)}`);
+  if (v <= 0 || v > Number.MAX_SAFE_INTEGER) throw new RangeError(`${name} must be > 0, got ${v}`);
+  return v;
+}
+
 function checkBool(v, name) {
   if (typeof v !== 'boolean') throw new TypeError(`${name} must be a boolean, got ${typeOf(v)}`);
   return v;
@@ -113,11 +124,11 @@ function boxOptions(o, where = 'options', extra = []) {
   return c;
 }
 
-/** Per-command options {cwd, user, timeoutSecs | timeoutMs | timeout (seconds)}. */
+/** Per-command options {cwd, user, timeoutSecs | timeoutMs | timeout (seconds), outputLimitBytes}. */
 function execOptions(o, where = 'options') {
   if (o === undefined || o === null) return {};
   if (!isPlainObject(o)) throw new TypeError(`${where} must be an object, got ${typeOf(o)}`);
-  const known = ['cwd', 'user', 'timeoutSecs', 'timeoutMs', 'timeout', 'env', 'stdin', 'tty'];
+  const known = ['cwd', 'user', 'timeoutSecs', 'timeoutMs', 'timeout', 'env', 'stdin', 'tty', 'outputLimitBytes'];
   for (const k of Object.keys(o)) {
     if (!known.includes(k)) throw new TypeError(`${where}.${k} is not a known option (${known.join(', ')})`);
   }
@@ -132,6 +143,8 @@ function execOptions(o, where = 'options') {
   if (o.env !== undefined) r.env = normalizeEnv(o.env, `${where}.env`);
   if (o.stdin !== undefined) r.stdin = checkBool(o.stdin, `${where}.stdin`);
   if (o.tty !== undefined && o.tty !== null) r.tty = checkBool(o.tty, `${where}.tty`);
+  const limit = checkOutputLimit(o.outputLimitBytes, `${where}.outputLimitBytes`);
+  if (limit !== undefined) r.outputLimitBytes = limit;
   return r;
 }
 
@@ -179,4 +192,7 @@ function boxInfo(j) {
   };
 }
 
-module.exports = { boxOptions, execOptions, checkArgs, checkString, normalizeEnv, boxInfo, camelize, isPlainObject, typeOf };
+module.exports = {
+  boxOptions, execOptions, checkArgs, checkString, checkOutputLimit, normalizeEnv, boxInfo, camelize, isPlainObject, typeOf,
+  DEFAULT_OUTPUT_LIMIT,
+};

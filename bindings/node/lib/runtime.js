@@ -5,7 +5,7 @@
 const native = require('./native');
 const { BoxliteError, errorCode, unsupported } = require('./errors');
 const { Box } = require('./box');
-const { boxOptions, boxInfo, checkString, isPlainObject, typeOf } = require('./options');
+const { boxOptions, boxInfo, checkString, checkOutputLimit, isPlainObject, typeOf, DEFAULT_OUTPUT_LIMIT } = require('./options');
 
 let defaultRuntime = null;
 let defaultOptions = {};
@@ -18,17 +18,24 @@ function runtimeJson(o) {
     if (v === undefined || v === null) continue;
     if (k === 'homeDir' || k === 'home') c.home = checkString(v, `options.${k}`);
     else if (k === 'assets' || k === 'assetsDir') c.assets = checkString(v, `options.${k}`);
+    else if (k === 'outputLimitBytes') c.output_limit_bytes = checkOutputLimit(v, `options.${k}`); // absent: the library's 64 MiB
     else if (k === 'imageRegistries') {
       if (!Array.isArray(v) || v.length) throw unsupported('options.imageRegistries: registry settings are not supported yet (images come from the local store)');
-    } else throw new TypeError(`options.${k} is not a known option (homeDir, assets)`);
+    } else throw new TypeError(`options.${k} is not a known option (homeDir, assets, outputLimitBytes)`);
   }
   return JSON.stringify(c);
 }
 
 class JsBoxlite {
-  /** new JsBoxlite({ homeDir?, assets? }): homeDir defaults to $BOXLITE_HOME, else ~/.boxlite. */
+  /**
+   * new JsBoxlite({ homeDir?, assets?, outputLimitBytes? }): homeDir defaults to
+   * $BOXLITE_HOME, else ~/.boxlite. outputLimitBytes (default 64 MiB) caps the
+   * output collected per stream of a command run to completion.
+   */
   constructor(options = {}) {
     this._json = runtimeJson(options);
+    /** Bytes collected per stream of a command run to completion (SimpleBox.exec, Box.run, CodeBox.run, ...). */
+    this.outputLimitBytes = JSON.parse(this._json).output_limit_bytes ?? DEFAULT_OUTPUT_LIMIT;
     this._opening = null;
     this._closed = false;
     this._closing = null;

@@ -12,7 +12,10 @@ const { checkArgs, checkString, execOptions, normalizeEnv, isPlainObject, typeOf
 
 const CHUNK = 64 << 10;
 
-/** The library's cell result JSON as {stdout, stderr, value, error, exitCode, timedOut, restarted}. */
+/**
+ * The library's cell result JSON as {stdout, stderr, value, error, exitCode,
+ * timedOut, restarted, stdoutTruncated, stderrTruncated}.
+ */
 function cellResult(json) {
   const j = json ? JSON.parse(json) : {};
   return {
@@ -23,7 +26,41 @@ function cellResult(json) {
     exitCode: j.exit_code ?? 0,
     timedOut: !!j.timed_out,
     restarted: !!j.restarted,
+    stdoutTruncated: !!j.stdout_truncated,
+    stderrTruncated: !!j.stderr_truncated,
   };
+}
+
+/** The line CodeBox.run appends when output was dropped ('' when none was); as Python's. */
+function truncationMarker(stdout, stderr, limit) {
+  const streams = [stdout && 'stdout', stderr && 'stderr'].filter(Boolean).join(' and ');
+  if (!streams) return '';
+  return `\n[output truncated: ${streams} was longer than ${limit ? `${limit} bytes` : 'the output limit'}; the rest was dropped]\n`;
+}
+
+/** Keeps the first `limit` bytes of a stream's buffers: {buf, truncated}. */
+class Capped {
+  constructor(limit) {
+    this.limit = limit;
+    this.parts = [];
+    this.kept = 0;
+    this.truncated = false;
+  }
+
+  push(b) {
+    const room = this.limit - this.kept;
+    if (b.length > room) {
+      this.truncated = true;
+      if (room <= 0) return;
+      b = b.subarray(0, room);
+    }
+    this.parts.push(b);
+    this.kept += b.length;
+  }
+
+  text() {
+    return Buffer.concat(this.parts, this.kept).toString('utf8');
+  }
 }
 
 /** A raw-layer error as the SDK's; a timeout keeps the partial result. */
@@ -98,7 +135,8 @@ class CellStream {
     this._closed = false;
     this._result = undefined;
     this._decoders = { 1: new StringDecoder('utf8'), 2: new StringDecoder('utf8') };
-    this._rest = { 1: [], 2: [] }; // output read by result(), not handed out
+    this._limitOption = o.outputLimitBytes;
+    this._rest = null; // output read by result(), not handed out: {1: Capped, 2: Capped}
   }
 
   async _handle() {
@@ -162,12 +200,19 @@ class CellStream {
   /**
    * Waits for the cell to end: {stdout, stderr (what iteration did not
    * return), value, error: {type, message, traceback} | null, exitCode,
-   * timedOut, restarted}. A timeout rejects with TimeoutError (`result`: the
-   * same, so far).
+   * timedOut, restarted, stdoutTruncated, stderrTruncated}. At most
+   * outputLimitBytes per stream (the option, else the runtime's, 64 MiB) is
+   * collected; the rest is read and dropped. A timeout rejects with
+   * TimeoutError (`result`: the same, so far).
    */
   async result() {
     if (this._result !== undefined) return this._result;
     const h = await this._handle();
+    if (!this._rest) {
+      const s = await this._getSession();
+      const limit = this._limitOption ?? s._box._rt.outputLimitBytes;
+      this._rest = { 1: new Capped(limit), 2: new Capped(limit) };
+    }
     for (;;) {
       const c = await this._next();
       if (c === null) break;
@@ -192,8 +237,16 @@ class CellStream {
   }
 
   _merge(r) {
-    r.stdout = Buffer.concat(this._rest[1]).toString('utf8') + r.stdout;
-    r.stderr = Buffer.concat(this._rest[2]).toString('utf8') + r.stderr;
+    // what the library still held (normally nothing: all was read above) goes after what was read
+    const out = this._rest[1];
+    const err = this._rest[2];
+    if (r.stdout) out.push(Buffer.from(r.stdout, 'utf8'));
+    if (r.stderr) err.push(Buffer.from(r.stderr, 'utf8'));
+    r.stdout = out.text();
+    r.stderr = err.text();
+    r.stdoutTruncated = r.stdoutTruncated || out.truncated;
+    r.stderrTruncated = r.stderrTruncated || err.truncated;
+    Object.defineProperty(r, 'outputLimitBytes', { value: out.limit, enumerable: false });
     return r;
   }
 
@@ -247,13 +300,17 @@ class PythonSession {
     return this._closed;
   }
 
-  /** Runs a cell; resolves to its stdout. A failing cell rejects (see CodeBox.run). */
+  /**
+   * Runs a cell; resolves to its stdout (and, when it failed, its stderr and
+   * traceback), then the truncation line when output was dropped.
+   */
   async run(code, options) {
     const r = await this.runCell(code, options);
-    return r.error ? r.stdout + r.stderr + r.error.traceback : r.stdout;
+    const text = r.error ? r.stdout + r.stderr + r.error.traceback : r.stdout;
+    return text + truncationMarker(r.stdoutTruncated, r.stderrTruncated && !!r.error, r.outputLimitBytes);
   }
 
-  /** Runs a cell; resolves to {stdout, stderr, value, error, exitCode, timedOut, restarted}. */
+  /** Runs a cell; resolves to {stdout, stderr, value, error, exitCode, timedOut, restarted, stdoutTruncated, stderrTruncated}. */
   async runCell(code, options) {
     const cell = new CellStream(async () => this, code, options);
     try {
@@ -326,20 +383,23 @@ class ShellSession {
 
   /**
    * Runs argv in the shell, each argument one word (['eval', script] runs
-   * shell code): {exitCode, stdout, stderr}. options: {env (this command
-   * only), timeoutSecs}. A timeout rejects with TimeoutError (stdout,
-   * stderr so far).
+   * shell code): {exitCode, stdout, stderr, stdoutTruncated,
+   * stderrTruncated}. options: {env (this command only), timeoutSecs,
+   * outputLimitBytes (default: the runtime's, 64 MiB per stream; the library
+   * drops the rest)}. A timeout rejects with TimeoutError (stdout, stderr so
+   * far).
    */
   async exec(argv, options) {
     checkArgs(argv, 'argv');
     if (!argv.length) throw new TypeError('argv must not be empty');
     const o = execOptions(options, 'options');
     if (o.cwd !== undefined || o.user !== undefined || o.tty || o.stdin) {
-      throw new TypeError('a shell session command takes only env and a timeout');
+      throw new TypeError('a shell session command takes only env, a timeout and outputLimitBytes');
     }
     const c = { argv };
     if (o.env && Object.keys(o.env).length) c.env = o.env;
     if (o.timeoutSecs) c.timeout_secs = o.timeoutSecs;
+    if (o.outputLimitBytes !== undefined) c.output_limit_bytes = o.outputLimitBytes; // absent: the runtime's
     let r;
     try {
       r = await raw.sessionExec(this._handle(), JSON.stringify(c));
@@ -349,10 +409,15 @@ class ShellSession {
         err.stdout = e.result.stdout.toString('utf8');
         err.stderr = e.result.stderr.toString('utf8');
         err.exitCode = e.result.exitCode;
+        err.stdoutTruncated = !!e.result.stdoutTruncated;
+        err.stderrTruncated = !!e.result.stderrTruncated;
       }
       throw err;
     }
-    return { exitCode: r.exitCode, stdout: r.stdout.toString('utf8'), stderr: r.stderr.toString('utf8') };
+    return {
+      exitCode: r.exitCode, stdout: r.stdout.toString('utf8'), stderr: r.stderr.toString('utf8'),
+      stdoutTruncated: !!r.stdoutTruncated, stderrTruncated: !!r.stderrTruncated,
+    };
   }
 
   /** Interrupts the running command, if any. */
@@ -380,4 +445,4 @@ class ShellSession {
   }
 }
 
-module.exports = { PythonSession, ShellSession, CellStream, cellResult };
+module.exports = { PythonSession, ShellSession, CellStream, cellResult, truncationMarker };

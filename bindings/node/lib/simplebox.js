@@ -3,9 +3,9 @@
 // box is created lazily on first use and stopped by stop() or `await using`.
 const { JsBoxlite } = require('./runtime');
 const { BoxliteError, ExecError, TimeoutError } = require('./errors');
-const { noTty } = require('./execution');
+const { noTty, collectCapped } = require('./execution');
 const { boxOptions, execOptions, checkArgs, checkString, normalizeEnv, isPlainObject, typeOf } = require('./options');
-const { PythonSession, ShellSession, CellStream } = require('./session');
+const { PythonSession, ShellSession, CellStream, truncationMarker } = require('./session');
 
 const SDK_KEYS = ['runtime', 'reuseExisting'];
 
@@ -107,13 +107,16 @@ class SimpleBox {
   }
 
   /**
-   * Runs a command and collects its output: {exitCode, stdout, stderr}.
-   * A non-zero exit is a result, not an error; a command that does not exist
-   * rejects with code "not_found"; a timeout rejects with TimeoutError.
+   * Runs a command and collects its output: {exitCode, stdout, stderr,
+   * stdoutTruncated, stderrTruncated}. A non-zero exit is a result, not an
+   * error; a command that does not exist rejects with code "not_found"; a
+   * timeout rejects with TimeoutError. At most outputLimitBytes per stream
+   * (default: the runtime's, 64 MiB) is kept; the rest is read and dropped,
+   * and stdoutTruncated / stderrTruncated say so (nothing rejects).
    *
    *   exec(cmd, ...args)
    *   exec(cmd, ...args, env)                      env: {K: V}
-   *   exec(cmd, args[], env?, { cwd, user, timeoutSecs })
+   *   exec(cmd, args[], env?, { cwd, user, timeoutSecs, outputLimitBytes })
    */
   async exec(cmd, ...rest) {
     const c = parseExec(cmd, rest);
@@ -133,15 +136,19 @@ class SimpleBox {
     if (o.tty) throw noTty();
     const box = await this._ensureBox();
     const ex = await box.exec({ argv, env: o.env, cwd: o.cwd, user: o.user, timeoutSecs: o.timeoutSecs, stdin: false });
+    const limit = o.outputLimitBytes ?? this._runtime.outputLimitBytes;
     try {
-      const [stdout, stderr] = await Promise.all([ex.stdout.text(), ex.stderr.text()]);
+      const [out, err] = await Promise.all([collectCapped(ex.stdout, limit), collectCapped(ex.stderr, limit)]);
       const x = await ex.wait();
       if (x.timedOut) {
         throw new TimeoutError(`exec ${JSON.stringify(argv)}: timed out after ${o.timeoutSecs}s`, {
-          command: argv.join(' '), exitCode: x.exitCode, stdout, stderr,
+          command: argv.join(' '), exitCode: x.exitCode, stdout: out.text, stderr: err.text,
         });
       }
-      return { exitCode: x.exitCode, stdout, stderr };
+      return {
+        exitCode: x.exitCode, stdout: out.text, stderr: err.text,
+        stdoutTruncated: out.truncated, stderrTruncated: err.truncated,
+      };
     } finally {
       ex.close();
     }
@@ -260,13 +267,15 @@ class CodeBox extends SimpleBox {
     checkString(code, 'code', { allowEmpty: true });
     const o = execOptions(options, 'options');
     if (o.env !== undefined || o.cwd !== undefined || o.user !== undefined) {
-      const r = await this._collect(['python3', '-c', code], { timeoutSecs: o.timeoutSecs, env: o.env, cwd: o.cwd, user: o.user });
+      const r = await this._collect(['python3', '-c', code], {
+        timeoutSecs: o.timeoutSecs, env: o.env, cwd: o.cwd, user: o.user, outputLimitBytes: o.outputLimitBytes,
+      });
       if (r.exitCode !== 0) throw new ExecError('run()', r.exitCode, r.stderr, { stdout: r.stdout });
-      return r.stdout;
+      return r.stdout + truncationMarker(r.stdoutTruncated, false, o.outputLimitBytes ?? this._runtime.outputLimitBytes);
     }
     const r = await this.runCell(code, options);
     if (r.error) throw new ExecError('run()', r.exitCode, r.stderr + r.error.traceback, { stdout: r.stdout });
-    return r.stdout;
+    return r.stdout + truncationMarker(r.stdoutTruncated, false, r.outputLimitBytes);
   }
 
   /**
@@ -373,7 +382,7 @@ class InteractiveBox extends SimpleBox {
     if (c.tty) throw noTty();
     const sh = await this.shellSession();
     try {
-      return await sh.exec(c.argv, { env: c.env, timeoutSecs: c.timeoutSecs });
+      return await sh.exec(c.argv, { env: c.env, timeoutSecs: c.timeoutSecs, outputLimitBytes: c.outputLimitBytes });
     } catch (e) {
       if (e instanceof TimeoutError) {
         const restarted = /restarted/.test(e.message) ? '; it ignored SIGINT, so the shell was restarted (working directory and variables reset)' : '';

@@ -130,7 +130,7 @@ test('CodeBox', { skip, ...T }, async (t) => {
 
   await t.test('runCell: value, streams, exception', async () => {
     let r = await codebox.runCell("import sys\nprint('out')\nprint('err', file=sys.stderr)\n{'answer': 6 * 7}");
-    assert.deepEqual(r, { stdout: 'out\n', stderr: 'err\n', value: "{'answer': 42}", error: null, exitCode: 0, timedOut: false, restarted: false });
+    assert.deepEqual(r, { stdout: 'out\n', stderr: 'err\n', value: "{'answer': 42}", error: null, exitCode: 0, timedOut: false, restarted: false, stdoutTruncated: false, stderrTruncated: false });
     r = await codebox.runCell("def check(v):\n    raise ValueError(f'negative: {v}')\ncheck(-1)");
     assert.equal(r.error.type, 'ValueError');
     assert.equal(r.error.message, 'negative: -1');
@@ -157,6 +157,21 @@ test('CodeBox', { skip, ...T }, async (t) => {
     const out = await codebox.run("import sys\nsys.stdout.write('z' * 3_000_000)\nfor i in range(10000): print(i)");
     assert.equal(out.length, 3_000_000 + Array.from({ length: 10000 }, (_, i) => `${i}\n`).join('').length);
     assert.ok(out.endsWith('\n9999\n'));
+  });
+
+  await t.test('output past the limit is dropped, and run() says so', async () => {
+    const marker = (n) => `\n[output truncated: stdout was longer than ${n} bytes; the rest was dropped]\n`;
+    let r = await codebox.runCell("import sys; sys.stdout.write('x' * (70 << 20)); print('e', file=sys.stderr)");
+    assert.equal(r.stdout.length, 64 << 20);
+    assert.ok(r.stdoutTruncated && !r.stderrTruncated);
+    assert.equal(r.stderr, 'e\n');
+    r = null;
+    assert.equal(await codebox.run("import sys; sys.stdout.write('y' * 5000)", { outputLimitBytes: 1000 }), 'y'.repeat(1000) + marker(1000));
+    r = await codebox.runCell("print('small')");
+    assert.ok(!r.stdoutTruncated && !r.stderrTruncated);
+    const s = await codebox.session();
+    const out = await s.run("import sys; sys.stdout.write('y' * 5000); 1/0", { outputLimitBytes: 1000 });
+    assert.ok(out.startsWith('y'.repeat(1000) + 'Traceback') && out.endsWith(marker(1000)), out.slice(-200));
   });
 
   await t.test('stream gives output while the cell runs', async () => {

@@ -205,11 +205,11 @@ test('SimpleBox', { skip, ...T }, async (t) => {
     try {
       assert.equal((await ib.exec('cd', '/tmp')).exitCode, 0);
       assert.equal((await ib.exec('export', 'A=1')).exitCode, 0);
-      assert.deepEqual(await ib.exec('sh', '-c', 'pwd; echo $A'), { exitCode: 0, stdout: '/tmp\n1\n', stderr: '' });
+      assert.deepEqual(await ib.exec('sh', '-c', 'pwd; echo $A'), { exitCode: 0, stdout: '/tmp\n1\n', stderr: '', stdoutTruncated: false, stderrTruncated: false });
       await ib.exec('eval', 'B=two');
       assert.equal((await ib.exec('eval', 'echo "$B"')).stdout, 'two\n');
       assert.equal((await ib.exec('echo', '$A', "it's", 'a;b')).stdout, "$A it's a;b\n", 'arguments are words');
-      assert.deepEqual(await ib.exec('sh', '-c', 'printf out; printf err >&2; exit 4'), { exitCode: 4, stdout: 'out', stderr: 'err' });
+      assert.deepEqual(await ib.exec('sh', '-c', 'printf out; printf err >&2; exit 4'), { exitCode: 4, stdout: 'out', stderr: 'err', stdoutTruncated: false, stderrTruncated: false });
       assert.equal((await ib.exec('sh', '-c', 'echo $C', { C: 'once' })).stdout, 'once\n');
       assert.equal((await ib.exec('sh', '-c', 'echo "[$C]"')).stdout, '[]\n');
       await assert.rejects(ib.exec('sleep', ['30'], null, { timeoutSecs: 1 }), (e) => e instanceof TimeoutError && /timed out/.test(e.message));

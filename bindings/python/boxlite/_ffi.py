@@ -68,6 +68,8 @@ typedef struct boxlite_result {
   size_t stdout_len;
   uint8_t *stderr_data;
   size_t stderr_len;
+  int stdout_truncated;
+  int stderr_truncated;
 } boxlite_result_t;
 
 const char *boxlite_version(void);
@@ -412,21 +414,28 @@ def box_exec(box: Handle, command_json: str) -> Handle:
 
 
 ExitTuple = Tuple[int, int, bool]  # exit_code, signal, timed_out
+# (exit, stdout, stderr, (stdout_truncated, stderr_truncated))
+RunTuple = Tuple[ExitTuple, bytes, bytes, Tuple[bool, bool]]
 
 
-def box_run(box: Handle, command_json: str) -> Tuple[ExitTuple, bytes, bytes]:
-    """Returns ((exit_code, signal, timed_out), stdout, stderr)."""
+def _take_result(r) -> RunTuple:
+    """Copies a boxlite_result_t and frees it."""
+    try:
+        return ((r.exit.exit_code, r.exit.signal, bool(r.exit.timed_out)),
+                bytes(ffi.buffer(r.stdout_data, r.stdout_len)) if r.stdout_len else b"",
+                bytes(ffi.buffer(r.stderr_data, r.stderr_len)) if r.stderr_len else b"",
+                (bool(r.stdout_truncated), bool(r.stderr_truncated)))
+    finally:
+        lib().boxlite_result_free(r)
+
+
+def box_run(box: Handle, command_json: str) -> RunTuple:
+    """Returns ((exit_code, signal, timed_out), stdout, stderr,
+    (stdout_truncated, stderr_truncated))."""
     out = ffi.new("boxlite_result_t **")
     err = _new_err()
     check(lib().boxlite_box_run(_ptr(box), _cstr(command_json, "command"), out, err), err, "box_run")
-    r = out[0]
-    try:
-        status = (r.exit.exit_code, r.exit.signal, bool(r.exit.timed_out))
-        stdout = bytes(ffi.buffer(r.stdout_data, r.stdout_len)) if r.stdout_len else b""
-        stderr = bytes(ffi.buffer(r.stderr_data, r.stderr_len)) if r.stderr_len else b""
-    finally:
-        lib().boxlite_result_free(r)
-    return status, stdout, stderr
+    return _take_result(out[0])
 
 
 def result_free(res) -> None:
@@ -569,20 +578,14 @@ def cell_free(c: Handle) -> None:
     c.close()
 
 
-def session_exec(s: Handle, command_json: str) -> Tuple[ExitTuple, bytes, bytes]:
+def session_exec(s: Handle, command_json: str) -> RunTuple:
     """As box_run; a timeout raises TimeoutError whose ``result`` is that tuple."""
     out = ffi.new("boxlite_result_t **")
     err = _new_err()
     rc = lib().boxlite_session_exec(_ptr(s), _cstr(command_json, "command"), out, err)
     result = None
-    r = out[0]
-    if r != ffi.NULL:
-        try:
-            result = ((r.exit.exit_code, r.exit.signal, bool(r.exit.timed_out)),
-                      bytes(ffi.buffer(r.stdout_data, r.stdout_len)) if r.stdout_len else b"",
-                      bytes(ffi.buffer(r.stderr_data, r.stderr_len)) if r.stderr_len else b"")
-        finally:
-            lib().boxlite_result_free(r)
+    if out[0] != ffi.NULL:
+        result = _take_result(out[0])
     try:
         check(rc, err, "session_exec")
     except errors.TimeoutError as e:

@@ -51,6 +51,21 @@ def check_optional_int(value: Any, what: str) -> Optional[int]:
     return value
 
 
+DEFAULT_OUTPUT_LIMIT = 64 << 20  # bytes collected per stream, as the library's default
+_MAX_OUTPUT_LIMIT = (1 << 63) - 1
+
+
+def check_output_limit(value: Any, what: str = "output_limit_bytes") -> Optional[int]:
+    """None (the default) or a number of bytes > 0."""
+    if value is None:
+        return None
+    if not _is_int(value):
+        raise TypeError(f"{what} must be int (bytes), not {type(value).__name__}")
+    if not 0 < value <= _MAX_OUTPUT_LIMIT:
+        raise InvalidArgumentError(f"{what} must be > 0, not {value}")
+    return value
+
+
 def check_timeout(value: Any, what: str = "timeout") -> Optional[float]:
     """None or a number of seconds >= 0 (0 means none)."""
     if value is None:
@@ -110,6 +125,7 @@ def command_json(
     tty: bool = False,
     rows: Optional[int] = None,
     cols: Optional[int] = None,
+    output_limit_bytes: Optional[int] = None,
 ) -> str:
     cmd: Dict[str, Any] = {"argv": list(argv)}
     if env:
@@ -128,6 +144,8 @@ def command_json(
         cmd["rows"] = rows
     if cols is not None:
         cmd["cols"] = cols
+    if output_limit_bytes is not None:
+        cmd["output_limit_bytes"] = output_limit_bytes  # absent: the runtime's
     return json.dumps(cmd)
 
 
@@ -343,6 +361,7 @@ class Box:
         stdin: bool = True,
         rows: Optional[int] = None,
         cols: Optional[int] = None,
+        output_limit_bytes: Optional[int] = None,
     ) -> Execution:
         """Starts ``cmd`` with ``args`` (never joined into a shell string) and
         returns its streaming Execution.
@@ -356,7 +375,13 @@ class Box:
         terminal of ``rows`` x ``cols`` (default 24 x 80): stdout carries the
         terminal's output (stderr included), stdin types into it (closing it
         types ^D) and ``resize_tty()`` changes its size. A command that does
-        not exist raises NotFoundError here or from ``wait()``."""
+        not exist raises NotFoundError here or from ``wait()``.
+
+        Output is streamed, so nothing is capped while it is read; but while
+        ``wait()`` is awaited, output nobody reads is held only up to
+        ``output_limit_bytes`` per stream (default: the runtime's, 64 MiB):
+        the rest of that stream is read and dropped, and
+        ``execution.stdout_truncated`` / ``stderr_truncated`` say so."""
         if args is not None:
             if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
                 raise TypeError(f"args must be a list of str, not {type(args).__name__}")
@@ -382,9 +407,10 @@ class Box:
             rows=rows,
             cols=cols,
         )
+        limit = check_output_limit(output_limit_bytes) or self._runtime.output_limit_bytes
         h = raw.box_exec(self._handle(), cmd_json)
         try:
-            ex = Execution(self, h, argv, bool(stdin))
+            ex = Execution(self, h, argv, bool(stdin), output_limit_bytes=limit)
         except BaseException:
             h.close()
             raise
@@ -399,11 +425,15 @@ class Box:
         user: Optional[str] = None,
         timeout: Optional[float] = None,
         cwd: Optional[str] = None,
+        output_limit_bytes: Optional[int] = None,
     ) -> ExecResult:
         """Runs a command to completion in one library call (boxlite_box_run,
         in a worker thread) and returns its ExecResult (``timed_out`` set when
-        its timeout killed it). Output is collected whole: for large or
-        unending output use exec()."""
+        its timeout killed it). The library collects at most
+        ``output_limit_bytes`` per stream (default: the runtime's, 64 MiB),
+        reading and dropping the rest: ``stdout_truncated`` /
+        ``stderr_truncated`` then say so. For all of a large output use
+        exec()."""
         argv = check_argv(cmd, args)
         cmd_json = command_json(
             argv,
@@ -411,14 +441,17 @@ class Box:
             cwd=check_optional_str(cwd, "cwd"),
             user=check_optional_str(user, "user"),
             timeout=check_timeout(timeout),
+            output_limit_bytes=check_output_limit(output_limit_bytes),
         )
-        (code, sig, timed_out), out, err = await blocking(raw.box_run, self._handle(), cmd_json)
+        (code, sig, timed_out), out, err, (out_cut, err_cut) = await blocking(raw.box_run, self._handle(), cmd_json)
         return ExecResult(
             exit_code=code,
             stdout=out.decode("utf-8", "replace"),
             stderr=err.decode("utf-8", "replace"),
             timed_out=timed_out,
             error_message=f"exec {' '.join(argv)}: timed out" if timed_out else None,
+            stdout_truncated=out_cut,
+            stderr_truncated=err_cut,
         )
 
     # ---- internals ----

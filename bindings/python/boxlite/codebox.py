@@ -63,28 +63,35 @@ class CodeBox(SimpleBox):
         self._sessions = [x for x in self._sessions if not x.closed] + [s]
         return s
 
-    async def run(self, code: str, timeout: Optional[float] = None) -> str:
+    async def run(self, code: str, timeout: Optional[float] = None, *,
+                  output_limit_bytes: Optional[int] = None) -> str:
         """Runs Python code as a cell of the session and returns its stdout.
         When the code fails (an uncaught exception, sys.exit with a non-zero
         code), its stderr and the traceback follow the stdout, so the reason
         is not lost. ``timeout`` (seconds) interrupts the code and raises
         ``boxlite.TimeoutError``; the session keeps its state, unless the code
         ignored the interrupt: then the interpreter is restarted and the
-        error says that the state is gone."""
+        error says that the state is gone. Output past ``output_limit_bytes``
+        per stream (default: the runtime's, 64 MiB) is read and dropped, and
+        a last line says so:
+        ``[output truncated: stdout was longer than N bytes; the rest was dropped]``
+        (``run_cell()`` gives ``stdout_truncated`` instead)."""
         if not isinstance(code, str):
             raise TypeError(f"code must be str, not {type(code).__name__}")
-        return (await self.run_cell(code, timeout)).output
+        return (await self.run_cell(code, timeout, output_limit_bytes=output_limit_bytes)).output
 
-    async def run_cell(self, code: str, timeout: Optional[float] = None) -> CellResult:
+    async def run_cell(self, code: str, timeout: Optional[float] = None, *,
+                       output_limit_bytes: Optional[int] = None) -> CellResult:
         """Runs a cell and returns its CellResult: ``stdout``, ``stderr``,
         ``value`` (repr of a trailing expression, as a notebook shows it),
         ``error`` (type, message, traceback), ``exit_code``. A timeout raises
         TimeoutError whose ``result`` is the CellResult so far."""
         if not isinstance(code, str):
             raise TypeError(f"code must be str, not {type(code).__name__}")
-        return await (await self.session()).run_cell(code, timeout)
+        return await (await self.session()).run_cell(code, timeout, output_limit_bytes=output_limit_bytes)
 
-    def stream(self, code: str, timeout: Optional[float] = None) -> "_LazyCellStream":
+    def stream(self, code: str, timeout: Optional[float] = None, *,
+               output_limit_bytes: Optional[int] = None) -> "_LazyCellStream":
         """Runs a cell, giving its output while it runs::
 
             cell = cb.stream("for i in range(3): print(i); time.sleep(1)")
@@ -94,7 +101,7 @@ class CodeBox(SimpleBox):
         """
         if not isinstance(code, str):
             raise TypeError(f"code must be str, not {type(code).__name__}")
-        return _LazyCellStream(self, code, timeout)
+        return _LazyCellStream(self, code, timeout, output_limit_bytes)
 
     async def reset(self) -> None:
         """Restarts run()'s interpreter: all its state is gone."""
@@ -131,9 +138,9 @@ class CodeBox(SimpleBox):
 class _LazyCellStream(CellStream):
     """A CellStream of CodeBox's default session, which it starts on first use."""
 
-    def __init__(self, cb: CodeBox, code: str, timeout: Optional[float]):
+    def __init__(self, cb: CodeBox, code: str, timeout: Optional[float], output_limit_bytes: Optional[int] = None):
         self._cb = cb
-        super().__init__(None, code, timeout)  # type: ignore[arg-type]
+        super().__init__(None, code, timeout, output_limit_bytes)  # type: ignore[arg-type]
 
     async def _handle(self):
         if self._session is None:

@@ -102,7 +102,9 @@ class ClosedError(BoxliteError):
 
 
 class LimitError(BoxliteError):
-    """A size or count limit was exceeded (e.g. a huge argument list)."""
+    """A size or count limit was exceeded (e.g. a huge argument list, or
+    copy_out's max_bytes / max_entries: then ``partial``, ``entries_written``,
+    ``bytes_written`` and ``path`` say what was left on the host)."""
 
     code, status = "limit", 9
 

@@ -19,6 +19,11 @@ class ExecResult:
         timed_out: True if the command's timeout killed it.
         error_message: why the command could not run or ended abnormally,
             else None.
+        stdout_truncated, stderr_truncated: True when that stream was longer
+            than the output limit (``output_limit_bytes``, default 64 MiB):
+            ``stdout``/``stderr`` then hold its first bytes only; the rest
+            was read (the command was never blocked) and dropped. Truncation
+            is not an error: nothing is raised.
     """
 
     exit_code: int
@@ -26,3 +31,5 @@ class ExecResult:
     stderr: str
     timed_out: bool = False
     error_message: Optional[str] = None
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False

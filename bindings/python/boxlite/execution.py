@@ -4,8 +4,11 @@ Output is pulled from the library without blocking: one reader per execution
 on the library's pollable fd (``loop.add_reader``) reads both streams until
 BOXLITE_AGAIN into bounded per-stream buffers, and the stream iterators take
 from them. A stream whose buffer is full is not read further, so a process whose
-output nobody consumes blocks as on a pipe (except while someone awaits
-``wait()``, which must not deadlock: then buffering is unbounded).
+output nobody consumes blocks as on a pipe, except while someone awaits
+``wait()``, which must not deadlock: then reading goes on, and output nobody
+reads is held up to the execution's output limit per stream (default 64 MiB);
+past it the rest of that stream is read and dropped, and
+``stdout_truncated``/``stderr_truncated`` say so.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import asyncio
 import codecs
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, AsyncIterator, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, AsyncIterator, List, Optional, Sequence, Tuple, Union
 
 from . import _ffi as raw
 from ._aio import blocking
@@ -49,11 +52,13 @@ class ExitStatus:
 
 
 class _Stream:
-    __slots__ = ("sid", "buf", "eof", "waiters", "decoder", "error")
+    __slots__ = ("sid", "buf", "eof", "waiters", "decoder", "error", "truncated", "dropped")
 
     def __init__(self, sid: int):
         self.sid = sid
         self.buf = bytearray()
+        self.truncated = False  # output past the limit was dropped (from then on, all of it)
+        self.dropped = 0
         self.eof = False
         self.waiters: List[asyncio.Future] = []
         self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
@@ -83,8 +88,10 @@ class Execution:
     process, ``wait()`` returns its ``ExitStatus``. ``close()`` (or ``async
     with``) releases the handle and kills the process if it still runs."""
 
-    def __init__(self, box: "Box", handle: raw.Handle, argv: Sequence[str], stdin_open: bool):
+    def __init__(self, box: "Box", handle: raw.Handle, argv: Sequence[str], stdin_open: bool,
+                 output_limit_bytes: int = 64 << 20):
         self._loop = asyncio.get_running_loop()
+        self._limit = output_limit_bytes
         self._thread = threading.get_ident()
         self._box = box  # keeps the box (and its runtime) alive
         self._h = handle
@@ -122,6 +129,21 @@ class Execution:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def stdout_truncated(self) -> bool:
+        """True once stdout output was dropped: while ``wait()`` was awaited,
+        more than ``output_limit_bytes`` of it was left unread."""
+        return self._streams[0].truncated
+
+    @property
+    def stderr_truncated(self) -> bool:
+        """As ``stdout_truncated``, for stderr."""
+        return self._streams[1].truncated
+
+    @property
+    def output_limit_bytes(self) -> int:
+        return self._limit
 
     def stdout(self) -> "ExecStdout":
         return self._stdout
@@ -222,7 +244,19 @@ class Execution:
             raise InvalidStateError("this execution belongs to another event loop")
 
     def _full(self, st: _Stream) -> bool:
-        return not self._unbounded and len(st.buf) >= HIGH_WATER
+        return not self._unbounded and not st.truncated and len(st.buf) >= HIGH_WATER
+
+    def _keep(self, st: _Stream, n: int) -> None:
+        """Takes n bytes just read into st's buffer, or past the limit (while
+        wait() reads on for nobody) drops them and all that follows."""
+        if not st.truncated and (not self._unbounded or len(st.buf) + n <= self._limit):
+            st.buf += raw.buffer_bytes(self._rbuf, n)
+            return
+        keep = 0 if st.truncated else max(0, self._limit - len(st.buf))
+        if keep:
+            st.buf += raw.buffer_bytes(self._rbuf, keep)
+        st.truncated = True
+        st.dropped += n - keep
 
     def _schedule_pump(self) -> None:
         if not self._pump_scheduled and not self._closed:
@@ -246,7 +280,7 @@ class Execution:
                     while True:
                         rc, n = raw.execution_read(h, st.sid, rbuf, 0)
                         if rc == raw.OK:
-                            st.buf += raw.buffer_bytes(rbuf, n)
+                            self._keep(st, n)
                             got = True
                             if self._full(st):
                                 break
@@ -429,6 +463,23 @@ class _OutputStream:
             if data is None:
                 return b"".join(parts)
             parts.append(data)
+
+    async def _read_capped(self, limit: int) -> "Tuple[bytearray, int]":
+        """Reads to the end keeping the first ``limit`` bytes: (them, how
+        many bytes past them were read and dropped)."""
+        out = bytearray()
+        dropped = 0
+        while True:
+            data = await self._ex._next_bytes(self._st)
+            if data is None:
+                return out, dropped + self._st.dropped
+            room = limit - len(out)
+            if room >= len(data):
+                out += data
+            else:
+                if room > 0:
+                    out += data[:room]
+                dropped += len(data) - max(room, 0)
 
     async def read_text(self) -> str:
         """Everything until the stream ends, as str (UTF-8, invalid bytes replaced)."""

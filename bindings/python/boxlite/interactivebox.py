@@ -111,21 +111,24 @@ class InteractiveBox(SimpleBox):
         user: Optional[str] = None,
         timeout: Optional[float] = None,
         cwd: Optional[str] = None,
+        output_limit_bytes: Optional[int] = None,
     ) -> ExecResult:
         """Runs a command in the box's shell and returns its ExecResult (a
         non-zero exit is a result; a command that does not exist exits 127).
         ``env`` is for this command only; ``timeout`` (seconds) interrupts it
         and raises ``boxlite.TimeoutError``. With ``user`` or ``cwd`` the
-        command runs outside the shell, as a separate process."""
+        command runs outside the shell, as a separate process. Output is
+        capped per stream as in SimpleBox.exec (``output_limit_bytes``)."""
         if user is not None or cwd is not None:
-            return await super().exec(cmd, *args, env=env, user=user, timeout=timeout, cwd=cwd)
+            return await super().exec(cmd, *args, env=env, user=user, timeout=timeout, cwd=cwd,
+                                      output_limit_bytes=output_limit_bytes)
         argv = check_argv(cmd, args)
         t = check_timeout(timeout)
         self._require()
         if self._sh is None or self._sh.closed:
             self._sh = await ShellSession.start(self._require(), shell=self._shell)
         try:
-            return await self._sh.exec(argv[0], *argv[1:], env=env, timeout=t)
+            return await self._sh.exec(argv[0], *argv[1:], env=env, timeout=t, output_limit_bytes=output_limit_bytes)
         except TimeoutError as e:
             msg = f"Command '{' '.join(argv)}' timed out after {t:g} seconds"
             if "restarted" in str(e):

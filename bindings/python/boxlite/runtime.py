@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional
 
 from . import _ffi as raw
 from ._aio import blocking
-from .box import Box, BoxInfo, BoxOptions, check_str
+from .box import DEFAULT_OUTPUT_LIMIT, Box, BoxInfo, BoxOptions, check_output_limit, check_str
 from .errors import BoxliteError, ClosedError, NotFoundError, UnsupportedError
 
 __all__ = ["Boxlite", "Options", "ImageHandle", "ImageInfo"]
@@ -20,20 +20,29 @@ __all__ = ["Boxlite", "Options", "ImageHandle", "ImageInfo"]
 class Options:
     """Runtime options. ``home_dir`` defaults to $BOXLITE_HOME, else
     ~/.boxlite; ``assets_dir`` (boxlite-shim and guest/) to $BOXLITE_ASSETS,
-    else the ones bundled with this package."""
+    else the ones bundled with this package. ``output_limit_bytes`` (default
+    64 MiB) caps the output collected per stream of a command run to
+    completion (``SimpleBox.exec``, ``Box.run``, ``InteractiveBox.exec``,
+    ``CodeBox.run``): what comes past it is read and dropped, and the result
+    says so (``stdout_truncated`` / ``stderr_truncated``); each call can set
+    its own."""
 
     home_dir: Optional[str] = None
     image_registries: List[Any] = field(default_factory=list)
     assets_dir: Optional[str] = None
+    output_limit_bytes: Optional[int] = None
 
     def to_json(self) -> Optional[str]:
         if self.image_registries:
             raise UnsupportedError("Options.image_registries is not supported yet: load images with runtime.images.load()")
-        o: Dict[str, str] = {}
+        o: Dict[str, Any] = {}
         if self.home_dir is not None:
             o["home"] = check_str(self.home_dir, "Options.home_dir")
         if self.assets_dir is not None:
             o["assets"] = check_str(self.assets_dir, "Options.assets_dir")
+        limit = check_output_limit(self.output_limit_bytes, "Options.output_limit_bytes")
+        if limit is not None:
+            o["output_limit_bytes"] = limit  # absent: the library's default, the same 64 MiB
         return json.dumps(o) if o else None
 
 
@@ -94,6 +103,7 @@ class Boxlite:
         if not isinstance(options, Options):
             raise TypeError(f"options must be boxlite.Options, not {type(options).__name__}")
         self._h = raw.runtime_new(options.to_json())
+        self._output_limit = options.output_limit_bytes or DEFAULT_OUTPUT_LIMIT
         self._boxes: "weakref.WeakSet[Box]" = weakref.WeakSet()
         self.images = ImageHandle(self)
 
@@ -117,6 +127,12 @@ class Boxlite:
     @property
     def closed(self) -> bool:
         return not self._h.alive
+
+    @property
+    def output_limit_bytes(self) -> int:
+        """The output collected per stream of a command run to completion
+        (``Options.output_limit_bytes``, default 64 MiB)."""
+        return self._output_limit
 
     async def create(self, options: BoxOptions, name: Optional[str] = None) -> Box:
         """Creates a box and boots it (blocks a worker thread, not the loop)."""

@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import codecs
 import json
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, Optional
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 from . import _ffi as raw
 from ._aio import blocking
-from .box import check_argv, check_env_dict, check_optional_str, check_timeout, command_json
+from .box import check_argv, check_env_dict, check_optional_str, check_output_limit, check_timeout, command_json
 from .errors import BoxliteError, ClosedError, TimeoutError
 from .exec import ExecResult
 
@@ -46,7 +46,10 @@ class CellResult:
     exception the cell raised, or None. ``exit_code`` is what ``python -c``
     would have exited with. ``restarted``: the interpreter ended under the
     cell (killed after ignoring a timeout, or os._exit, a crash) and a new
-    one was started, so the session's state is gone."""
+    one was started, so the session's state is gone. ``stdout_truncated`` /
+    ``stderr_truncated``: that stream was longer than the runtime's output
+    limit (``Options.output_limit_bytes``, default 64 MiB) and holds only its
+    first bytes; the rest was dropped."""
 
     stdout: str
     stderr: str
@@ -55,6 +58,9 @@ class CellResult:
     exit_code: int = 0
     timed_out: bool = False
     restarted: bool = False
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    output_limit_bytes: Optional[int] = field(default=None, compare=False, repr=False)
 
     @property
     def success(self) -> bool:
@@ -63,13 +69,15 @@ class CellResult:
     @property
     def output(self) -> str:
         """What ``CodeBox.run`` returns: stdout, then (when the cell failed)
-        its stderr and the traceback, as ``python -c`` would have printed."""
-        if self.error is None:
-            return self.stdout
-        return self.stdout + self.stderr + self.error.traceback
+        its stderr and the traceback, as ``python -c`` would have printed;
+        then, when output was dropped, a last line saying so, e.g.
+        ``[output truncated: stdout was longer than 67108864 bytes; the rest was dropped]``."""
+        out = self.stdout if self.error is None else self.stdout + self.stderr + self.error.traceback
+        return out + truncation_marker(self.stdout_truncated, self.stderr_truncated and self.error is not None,
+                                       self.output_limit_bytes)
 
     @staticmethod
-    def from_json(text: Optional[str]) -> "CellResult":
+    def from_json(text: Optional[str], output_limit_bytes: Optional[int] = None) -> "CellResult":
         d: Dict[str, Any] = json.loads(text) if text else {}
         e = d.get("error")
         return CellResult(
@@ -80,7 +88,19 @@ class CellResult:
             exit_code=d.get("exit_code", 0),
             timed_out=bool(d.get("timed_out")),
             restarted=bool(d.get("restarted")),
+            stdout_truncated=bool(d.get("stdout_truncated")),
+            stderr_truncated=bool(d.get("stderr_truncated")),
+            output_limit_bytes=output_limit_bytes,
         )
+
+
+def truncation_marker(stdout: bool, stderr: bool, limit: Optional[int]) -> str:
+    """The line CodeBox.run appends when output was dropped ("" if none was)."""
+    streams = " and ".join(n for n, cut in (("stdout", stdout), ("stderr", stderr)) if cut)
+    if not streams:
+        return ""
+    size = f"{limit} bytes" if limit else "the output limit"
+    return f"\n[output truncated: {streams} was longer than {size}; the rest was dropped]\n"
 
 
 def _timeout_ms(timeout: Optional[float]) -> int:
@@ -90,9 +110,9 @@ def _timeout_ms(timeout: Optional[float]) -> int:
     return max(1, int(t * 1000))
 
 
-def _with_result(e: TimeoutError) -> TimeoutError:
+def _with_result(e: TimeoutError, limit: Optional[int] = None) -> TimeoutError:
     """Attaches the partial CellResult to a cell's TimeoutError."""
-    r = CellResult.from_json(getattr(e, "result_json", None))
+    r = CellResult.from_json(getattr(e, "result_json", None), limit)
     e.result = r
     e.stdout, e.stderr, e.restarted = r.stdout, r.stderr, r.restarted
     return e
@@ -115,15 +135,19 @@ class CellStream:
         result = await cell.result()
 
     The cell starts on first use. Output not read holds the cell back once
-    1 MiB is buffered, as a pipe would; ``result()`` collects the rest.
+    1 MiB is buffered, as a pipe would; ``result()`` collects the rest, at
+    most ``output_limit_bytes`` per stream (default: the runtime's, 64 MiB),
+    reading and dropping what comes past it.
     ``close()`` (or leaving ``async with``) interrupts a cell still running."""
 
-    def __init__(self, session: "PythonSession", code: str, timeout: Optional[float]):
+    def __init__(self, session: "PythonSession", code: str, timeout: Optional[float],
+                 output_limit_bytes: Optional[int] = None):
         if not isinstance(code, str):
             raise TypeError(f"code must be str, not {type(code).__name__}")
         self._session = session
         self._code = code
         self._timeout_ms = _timeout_ms(timeout)
+        self._limit = check_output_limit(output_limit_bytes)
         self._h: Optional[raw.Handle] = None
         self._starting: Optional[asyncio.Future] = None
         self._buf = raw.new_buffer(READ_CHUNK)
@@ -151,16 +175,13 @@ class CellStream:
     def __aiter__(self) -> "CellStream":
         return self
 
-    async def __anext__(self) -> CellChunk:
-        h = await self._handle()
+    async def _next_raw(self, h: raw.Handle) -> Optional[Tuple[int, bytes]]:
+        """The next output of the cell, (stream, bytes), or None at its end."""
         loop = asyncio.get_running_loop()
         while not self._eof:
             rc, stream, n = raw.cell_read(h, self._buf, 0)
             if rc == raw.OK:
-                text = self._decoders[stream].decode(raw.buffer_bytes(self._buf, n))
-                if text:
-                    return CellChunk("stdout" if stream == raw.STDOUT else "stderr", text)
-                continue
+                return stream, raw.buffer_bytes(self._buf, n)
             if rc == raw.EOF:
                 self._eof = True
                 break
@@ -171,6 +192,18 @@ class CellStream:
                 await fut
             finally:
                 loop.remove_reader(fd)
+        return None
+
+    async def __anext__(self) -> CellChunk:
+        h = await self._handle()
+        while True:
+            got = await self._next_raw(h)
+            if got is None:
+                break
+            stream, data = got
+            text = self._decoders[stream].decode(data)
+            if text:
+                return CellChunk("stdout" if stream == raw.STDOUT else "stderr", text)
         for sid, d in self._decoders.items():
             tail = d.decode(b"", final=True)
             if tail:
@@ -179,16 +212,47 @@ class CellStream:
 
     async def result(self) -> CellResult:
         """Waits for the cell's end: its CellResult, whose stdout/stderr hold
-        what iteration did not return. A timeout raises TimeoutError (its
-        ``result`` is the CellResult)."""
+        what iteration did not return, at most ``output_limit_bytes`` each
+        (``stdout_truncated`` / ``stderr_truncated`` when more was dropped).
+        A timeout raises TimeoutError (its ``result`` is the CellResult)."""
         if self._result is not None:
             return self._result
         h = await self._handle()
+        limit = self._limit or self._session._box._runtime.output_limit_bytes
+        kept = {raw.STDOUT: bytearray(), raw.STDERR: bytearray()}
+        cut = {raw.STDOUT: False, raw.STDERR: False}
+        # Read here (bounded, as it comes), so that the library holds nothing.
+        while True:
+            got = await self._next_raw(h)
+            if got is None:
+                break
+            stream, data = got
+            room = limit - len(kept[stream])
+            if len(data) > room:
+                cut[stream] = True
+                data = data[: max(room, 0)]
+            kept[stream] += data
+
+        def merged(r: CellResult) -> CellResult:
+            out, err = bytes(kept[raw.STDOUT]), bytes(kept[raw.STDERR])
+            # what the library still held (normally nothing) comes after
+            o2, e2 = r.stdout.encode("utf-8", "surrogatepass"), r.stderr.encode("utf-8", "surrogatepass")
+            out_cut = cut[raw.STDOUT] or r.stdout_truncated or len(out) + len(o2) > limit
+            err_cut = cut[raw.STDERR] or r.stderr_truncated or len(err) + len(e2) > limit
+            return replace(r, stdout=(out + o2)[:limit].decode("utf-8", "replace"),
+                           stderr=(err + e2)[:limit].decode("utf-8", "replace"),
+                           stdout_truncated=out_cut, stderr_truncated=err_cut, output_limit_bytes=limit)
+
         try:
-            _, text = await blocking(raw.cell_result, h, -1)
+            rc, text = raw.cell_result(h, 0)  # the output has ended, so the cell has
+            if rc == raw.AGAIN:
+                _, text = await blocking(raw.cell_result, h, -1)
         except TimeoutError as e:
-            raise _with_result(e) from None
-        self._result = CellResult.from_json(text)
+            e = _with_result(e, limit)
+            e.result = merged(e.result)
+            e.stdout, e.stderr = e.result.stdout, e.result.stderr
+            raise e from None
+        self._result = merged(CellResult.from_json(text, limit))
         return self._result
 
     async def interrupt(self) -> None:
@@ -239,27 +303,32 @@ class PythonSession:
             raise ClosedError("python session is closed")
         return self._h
 
-    async def run(self, code: str, timeout: Optional[float] = None) -> str:
+    async def run(self, code: str, timeout: Optional[float] = None, *,
+                  output_limit_bytes: Optional[int] = None) -> str:
         """Runs a cell and returns its stdout; when the cell fails, its stderr
-        and traceback follow (as ``python -c`` would print them)."""
-        return (await self.run_cell(code, timeout)).output
+        and traceback follow (as ``python -c`` would print them); when output
+        was dropped, a last line says so."""
+        return (await self.run_cell(code, timeout, output_limit_bytes=output_limit_bytes)).output
 
-    async def run_cell(self, code: str, timeout: Optional[float] = None) -> CellResult:
+    async def run_cell(self, code: str, timeout: Optional[float] = None, *,
+                       output_limit_bytes: Optional[int] = None) -> CellResult:
         """Runs a cell and returns its CellResult. An exception in the cell is
         a result (``error``). ``timeout`` (seconds) interrupts the cell and
         raises TimeoutError (``e.result``: the CellResult so far); the session
         keeps its state unless the cell ignored the interrupt, in which case
         the interpreter is restarted and the error says so. Cancelling the
-        awaiting task interrupts the cell too."""
-        cell = CellStream(self, code, timeout)
+        awaiting task interrupts the cell too. At most ``output_limit_bytes``
+        per stream (default: the runtime's, 64 MiB) is collected."""
+        cell = CellStream(self, code, timeout, output_limit_bytes)
         try:
             return await cell.result()
         finally:
             cell.close()
 
-    def stream(self, code: str, timeout: Optional[float] = None) -> CellStream:
+    def stream(self, code: str, timeout: Optional[float] = None, *,
+               output_limit_bytes: Optional[int] = None) -> CellStream:
         """A cell whose output can be iterated while it runs."""
-        return CellStream(self, code, timeout)
+        return CellStream(self, code, timeout, output_limit_bytes)
 
     async def reset(self) -> None:
         """Starts a fresh interpreter: every global, import and definition is gone."""
@@ -309,22 +378,25 @@ class ShellSession:
         return self._h
 
     async def exec(self, cmd: str, *args: str, env: Optional[Dict[str, str]] = None,
-                   timeout: Optional[float] = None) -> ExecResult:
+                   timeout: Optional[float] = None, output_limit_bytes: Optional[int] = None) -> ExecResult:
         """Runs ``cmd args...`` in the shell, each argument quoted as one word
         (``exec("eval", "B=2")`` runs shell code). ``env`` is for this command
         only. A timeout (seconds) interrupts the command and raises
         TimeoutError (``e.result``: the ExecResult so far). Cancelling the
-        awaiting task interrupts the command."""
+        awaiting task interrupts the command. At most ``output_limit_bytes``
+        per stream (default: the runtime's, 64 MiB) is collected, the rest
+        dropped (``stdout_truncated`` / ``stderr_truncated``)."""
         argv = check_argv(cmd, args)
         t = check_timeout(timeout)
-        cmd_json = command_json(argv, env=check_env_dict(env, "env"), timeout=t)
+        cmd_json = command_json(argv, env=check_env_dict(env, "env"), timeout=t,
+                                output_limit_bytes=check_output_limit(output_limit_bytes))
         if self._lock is None:
             self._lock = asyncio.Lock()
         try:
             async with self._lock:  # so that a cancelled call interrupts its own command
                 h = self._handle()
                 try:
-                    (code, _sig, timed_out), out, err = await blocking(raw.session_exec, h, cmd_json)
+                    (code, _sig, timed_out), out, err, (out_cut, err_cut) = await blocking(raw.session_exec, h, cmd_json)
                 except asyncio.CancelledError:
                     try:
                         raw.session_interrupt(h)
@@ -334,9 +406,10 @@ class ShellSession:
         except TimeoutError as e:
             r = getattr(e, "result", None)
             if r is not None:
-                (code, _sig, _), out, err = r
+                (code, _sig, _), out, err, (out_cut, err_cut) = r
                 e.result = ExecResult(code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
-                                      timed_out=True, error_message=str(e))
+                                      timed_out=True, error_message=str(e),
+                                      stdout_truncated=out_cut, stderr_truncated=err_cut)
                 e.stdout, e.stderr = e.result.stdout, e.result.stderr
             raise
         stderr = err.decode("utf-8", "replace")
@@ -344,7 +417,8 @@ class ShellSession:
         if code == 127 and "not found" in stderr:  # as SimpleBox.exec reports a missing command
             message = stderr.strip()
         return ExecResult(exit_code=code, stdout=out.decode("utf-8", "replace"), stderr=stderr,
-                          timed_out=timed_out, error_message=message)
+                          timed_out=timed_out, error_message=message,
+                          stdout_truncated=out_cut, stderr_truncated=err_cut)
 
     async def reset(self) -> None:
         """Starts a fresh shell (working directory and variables back to the start)."""

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Dict, Optional
 
 from . import _copy
-from .box import Box, BoxInfo, BoxOptions, check_argv, check_env_dict, check_optional_str, check_timeout
+from .box import (Box, BoxInfo, BoxOptions, check_argv, check_env_dict, check_optional_str, check_output_limit,
+                  check_timeout)
 from .errors import InvalidArgumentError, InvalidStateError, NotFoundError, TimeoutError
 from .exec import ExecResult
 from .runtime import Boxlite
@@ -130,43 +132,53 @@ class SimpleBox:
         user: Optional[str] = None,
         timeout: Optional[float] = None,
         cwd: Optional[str] = None,
+        output_limit_bytes: Optional[int] = None,
     ) -> ExecResult:
         """Runs a command to completion and returns its ExecResult.
 
         A non-zero exit is a result, not an exception; a command that does not
         exist gives exit code 127 with the reason in ``error_message`` and
         stderr. ``timeout`` (seconds) kills the command and raises
-        ``boxlite.TimeoutError``."""
+        ``boxlite.TimeoutError``. At most ``output_limit_bytes`` per stream
+        (default: the runtime's, 64 MiB) is collected; the rest is read and
+        dropped, so the command never blocks, and ``stdout_truncated`` /
+        ``stderr_truncated`` say so (nothing is raised)."""
         box = self._require()
         argv = check_argv(cmd, args)
         envd = check_env_dict(env, "env")
         t = check_timeout(timeout)
         user = check_optional_str(user, "user")
         cwd = check_optional_str(cwd, "cwd")
+        limit = check_output_limit(output_limit_bytes) or box._runtime.output_limit_bytes
         display = " ".join(argv)
         try:
-            ex = await box.exec(argv[0], *argv[1:], env=envd, user=user, timeout=t, cwd=cwd, stdin=False)
+            ex = await box.exec(argv[0], *argv[1:], env=envd, user=user, timeout=t, cwd=cwd, stdin=False,
+                                output_limit_bytes=limit)
         except NotFoundError as e:
             return ExecResult(exit_code=127, stdout="", stderr=f"{e}\n", error_message=str(e))
         try:
             try:
-                # wait() buffers both streams whole (the result holds them
-                # anyway), then the reads below return at once.
+                # Both streams are read as they come (bounded buffers), keeping
+                # the first `limit` bytes of each; the exit is known after.
+                (out, out_dropped), (err, err_dropped) = await asyncio.gather(
+                    ex.stdout()._read_capped(limit), ex.stderr()._read_capped(limit))
                 st = await ex.wait()
             except NotFoundError as e:
                 return ExecResult(exit_code=127, stdout="", stderr=f"{e}\n", error_message=str(e))
-            out = await ex.stdout().read()
-            err = await ex.stderr().read()
         finally:
             ex.close()  # kills the process if we were cancelled
         if st.timed_out:
-            raise TimeoutError(f"Command '{display}' timed out after {t:g} seconds")
+            e = TimeoutError(f"Command '{display}' timed out after {t:g} seconds")
+            e.stdout, e.stderr = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+            raise e
         return ExecResult(
             exit_code=st.exit_code,
             stdout=out.decode("utf-8", "replace"),
             stderr=err.decode("utf-8", "replace"),
             timed_out=False,
             error_message=st.error_message,
+            stdout_truncated=out_dropped > 0,
+            stderr_truncated=err_dropped > 0,
         )
 
     # ---- files ----
@@ -180,12 +192,27 @@ class SimpleBox:
                             follow_symlinks=follow_symlinks, include_parent=include_parent)
 
     async def copy_out(self, container_src: str, host_dest: str, *, overwrite: bool = True,
-                       follow_symlinks: bool = False, include_parent: bool = True) -> None:
+                       follow_symlinks: bool = False, include_parent: bool = True,
+                       max_bytes: Optional[int] = _copy.COPY_OUT_MAX_BYTES,
+                       max_entries: Optional[int] = _copy.COPY_OUT_MAX_ENTRIES) -> None:
         """Copies a file or directory from the box to the host (like ``docker
-        cp``). Raises NotFoundError when the source does not exist. Files get
-        the calling user as owner; devices and set-id bits are dropped."""
+        cp``): into ``host_dest`` if that is a directory, else to that path.
+        Raises NotFoundError when the source does not exist.
+
+        What the box sends is treated as hostile: nothing is written outside
+        ``host_dest`` or through a symlink (one already there or one the copy
+        brought); the box's symlinks arrive as symlinks; hard links become
+        copies; device nodes and FIFOs are not created; files get the calling
+        user as owner, without set-id bits. ``max_bytes`` (default 1 GiB of
+        file data) and ``max_entries`` (default 100,000) cap the copy (None:
+        no cap); past them LimitError is raised. A copy to a new path is
+        renamed into place only when complete, so an error leaves nothing; a
+        copy merged into an existing directory leaves what it wrote so far,
+        and the error says so (``e.partial``, ``e.entries_written``,
+        ``e.bytes_written``, ``e.path``)."""
         await _copy.copy_out(self._require(), container_src, host_dest, overwrite=overwrite,
-                             follow_symlinks=follow_symlinks, include_parent=include_parent)
+                             follow_symlinks=follow_symlinks, include_parent=include_parent,
+                             max_bytes=max_bytes, max_entries=max_entries)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(image={self._box_options.image!r}, {'started' if self._started else 'not started'})"

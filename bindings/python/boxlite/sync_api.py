@@ -287,11 +287,12 @@ class SyncSimpleBox:
 class SyncCodeBox(SyncSimpleBox):
     _cls = CodeBox
 
-    def run(self, code: str, timeout: Optional[float] = None) -> str:
-        return _run(self._sb.run(code, timeout))
+    def run(self, code: str, timeout: Optional[float] = None, *, output_limit_bytes: Optional[int] = None) -> str:
+        return _run(self._sb.run(code, timeout, output_limit_bytes=output_limit_bytes))
 
-    def run_cell(self, code: str, timeout: Optional[float] = None) -> CellResult:
-        return _run(self._sb.run_cell(code, timeout))
+    def run_cell(self, code: str, timeout: Optional[float] = None, *,
+                 output_limit_bytes: Optional[int] = None) -> CellResult:
+        return _run(self._sb.run_cell(code, timeout, output_limit_bytes=output_limit_bytes))
 
     def stream(self, code: str, timeout: Optional[float] = None) -> Iterator[CellChunk]:
         """The cell's output chunks while it runs (then its end)."""

@@ -369,29 +369,157 @@ def test_copy_errors(box, run, tmp_path):
         run(box.copy_in(str(tmp_path / "f"), 5))
 
 
-def test_copy_out_refuses_hostile_archive(box, run, tmp_path):
-    # A box can put anything in the tar it sends: a symlink to the host's
-    # tmp_path followed by a file written "through" it must be refused.
-    run(box.exec("sh", "-c", f"rm -rf /evil && mkdir -p /evil && ln -s {tmp_path} /evil/escape"))
-    # Build the hostile archive in the box by hand: entry evil/escape (symlink)
-    # then evil/escape/pwned (a file) - busybox tar appends with a second -c.
-    run(box.exec("sh", "-c", "cd / && mkdir -p /stage/evil/escape && echo pwned > /stage/evil/escape/pwned && "
-                              "tar -c -f /tmp/a.tar evil && cd /stage && tar -c -f /tmp/b.tar evil/escape/pwned && "
-                              "cat /tmp/a.tar | head -c -1024 > /tmp/evil.tar && cat /tmp/b.tar >> /tmp/evil.tar"))
+def _host_tree(root):
+    """Host files a box must never reach: {relative path: sha256 or link target}."""
+    (root / "hd").mkdir(parents=True)
+    (root / "secret").write_bytes(b"host secret\n")
+    (root / "hd" / "inner").write_bytes(b"host inner\n")
+    return _hashes(root)
+
+
+def _hashes(root):
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for n in dirnames + filenames:
+            p = os.path.join(dirpath, n)
+            if os.path.islink(p):
+                out[os.path.relpath(p, root)] = "-> " + os.readlink(p)
+            elif os.path.isfile(p):
+                with open(p, "rb") as f:
+                    out[os.path.relpath(p, root)] = hashlib.sha256(f.read()).hexdigest()
+            else:
+                out[os.path.relpath(p, root)] = "dir %o" % (os.stat(p).st_mode & 0o7777)
+    return out
+
+
+def test_copy_out_twice_never_writes_through_planted_symlinks(box, run, tmp_path):
+    # A box plants symlinks to host paths; a second copy_out into the same
+    # folder (a merge) must replace them, never write through them.
+    host = tmp_path / "host"
+    before = _host_tree(host)
+    out = tmp_path / "out"
+    out.mkdir()
+    rel_file = os.path.relpath(host / "secret", out / "tree")  # ../host/secret
+    rel_dir = os.path.relpath(host / "hd", out / "tree" / "sub")  # ../../../host/hd
+    plant = (f"rm -rf /tree /tree2 && mkdir -p /tree/sub && echo real > /tree/real && "
+             f"ln -s {host}/secret /tree/x && ln -s {host}/hd /tree/d && ln -s {rel_file} /tree/r && "
+             f"ln -s {rel_dir} /tree/sub/rd && ln -s {host}/hd /tree2")
+    assert run(box.exec("sh", "-c", plant)).exit_code == 0
+    run(box.copy_out("/tree", out))
+    run(box.copy_out("/tree2", out))
+    t = out / "tree"
+    assert os.readlink(t / "x") == f"{host}/secret" and os.readlink(t / "d") == f"{host}/hd"
+    assert os.readlink(t / "r") == rel_file and os.readlink(t / "sub" / "rd") == rel_dir
+    assert os.readlink(out / "tree2") == f"{host}/hd"
+    assert (t / "r").read_bytes() == b"host secret\n"  # the link does point at the host file
+    # Now the box turns every link into a real file or directory of its own.
+    swap = ("cd /tree && rm x d r sub/rd && echo pwned > x && mkdir d && echo pwned > d/inner && "
+            "echo pwned > r && mkdir sub/rd && echo pwned > sub/rd/inner && "
+            "rm /tree2 && mkdir /tree2 && echo pwned > /tree2/inner")
+    assert run(box.exec("sh", "-c", swap)).exit_code == 0
+    run(box.copy_out("/tree", out))  # merges into out/tree
+    run(box.copy_out("/tree", str(out) + "/"))
+    run(box.copy_out("/tree2", out))  # replaces the link out/tree2
+    run(box.copy_out("/tree/", out, include_parent=False))  # contents into out itself
+    assert _hashes(host) == before, "a host file outside the destination changed"
+    for p in (t / "x", t / "r", t / "d" / "inner", t / "sub" / "rd" / "inner", out / "tree2" / "inner", out / "x"):
+        assert not os.path.islink(p) and p.read_bytes() == b"pwned\n", p
+    assert not os.path.islink(t / "d") and not os.path.islink(out / "tree2")
+    assert (t / "real").read_text() == "real\n"
+    assert not [n for n in os.listdir(out) if n.startswith(".boxlite-copy")]
+
+
+def test_copy_out_refuses_hostile_archive(box, run, tmp_path, monkeypatch):
+    # What a box whose root replaced sh or tar (or whose kernel lies) could
+    # send in reply to copy_out's tar: here the script run in the box is
+    # swapped for one that sends a prepared archive, then zeros forever.
     from boxlite import _copy
 
-    async def hostile():
-        ex = await box.box.exec("cat", "/tmp/evil.tar")
-        data = await ex.stdout().read()
-        await ex.wait()
-        ex.close()
-        import io
+    monkeypatch.setattr(_copy, "OUT_SCRIPT", "cat /tmp/$(cat /tmp/which); head -c 50000000 /dev/zero")
+    host = tmp_path / "host"
+    before = _host_tree(host)
+    out = tmp_path / "out"
+    (out / "evil").mkdir(parents=True)
+    (out / "evil" / "keep").write_text("keep")
+    # evil/escape -> host, then evil/escape/pwned: a symlink, then a file through it
+    build = (f"rm -rf /stage && mkdir -p /stage/evil && cd /stage && ln -s {host} evil/escape && "
+             "tar -c -f /tmp/a.tar evil && rm evil/escape && mkdir evil/escape && "
+             "echo pwned > evil/escape/pwned && tar -c -f /tmp/b.tar evil/escape/pwned && "
+             "head -c -1024 /tmp/a.tar > /tmp/evil.tar && cat /tmp/b.tar >> /tmp/evil.tar && "
+             "echo pwned > evil/secret && tar -c -f /tmp/ok.tar evil/secret && "
+             "tar -c -f /tmp/outside.tar -C / etc/hostname")
+    assert run(box.exec("sh", "-c", build)).exit_code == 0, "setup"
+    run(box.exec("sh", "-c", "echo evil.tar > /tmp/which"))
+    with pytest.raises(boxlite.InvalidArgumentError, match="symlink") as ei:
+        run(box.copy_out("/evil", out))  # merging into out/evil
+    assert ei.value.path == str(out / "evil")
+    with pytest.raises(boxlite.InvalidArgumentError, match="symlink"):
+        run(box.copy_out("/evil", tmp_path / "new"))  # a new path
+    assert not (tmp_path / "new").exists()
+    run(box.exec("sh", "-c", "echo outside.tar > /tmp/which"))
+    with pytest.raises(boxlite.InvalidArgumentError, match="unexpected path"):
+        run(box.copy_out("/evil", tmp_path / "outside"))
+    # a valid archive, then 50 MB more: stopped, not drained forever, nothing kept
+    run(box.exec("sh", "-c", "echo ok.tar > /tmp/which"))
+    with pytest.raises(boxlite.InvalidArgumentError, match="after the end of the archive"):
+        run(box.copy_out("/evil", tmp_path / "trailing"))
+    assert not (tmp_path / "trailing").exists() and not (tmp_path / "outside").exists()
+    assert (out / "evil" / "keep").read_text() == "keep"
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".boxlite-copy")]
+    assert _hashes(host) == before
 
-        with pytest.raises(boxlite.InvalidArgumentError, match="symlink"):
-            _copy._extract(io.BytesIO(data), "evil", str(tmp_path / "dest"), True, False)
 
-    run(hostile())
-    assert not (tmp_path / "pwned").exists()
+def test_copy_out_limits(box, run, tmp_path):
+    assert run(box.exec("sh", "-c", "rm -rf /lim && mkdir -p /lim/many && head -c 3000000 /dev/zero > /lim/big && "
+                                    "cd /lim/many && for i in $(seq 50); do echo $i > f$i; done")).exit_code == 0
+    with pytest.raises(boxlite.LimitError, match="max_bytes") as ei:
+        run(box.copy_out("/lim", tmp_path / "a", max_bytes=1 << 20))
+    assert ei.value.code == "limit" and not ei.value.partial
+    assert not (tmp_path / "a").exists()
+    with pytest.raises(boxlite.LimitError, match="max_entries"):
+        run(box.copy_out("/lim/many", tmp_path / "b", max_entries=10))
+    merged = tmp_path / "m"
+    (merged / "many").mkdir(parents=True)
+    with pytest.raises(boxlite.LimitError) as ei:
+        run(box.copy_out("/lim/many", merged, max_entries=10))
+    assert ei.value.partial and ei.value.entries_written == 10 and "left in place" in str(ei.value)
+    run(box.copy_out("/lim", tmp_path / "c", max_bytes=4 << 20))
+    assert os.path.getsize(tmp_path / "c" / "big") == 3000000
+    with pytest.raises(boxlite.InvalidArgumentError):
+        run(box.copy_out("/lim", tmp_path / "d", max_bytes=0))
+    with pytest.raises(TypeError):
+        run(box.copy_out("/lim", tmp_path / "d", max_entries="10"))
+
+
+def _peak_rss_reset() -> None:
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # resets VmHWM to the current RSS
+
+
+def _vm(key: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) << 10
+    raise AssertionError(key)
+
+
+def test_copy_out_streams(box, run, tmp_path):
+    # 96 MiB through copy_out: the host never holds the archive.
+    assert run(box.exec("sh", "-c", "head -c 100663296 /dev/urandom > /root/stream.bin")).exit_code == 0
+    digest = run(box.exec("sha256sum", "/root/stream.bin")).stdout.split()[0]
+    _peak_rss_reset()
+    base = _vm("VmRSS")
+    run(box.copy_out("/root/stream.bin", tmp_path / "s.bin"))
+    grew = _vm("VmHWM") - base
+    run(box.exec("rm", "/root/stream.bin"))
+    h = hashlib.sha256()
+    with open(tmp_path / "s.bin", "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    assert h.hexdigest() == digest
+    print(f"copy_out of 96 MiB: peak RSS grew by {grew / (1 << 20):.1f} MiB")
+    assert grew < 24 << 20, f"peak RSS grew by {grew >> 20} MiB copying 96 MiB"
 
 
 # ---- sync API on the same box ---------------------------------------------------------------------

@@ -262,3 +262,18 @@ def test_session_raw_layer(cb, run):
         cb.stream(42)
     with pytest.raises(boxlite.InvalidArgumentError, match="timeout"):
         run(cb.run_cell("1", timeout=-1))
+
+
+def test_run_output_truncated_marker(cb, run):
+    # A cell's output is collected up to the runtime's limit (64 MiB) per stream.
+    r = run(cb.run_cell("import sys; sys.stdout.write('x' * (70 << 20)); print('e', file=sys.stderr)"))
+    assert len(r.stdout) == 64 << 20 and r.stdout_truncated and not r.stderr_truncated and r.stderr == "e\n"
+    del r
+    out = run(cb.run("import sys; sys.stdout.write('y' * 5000)", output_limit_bytes=1000))
+    assert out == "y" * 1000 + "\n[output truncated: stdout was longer than 1000 bytes; the rest was dropped]\n"
+    out = run(cb.run("import sys; sys.stdout.write('y' * 5000); 1/0", output_limit_bytes=1000))
+    assert out.startswith("y" * 1000 + "Traceback") and out.endswith(
+        "\n[output truncated: stdout was longer than 1000 bytes; the rest was dropped]\n")
+    assert run(cb.run("print('small')")) == "small\n"
+    r = run(cb.run_cell("print('small')"))
+    assert not r.stdout_truncated and not r.stderr_truncated

@@ -21,15 +21,18 @@ def _decls(text: str):
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
     funcs = set(re.findall(r"\b(boxlite_[a-z_]+)\s*\(", text))
     defines = dict(re.findall(r"#define\s+(BOXLITE_[A-Z_]+)\s+(-?\d+)\b", text))
-    return funcs, defines
+    structs = {name: " ".join(body.split()) for name, body in
+               re.findall(r"typedef\s+struct\s+(boxlite_[a-z_]+)\s*\{(.*?)\}", text, flags=re.S)}
+    return funcs, defines, structs
 
 
 @pytest.mark.skipif(not HEADER.exists(), reason="include/boxlite.h is not in this checkout")
 def test_cdef_mirrors_header():
-    h_funcs, h_defines = _decls(HEADER.read_text())
-    c_funcs, c_defines = _decls(raw.CDEF)
+    h_funcs, h_defines, h_structs = _decls(HEADER.read_text())
+    c_funcs, c_defines, c_structs = _decls(raw.CDEF)
     assert h_funcs == c_funcs
     assert h_defines == c_defines
+    assert h_structs == c_structs  # field by field: cffi lays the structs out from the cdef
     # and the raw layer has one Python function per C function
     for f in h_funcs:
         assert callable(getattr(raw, f[len("boxlite_"):])), f
