@@ -6,6 +6,7 @@ import "C"
 import (
 	"context"
 	"errors"
+	"runtime/debug"
 	"syscall"
 	"time"
 	"unsafe"
@@ -151,8 +152,18 @@ func newResult(res *core.ExecResult) *C.boxlite_result_t {
 	r.stdout_data, r.stdout_len = cBytes(res.Stdout)
 	r.stderr_data, r.stderr_len = cBytes(res.Stderr)
 	r.stdout_truncated, r.stderr_truncated = cBool(res.StdoutTruncated), cBool(res.StderrTruncated)
+	if len(res.Stdout)+len(res.Stderr) > bigResult {
+		// The caller copies the result again (a Python bytes, a JS Buffer):
+		// give Go's copies back first, so that the host's peak stays near
+		// two copies of the output rather than four.
+		res.Stdout, res.Stderr = nil, nil
+		debug.FreeOSMemory()
+	}
 	return r
 }
+
+// bigResult is the size past which newResult returns Go's memory at once.
+const bigResult = 8 << 20
 
 func cBool(b bool) C.int {
 	if b {

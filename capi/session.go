@@ -326,6 +326,7 @@ type shellCommand struct {
 	Argv        []string          `json:"argv"`
 	Env         map[string]string `json:"env"`
 	TimeoutSecs float64           `json:"timeout_secs"`
+	OutputLimit int64             `json:"output_limit_bytes"`
 }
 
 //export boxlite_session_exec
@@ -351,7 +352,10 @@ func boxlite_session_exec(p *C.boxlite_session_t, cmdJSON *C.cchar_t, out **C.bo
 	if c.TimeoutSecs < 0 {
 		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "shell command: timeout_secs %v is negative", c.TimeoutSecs), cerr)
 	}
-	res, err := o.sh.Exec(context.Background(), c.Argv, c.Env, time.Duration(c.TimeoutSecs*float64(time.Second)))
+	if c.OutputLimit < 0 {
+		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "shell command: output_limit_bytes %d is negative", c.OutputLimit), cerr)
+	}
+	res, err := o.sh.ExecLimit(context.Background(), c.Argv, c.Env, time.Duration(c.TimeoutSecs*float64(time.Second)), c.OutputLimit)
 	if res == nil || (err != nil && !errors.Is(err, errdefs.ErrTimeout)) {
 		return status(err, cerr)
 	}

@@ -125,6 +125,15 @@ func (s *ShellSession) Restarts() int {
 // error wraps ErrSessionRestarted). If the command ends the shell (exit,
 // exec), the result is the shell's exit and the next Exec gets a new shell.
 func (s *ShellSession) Exec(ctx context.Context, argv []string, env map[string]string, timeout time.Duration) (*ExecResult, error) {
+	return s.ExecLimit(ctx, argv, env, timeout, 0)
+}
+
+// ExecLimit is Exec keeping at most limit bytes of each stream (0: the
+// session's SessionOptions.OutputLimit).
+func (s *ShellSession) ExecLimit(ctx context.Context, argv []string, env map[string]string, timeout time.Duration, limit int64) (*ExecResult, error) {
+	if limit < 0 {
+		return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "shell session: negative output limit %d", limit)
+	}
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "shell session: empty command")
 	}
@@ -196,8 +205,8 @@ func (s *ShellSession) Exec(ctx context.Context, argv []string, env map[string]s
 		err       error
 	}
 	outCh, errCh := make(chan marker, 1), make(chan marker, 1)
-	go func() { o, f, t, err := p.out.next(seq); outCh <- marker{o, f, t, err} }()
-	go func() { o, f, t, err := p.err.next(seq); errCh <- marker{o, f, t, err} }()
+	go func() { o, f, t, err := p.out.next(seq, limit); outCh <- marker{o, f, t, err} }()
+	go func() { o, f, t, err := p.err.next(seq, limit); errCh <- marker{o, f, t, err} }()
 	if _, err := io.WriteString(p.p.stdin(), script); err != nil {
 		p.p.kill()
 	}
@@ -375,9 +384,9 @@ func (s *ShellSession) launch(ctx context.Context) (*shProc, error) {
 	}
 	ch := make(chan ready, 1)
 	go func() {
-		_, f, _, err := p.out.next(0)
+		_, f, _, err := p.out.next(0, 0)
 		if err == nil {
-			_, _, _, err = p.err.next(0)
+			_, _, _, err = p.err.next(0, 0)
 		}
 		ch <- ready{f, err}
 	}()
@@ -487,13 +496,16 @@ func (m *markerStream) abandon() {
 
 // next returns the output before the marker of seq and the marker's fields
 // (token excluded: seq, then the status on stdout), with truncated set when
-// more than the limit came. Output after a marker belongs to the next
-// command. An error means the stream ended first; the output so far is
-// returned with it.
-func (m *markerStream) next(seq int) (out []byte, fields []string, truncated bool, err error) {
+// more than limit (0: the stream's) came. Output after a marker belongs to
+// the next command. An error means the stream ended first; the output so far
+// is returned with it.
+func (m *markerStream) next(seq int, limit int64) (out []byte, fields []string, truncated bool, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	o := newCapBuffer(m.limit)
+	if limit == 0 {
+		limit = m.limit
+	}
+	o := newCapBuffer(limit)
 	defer func() { out, truncated = o.Bytes(), o.Truncated() }()
 	for {
 		if i := bytes.Index(m.buf[m.scanned:], m.token); i >= 0 {

@@ -289,7 +289,8 @@ void boxlite_cell_free(boxlite_cell_t *c);
  * each argument is quoted as one word, never joined into a script; a builtin
  * such as cd or export, or `eval SCRIPT` for shell code, acts on the
  * session's shell), "env": {"K": "V"} (this command only: it then runs in a
- * subshell), "timeout_secs": 0}. The command's stdin is /dev/null. *out as
+ * subshell), "timeout_secs": 0, "output_limit_bytes": N (default: the
+ * session's)}. The command's stdin is /dev/null. *out as
  * for boxlite_box_run. A timeout sends SIGINT to the command and returns
  * BOXLITE_ERR_TIMEOUT with *out set (exit.timed_out = 1), the shell keeping
  * its state; a command that ignores it is killed with the shell, which is

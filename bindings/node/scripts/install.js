@@ -86,12 +86,9 @@ function main() {
   const cc = process.env.CC || 'gcc';
   const out = path.join(native, 'boxlite.node');
   const tmp = `${out}.tmp${process.pid}`;
-  // A boxlite.h from before the output limit has no stdout_truncated in
-  // boxlite_result_t: the addon then reports the flags as false.
-  const legacy = !/\bstdout_truncated\b/.test(fs.readFileSync(path.join(native, 'include', 'boxlite.h'), 'utf8'));
   const args = [
     '-shared', '-fPIC', '-O2', '-g', '-std=gnu11', '-Wall', '-Wextra', '-Wno-unused-parameter',
-    '-fvisibility=hidden', ...(legacy ? ['-DBOXLITE_NO_RESULT_TRUNCATED'] : []),
+    '-fvisibility=hidden',
     '-I', napiInclude, '-I', path.join(native, 'include'),
     path.join(pkg, 'src', 'addon.c'),
     '-L', native, '-lboxlite', '-lpthread',

@@ -312,25 +312,17 @@ static napi_value undefined(napi_env env) {
 }
 
 /* {exitCode, signal, timedOut, stdout: Buffer, stderr: Buffer, stdoutTruncated,
- * stderrTruncated} of a result. BOXLITE_NO_RESULT_TRUNCATED: built against a
- * boxlite.h from before the output limit (scripts/install.js sets it when the
- * header lacks the fields); the flags are then false. */
+ * stderrTruncated} of a result. */
 static napi_value run_result(napi_env env, const boxlite_result_t *r) {
   napi_value o = make_exit(env, &r->exit), v;
   napi_create_buffer_copy(env, r->stdout_len, r->stdout_data, NULL, &v);
   napi_set_named_property(env, o, "stdout", v);
   napi_create_buffer_copy(env, r->stderr_len, r->stderr_data, NULL, &v);
   napi_set_named_property(env, o, "stderr", v);
-#ifndef BOXLITE_NO_RESULT_TRUNCATED
   napi_get_boolean(env, r->stdout_truncated != 0, &v);
   napi_set_named_property(env, o, "stdoutTruncated", v);
   napi_get_boolean(env, r->stderr_truncated != 0, &v);
   napi_set_named_property(env, o, "stderrTruncated", v);
-#else
-  napi_get_boolean(env, false, &v);
-  napi_set_named_property(env, o, "stdoutTruncated", v);
-  napi_set_named_property(env, o, "stderrTruncated", v);
-#endif
   return o;
 }
 

@@ -2,11 +2,6 @@
 // Output collected from a command is capped per stream (outputLimitBytes,
 // default 64 MiB): the rest is read and dropped, the result says so, the host
 // does not grow with the box's output. One alpine box.
-//
-// Tests named "[needs capi output limit]" exercise paths where the library
-// collects (boxlite_box_run, boxlite_session_exec, the runtime option): they
-// pass once the C ABI has "output_limit_bytes" and the result's
-// stdout_truncated / stderr_truncated. The others cap in this package.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
@@ -17,7 +12,6 @@ const { home, ensureImage, missingImage, thrown } = require('./helpers');
 const skip = missingImage('alpine:latest');
 const T = { timeout: 600_000 };
 const MiB = 1 << 20;
-const CAPI = '[needs capi output limit]';
 const BIG = `head -c ${96 * MiB} /dev/zero; echo err >&2`; // 96 MiB of stdout, then a line of stderr
 
 function vm(key) {
@@ -84,7 +78,7 @@ test('output limit', { skip, ...T }, async (t) => {
     assert.equal(truncationMarker(false, false, 3), '');
   });
 
-  await t.test(`${CAPI} Box.run keeps 64 MiB of stdout`, async () => {
+  await t.test(`Box.run keeps 64 MiB of stdout`, async () => {
     const b = await box.getBox();
     const base = resetPeak();
     let r = await b.run(['sh', '-c', BIG]);
@@ -96,7 +90,7 @@ test('output limit', { skip, ...T }, async (t) => {
     assert.ok(grew < 300 * MiB, `peak RSS grew by ${(grew / MiB).toFixed(0)} MiB`);
   });
 
-  await t.test(`${CAPI} Box.run and the shell session with a limit per call`, async () => {
+  await t.test(`Box.run and the shell session with a limit per call`, async () => {
     const b = await box.getBox();
     let r = await b.run(['sh', '-c', 'seq 1 20000; echo e >&2'], { outputLimitBytes: 1000 });
     assert.equal(r.stdout.length, 1000);
@@ -115,7 +109,7 @@ test('output limit', { skip, ...T }, async (t) => {
     }
   });
 
-  await t.test(`${CAPI} the runtime option`, async () => {
+  await t.test(`the runtime option`, async () => {
     const rt = new JsBoxlite({ homeDir: home, outputLimitBytes: 4096 });
     const small = new SimpleBox({ image: 'alpine:latest', memoryMib: 256, runtime: rt });
     try {

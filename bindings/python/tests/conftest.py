@@ -87,11 +87,3 @@ def pytest_report_header(config):
         f"libboxlite: {_ffi.library_path()}",
         f"BOXLITE_HOME: {os.environ['BOXLITE_HOME']}",
     ]
-
-
-def pytest_configure(config):
-    config.addinivalue_line(
-        "markers",
-        "needs_capi_output_limit: needs the C ABI's output limit (\"output_limit_bytes\" in command and runtime "
-        "JSON, stdout_truncated/stderr_truncated in boxlite_result_t and session results)",
-    )

@@ -1,12 +1,6 @@
 """Output collected from a command is capped per stream (output_limit_bytes,
 default 64 MiB): the rest is read and dropped, the result says so, the host
-does not grow with the box's output. One alpine:latest box for the module.
-
-Tests marked ``needs_capi_output_limit`` exercise paths where the library
-collects (boxlite_box_run, boxlite_session_exec, the runtime option): they
-pass once the C ABI has "output_limit_bytes" and the result's
-stdout_truncated/stderr_truncated. The others cap in this package (exec,
-Execution, CodeBox cells: see test_codebox.py) and pass with any library."""
+does not grow with the box's output. One alpine:latest box for the module."""
 
 from __future__ import annotations
 
@@ -19,7 +13,6 @@ from boxlite.session import CellError, CellResult, ShellSession
 from conftest import need_image
 
 MiB = 1 << 20
-needs_capi = pytest.mark.needs_capi_output_limit
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +128,6 @@ def test_cell_result_marker():
 # ---- collected by the library (need the C ABI's output limit) ----------------------------------
 
 
-@needs_capi
 def test_box_run_caps_at_64_mib(box, run):
     base = _reset_peak()
     r = run(box.box.run("sh", "-c", BIG))
@@ -147,7 +139,6 @@ def test_box_run_caps_at_64_mib(box, run):
     assert grew < 300 * MiB, f"peak RSS grew by {grew / MiB:.0f} MiB"
 
 
-@needs_capi
 def test_box_run_limit_per_call(box, run):
     r = run(box.box.run("sh", "-c", "seq 1 20000; echo e >&2", output_limit_bytes=1000))
     assert len(r.stdout) == 1000 and r.stdout_truncated and not r.stderr_truncated and r.stderr == "e\n"
@@ -155,7 +146,6 @@ def test_box_run_limit_per_call(box, run):
     assert (r.stdout, r.stdout_truncated, r.stderr_truncated) == ("small\n", False, False)
 
 
-@needs_capi
 def test_shell_session_limit(box, run):
     async def go():
         sh = await ShellSession.start(box.box)
@@ -173,7 +163,6 @@ def test_shell_session_limit(box, run):
     assert len(big.stdout) == 64 * MiB and big.stdout_truncated
 
 
-@needs_capi
 def test_runtime_option(run, tmp_path):
     # A runtime with a 4 KiB limit: SimpleBox.exec and Box.run both use it.
     import os
