@@ -721,63 +721,72 @@ func (p *pyProc) fail(err error) {
 
 // read dispatches the driver's frames until the interpreter is gone.
 func (p *pyProc) read(br *bufio.Reader) {
-	var err error
-	for {
-		var typ byte
-		var payload []byte
-		if typ, payload, err = readDriverFrame(br); err != nil {
-			break
-		}
-		p.mu.Lock()
-		c := p.cell
-		p.mu.Unlock()
-		switch typ {
-		case 'O', 'E':
-			ch := Chunk{Stream: 1, Data: payload}
-			if typ == 'E' {
-				ch.Stream = 2
+	// The driver runs in the box: its frames are hostile input, and a bug they
+	// trigger ends this interpreter, not the host process.
+	err := func() (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("panic while handling a driver frame: %v", r)
 			}
-			if c != nil {
-				c.push(ch)
-				continue
+		}()
+		for {
+			var typ byte
+			var payload []byte
+			if typ, payload, err = readDriverFrame(br); err != nil {
+				break
 			}
 			p.mu.Lock()
-			if p.idleSize+len(payload) <= idleOutputBytes {
-				p.idle = append(p.idle, ch)
-				p.idleSize += len(payload)
-			} else {
-				p.dropped += len(payload)
-			}
+			c := p.cell
 			p.mu.Unlock()
-		case 'S':
-			if c != nil {
-				c.markStarted()
-			}
-		case 'R':
-			var r driverResult
-			if jerr := json.Unmarshal(payload, &r); jerr != nil {
-				err = fmt.Errorf("result: %v", jerr)
-			} else if c == nil || r.ID != c.id {
-				err = fmt.Errorf("result of cell %d, which is not running", r.ID)
+			switch typ {
+			case 'O', 'E':
+				ch := Chunk{Stream: 1, Data: payload}
+				if typ == 'E' {
+					ch.Stream = 2
+				}
+				if c != nil {
+					c.push(ch)
+					continue
+				}
+				p.mu.Lock()
+				if p.idleSize+len(payload) <= idleOutputBytes {
+					p.idle = append(p.idle, ch)
+					p.idleSize += len(payload)
+				} else {
+					p.dropped += len(payload)
+				}
+				p.mu.Unlock()
+			case 'S':
+				if c != nil {
+					c.markStarted()
+				}
+			case 'R':
+				var r driverResult
+				if jerr := json.Unmarshal(payload, &r); jerr != nil {
+					err = fmt.Errorf("result: %v", jerr)
+				} else if c == nil || r.ID != c.id {
+					err = fmt.Errorf("result of cell %d, which is not running", r.ID)
+				}
+				if err != nil {
+					break
+				}
+				p.mu.Lock()
+				p.cell = nil
+				p.mu.Unlock()
+				c.complete(r)
+			case 'X':
+				var x struct{ Message string }
+				json.Unmarshal(payload, &x)
+				fmt.Fprintf(p.errTail, "driver: %s\n", x.Message)
+			default:
+				err = fmt.Errorf("unknown frame type %q", typ)
 			}
 			if err != nil {
 				break
 			}
-			p.mu.Lock()
-			p.cell = nil
-			p.mu.Unlock()
-			c.complete(r)
-		case 'X':
-			var x struct{ Message string }
-			json.Unmarshal(payload, &x)
-			fmt.Fprintf(p.errTail, "driver: %s\n", x.Message)
-		default:
-			err = fmt.Errorf("unknown frame type %q", typ)
 		}
-		if err != nil {
-			break
-		}
-	}
+		return err
+	}()
 	if !errors.Is(err, io.EOF) {
 		p.mu.Lock()
 		stopped := p.stopped != nil
