@@ -5,7 +5,8 @@
 //     initramfs and disks to the agent's hello;
 //   - exec round trip of `true` (p50/p99) vs. the agent's in-guest spawn;
 //   - stdout throughput into the host vs. the same bytes through a pipe in the guest;
-//   - host RSS of an idle box (shim + QEMU).
+//   - host RSS of an idle box (shim + QEMU);
+//   - the VMM jail's cost: QEMU start to the agent's hello, jailed vs. not.
 //
 // Run it with `make bench`.
 package main
@@ -22,12 +23,14 @@ import (
 
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/hv"
+	"github.com/boxlite/boxlite/jail"
 	"github.com/boxlite/boxlite/protocol"
 )
 
 const boots = 3
 
 func main() {
+	jail.Main() // the jailed bare boots re-execute this binary
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -64,7 +67,7 @@ func run() error {
 			box = b
 		}
 	}
-	bare, err := bareBoots(rt, box)
+	bare, jailed, err := bareBoots(rt, box)
 	if err != nil {
 		return err
 	}
@@ -73,6 +76,8 @@ func run() error {
 	fmt.Printf("cold start to first exec result: median %s  (bare QEMU to agent hello: median %s; ratio %.2fx)\n",
 		ms(median(cold)), ms(median(bare)), float64(median(cold))/float64(median(bare)))
 	fmt.Printf("  guest clock: kernel %.0f ms, agent ready %.0f ms\n", accel.GuestKernelMs, accel.GuestReadyMs)
+	fmt.Printf("VMM jail: QEMU start to agent hello jailed median %s vs plain %s (ratio %.2fx)\n",
+		ms(median(jailed)), ms(median(bare)), float64(median(jailed))/float64(median(bare)))
 
 	// Exec round trip.
 	var rtt []time.Duration
@@ -97,7 +102,7 @@ func run() error {
 	const blocks, size = 3200, 3200 << 16
 	dd := fmt.Sprintf("dd if=/dev/zero bs=65536 count=%d 2>/dev/null", blocks)
 	start := time.Now()
-	res, err := box.Run(ctx, core.Command{Argv: []string{"sh", "-c", dd}})
+	res, err := box.Run(ctx, core.Command{Argv: []string{"sh", "-c", dd}, OutputLimit: size})
 	if err != nil || len(res.Stdout) != size {
 		return fmt.Errorf("throughput run: %v", err)
 	}
@@ -189,24 +194,24 @@ func freshRuntime() (*core.Runtime, func(), error) {
 }
 
 // bareBoots boots the box's kernel, initramfs and disks with hv alone (no
-// shim, no runtime) to the agent's hello.
-func bareBoots(rt *core.Runtime, box *core.Box) ([]time.Duration, error) {
+// shim, no runtime) to the agent's hello, plain and jailed in turn.
+func bareBoots(rt *core.Runtime, box *core.Box) (plain, jailed []time.Duration, err error) {
 	dir, err := os.MkdirTemp("", "bxq")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer os.RemoveAll(dir)
 	img, err := rt.Images().Get("alpine:latest")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	layers, err := rt.Images().Rootfs(context.Background(), img)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	accel, _, err := hv.DetectAccel()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	assets := os.Getenv("BOXLITE_ASSETS")
 	cfg := hv.Config{Kernel: filepath.Join(assets, "guest", "vmlinuz"), Initrd: filepath.Join(assets, "guest", "initramfs.cpio"),
@@ -215,23 +220,43 @@ func bareBoots(rt *core.Runtime, box *core.Box) ([]time.Duration, error) {
 	for i, l := range layers {
 		cfg.Disks = append(cfg.Disks, hv.Disk{Path: l, Serial: fmt.Sprintf("layer%d", i), ReadOnly: true})
 	}
-	var out []time.Duration
-	for range boots {
-		start := time.Now()
-		vm, err := hv.Start(cfg)
+	j := &hv.Jail{Cgroup: fmt.Sprintf("boxlite-bench-%d", os.Getpid())}
+	if os.Geteuid() == 0 {
+		uid, release, err := jail.AllocUID(filepath.Join(dir, "uids"), jail.UIDRangeLo, jail.UIDRangeHi)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		c := vm.Channel()
-		c.SetReadDeadline(time.Now().Add(time.Minute))
-		_, err = protocol.NewReader(c).ReadFrame()
-		out = append(out, time.Since(start))
-		vm.Kill()
-		if err != nil {
-			return nil, fmt.Errorf("bare boot: %v", err)
-		}
+		defer release()
+		j.UID, j.GID = uid, uid
 	}
-	return out, nil
+	boot := func(c hv.Config) (time.Duration, error) {
+		start := time.Now()
+		vm, err := hv.Start(c)
+		if err != nil {
+			return 0, err
+		}
+		defer vm.Kill()
+		ch := vm.Channel()
+		ch.SetReadDeadline(time.Now().Add(time.Minute))
+		if _, err = protocol.NewReader(ch).ReadFrame(); err != nil {
+			return 0, fmt.Errorf("bare boot: %v", err)
+		}
+		return time.Since(start), nil
+	}
+	for range boots {
+		d, err := boot(cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		plain = append(plain, d)
+		jc := cfg
+		jc.Jail = j
+		if d, err = boot(jc); err != nil {
+			return nil, nil, err
+		}
+		jailed = append(jailed, d)
+	}
+	return plain, jailed, nil
 }
 
 // guestSpawn times spawns of true inside the guest, per spawn.
