@@ -52,12 +52,12 @@ func boxCapsMask() uint64 {
 // syscall.AllThreadsSyscall6 (every thread of the process).
 type sysFunc func(trap, a1, a2, a3, a4, a5, a6 uintptr) (r1, r2 uintptr, err syscall.Errno)
 
-// limitCaps drops every capability not in keep from the bounding set, clears
-// the inheritable and ambient sets (an inheritable capability outside the
-// bounding set would survive an exec as root) and, with clearOwn, the
-// effective and permitted sets too. Through unix.RawSyscall6 it changes only
-// the calling thread, which must then stay locked to its goroutine for good.
-func limitCaps(sys sysFunc, keep uint64, clearOwn bool) error {
+// limitCaps drops every capability not in keep from the bounding set and
+// clears the inheritable and ambient sets (an inheritable capability outside
+// the bounding set would survive an exec as root); the effective and
+// permitted sets stay. Through unix.RawSyscall6 it changes only the calling
+// thread, which must then stay locked to its goroutine for good.
+func limitCaps(sys sysFunc, keep uint64) error {
 	for c := 0; c <= maxCap; c++ {
 		if keep&(1<<c) != 0 {
 			continue
@@ -72,6 +72,13 @@ func limitCaps(sys sysFunc, keep uint64, clearOwn bool) error {
 	if _, _, errno := sys(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0, 0); errno != 0 && errno != unix.EINVAL {
 		return fmt.Errorf("clear ambient capabilities: %w", errno)
 	}
+	return setCaps(sys, false)
+}
+
+// setCaps clears the inheritable set and, with clearAll, the effective and
+// permitted sets too (which leaves nothing for the bounding and ambient sets
+// to matter for).
+func setCaps(sys sysFunc, clearAll bool) error {
 	// On the heap: the addresses are passed as integers.
 	hdr := &unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	data := new([2]unix.CapUserData)
@@ -80,7 +87,7 @@ func limitCaps(sys sysFunc, keep uint64, clearOwn bool) error {
 	}
 	for i := range data {
 		data[i].Inheritable = 0
-		if clearOwn {
+		if clearAll {
 			data[i].Effective, data[i].Permitted = 0, 0
 		}
 	}

@@ -186,16 +186,18 @@ func bootFailed(port *os.File, err error, b *box) {
 
 // shutdown kills every process, unmounts the disks cleanly and powers off.
 func shutdown(b *box, sb *Sandbox, logf func(string, ...any)) {
+	if sb != nil {
+		sb.Close() // its init, with every box process, and its thread
+	}
 	_ = unix.Kill(-1, unix.SIGKILL) // everything but PID 1
+	// Until all are reaped: the box's mount namespace, which holds the
+	// disks, goes with the last of them.
 	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) {
 		if _, err := unix.Wait4(-1, nil, unix.WNOHANG, nil); err == unix.ECHILD {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)
-	}
-	if sb != nil {
-		sb.Close() // the box's mount namespace holds the disks
 	}
 	unix.Sync()
 	if b != nil {

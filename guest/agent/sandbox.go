@@ -317,7 +317,7 @@ func enterSandbox(pid int, prog []unix.SockFilter) error {
 	if err := unix.Chdir("/"); err != nil {
 		return err
 	}
-	if err := limitCaps(unix.RawSyscall6, boxCapsMask(), false); err != nil {
+	if err := limitCaps(unix.RawSyscall6, boxCapsMask()); err != nil {
 		return err
 	}
 	return installSeccomp(prog, 0)

@@ -58,7 +58,7 @@ func TestForkThread(t *testing.T) {
 			if err := unix.Unshare(unix.CLONE_NEWPID); err != nil {
 				return err
 			}
-			if err := limitCaps(unix.RawSyscall6, boxCapsMask(), false); err != nil {
+			if err := limitCaps(unix.RawSyscall6, boxCapsMask()); err != nil {
 				return err
 			}
 		} else if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
