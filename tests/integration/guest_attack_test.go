@@ -203,12 +203,15 @@ os.waitpid(child, 0)
 out["escape"] = json.loads(esc)
 out["root"] = sorted(os.listdir("/"))
 out["mountinfo"] = open("/proc/self/mountinfo").read()
-st = {}
-for line in open("/proc/self/status"):
-    k, _, v = line.partition(":")
-    if k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "Seccomp", "NoNewPrivs"):
-        st[k] = v.strip()
-out["status"] = st
+def status(pid):
+    st = {}
+    for line in open("/proc/%s/status" % pid):
+        k, _, v = line.partition(":")
+        if k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "Seccomp", "NoNewPrivs"):
+            st[k] = v.strip()
+    return st
+out["status"] = status("self")
+out["init_status"] = status(1)
 json.dump(out, sys.stdout)
 `
 
@@ -232,9 +235,10 @@ type attackReport struct {
 		Modules []string `json:"modules"`
 		Error   string   `json:"error"`
 	} `json:"escape"`
-	Root      []string          `json:"root"`
-	Mountinfo string            `json:"mountinfo"`
-	Status    map[string]string `json:"status"`
+	Root       []string          `json:"root"`
+	Mountinfo  string            `json:"mountinfo"`
+	Status     map[string]string `json:"status"`
+	InitStatus map[string]string `json:"init_status"`
 }
 
 // TestGuestAttack boots one python:slim box and, as root in it, attacks the
@@ -455,6 +459,14 @@ func checkAttacks(t *testing.T, r *attackReport, bystander int) {
 	for k, v := range want {
 		if r.Status[k] != v {
 			t.Errorf("status %s: %q, want %q", k, r.Status[k], v)
+		}
+	}
+	// The sandbox init holds nothing worth taking over.
+	want = map[string]string{"CapEff": "0000000000000000", "CapPrm": "0000000000000000", "CapInh": "0000000000000000",
+		"Seccomp": "2", "NoNewPrivs": "1"}
+	for k, v := range want {
+		if r.InitStatus[k] != v {
+			t.Errorf("sandbox init's status %s: %q, want %q", k, r.InitStatus[k], v)
 		}
 	}
 }
