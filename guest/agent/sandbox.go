@@ -3,7 +3,6 @@
 package agent
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -324,20 +323,31 @@ func enterSandbox(pid int, prog []unix.SockFilter) error {
 }
 
 // nsPid is the pid of the agent's child pid in the namespace it lives in
-// (the last NSpid of its status).
+// (the last NSpid of its status). It runs once per exec: raw reads into one
+// buffer, no os.File.
 func nsPid(pid int) (int, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/status", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("pid %d: %w", pid, err)
 	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		if rest, ok := bytes.CutPrefix(sc.Bytes(), []byte("NSpid:")); ok {
-			f := bytes.Fields(rest)
-			if len(f) == 0 {
-				break
+	defer unix.Close(fd)
+	var buf [4096]byte
+	n := 0
+	for n < len(buf) {
+		k, err := unix.Read(fd, buf[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || k == 0 {
+			break
+		}
+		n += k
+	}
+	for _, line := range bytes.Split(buf[:n], []byte("\n")) {
+		if rest, ok := bytes.CutPrefix(line, []byte("NSpid:")); ok {
+			if f := bytes.Fields(rest); len(f) > 0 {
+				return strconv.Atoi(string(f[len(f)-1]))
 			}
-			return strconv.Atoi(string(f[len(f)-1]))
 		}
 	}
 	return 0, fmt.Errorf("pid %d: no NSpid in its status", pid)

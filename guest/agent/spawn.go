@@ -86,22 +86,28 @@ func (s *server) spawn(id uint32, req protocol.Exec) (*execution, error) {
 	if err := validateExec(&req); err != nil {
 		return nil, err
 	}
-	// Paths and users are looked up in the box's / as its processes see it.
-	root := s.cfg.Root
+	// Users and executables are looked up in the box root as the agent
+	// mounted it (the image's files); the cwd, which may be under the
+	// sandbox's own mounts (/dev/shm, /proc), as the box's processes see it.
+	// The sandbox's view goes through /proc/<init>/root, which costs a
+	// magic-link walk and a ptrace check per lookup.
+	root, cwdRoot := s.cfg.Root, s.cfg.Root
 	var gen *sandboxGen
 	if sb := s.cfg.Sandbox; sb != nil {
 		var err error
 		if gen, err = sb.current(); err != nil {
 			return nil, err
 		}
-		root = gen.root()
+		cwdRoot = gen.root()
 	}
 	cwd := path.Clean("/" + req.Cwd)
-	hostCwd, err := resolveIn(root, cwd)
-	if err == nil {
-		var fi os.FileInfo
-		if fi, err = os.Stat(hostCwd); err == nil && !fi.IsDir() {
-			err = unix.ENOTDIR
+	hostCwd, err := cwdRoot, error(nil)
+	if gen == nil || cwd != "/" { // the sandbox's / is a directory
+		if hostCwd, err = resolveIn(cwdRoot, cwd); err == nil {
+			var fi os.FileInfo
+			if fi, err = os.Stat(hostCwd); err == nil && !fi.IsDir() {
+				err = unix.ENOTDIR
+			}
 		}
 	}
 	if err != nil {
