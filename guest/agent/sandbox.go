@@ -143,13 +143,14 @@ func (sb *Sandbox) start() (*sandboxGen, error) {
 		Sys:   &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS},
 	}
 	pid, err := getReaper().spawn(func() (int, error) {
-		return syscall.ForkExec("/proc/self/exe", []string{sandboxInitArg0}, attr)
+		pid, err := syscall.ForkExec("/proc/self/exe", []string{sandboxInitArg0}, attr)
+		g.initPid = pid // under the reaper's lock, before initExited can run
+		return pid, err
 	}, func(ws unix.WaitStatus) { sb.initExited(g, ws) })
 	repW.Close()
 	if err != nil {
 		return nil, fmt.Errorf("start the sandbox init: %w", err)
 	}
-	g.initPid = pid
 	fail := func(err error) (*sandboxGen, error) {
 		if !g.down() {
 			_ = unix.Kill(pid, unix.SIGKILL)
