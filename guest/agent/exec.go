@@ -31,9 +31,10 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, protocol.MaxChunk); 
 // one Exit or Error, after which nothing (over). Cancel sets over without a
 // last frame: the host has gone.
 type execution struct {
-	s   *server
-	id  uint32
-	pid int
+	s      *server
+	id     uint32
+	pid    int // in the agent's PID namespace: what it signals and waits for
+	boxPid int // in the box's: what the host is told (0 if unknown)
 
 	timeout, grace time.Duration
 
@@ -84,7 +85,7 @@ func (e *execution) onExit(ws unix.WaitStatus) {
 
 // run announces the process and starts moving its data.
 func (e *execution) run() {
-	if f, err := protocol.Encode(protocol.TStarted, e.id, protocol.Started{Pid: e.pid}); err == nil {
+	if f, err := protocol.Encode(protocol.TStarted, e.id, protocol.Started{Pid: e.boxPid}); err == nil {
 		e.send(f)
 	}
 	e.outputs.Add(1)

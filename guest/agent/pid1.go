@@ -68,6 +68,9 @@ func shieldSignals() {
 // Main is the agent as PID 1: it sets the guest up, serves the host and
 // powers the VM off when asked. It never returns.
 func Main() {
+	if isSandboxInit() {
+		sandboxInitMain() // never returns
+	}
 	startMs := boottimeMs()
 	defer func() {
 		// A PID 1 that returns or panics takes the kernel down without a word.
@@ -111,18 +114,30 @@ func Main() {
 		b, err = setupBox(disks, logf)
 	}
 	mountedMs := boottimeMs()
+	// Box processes only ever run in the sandbox: a box root without one
+	// fails the boot.
+	var sb *Sandbox
+	if err == nil && b.Root != "" {
+		if sb, err = StartSandbox(b.Root, logf); err != nil {
+			err = fmt.Errorf("box sandbox: %w", err)
+		}
+	}
+	sandboxMs := boottimeMs()
 	port := <-portCh
-	if port.err != nil {
-		bootFailed(nil, port.err, b)
+	if err == nil && port.err != nil {
+		err = port.err
 	}
 	if err != nil {
+		if sb != nil {
+			sb.Close()
+		}
 		bootFailed(port.f, err, b)
 	}
 
 	cfg := Config{
-		Root:   b.Root,
-		Chroot: true,
-		Logf:   logf,
+		Root:    b.Root,
+		Sandbox: sb,
+		Logf:    logf,
 		Hello: protocol.Hello{
 			Version:      protocol.Version,
 			Agent:        "boxlite-agent/" + Version,
@@ -137,12 +152,15 @@ func Main() {
 		cfg.RootErr = errdefs.Errorf(errdefs.ErrInvalidState, "exec: the box has no root file system (no layer disks)")
 	}
 	cfg.Hello.ReadyMs = boottimeMs()
-	logf("ready at %.0f ms: agent started %.0f, modules loaded %.0f, disks mounted %.0f; %d layers, writable disk: %v",
-		cfg.Hello.ReadyMs, startMs, modulesMs, mountedMs, b.Layers, b.Writable)
+	logf("ready at %.0f ms: agent started %.0f, modules loaded %.0f, disks mounted %.0f, sandbox started %.0f; %d layers, writable disk: %v",
+		cfg.Hello.ReadyMs, startMs, modulesMs, mountedMs, sandboxMs, b.Layers, b.Writable)
+	if sb != nil {
+		logf("%s", sb.Describe())
+	}
 	for {
 		err := Serve(port.f, cfg)
 		if errors.Is(err, ErrShutdown) {
-			shutdown(b, logf)
+			shutdown(b, sb, logf)
 		}
 		logf("channel: %v; serving again", err)
 		time.Sleep(200 * time.Millisecond)
@@ -167,8 +185,13 @@ func bootFailed(port *os.File, err error, b *box) {
 }
 
 // shutdown kills every process, unmounts the disks cleanly and powers off.
-func shutdown(b *box, logf func(string, ...any)) {
+func shutdown(b *box, sb *Sandbox, logf func(string, ...any)) {
+	if sb != nil {
+		sb.Close() // its init, with every box process, and its thread
+	}
 	_ = unix.Kill(-1, unix.SIGKILL) // everything but PID 1
+	// Until all are reaped: the box's mount namespace, which holds the
+	// disks, goes with the last of them.
 	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) {
 		if _, err := unix.Wait4(-1, nil, unix.WNOHANG, nil); err == unix.ECHILD {

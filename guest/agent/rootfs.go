@@ -196,9 +196,9 @@ func openPort(name string, timeout time.Duration) (*os.File, error) {
 	}
 }
 
-// setupBox mounts the layer disks read-only, the writable disk (or a tmpfs),
-// stacks them with overlayfs at BoxRoot and mounts the kernel file systems
-// inside. With no layer disks it returns a box without a root.
+// setupBox mounts the layer disks read-only, the writable disk (or a tmpfs)
+// and stacks them with overlayfs at BoxRoot. With no layer disks it returns a
+// box without a root.
 func setupBox(disks map[string]string, logf func(string, ...any)) (*box, error) {
 	b := &box{}
 	var layers []string
@@ -259,39 +259,14 @@ func setupBox(disks map[string]string, logf func(string, ...any)) (*box, error) 
 		return b, err
 	}
 	b.Root = BoxRoot
-	return b, b.mountKernelFS()
+	// The box's /dev, /proc and /sys are the sandbox's (sandboxinit.go),
+	// mounted in its own namespace, not here.
+	return b, b.ensureTmp()
 }
 
-// mountKernelFS gives the box /proc, /sys, /dev (with its own devpts), /dev/shm.
-func (b *box) mountKernelFS() error {
-	r := b.Root
-	const nosuidNodevNoexec = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
-	steps := []struct {
-		src, target, fstype string
-		flags               uintptr
-		data                string
-	}{
-		{"proc", "/proc", "proc", nosuidNodevNoexec, ""},
-		{"sysfs", "/sys", "sysfs", nosuidNodevNoexec | unix.MS_RDONLY, ""},
-		{"devtmpfs", "/dev", "devtmpfs", unix.MS_NOSUID, "mode=0755"},
-		{"devpts", "/dev/pts", "devpts", unix.MS_NOSUID | unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620,gid=5"},
-		{"shm", "/dev/shm", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV, "mode=1777"},
-	}
-	for _, s := range steps {
-		if err := b.mount(s.src, filepath.Join(r, s.target), s.fstype, s.flags, s.data); err != nil {
-			return err
-		}
-	}
-	// The box's ptmx must be its own devpts instance's.
-	if err := b.mount(filepath.Join(r, "dev/pts/ptmx"), filepath.Join(r, "dev/ptmx"), "", unix.MS_BIND, ""); err != nil {
-		return err
-	}
-	for link, target := range map[string]string{"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"} {
-		if err := os.Symlink(target, filepath.Join(r, "dev", link)); err != nil && !errors.Is(err, os.ErrExist) {
-			return err
-		}
-	}
-	tmp := filepath.Join(r, "tmp")
+// ensureTmp gives the box a /tmp when the image has none.
+func (b *box) ensureTmp() error {
+	tmp := filepath.Join(b.Root, "tmp")
 	if _, err := os.Lstat(tmp); errors.Is(err, os.ErrNotExist) {
 		if err := os.Mkdir(tmp, 0o777); err != nil {
 			return err

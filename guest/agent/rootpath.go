@@ -83,7 +83,7 @@ func envLookup(env []string, key string) (string, bool) {
 // lookPath finds the executable for name inside root, searching the exec's
 // PATH (not the agent's, which os/exec.LookPath would use) and resolving
 // relative names against cwd. It returns the path to pass to execve after
-// chroot, which is a box path.
+// chroot (or in the sandbox), which is a box path.
 func lookPath(root, cwd, name string, env []string) (string, error) {
 	if strings.Contains(name, "/") {
 		p := name

@@ -29,12 +29,13 @@ var ErrShutdown = errors.New("agent: shutdown requested by the host")
 
 // Config is what Serve serves.
 type Config struct {
-	// Root is the box's root directory. With Chroot, processes run chrooted
-	// into it, as root unless the exec names a user. Without Chroot (tests,
+	// Root is the box's root directory. Without a Sandbox (tests,
 	// development), Root only prefixes paths and scopes /etc/passwd lookups,
 	// and processes keep the agent's credentials unless the exec names a user.
-	Root   string
-	Chroot bool
+	Root string
+	// Sandbox, when set, runs every process in the box's sandbox (its
+	// namespaces, with Root as /), as root unless the exec names a user.
+	Sandbox *Sandbox
 	// RootErr, when set, fails every exec with it: the box has no root file system.
 	RootErr error
 	// Hello is sent on stream 0 before anything else.

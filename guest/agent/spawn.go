@@ -86,13 +86,28 @@ func (s *server) spawn(id uint32, req protocol.Exec) (*execution, error) {
 	if err := validateExec(&req); err != nil {
 		return nil, err
 	}
-	root := s.cfg.Root
+	// Users and executables are looked up in the box root as the agent
+	// mounted it (the image's files); the cwd, which may be under the
+	// sandbox's own mounts (/dev/shm, /proc), as the box's processes see it.
+	// The sandbox's view goes through /proc/<init>/root, which costs a
+	// magic-link walk and a ptrace check per lookup.
+	root, cwdRoot := s.cfg.Root, s.cfg.Root
+	var gen *sandboxGen
+	if sb := s.cfg.Sandbox; sb != nil {
+		var err error
+		if gen, err = sb.current(); err != nil {
+			return nil, err
+		}
+		cwdRoot = gen.root()
+	}
 	cwd := path.Clean("/" + req.Cwd)
-	hostCwd, err := resolveIn(root, cwd)
-	if err == nil {
-		var fi os.FileInfo
-		if fi, err = os.Stat(hostCwd); err == nil && !fi.IsDir() {
-			err = unix.ENOTDIR
+	hostCwd, err := cwdRoot, error(nil)
+	if gen == nil || cwd != "/" { // the sandbox's / is a directory
+		if hostCwd, err = resolveIn(cwdRoot, cwd); err == nil {
+			var fi os.FileInfo
+			if fi, err = os.Stat(hostCwd); err == nil && !fi.IsDir() {
+				err = unix.ENOTDIR
+			}
 		}
 	}
 	if err != nil {
@@ -104,7 +119,7 @@ func (s *server) spawn(id uint32, req protocol.Exec) (*execution, error) {
 
 	env := req.Env
 	var cred *syscall.Credential
-	if s.cfg.Chroot || req.User != "" {
+	if gen != nil || req.User != "" {
 		who, err := resolveUser(root, req.User)
 		if err != nil {
 			return nil, err
@@ -126,12 +141,9 @@ func (s *server) spawn(id uint32, req protocol.Exec) (*execution, error) {
 
 	sys := &syscall.SysProcAttr{Setpgid: true, Credential: cred}
 	dir := cwd
-	if s.cfg.Chroot {
-		// Dir is applied after chroot, so the process never sees the agent's root.
-		sys.Chroot = root
-	} else if root != "/" {
-		// Development mode with a box root but no chroot: run the files the
-		// box paths resolve to.
+	if gen == nil && root != "/" {
+		// Development mode with a box root but no sandbox: run the files
+		// the box paths resolve to.
 		dir = hostCwd
 		p := argv0
 		if !path.IsAbs(p) {
@@ -145,7 +157,11 @@ func (s *server) spawn(id uint32, req protocol.Exec) (*execution, error) {
 	e := newExecution(s, id, req)
 	var files []uintptr
 	if req.Tty {
-		f, err := s.startTTY(e, req, sys, cred)
+		pts := "/dev/pts"
+		if gen != nil {
+			pts = gen.root() + "/dev/pts"
+		}
+		f, err := s.startTTY(e, req, pts, sys, cred)
 		if err != nil {
 			return nil, err
 		}
@@ -165,7 +181,18 @@ func (s *server) spawn(id uint32, req protocol.Exec) (*execution, error) {
 	}
 	attr := &syscall.ProcAttr{Dir: dir, Env: env, Files: files, Sys: sys}
 	pid, err := s.reaper.spawn(func() (int, error) {
-		return syscall.ForkExec(argv0, req.Argv, attr)
+		if gen == nil {
+			return syscall.ForkExec(argv0, req.Argv, attr)
+		}
+		// In the sandbox; the host is told the pid the box knows it by.
+		pid, err := gen.forkExec(argv0, req.Argv, attr)
+		if err == nil {
+			if e.boxPid, err = nsPid(pid); err != nil {
+				s.cfg.Logf("exec %d: %v", id, err)
+				e.boxPid, err = 0, nil
+			}
+		}
+		return pid, err
 	}, e.onExit)
 	if err != nil {
 		e.closeOutputs()
@@ -173,6 +200,9 @@ func (s *server) spawn(id uint32, req protocol.Exec) (*execution, error) {
 		return nil, spawnErr(req.Argv[0], err)
 	}
 	e.pid = pid
+	if gen == nil {
+		e.boxPid = pid
+	}
 	return e, nil
 }
 
@@ -207,12 +237,12 @@ func (s *server) startPipes(e *execution, req protocol.Exec) ([]*os.File, error)
 // startTTY gives e a pseudo-terminal and returns its slave, which becomes
 // the child's stdin, stdout, stderr and controlling terminal in a session
 // of its own (so its process group is still its pid).
-func (s *server) startTTY(e *execution, req protocol.Exec, sys *syscall.SysProcAttr, cred *syscall.Credential) (*os.File, error) {
+func (s *server) startTTY(e *execution, req protocol.Exec, pts string, sys *syscall.SysProcAttr, cred *syscall.Credential) (*os.File, error) {
 	rows, cols, err := termSize(req.Rows, req.Cols)
 	if err != nil {
 		return nil, err
 	}
-	p, err := openPTY(s.ptsDir(), rows, cols)
+	p, err := openPTY(pts, rows, cols)
 	if err != nil {
 		return nil, err
 	}

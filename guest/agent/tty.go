@@ -4,6 +4,7 @@ package agent
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,16 +24,6 @@ const (
 	defaultTerm = "xterm"
 )
 
-// ptsDir is the devpts instance a process started by s sees: the box's own
-// (mounted with newinstance at <root>/dev/pts) when it runs chrooted, the
-// agent's otherwise (tests, development).
-func (s *server) ptsDir() string {
-	if s.cfg.Chroot {
-		return filepath.Join(s.cfg.Root, "dev", "pts")
-	}
-	return "/dev/pts"
-}
-
 // pty is a pseudo-terminal pair. The master is non-blocking and
 // close-on-exec; the slave is close-on-exec too (ForkExec dups it onto the
 // child's fds 0-2) and is not the agent's controlling terminal.
@@ -48,7 +39,8 @@ type pty struct {
 // always the master's peer in the same instance, whatever the agent's /dev
 // holds; kernels before 4.13 fall back to opening dir/N.
 func openPTY(dir string, rows, cols int) (*pty, error) {
-	mfd, err := unix.Open(filepath.Join(dir, "ptmx"), unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	mfd, err := unix.Open(filepath.Join(dir, "ptmx"), unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOFOLLOW, 0)
+	viaDir := err == nil
 	if err != nil && dir == "/dev/pts" {
 		// A devpts mounted without ptmxmode has a ptmx nobody may open;
 		// /dev/ptmx then finds the instance at /dev/pts.
@@ -60,6 +52,15 @@ func openPTY(dir string, rows, cols int) (*pty, error) {
 	fail := func(what string, err error) (*pty, error) {
 		unix.Close(mfd)
 		return nil, ptyErr(what, err)
+	}
+	// dir is the box's: whatever its processes did there, this is a devpts
+	// multiplexer or nothing.
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(mfd, &st); err != nil {
+		return fail("fstatfs", err)
+	}
+	if viaDir && st.Type != unix.DEVPTS_SUPER_MAGIC {
+		return fail("open ptmx", fmt.Errorf("%s/ptmx is not on a devpts", dir))
 	}
 	if err := unix.IoctlSetPointerInt(mfd, unix.TIOCSPTLCK, 0); err != nil { // unlockpt
 		return fail("unlock", err)
