@@ -25,22 +25,23 @@ import (
 // TestBoot boots the real guest under QEMU (TCG is fine): an initramfs with
 // the agent, two busybox layers and a writable disk. It needs
 // BOXLITE_GUEST_KERNEL (a directory made by fetch-kernel.sh), qemu-system-x86_64,
-// cpio, mkfs.ext4 and a static /bin/busybox; it skips without them.
+// cpio, mkfs.ext4 and a static /bin/busybox (`make test-go` has them all); it
+// fails without them, so that it never passes having booted nothing.
 func TestBoot(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots VMs")
 	}
 	kdir := os.Getenv("BOXLITE_GUEST_KERNEL")
 	if kdir == "" {
-		t.Skip("BOXLITE_GUEST_KERNEL is not set (run guest/fetch-kernel.sh DIR)")
+		t.Fatal("BOXLITE_GUEST_KERNEL is not set (make test-go sets it; or run guest/fetch-kernel.sh DIR)")
 	}
 	for _, tool := range []string{"qemu-system-x86_64", "cpio", "mkfs.ext4", "go"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not found", tool)
+			t.Fatalf("%s not found (make setup installs it)", tool)
 		}
 	}
 	if _, err := os.Stat("/bin/busybox"); err != nil {
-		t.Skip("no /bin/busybox")
+		t.Fatal("no /bin/busybox (make setup installs busybox-static)")
 	}
 	dir := t.TempDir()
 	initrd := buildInitramfs(t, dir, kdir)

@@ -61,6 +61,11 @@ var typeNames = map[Type]string{
 const (
 	// FeatureTTY: Exec.Tty, Exec.Rows/Cols and TResize are implemented.
 	FeatureTTY = "tty"
+	// FeatureSandbox: the box's processes run walled off from the agent
+	// (own PID, mount, IPC and UTS namespaces, container root, docker's
+	// capabilities minus MKNOD, a seccomp filter). Started.Pid is then the
+	// process's pid inside the box.
+	FeatureSandbox = "sandbox"
 )
 
 // Hello is the agent's first frame: who it is and how long boot took, as
@@ -119,6 +124,8 @@ type Resize struct {
 
 // Started reports the guest pid of an exec.
 type Started struct {
+	// Pid is the process's pid as the box sees it (with FeatureSandbox, in
+	// its own PID namespace); 0 when unknown.
 	Pid int `msgpack:"pid"`
 }
 

@@ -221,6 +221,9 @@ func (s *shim) boot() error {
 	if vmcfg.Accel == hv.TCG {
 		s.info.Warnings = append(s.info.Warnings, TCGWarning)
 	}
+	if h.Layers > 0 && !h.Has(protocol.FeatureSandbox) {
+		s.info.Warnings = append(s.info.Warnings, "guest: the agent runs box processes without its sandbox (an older agent): they can reach the agent's channel")
+	}
 	for _, l := range s.vm.Confinement().Missing() {
 		s.info.Warnings = append(s.info.Warnings, fmt.Sprintf("vmm confinement: no %s (%s)", l.Name, l.Note))
 	}

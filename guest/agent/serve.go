@@ -74,6 +74,9 @@ func Serve(rw io.ReadWriter, cfg Config) error {
 		cfg.Logf = func(string, ...any) {}
 	}
 	cfg.Hello.Features = append(cfg.Hello.Features[:len(cfg.Hello.Features):len(cfg.Hello.Features)], features...)
+	if cfg.Sandbox != nil {
+		cfg.Hello.Features = append(cfg.Hello.Features, protocol.FeatureSandbox)
+	}
 	devNull, err := os.Open(os.DevNull)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
