@@ -107,6 +107,8 @@ export interface BoxRuntimeInfo {
   guestReadyMs: number;
   shimPid: number;
   vmmPid: number;
+  /** What weakens this box's isolation (TCG, a missing VMM confinement layer); see docs/SECURITY.md. */
+  warnings?: string[];
 }
 
 export interface JsBoxInfo {

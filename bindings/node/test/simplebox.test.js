@@ -29,6 +29,8 @@ test('SimpleBox', { skip, ...T }, async (t) => {
     assert.equal(info.state.running, true);
     assert.equal(info.memoryMib, 256);
     assert.ok(info.runtime.accel, 'info says which acceleration the box uses');
+    const tcgWarned = (info.runtime.warnings || []).some((w) => w.startsWith('tcg:'));
+    assert.equal(tcgWarned, info.runtime.accel === 'tcg', 'a TCG box says it is not behind a security boundary');
   });
 
   await t.test('env (trailing object and array form), cwd, user', async () => {

@@ -255,6 +255,9 @@ class BoxInfo:
         self.accel_reason: Optional[str] = rt.get("accel_reason")
         self.kernel: Optional[str] = rt.get("kernel")
         self.boot_ms: Optional[float] = rt.get("boot_ms")
+        # What weakens the box's isolation (TCG, a missing VMM confinement
+        # layer); see docs/SECURITY.md.
+        self.warnings: List[str] = list(rt.get("warnings") or [])
 
     @property
     def status(self) -> str:

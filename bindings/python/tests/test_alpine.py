@@ -50,6 +50,8 @@ def test_info(box, run):
     assert info.id == box.id and len(info.id) == 12
     assert info.status == "running" and info.state.running
     assert info.accel in ("kvm", "tcg")
+    # A TCG box says that it is not behind a security boundary.
+    assert (info.accel == "tcg") == any(w.startswith("tcg:") for w in info.warnings), info.warnings
     assert info.memory_mib == 256
 
     async def awaited():  # BoxLite programs may await info()
