@@ -20,6 +20,7 @@ import (
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/hv"
 	"github.com/boxlite/boxlite/image"
+	"github.com/boxlite/boxlite/jail"
 	"github.com/boxlite/boxlite/protocol"
 	"github.com/boxlite/boxlite/shimapi"
 )
@@ -444,7 +445,12 @@ func (b *Box) Remove(ctx context.Context, force bool) error {
 	return b.removeFiles()
 }
 
-func (b *Box) removeFiles() error { return os.RemoveAll(b.dir) }
+// removeFiles deletes the box directory, and the VMM cgroup a killed shim
+// could not remove (the jail removes it whenever the shim lives to).
+func (b *Box) removeFiles() error {
+	jail.Sweep("boxlite-" + b.rec.ID)
+	return os.RemoveAll(b.dir)
+}
 
 // Exec starts a process in the box.
 func (b *Box) Exec(ctx context.Context, cmd Command) (*Execution, error) {

@@ -144,13 +144,18 @@ func (c *conn) sendFrame(f protocol.Frame) error {
 	c.wm.Lock()
 	defer c.wm.Unlock()
 	if err := c.w.WriteFrame(f); err != nil {
+		// A write fails when the shim is gone; the reader then sees the end
+		// too and says why (the box stopped, and the cause). Give it a
+		// moment, so that the caller gets that rather than "broken pipe".
+		select {
+		case <-c.done:
+		case <-time.After(2 * time.Second):
+			c.shutdown(fmt.Errorf("send %s: %v: %w", f.Type, err, errdefs.ErrClosed))
+		}
 		c.mu.Lock()
 		cerr := c.err
 		c.mu.Unlock()
-		if cerr != nil {
-			return cerr
-		}
-		return fmt.Errorf("send %s: %w", f.Type, err)
+		return cerr
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand"
@@ -10,10 +11,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite/errdefs"
 )
 
 // Two processes starting one stopped box at once get one VM: the second
@@ -202,4 +205,44 @@ func leftovers(home string) []string {
 		}
 	}
 	return left
+}
+
+// A box whose shim is killed is stopped, and every later call says so with
+// the box-stopped kind (never a broken pipe); removing it leaves no VMM
+// cgroup behind.
+func TestShimKilledMeansStopped(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	b, err := rt.Create(ctx, "alpine:latest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := b.Info().Runtime
+	// A long exec in flight when the shim dies, and execs after.
+	ex, err := b.Exec(ctx, sh("sleep 100"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(info.ShimPid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ex.Wait(ctx); !errors.Is(err, errdefs.ErrInvalidState) {
+		t.Errorf("exec in flight: %v; want the box-stopped kind", err)
+	}
+	for i := 0; i < 5; i++ {
+		if _, err := b.Run(ctx, sh("true")); !errors.Is(err, errdefs.ErrInvalidState) || !strings.Contains(err.Error(), "is stopped") {
+			t.Fatalf("exec %d after the shim was killed: %v; want the box-stopped kind", i, err)
+		}
+	}
+	waitGone(t, "VMM", info.VMMPid)
+	before, _ := filepath.Glob("/sys/fs/cgroup/*/*/*/boxlite-" + b.ID())
+	t.Logf("VMM cgroups the killed shim left: %q", before)
+	if err := b.Remove(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	cg, _ := filepath.Glob("/sys/fs/cgroup/*/*/*/boxlite-" + b.ID())
+	cg2, _ := filepath.Glob("/sys/fs/cgroup/*/boxlite-" + b.ID())
+	if len(cg)+len(cg2) > 0 {
+		t.Errorf("VMM cgroups left after remove: %q", append(cg, cg2...))
+	}
 }
