@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -144,7 +145,19 @@ type Error struct {
 }
 
 // Err rebuilds the error on the receiving side, keeping its kind.
-func (e Error) Err() error { return errdefs.New(errdefs.Kind(e.Kind), e.Message) }
+// MaxErrorMessage caps an Error's message as the host reports it: the
+// message comes from the guest, and ends up in logs and exceptions.
+const MaxErrorMessage = 4 << 10
+
+// Err converts e to a local error of its kind (an unknown kind is internal),
+// its message cut at MaxErrorMessage bytes and made valid UTF-8.
+func (e Error) Err() error {
+	msg := e.Message
+	if len(msg) > MaxErrorMessage {
+		msg = msg[:MaxErrorMessage] + fmt.Sprintf("... (%d bytes cut)", len(e.Message)-MaxErrorMessage)
+	}
+	return errdefs.New(errdefs.Kind(e.Kind), strings.ToValidUTF8(msg, "\uFFFD"))
+}
 
 // ErrorOf converts a local error for the wire.
 func ErrorOf(err error) Error {

@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/boxlite/boxlite/errdefs"
 )
@@ -147,5 +149,18 @@ func TestDecodeRejectsHostileLengths(t *testing.T) {
 		if err := Decode(Frame{Type: TExec, Payload: body}, &Exec{}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("%s: got %v", name, err)
 		}
+	}
+}
+
+// A guest's error message is cut and cleaned before it reaches the host's
+// errors and logs.
+func TestErrorMessageCapped(t *testing.T) {
+	long := strings.Repeat("x", 1<<20) + "\xff"
+	err := Error{Kind: "not_found", Message: long}.Err()
+	if len(err.Error()) > MaxErrorMessage+64 || !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("%d bytes, kind %v", len(err.Error()), errdefs.KindOf(err))
+	}
+	if got := (Error{Kind: "no-such-kind", Message: "a\xffb"}).Err(); !errors.Is(got, errdefs.ErrInternal) || !utf8.ValidString(got.Error()) {
+		t.Fatalf("%q kind %v", got, errdefs.KindOf(got))
 	}
 }

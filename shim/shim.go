@@ -202,7 +202,7 @@ func (s *shim) boot() error {
 	if f.Type == protocol.TError {
 		var e protocol.Error
 		protocol.Decode(f, &e)
-		return fail("guest agent failed", errors.New(e.Message))
+		return fail("guest agent failed", e.Err())
 	}
 	var h protocol.Hello
 	if f.Type != protocol.THello {
