@@ -271,7 +271,13 @@ func (b *Box) boot(ctx context.Context) (*conn, protocol.Info, error) {
 	if err := writeJSON(b.path(shimapi.ConfigFile), sc); err != nil {
 		return nil, none, err
 	}
-	if err := b.spawnShim(ctx, cfg.BootTimeout+15*time.Second); err != nil {
+	release, err := b.rt.admitBoot(ctx, b.rec.ID)
+	if err != nil {
+		return nil, none, err
+	}
+	err = b.spawnShim(ctx, cfg.BootTimeout+15*time.Second)
+	release() // booted (or failed): the next box may boot
+	if err != nil {
 		return nil, none, err
 	}
 	c, err := dialShim(sc.Path(shimapi.SocketFile), b.stoppedError)

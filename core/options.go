@@ -24,6 +24,7 @@ type runtimeOptions struct {
 	output     int64 // 0: DefaultOutputLimit
 	qemu       string
 	requireKVM bool
+	maxBoots   int
 }
 
 // WithHome sets the runtime's home directory. Default: $BOXLITE_HOME, else ~/.boxlite.
@@ -102,6 +103,20 @@ func WithQEMU(path string) Option {
 // set by BOXLITE_ACCEL=kvm.
 func WithRequireKVM() Option {
 	return func(o *runtimeOptions) error { o.requireKVM = true; return nil }
+}
+
+// WithMaxConcurrentBoots sets how many boxes may boot at once across the
+// processes sharing the home; more starts wait their turn (bounded by their
+// context), and each box's boot timeout counts from when its boot begins.
+// Default: the number of CPUs (TCG boots are CPU-bound; KVM boots are short).
+func WithMaxConcurrentBoots(n int) Option {
+	return func(o *runtimeOptions) error {
+		if n < 1 || n > 4096 {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "max concurrent boots %d is outside 1..4096", n)
+		}
+		o.maxBoots = n
+		return nil
+	}
 }
 
 // pullOptions turns the registry settings into image.PullOptions, reading

@@ -32,6 +32,7 @@ type Runtime struct {
 	outputLimit int64              // per stream of a collected result
 	qemu        string             // the VMM binary; empty: the shim's default
 	requireKVM  bool
+	maxBoots    int // VMs booting at once, across the processes of this home
 
 	mu     sync.Mutex
 	boxes  map[string]*Box // handles opened by this runtime, by id
@@ -48,6 +49,9 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 	}
 	if o.qemu == "" {
 		o.qemu = os.Getenv("BOXLITE_QEMU")
+	}
+	if o.maxBoots == 0 {
+		o.maxBoots = defaultMaxBoots()
 	}
 	if strings.EqualFold(strings.TrimSpace(os.Getenv("BOXLITE_ACCEL")), "kvm") {
 		o.requireKVM = true
@@ -78,7 +82,7 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 		o.output = DefaultOutputLimit
 	}
 	return &Runtime{home: home, assets: findAssets(o.assets), images: images, pull: pull, outputLimit: o.output,
-		qemu: o.qemu, requireKVM: o.requireKVM, boxes: map[string]*Box{}}, nil
+		qemu: o.qemu, requireKVM: o.requireKVM, maxBoots: o.maxBoots, boxes: map[string]*Box{}}, nil
 }
 
 // defaultHome is $BOXLITE_HOME, else ~/.boxlite. There is no fallback to a
@@ -235,6 +239,9 @@ func (r *Runtime) Create(ctx context.Context, imageRef string, opts ...BoxOption
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
+	}
+	if err := checkHostMemory(cfg); err != nil {
+		return nil, fmt.Errorf("create box: %w", err)
 	}
 	if err := r.assets.check(); err != nil {
 		return nil, fmt.Errorf("create box: %w", err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -164,6 +165,19 @@ func TestBadRequests(t *testing.T) {
 	if res := runIn(t, shared, sh("echo ok")); string(res.Stdout) != "ok\n" {
 		t.Fatalf("got %q", res.Stdout)
 	}
+	// A box that could never fit in the host is refused before anything
+	// starts (boxes may ask for up to 64 GiB: a host with more cannot be
+	// made to refuse one, and says so).
+	if total := hostMemMiB(t); total < 64<<10 {
+		start := time.Now()
+		if _, err := rt.Create(context.Background(), "alpine:latest", core.WithMemoryMiB(64<<10)); !errors.Is(err, errdefs.ErrLimit) {
+			t.Errorf("a 64 GiB box on a %d MiB host: %v; want ErrLimit", total, err)
+		} else if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("refusing a 64 GiB box took %v: it must not boot", d)
+		}
+	} else {
+		t.Logf("this host has %d MiB: a 64 GiB box fits, so the refusal is not checked here", total)
+	}
 }
 
 func alive(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
@@ -265,4 +279,22 @@ func TestCloseKillsProcess(t *testing.T) {
 			t.Fatalf("process %d still running after Close", pid)
 		}
 	}
+}
+
+func hostMemMiB(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kb int
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "MemTotal:"); ok {
+			kb, _ = strconv.Atoi(strings.Fields(v)[0])
+		}
+	}
+	if kb == 0 {
+		t.Fatal("no MemTotal in /proc/meminfo")
+	}
+	return kb >> 10
 }
