@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/boxlite/boxlite/core"
+)
+
+// many starts n boxes (128 MiB each) at once in one process, while a box
+// that is already running answers an exec of `true` every 100 ms; then each
+// new box answers an exec, and all are removed. It prints the time until all
+// were up, the exec latency of the running box meanwhile (against its
+// latency when idle), and the host RSS per box.
+func many(n int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	rt, done, err := freshRuntime()
+	if err != nil {
+		return err
+	}
+	defer done()
+	if _, err := rt.Images().Load(ctx, os.Getenv("BOXLITE_TEST_IMAGE")); err != nil {
+		return err
+	}
+	probe, err := rt.Create(ctx, "alpine:latest", core.WithMemoryMiB(128))
+	if err != nil {
+		return err
+	}
+	execTrue := func() (time.Duration, error) {
+		t0 := time.Now()
+		_, err := probe.Run(ctx, core.Command{Argv: []string{"true"}})
+		return time.Since(t0), err
+	}
+	var idle []time.Duration
+	for range 20 {
+		d, err := execTrue()
+		if err != nil {
+			return err
+		}
+		idle = append(idle, d)
+	}
+
+	stop := make(chan struct{})
+	var busy []time.Duration
+	var probeErr error
+	var pwg sync.WaitGroup
+	pwg.Add(1)
+	go func() {
+		defer pwg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			d, err := execTrue()
+			if err != nil {
+				probeErr = err
+				return
+			}
+			busy = append(busy, d)
+		}
+	}()
+	start := time.Now()
+	boxes := make([]*core.Box, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range boxes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, err := rt.Create(ctx, "alpine:latest", core.WithMemoryMiB(128))
+			if err == nil {
+				var res *core.ExecResult
+				if res, err = b.Run(ctx, core.Command{Argv: []string{"echo", fmt.Sprint(i)}}); err == nil && string(res.Stdout) != fmt.Sprintf("%d\n", i) {
+					err = fmt.Errorf("box %d answered %q", i, res.Stdout)
+				}
+			}
+			boxes[i], errs[i] = b, err
+		}()
+	}
+	wg.Wait()
+	up := time.Since(start)
+	close(stop)
+	pwg.Wait()
+	failed := 0
+	var rss int
+	for i, b := range boxes {
+		if errs[i] != nil {
+			failed++
+			if failed <= 3 {
+				fmt.Printf("  box %d: %v\n", i, errs[i])
+			}
+			continue
+		}
+		info := b.Info().Runtime
+		rss += rssKB(info.ShimPid) + rssKB(info.VMMPid)
+	}
+	for _, b := range boxes {
+		if b != nil {
+			b.Remove(ctx, true)
+		}
+	}
+	if probeErr != nil {
+		return fmt.Errorf("exec into the running box while the others started: %v", probeErr)
+	}
+	sortD := func(d []time.Duration) {
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	}
+	sortD(idle)
+	sortD(busy)
+	p := func(d []time.Duration, q int) time.Duration {
+		if len(d) == 0 {
+			return 0
+		}
+		return d[min(len(d)*q/100, len(d)-1)]
+	}
+	fmt.Printf("%d boxes at once (128 MiB each): %d up and answering after %s, %d failed; host RSS %.0f MiB per box\n",
+		n, n-failed, ms(up), failed, float64(rss)/1024/float64(max(n-failed, 1)))
+	fmt.Printf("  exec of true in a running box meanwhile: p50 %s p99 %s (idle: p50 %s; ratio %.2fx)\n",
+		ms(p(busy, 50)), ms(p(busy, 99)), ms(p(idle, 50)), float64(p(busy, 50))/float64(p(idle, 50)))
+	return nil
+}
