@@ -12,7 +12,7 @@ export BOXLITE_ASSETS := $(BUILD)
 
 GO_SRC := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
 
-.PHONY: all setup build lib images demo test test-go test-c test-rust test-node test-python python node bench vet fmt clean FORCE
+.PHONY: all setup build lib images demo test test-go test-c test-rust test-node test-python python node bench soak vet fmt clean FORCE
 all: build
 
 setup: $(BUILD)/.setup
@@ -107,8 +107,15 @@ test-python: python $(TEST_IMAGES)
 test-node: node $(TEST_IMAGES)
 	cd bindings/node && BOXLITE_ASSETS= node --test --test-concurrency=4 test/*.test.js
 
+# The kill soak: SOAK_CYCLES creators SIGKILLed at random points of a box's
+# creation, each checked to leave nothing behind (make test runs 5).
+SOAK_CYCLES ?= 200
+soak: build $(ALPINE_IMAGE)
+	BOXLITE_SOAK_CYCLES=$(SOAK_CYCLES) $(GO) test -count=1 -timeout 60m -run 'TestKilledCreatorLeavesNothing|TestShimKilledMeansStopped|TestConcurrentExecs' -v ./tests/integration
+
 bench: build $(TEST_IMAGES) node python
 	$(GO) run ./tests/bench
+	$(GO) run ./tests/bench -many 20
 	$(GO) test -run XXX -bench CreateToFirstExec -benchtime 3x ./tests/integration
 	cd bindings/python && python3 bench.py
 	cd bindings/node && node bench.js

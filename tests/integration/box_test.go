@@ -50,23 +50,25 @@ func utsString(b []int8) string {
 	return string(s)
 }
 
+// 100 execs at once in one box: each gets its own output and exit code.
 func TestConcurrentExecs(t *testing.T) {
+	const lines = 100
 	var wg sync.WaitGroup
-	for i := range 10 {
+	for i := range 100 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := shared.Run(context.Background(), sh(fmt.Sprintf("i=0; while [ $i -lt 300 ]; do echo %d-$i; echo e%d-$i >&2; i=$((i+1)); done; exit %d", i, i, i)))
+			res, err := shared.Run(context.Background(), sh(fmt.Sprintf("i=0; while [ $i -lt %d ]; do echo %d-$i; echo e%d-$i >&2; i=$((i+1)); done; exit %d", lines, i, i, i%256)))
 			if err != nil {
 				t.Errorf("exec %d: %v", i, err)
 				return
 			}
 			var wantOut, wantErr strings.Builder
-			for j := range 300 {
+			for j := range lines {
 				fmt.Fprintf(&wantOut, "%d-%d\n", i, j)
 				fmt.Fprintf(&wantErr, "e%d-%d\n", i, j)
 			}
-			if string(res.Stdout) != wantOut.String() || string(res.Stderr) != wantErr.String() || res.Code != i {
+			if string(res.Stdout) != wantOut.String() || string(res.Stderr) != wantErr.String() || res.Code != i%256 {
 				t.Errorf("exec %d: mixed or wrong output (code %d, %d/%d bytes)", i, res.Code, len(res.Stdout), len(res.Stderr))
 			}
 		}()

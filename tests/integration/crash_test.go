@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -114,7 +115,15 @@ func TestKilledCreatorLeavesNothing(t *testing.T) {
 		doomed()
 		return
 	}
-	for i := 0; i < 5; i++ {
+	cycles := 5 // make soak runs more (BOXLITE_SOAK_CYCLES)
+	if v := os.Getenv("BOXLITE_SOAK_CYCLES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("BOXLITE_SOAK_CYCLES=%q: want a positive number", v)
+		}
+		cycles = n
+	}
+	for i := 0; i < cycles; i++ {
 		home := t.TempDir()
 		delay := time.Duration(rand.Intn(3000)) * time.Millisecond
 		cmd := exec.Command(os.Args[0], "-test.run=^TestKilledCreatorLeavesNothing$")
