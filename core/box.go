@@ -215,7 +215,7 @@ func (b *Box) Start(ctx context.Context) error {
 // join waits for the start of the box by another process to finish, and
 // connects to its shim.
 func (b *Box) join(ctx context.Context) (*conn, protocol.Info, error) {
-	deadline := time.Now().Add(b.rec.Config.BootTimeout + 15*time.Second)
+	deadline := time.Now().Add(b.rec.Config.BootTimeout*shimapi.BootWallFactor + 15*time.Second)
 	for {
 		c, err := dialShim(b.path(shimapi.SocketFile), b.stoppedError)
 		if err == nil {
@@ -275,7 +275,7 @@ func (b *Box) boot(ctx context.Context) (*conn, protocol.Info, error) {
 	if err != nil {
 		return nil, none, err
 	}
-	err = b.spawnShim(ctx, cfg.BootTimeout+15*time.Second)
+	err = b.spawnShim(ctx, cfg.BootTimeout*shimapi.BootWallFactor+15*time.Second)
 	release() // booted (or failed): the next box may boot
 	if err != nil {
 		return nil, none, err

@@ -205,7 +205,9 @@ func WithUser(user string) BoxOption {
 	return func(c *BoxConfig) error { c.User = user; return nil }
 }
 
-// WithBootTimeout bounds VMM start to agent ready. Default 60s (TCG is slow).
+// WithBootTimeout bounds VMM start to agent ready by the CPU time the VMM
+// uses, and the wall-clock wait by 10 times that (a guest starved by other
+// boxes is slow, not stuck). Default 60s (TCG is slow).
 func WithBootTimeout(d time.Duration) BoxOption {
 	return func(c *BoxConfig) error { c.BootTimeout = d; return nil }
 }

@@ -1,6 +1,7 @@
 package hv
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -319,6 +320,28 @@ func (l *fdList) closeChildEnds() {
 
 // Pid is QEMU's process id (and process group id).
 func (vm *VM) Pid() int { return vm.proc.pid() }
+
+// CPUTime is the CPU time QEMU has used so far (all its threads, user and
+// system); 0 once it has exited or when /proc cannot tell.
+func (vm *VM) CPUTime() time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(vm.Pid()) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which may hold spaces): utime and
+	// stime are the 12th and 13th, in clock ticks (USER_HZ, 100 on Linux).
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * (time.Second / 100)
+}
 
 // Confinement is what the jail gave QEMU (Config.Jail); the zero Layers
 // without one.

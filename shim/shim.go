@@ -181,7 +181,6 @@ func (s *shim) boot() error {
 	if s.vm, err = hv.Start(vmcfg); err != nil {
 		return err
 	}
-	deadline := start.Add(s.cfg.BootTimeout)
 	fail := func(what string, err error) error {
 		s.vm.Kill()
 		return fmt.Errorf("boot: %s after %.1fs: %v: %w\n--- console (last lines) ---\n%s",
@@ -190,9 +189,8 @@ func (s *shim) boot() error {
 	ch := s.vm.Channel() // reads EOF if the VMM exits
 	s.agent = ch
 	s.w = protocol.NewWriter(ch)
-	ch.SetReadDeadline(deadline)
 	r := protocol.NewReader(ch)
-	f, err := r.ReadFrame()
+	f, err := s.awaitHello(r, start)
 	if err != nil {
 		if s.exitedSoon() {
 			err = fmt.Errorf("VMM exited: %v", s.vm.Err())
@@ -214,7 +212,6 @@ func (s *shim) boot() error {
 	if h.Version != protocol.Version {
 		return fail("guest agent protocol", fmt.Errorf("agent speaks version %d, host %d", h.Version, protocol.Version))
 	}
-	ch.SetReadDeadline(time.Time{})
 	s.agentReader = r
 	s.info = protocol.Info{Hello: h, Accel: string(vmcfg.Accel), AccelReason: reason,
 		ShimPid: os.Getpid(), VMMPid: s.vm.Pid(), BootMs: float64(time.Since(start).Microseconds()) / 1000}
@@ -234,6 +231,38 @@ func (s *shim) boot() error {
 		return fail("listen for clients", err)
 	}
 	return nil
+}
+
+// awaitHello reads the agent's first frame. The boot is judged by the CPU
+// time its VMM used, not by the wall clock alone: with many boxes booting on
+// few cores, a guest can take minutes of wall time to use the seconds of CPU
+// its boot needs, and it is not stuck; a guest that spins its budget away
+// without a hello is.
+func (s *shim) awaitHello(r *protocol.Reader, start time.Time) (protocol.Frame, error) {
+	type result struct {
+		f   protocol.Frame
+		err error
+	}
+	got := make(chan result, 1)
+	go func() { f, err := r.ReadFrame(); got <- result{f, err} }()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	budget, wallMax := s.cfg.BootTimeout, s.cfg.BootTimeout*shimapi.BootWallFactor
+	for {
+		select {
+		case res := <-got:
+			return res.f, res.err
+		case <-tick.C:
+			cpu, wall := s.vm.CPUTime(), time.Since(start)
+			if cpu < budget && wall < wallMax {
+				continue
+			}
+			s.vm.Kill() // the reader then sees the channel end
+			<-got
+			return protocol.Frame{}, errdefs.Errorf(errdefs.ErrTimeout, "the VMM used %.1fs of CPU in %.1fs (the boot's budget: %s of CPU, %s of wall time)",
+				cpu.Seconds(), wall.Seconds(), budget, wallMax)
+		}
+	}
 }
 
 // exitedSoon reports whether the VMM exits within a moment, to tell a dead

@@ -38,7 +38,10 @@ type Config struct {
 	Accel      string `json:"accel,omitempty"`
 	RequireKVM bool   `json:"require_kvm,omitempty"`
 
-	BootTimeout time.Duration `json:"boot_timeout"` // VMM start to agent hello
+	// BootTimeout is the boot's budget of VMM CPU time from VMM start to
+	// the agent's hello: a guest starved by other boxes is slow, a hung one
+	// spins. The wall-clock wait is bounded too, by BootWallFactor times it.
+	BootTimeout time.Duration `json:"boot_timeout"`
 	StopTimeout time.Duration `json:"stop_timeout"` // shutdown request to VMM exit, then kill
 	// OwnerUID is the only uid (besides root) whose clients the shim serves.
 	OwnerUID int `json:"owner_uid"`
@@ -49,6 +52,10 @@ type Config struct {
 	// its creator died: nobody is left to remove it.
 	AutoRemove bool `json:"auto_remove,omitempty"`
 }
+
+// BootWallFactor bounds a boot's wall-clock wait: BootWallFactor times its
+// BootTimeout, however little CPU the VMM got.
+const BootWallFactor = 10
 
 // Path is the path of a file of the box directory.
 func (c Config) Path(name string) string { return filepath.Join(c.Dir, name) }
