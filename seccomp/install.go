@@ -23,10 +23,15 @@ func Install(prog []unix.SockFilter, flags uintptr) error {
 		return fmt.Errorf("seccomp: program of %d instructions", len(prog))
 	}
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&fprog)))
+	r, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&fprog)))
 	runtime.KeepAlive(prog)
 	switch errno {
 	case 0:
+		// With TSYNC, a thread that cannot take the filter (it has one
+		// of its own) is returned, and no thread has the filter.
+		if r != 0 && flags&unix.SECCOMP_FILTER_FLAG_TSYNC != 0 {
+			return fmt.Errorf("seccomp: thread %d has another filter; none installed", r)
+		}
 		return nil
 	case unix.EINVAL, unix.ENOSYS:
 		return fmt.Errorf("%w (%w)", ErrUnavailable, errno)

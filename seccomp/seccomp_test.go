@@ -4,6 +4,7 @@ package seccomp
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -218,5 +219,39 @@ func TestRetErrno(t *testing.T) {
 	}
 	if err := Install(nil, 0); err == nil {
 		t.Error("empty program installed")
+	}
+}
+
+// TestInstallTSYNC checks that a TSYNC install that the kernel refuses
+// (another thread has a filter of its own) is an error. Both filters allow
+// everything, whichever threads end up with them.
+func TestInstallTSYNC(t *testing.T) {
+	allow := []unix.SockFilter{{Code: unix.BPF_RET | unix.BPF_K, K: RetAllow}}
+	// Each on a locked thread that ends with its goroutine, no_new_privs
+	// and all.
+	stop := make(chan struct{})
+	defer close(stop)
+	on := func(f func() error) error {
+		errc := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread()
+			err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+			if err == nil {
+				err = f()
+			}
+			errc <- err
+			if err == nil {
+				<-stop // keep the thread and its filter until the test ends
+			}
+		}()
+		return <-errc
+	}
+	if err := on(func() error { return Install(allow, 0) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := on(func() error { return Install(allow, unix.SECCOMP_FILTER_FLAG_TSYNC) }); err == nil {
+		t.Fatal("TSYNC install with another thread's filter in the way succeeded")
+	} else {
+		t.Log(err)
 	}
 }
