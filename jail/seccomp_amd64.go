@@ -7,11 +7,11 @@ const seccompArch = unix.AUDIT_ARCH_X86_64
 // x32Bit marks the x32 ABI's syscall numbers, which the filter refuses.
 const x32Bit = 0x40000000
 
-var denyENOSYS = []uintptr{
+var denyENOSYS = []uint32{
 	unix.SYS_CLONE3, unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER,
 }
 
-var denyEPERM = []uintptr{
+var denyEPERM = []uint32{
 	// mounts and namespaces
 	unix.SYS_MOUNT, unix.SYS_UMOUNT2, unix.SYS_PIVOT_ROOT, unix.SYS_CHROOT, unix.SYS_UNSHARE, unix.SYS_SETNS,
 	unix.SYS_FSOPEN, unix.SYS_FSCONFIG, unix.SYS_FSMOUNT, unix.SYS_FSPICK, unix.SYS_OPEN_TREE,

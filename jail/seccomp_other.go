@@ -7,4 +7,4 @@ const (
 	x32Bit      = 0
 )
 
-var denyENOSYS, denyEPERM []uintptr
+var denyENOSYS, denyEPERM []uint32

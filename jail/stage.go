@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/boxlite/boxlite/seccomp"
 )
 
 // stageExit is the helper's exit status when the stage fails.
@@ -130,8 +132,10 @@ func stage(specFile, status *os.File) error {
 	if s.Seccomp {
 		note, err := installSeccomp()
 		switch {
-		case err == unix.EINVAL || err == unix.ENOSYS:
-			l.Seccomp.Note = fmt.Sprintf("the kernel has no seccomp filters (%v)", err)
+		case errors.Is(err, seccomp.ErrUnavailable):
+			var errno unix.Errno
+			errors.As(err, &errno)
+			l.Seccomp.Note = fmt.Sprintf("the kernel has no seccomp filters (%v)", errno)
 		case err != nil:
 			return fail("seccomp", err)
 		case note == "":

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/seccomp"
 )
 
 // A Sandbox walls box processes off from the agent like a container. A
@@ -320,7 +321,7 @@ func enterSandbox(pid int, prog []unix.SockFilter) error {
 	if err := limitCaps(unix.RawSyscall6, boxCapsMask()); err != nil {
 		return err
 	}
-	return installSeccomp(prog, 0)
+	return seccomp.Install(prog, 0)
 }
 
 // nsPid is the pid of the agent's child pid in the namespace it lives in

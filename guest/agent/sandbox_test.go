@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/boxlite/boxlite/seccomp"
 )
 
 // forkOn runs argv from g's forking thread through the reaper and returns
@@ -64,7 +66,7 @@ func TestForkThread(t *testing.T) {
 		} else if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 			return err
 		}
-		return installSeccomp(prog, 0)
+		return seccomp.Install(prog, 0)
 	}, ready)
 	if err := <-ready; err != nil {
 		t.Fatal(err)

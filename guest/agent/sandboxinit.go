@@ -15,6 +15,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/boxlite/boxlite/seccomp"
 )
 
 // sandboxInitArg0 is argv[0] of the sandbox init: the agent binary run again
@@ -128,7 +130,7 @@ func sandboxInitSetup(root string) error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("no_new_privs: %w", err)
 	}
-	if err := installSeccomp(prog, unix.SECCOMP_FILTER_FLAG_TSYNC); err != nil {
+	if err := seccomp.Install(prog, unix.SECCOMP_FILTER_FLAG_TSYNC); err != nil {
 		return err
 	}
 	// No capabilities left in any thread (one call: each costs a signal

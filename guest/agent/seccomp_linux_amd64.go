@@ -2,18 +2,25 @@
 
 package agent
 
-import "golang.org/x/sys/unix"
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/boxlite/boxlite/seccomp"
+)
 
 // x32 system calls arrive with arch x86_64 and this bit in the number.
 const x32SyscallBit = 0x40000000
 
 // boxSeccompPolicy is the x86_64 table; i386 (int 0x80) and x32 calls are
 // refused whole, as no box image here is 32-bit.
-func boxSeccompPolicy() (seccompPolicy, bool) {
-	return seccompPolicy{
-		arch:   unix.AUDIT_ARCH_X86_64,
-		x32Bit: x32SyscallBit,
-		deny: []uint32{
+func boxSeccompPolicy() (seccomp.Policy, bool) {
+	eperm := seccomp.RetErrno(unix.EPERM)
+	return seccomp.Policy{
+		Arch:        unix.AUDIT_ARCH_X86_64,
+		ForeignArch: eperm,
+		X32Bit:      x32SyscallBit,
+		X32:         eperm,
+		EPERM: []uint32{
 			// Kernel code and the machine.
 			unix.SYS_KEXEC_LOAD, unix.SYS_KEXEC_FILE_LOAD, unix.SYS_INIT_MODULE, unix.SYS_FINIT_MODULE,
 			unix.SYS_DELETE_MODULE, unix.SYS_REBOOT, unix.SYS_SWAPON, unix.SYS_SWAPOFF, unix.SYS_IOPL,
@@ -31,10 +38,10 @@ func boxSeccompPolicy() (seccompPolicy, bool) {
 			// Clocks are not namespaced.
 			unix.SYS_SETTIMEOFDAY, unix.SYS_CLOCK_SETTIME, unix.SYS_CLOCK_ADJTIME, unix.SYS_ADJTIMEX,
 		},
-		clone3:      unix.SYS_CLONE3,
-		clone:       unix.SYS_CLONE,
-		mknod:       unix.SYS_MKNOD,
-		mknodat:     unix.SYS_MKNODAT,
-		personality: unix.SYS_PERSONALITY,
+		ENOSYS:      []uint32{unix.SYS_CLONE3},
+		Clone:       unix.SYS_CLONE,
+		Mknod:       unix.SYS_MKNOD,
+		Mknodat:     unix.SYS_MKNODAT,
+		Personality: unix.SYS_PERSONALITY,
 	}, true
 }

@@ -2,6 +2,8 @@
 
 package agent
 
+import "github.com/boxlite/boxlite/seccomp"
+
 // boxSeccompPolicy has no table for this arch: the sandbox refuses to start
 // rather than run boxes without the filter.
-func boxSeccompPolicy() (seccompPolicy, bool) { return seccompPolicy{}, false }
+func boxSeccompPolicy() (seccomp.Policy, bool) { return seccomp.Policy{}, false }

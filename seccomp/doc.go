@@ -1,0 +1,2 @@
+// Package seccomp builds classic-BPF seccomp deny-list filters from a declarative Policy and installs them.
+package seccomp
