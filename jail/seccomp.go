@@ -41,6 +41,6 @@ func installSeccomp() (note string, err error) {
 	if err := seccomp.Install(prog, 0); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("denylist of %d syscalls (EPERM), %d (ENOSYS), clone with namespace flags (EPERM), other ABIs killed",
+	return fmt.Sprintf("denylist of %d syscalls (EPERM), %d (ENOSYS), clone with namespace flags (EPERM), x32 calls ENOSYS, other architectures killed",
 		len(denyEPERM), len(denyENOSYS)), nil
 }
