@@ -141,6 +141,9 @@ func (c *conn) send(t protocol.Type, stream uint32, body any) error {
 }
 
 func (c *conn) sendFrame(f protocol.Frame) error {
+	if len(f.Payload) > protocol.MaxPayload { // refused here, not a broken connection
+		return errdefs.Errorf(errdefs.ErrLimit, "%s request of %d bytes exceeds the frame limit of %d", f.Type, len(f.Payload), protocol.MaxPayload)
+	}
 	c.wm.Lock()
 	defer c.wm.Unlock()
 	if err := c.w.WriteFrame(f); err != nil {
