@@ -83,6 +83,33 @@ type Hello struct {
 	Features []string `msgpack:"features,omitempty"`
 }
 
+// Caps on what a Hello may carry into the host's box info.
+const (
+	maxHelloString   = 256
+	maxHelloFeatures = 64
+)
+
+// Bound cuts what the guest claims in h to sizes the host keeps: the
+// strings (valid UTF-8, at most 256 bytes), the features (at most 64) and
+// the timings (not negative).
+func (h *Hello) Bound() {
+	cut := func(s string) string {
+		if len(s) > maxHelloString {
+			s = s[:maxHelloString]
+		}
+		return strings.ToValidUTF8(s, "\uFFFD")
+	}
+	h.Agent, h.Kernel = cut(h.Agent), cut(h.Kernel)
+	if len(h.Features) > maxHelloFeatures {
+		h.Features = h.Features[:maxHelloFeatures]
+	}
+	for i, f := range h.Features {
+		h.Features[i] = cut(f)
+	}
+	h.KernelMs, h.ReadyMs = max(h.KernelMs, 0), max(h.ReadyMs, 0)
+	h.Layers = max(h.Layers, 0)
+}
+
 // Has reports whether the agent listed feature in its Hello.
 func (h Hello) Has(feature string) bool {
 	for _, f := range h.Features {

@@ -164,3 +164,11 @@ func TestErrorMessageCapped(t *testing.T) {
 		t.Fatalf("%q kind %v", got, errdefs.KindOf(got))
 	}
 }
+
+func TestHelloBound(t *testing.T) {
+	h := Hello{Agent: strings.Repeat("a", 1<<20), Kernel: "k\xff", Features: make([]string, 1000), KernelMs: -5, Layers: -1}
+	h.Bound()
+	if len(h.Agent) != maxHelloString || !utf8.ValidString(h.Kernel) || len(h.Features) != maxHelloFeatures || h.KernelMs != 0 || h.Layers != 0 {
+		t.Fatalf("bounded hello: agent %d bytes, kernel %q, %d features, kernel_ms %v, layers %d", len(h.Agent), h.Kernel, len(h.Features), h.KernelMs, h.Layers)
+	}
+}
