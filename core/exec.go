@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -79,7 +80,7 @@ type Execution struct {
 	stdout  *window
 	stderr  *window
 	stdin   *sendWindow
-	pid     int
+	pid     atomic.Int64 // set by the connection's reader
 	tty     bool
 
 	once   sync.Once
@@ -109,7 +110,7 @@ func (e *Execution) frame(f protocol.Frame) {
 	case protocol.TStarted:
 		var s protocol.Started
 		if protocol.Decode(f, &s) == nil {
-			e.pid = s.Pid
+			e.pid.Store(int64(s.Pid))
 		}
 	case protocol.TStdout:
 		if err := e.stdout.push(f.Payload); err != nil {
@@ -207,7 +208,7 @@ func (e *Execution) Pending(fd int) bool {
 func (e *Execution) Done() <-chan struct{} { return e.done }
 
 // Pid is the process id in the guest, 0 until started.
-func (e *Execution) Pid() int { return e.pid }
+func (e *Execution) Pid() int { return int(e.pid.Load()) }
 
 // Signal delivers sig to the process.
 func (e *Execution) Signal(sig syscall.Signal) error {
