@@ -126,3 +126,56 @@ func many(n int) error {
 		ms(p(busy, 50)), ms(p(busy, 99)), ms(p(idle, 50)), float64(p(busy, 50))/float64(p(idle, 50)))
 	return nil
 }
+
+// spin measures how a box that spins its CPU affects another box: exec of
+// `true` in one box while the other runs a busy loop, against the same
+// before the loop starts (each VMM has the same cgroup CPU weight).
+func spin() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rt, done, err := freshRuntime()
+	if err != nil {
+		return err
+	}
+	defer done()
+	if _, err := rt.Images().Load(ctx, os.Getenv("BOXLITE_TEST_IMAGE")); err != nil {
+		return err
+	}
+	quiet, err := rt.Create(ctx, "alpine:latest", core.WithMemoryMiB(128))
+	if err != nil {
+		return err
+	}
+	busy, err := rt.Create(ctx, "alpine:latest", core.WithMemoryMiB(128))
+	if err != nil {
+		return err
+	}
+	p50 := func() (time.Duration, error) {
+		var d []time.Duration
+		for range 40 {
+			t0 := time.Now()
+			if _, err := quiet.Run(ctx, core.Command{Argv: []string{"true"}}); err != nil {
+				return 0, err
+			}
+			d = append(d, time.Since(t0))
+		}
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		return d[len(d)/2], nil
+	}
+	before, err := p50()
+	if err != nil {
+		return err
+	}
+	loop, err := busy.Exec(ctx, core.Command{Argv: []string{"sh", "-c", "while :; do :; done"}})
+	if err != nil {
+		return err
+	}
+	defer loop.Close()
+	time.Sleep(time.Second)
+	during, err := p50()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("a box spinning its CPU: exec of true in another box p50 %s vs %s before (ratio %.2fx)\n",
+		ms(during), ms(before), float64(during)/float64(before))
+	return nil
+}
