@@ -18,7 +18,7 @@ import (
 
 // Box starts are admitted against what the host can run, across every
 // process that shares a home, instead of racing: at most maxBoots VMs boot
-// at once (default 4 per CPU: a TCG boot also waits on I/O and timers) (each holds one of the flock'd slot files <home>/state/boot/N
+// at once (default one per CPU; see WithMaxConcurrentBoots) (each holds one of the flock'd slot files <home>/state/boot/N
 // from VMM start to its agent's hello), and a box whose memory could never
 // fit in the host is refused before anything starts. A box's boot deadline
 // starts when its boot is admitted, not while it waits.
@@ -30,7 +30,7 @@ const vmmOverheadMiB = 512
 // admitPoll is how often a waiting start looks for a free slot.
 const admitPoll = 20 * time.Millisecond
 
-func defaultMaxBoots() int { return max(4*runtime.NumCPU(), 1) }
+func defaultMaxBoots() int { return max(runtime.NumCPU(), 1) }
 
 // checkHostMemory refuses a box that needs more memory than the host has.
 func checkHostMemory(cfg BoxConfig) error {

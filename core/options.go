@@ -108,9 +108,10 @@ func WithRequireKVM() Option {
 // WithMaxConcurrentBoots sets how many boxes may boot at once across the
 // processes sharing the home; more starts wait their turn (bounded by their
 // context), and each box's boot timeout counts from when its boot begins.
-// Default: 4 per CPU (measured here: 20 boxes at once came up in 55 s with
-// 8 slots, 75 s with 2, while execs into running boxes stayed under 0.4 s at
-// p99).
+// Default: one per CPU. Measured on 2 cores: 20 boxes at once came up in
+// 75 s with 2 slots and 55 s with 8, but 50 boxes took 368 s with 2 and
+// 544 s with 8 (idle VMs and boots thrash), and execs into running boxes
+// kept a p99 under 1 s only with 2.
 func WithMaxConcurrentBoots(n int) Option {
 	return func(o *runtimeOptions) error {
 		if n < 1 || n > 4096 {
