@@ -19,14 +19,11 @@ import (
 func many(n int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	rt, done, err := freshRuntime()
+	rt, done, err := imageRuntime(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
-	if _, err := rt.Images().Load(ctx, os.Getenv("BOXLITE_TEST_IMAGE")); err != nil {
-		return err
-	}
 	probe, err := rt.Create(ctx, "alpine:latest", core.WithMemoryMiB(128))
 	if err != nil {
 		return err
@@ -133,14 +130,11 @@ func many(n int) error {
 func spin() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	rt, done, err := freshRuntime()
+	rt, done, err := imageRuntime(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
-	if _, err := rt.Images().Load(ctx, os.Getenv("BOXLITE_TEST_IMAGE")); err != nil {
-		return err
-	}
 	quiet, err := rt.Create(ctx, "alpine:latest", core.WithMemoryMiB(128))
 	if err != nil {
 		return err
@@ -178,4 +172,17 @@ func spin() error {
 	fmt.Printf("a box spinning its CPU: exec of true in another box p50 %s vs %s before (ratio %.2fx)\n",
 		ms(during), ms(before), float64(during)/float64(before))
 	return nil
+}
+
+// imageRuntime is a fresh runtime with the test image loaded.
+func imageRuntime(ctx context.Context) (*core.Runtime, func(), error) {
+	rt, done, err := freshRuntime()
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := rt.Images().Load(ctx, os.Getenv("BOXLITE_TEST_IMAGE")); err != nil {
+		done()
+		return nil, nil, err
+	}
+	return rt, done, nil
 }
