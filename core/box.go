@@ -87,6 +87,9 @@ type BoxRuntimeInfo struct {
 	// Warnings name what weakens the box's isolation (TCG, a confinement
 	// layer the host could not give its VMM); see docs/SECURITY.md.
 	Warnings []string `json:"warnings,omitempty"`
+	// Network is the box's network with its published ports as bound;
+	// nil when the network is disabled.
+	Network *NetworkInfo `json:"network,omitempty"`
 }
 
 func (b *Box) ID() string   { return b.rec.ID }
@@ -120,7 +123,7 @@ func (b *Box) Info() BoxInfo {
 		h := b.info.Hello
 		bi.Runtime = &BoxRuntimeInfo{Accel: b.info.Accel, AccelReason: b.info.AccelReason, Kernel: h.Kernel,
 			BootMs: b.info.BootMs, GuestKernelMs: h.KernelMs, GuestReadyMs: h.ReadyMs, ShimPid: b.info.ShimPid, VMMPid: b.info.VMMPid,
-			Warnings: b.info.Warnings}
+			Warnings: b.info.Warnings, Network: b.info.Network}
 	}
 	return bi
 }
@@ -267,7 +270,7 @@ func (b *Box) boot(ctx context.Context) (*conn, protocol.Info, error) {
 	sc := shimapi.Config{BoxID: b.rec.ID, Dir: b.dir, Kernel: b.rt.assets.kernel(), Initrd: b.rt.assets.initrd(),
 		QEMU: b.rt.qemu, MemoryMiB: cfg.MemoryMiB, CPUs: cfg.CPUs, Layers: layers, RequireKVM: b.rt.requireKVM,
 		BootTimeout: cfg.BootTimeout, StopTimeout: 10 * time.Second, OwnerUID: os.Getuid(),
-		StateDir: filepath.Join(b.rt.home, "state"), AutoRemove: cfg.AutoRemove}
+		StateDir: filepath.Join(b.rt.home, "state"), AutoRemove: cfg.AutoRemove, Network: cfg.shimNetwork()}
 	if err := writeJSON(b.path(shimapi.ConfigFile), sc); err != nil {
 		return nil, none, err
 	}

@@ -161,6 +161,8 @@ type BoxConfig struct {
 	User        string            `json:"user,omitempty"`
 	BootTimeout time.Duration     `json:"boot_timeout"`
 	AutoRemove  bool              `json:"auto_remove,omitempty"`
+	Network     NetworkSpec       `json:"network"`
+	Ports       []Port            `json:"ports,omitempty"`
 }
 
 func defaultBoxConfig(image string) BoxConfig {
@@ -244,7 +246,7 @@ func (c *BoxConfig) validate() error {
 			return bad("env key %q is invalid", k)
 		}
 	}
-	return nil
+	return c.validateNetwork(bad)
 }
 
 func validName(s string) bool {

@@ -50,6 +50,8 @@ const (
 	// renamed to ConsoleLog+".1" (replacing the one before) and started
 	// anew, so a guest printing without end uses at most twice this on disk.
 	ConsoleLogMax = 1 << 20
+	// netSocketBuf is each end's socket buffer for the NIC's frames.
+	netSocketBuf = 1 << 20
 )
 
 // Disk is a raw disk image attached as a virtio-blk device.
@@ -96,8 +98,18 @@ type Config struct {
 	ConsoleLog string
 	// Accel selects KVM or TCG; default (empty): DetectAccel.
 	Accel Accel
+	// NIC, when set, gives the guest a virtio-net device whose frames are
+	// VM.Network, one Ethernet frame per datagram of a socketpair (so a
+	// frame's size is the datagram's, never a length the guest sends).
+	// Default: no network device at all.
+	NIC *NIC
 	// Jail, when set, confines QEMU with package jail. Default: none.
 	Jail *Jail
+}
+
+// NIC is the guest's network device.
+type NIC struct {
+	MAC string // e.g. "5a:94:ef:e4:0c:ee"
 }
 
 // Jail is how a VM's QEMU is confined: its own mount, IPC and network
@@ -143,6 +155,7 @@ type VM struct {
 	qmp  net.Conn
 	// channel is the host end of the agent port, nil without one.
 	channel net.Conn
+	network net.Conn // the host end of the NIC, nil without one
 	done    chan struct{}
 	err     error // set before done is closed
 	werr    error // the process's wait result, set before done is closed
@@ -196,13 +209,19 @@ func Start(cfg Config) (*VM, error) {
 		return nil, err
 	}
 	parentEnds = append(parentEnds, qmp)
-	var agent, console net.Conn
-	agentFD, consoleFD := -1, -1
+	var agent, console, network net.Conn
+	agentFD, consoleFD, netFD := -1, -1, -1
 	if cfg.Channel {
 		if agent, agentFD, err = fds.socketpair("agent"); err != nil {
 			return fail(err)
 		}
 		parentEnds = append(parentEnds, agent)
+	}
+	if cfg.NIC != nil {
+		if network, netFD, err = fds.datagramPair("network"); err != nil {
+			return fail(err)
+		}
+		parentEnds = append(parentEnds, network)
 	}
 	var logw *consoleLog
 	if cfg.ConsoleLog != "" {
@@ -234,7 +253,7 @@ func Start(cfg Config) (*VM, error) {
 	}
 
 	out := &tail{max: 64 << 10}
-	args := append([]string{bin}, buildArgs(cfg, tscKHz, qmpFD, agentFD, consoleFD, diskFDs)...)
+	args := append([]string{bin}, buildArgs(cfg, tscKHz, qmpFD, agentFD, consoleFD, netFD, diskFDs)...)
 	p, err := startProcess(cfg, bin, args, fds.files, out)
 	fds.closeChildEnds()
 	if err != nil {
@@ -246,6 +265,7 @@ func Start(cfg Config) (*VM, error) {
 		out:     out,
 		qmp:     qmp,
 		channel: agent,
+		network: network,
 		done:    make(chan struct{}),
 		qmpDone: make(chan struct{}),
 	}
@@ -261,6 +281,9 @@ func Start(cfg Config) (*VM, error) {
 		if agent != nil {
 			agent.Close()
 		}
+		if network != nil {
+			network.Close()
+		}
 		return nil, vm.startFailed(err)
 	}
 	go vm.readEvents(dec)
@@ -270,6 +293,10 @@ func Start(cfg Config) (*VM, error) {
 // Channel is the host end of the agent port (Config.Channel), nil without
 // one. It reads EOF once QEMU has exited.
 func (vm *VM) Channel() net.Conn { return vm.channel }
+
+// Network is the host end of the guest's NIC (Config.NIC), nil without one:
+// a datagram socket carrying one Ethernet frame per datagram.
+func (vm *VM) Network() net.Conn { return vm.network }
 
 // fdList collects the descriptors a QEMU child inherits: ExtraFiles[i] is
 // fd 3+i in the child.
@@ -284,7 +311,23 @@ func (l *fdList) add(f *os.File) int {
 
 // socketpair returns the parent's end as a net.Conn and the child's fd.
 func (l *fdList) socketpair(name string) (net.Conn, int, error) {
-	p, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	return l.pair(name, unix.SOCK_STREAM)
+}
+
+// datagramPair is a socketpair of datagrams, with buffers for bursts of
+// network frames.
+func (l *fdList) datagramPair(name string) (net.Conn, int, error) {
+	return l.pair(name, unix.SOCK_DGRAM)
+}
+
+func (l *fdList) pair(name string, typ int) (net.Conn, int, error) {
+	p, err := unix.Socketpair(unix.AF_UNIX, typ|unix.SOCK_CLOEXEC, 0)
+	if err == nil && typ == unix.SOCK_DGRAM {
+		for _, fd := range p {
+			unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, netSocketBuf)
+			unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, netSocketBuf)
+		}
+	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("hv: start: %s socketpair: %v: %w", name, err, errdefs.ErrLimit)
 	}
@@ -546,6 +589,11 @@ func prepare(cfg Config) (_ Config, bin string, tscKHz int, err error) {
 	if cfg.CPUs == 0 {
 		cfg.CPUs = DefaultCPUs
 	}
+	if cfg.NIC != nil {
+		if hw, err := net.ParseMAC(cfg.NIC.MAC); err != nil || len(hw) != 6 {
+			return cfg, "", 0, fmt.Errorf("hv: Config.NIC.MAC %q is not a MAC address: %w", cfg.NIC.MAC, errdefs.ErrInvalidArgument)
+		}
+	}
 	if cfg.CPUs < 1 || cfg.CPUs > MaxCPUs {
 		return cfg, "", 0, fmt.Errorf("hv: Config.CPUs %d: want 1 to %d: %w",
 			cfg.CPUs, MaxCPUs, errdefs.ErrInvalidArgument)
@@ -665,8 +713,9 @@ func kernelCmdline(cfg Config, tscKHz int) string {
 
 // buildArgs is QEMU's command line for a prepared cfg (argv without argv[0]),
 // with the descriptors QEMU inherits: QMP, the agent port and the console
-// (-1: none) and those of each disk (read-only, then read-write if writable).
-func buildArgs(cfg Config, tscKHz, qmpFD, agentFD, consoleFD int, diskFDs [][]int) []string {
+// and the NIC (-1: none) and those of each disk (read-only, then read-write
+// if writable).
+func buildArgs(cfg Config, tscKHz, qmpFD, agentFD, consoleFD, netFD int, diskFDs [][]int) []string {
 	a := []string{
 		// rtc=on: without the CMOS RTC the guest spends about 1.2 s more
 		// booting (and has no wall clock). acpi=on: the guest finds the
@@ -712,6 +761,12 @@ func buildArgs(cfg Config, tscKHz, qmpFD, agentFD, consoleFD int, diskFDs [][]in
 			"-device", "virtio-serial-device",
 			"-chardev", "socket,id=agent,fd="+strconv.Itoa(agentFD),
 			"-device", "virtserialport,chardev=agent,name="+AgentPortName,
+		)
+	}
+	if netFD >= 0 {
+		a = append(a,
+			"-netdev", "dgram,id=net0,local.type=fd,local.str="+strconv.Itoa(netFD),
+			"-device", "virtio-net-device,netdev=net0,mac="+cfg.NIC.MAC,
 		)
 	}
 	for i, d := range cfg.Disks {

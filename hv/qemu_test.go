@@ -284,8 +284,9 @@ func TestBuildArgs(t *testing.T) {
 		},
 		Channel:    true,
 		ConsoleLog: "/log/console.log",
+		NIC:        &NIC{MAC: "5a:94:ef:e4:0c:ee"},
 	}
-	args := strings.Join(buildArgs(cfg, 2300000, 3, 4, 5, [][]int{{6}, {7, 8}}), " ")
+	args := strings.Join(buildArgs(cfg, 2300000, 3, 4, 5, 9, [][]int{{6}, {7, 8}}), " ")
 	for _, want := range []string{
 		"-M microvm,x-option-roms=off,isa-serial=on,rtc=on,acpi=on",
 		"-nodefaults -no-user-config -display none -no-reboot",
@@ -298,6 +299,7 @@ func TestBuildArgs(t *testing.T) {
 		"-add-fd fd=6,set=1 -drive id=d0,file=/dev/fdset/1,format=raw,if=none,cache=writeback,readonly=on -device virtio-blk-device,drive=d0,serial=layer0",
 		"-add-fd fd=7,set=2 -add-fd fd=8,set=2 -drive id=d1,file=/dev/fdset/2,format=raw,if=none,cache=writeback,readonly=off,discard=unmap,werror=report,rerror=report -device virtio-blk-device,drive=d1,serial=rw",
 		"-chardev socket,id=qmp,fd=3 -mon chardev=qmp,mode=control",
+		"-netdev dgram,id=net0,local.type=fd,local.str=9 -device virtio-net-device,netdev=net0,mac=5a:94:ef:e4:0c:ee",
 	} {
 		if !strings.Contains(args, want) {
 			t.Errorf("args lack %q:\n%s", want, args)
@@ -305,13 +307,13 @@ func TestBuildArgs(t *testing.T) {
 	}
 
 	cfg = Config{Kernel: "/k/vmlinuz", MemoryMiB: 256, CPUs: 1, Accel: KVM}
-	args = strings.Join(buildArgs(cfg, 0, 3, -1, -1, nil), " ")
+	args = strings.Join(buildArgs(cfg, 0, 3, -1, -1, -1, nil), " ")
 	for _, want := range []string{"-accel kvm -cpu host", "-append console=ttyS0 quiet panic=-1 reboot=t -chardev null,id=con"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("kvm args lack %q:\n%s", want, args)
 		}
 	}
-	for _, bad := range []string{"tsc_early_khz", "-initrd", "virtio-serial", "-drive"} {
+	for _, bad := range []string{"tsc_early_khz", "-initrd", "virtio-serial", "-drive", "-netdev"} {
 		if strings.Contains(args, bad) {
 			t.Errorf("kvm args contain %q:\n%s", bad, args)
 		}

@@ -67,6 +67,10 @@ const (
 	// capabilities minus MKNOD, a seccomp filter). Started.Pid is then the
 	// process's pid inside the box.
 	FeatureSandbox = "sandbox"
+	// FeatureNetwork: the agent brings up the NIC the host describes on the
+	// kernel command line (boxlite.net=) and gives the box its resolv.conf
+	// and hosts; boot fails when it cannot.
+	FeatureNetwork = "network"
 )
 
 // Hello is the agent's first frame: who it is and how long boot took, as
@@ -213,6 +217,25 @@ type Info struct {
 	// Warnings name what weakens this box's isolation: TCG, a confinement
 	// layer the host could not give the VMM.
 	Warnings []string `msgpack:"warnings,omitempty"`
+	// Network is the box's network; nil when it has none.
+	Network *NetworkInfo `msgpack:"network,omitempty"`
+}
+
+// NetworkInfo describes a box's network as its shim runs it.
+type NetworkInfo struct {
+	GuestIP   string   `msgpack:"guest_ip" json:"guest_ip"`
+	GatewayIP string   `msgpack:"gateway_ip" json:"gateway_ip"`
+	AllowNet  []string `msgpack:"allow_net,omitempty" json:"allow_net,omitempty"`
+	Ports     []Port   `msgpack:"ports,omitempty" json:"ports,omitempty"`
+}
+
+// Port is a published port: HostIP:HostPort on the host reaches GuestPort
+// in the box. HostPort 0 asks for a free port; Protocol is "tcp" or "udp".
+type Port struct {
+	Protocol  string `msgpack:"protocol" json:"protocol"`
+	HostIP    string `msgpack:"host_ip,omitempty" json:"host_ip,omitempty"`
+	HostPort  int    `msgpack:"host_port" json:"host_port"`
+	GuestPort int    `msgpack:"guest_port" json:"guest_port"`
 }
 
 // Encode builds a frame with a msgpack body (nil v means no body).

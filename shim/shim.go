@@ -17,6 +17,7 @@ import (
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/hv"
 	"github.com/boxlite/boxlite/jail"
+	"github.com/boxlite/boxlite/netstack"
 	"github.com/boxlite/boxlite/protocol"
 	"github.com/boxlite/boxlite/shimapi"
 )
@@ -27,6 +28,9 @@ import (
 func Run(cfg shimapi.Config, ready io.WriteCloser, parent io.Reader) error {
 	s := &shim{cfg: cfg, routes: map[uint32]route{}, next: 1, clients: map[*client]bool{}}
 	defer func() {
+		if s.net != nil {
+			s.net.Close()
+		}
 		if s.releaseUID != nil {
 			s.releaseUID()
 		}
@@ -77,6 +81,8 @@ type shim struct {
 	w           *protocol.Writer
 	ln          net.Listener
 	info        protocol.Info
+	net         *netstack.Stack // the box's network; nil without one
+	netInfo     *protocol.NetworkInfo
 
 	mu       sync.Mutex
 	routes   map[uint32]route // agent stream id -> client stream
@@ -171,6 +177,9 @@ func (s *shim) boot() error {
 	if err != nil {
 		return err
 	}
+	if err := s.startNetwork(&vmcfg); err != nil {
+		return err
+	}
 	if err := s.jailUID(vmcfg.Jail); err != nil {
 		return err
 	}
@@ -181,6 +190,7 @@ func (s *shim) boot() error {
 	if s.vm, err = hv.Start(vmcfg); err != nil {
 		return err
 	}
+	s.serveNetwork()
 	fail := func(what string, err error) error {
 		s.vm.Kill()
 		return fmt.Errorf("boot: %s after %.1fs: %v: %w\n--- console (last lines) ---\n%s",
@@ -216,8 +226,12 @@ func (s *shim) boot() error {
 	s.agentReader = r
 	s.info = protocol.Info{Hello: h, Accel: string(vmcfg.Accel), AccelReason: reason,
 		ShimPid: os.Getpid(), VMMPid: s.vm.Pid(), BootMs: float64(time.Since(start).Microseconds()) / 1000}
+	s.info.Network = s.netInfo
 	if vmcfg.Accel == hv.TCG {
 		s.info.Warnings = append(s.info.Warnings, TCGWarning)
+	}
+	if s.net != nil && !h.Has(protocol.FeatureNetwork) {
+		s.info.Warnings = append(s.info.Warnings, "guest: the agent does not bring the box's network up (an older agent)")
 	}
 	if h.Layers > 0 && !h.Has(protocol.FeatureSandbox) {
 		s.info.Warnings = append(s.info.Warnings, "guest: the agent runs box processes without its sandbox (an older agent): they can reach the agent's channel")
@@ -342,6 +356,9 @@ func (s *shim) teardown() {
 	s.clients = map[*client]bool{}
 	s.mu.Unlock()
 	s.writeExit(reason)
+	if s.net != nil {
+		s.net.Close() // its published ports are free again
+	}
 	s.ln.Close()
 	os.Remove(s.cfg.Path(shimapi.SocketFile))
 	for c := range clients {

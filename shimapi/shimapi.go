@@ -51,6 +51,16 @@ type Config struct {
 	// AutoRemove: the box directory is deleted after the box ends because
 	// its creator died: nobody is left to remove it.
 	AutoRemove bool `json:"auto_remove,omitempty"`
+	// Network is the box's network; nil: none at all (only lo in the box,
+	// no network stack in the shim).
+	Network *Network `json:"network,omitempty"`
+}
+
+// Network is a box's network: where it may connect (AllowNet, as
+// netpolicy parses it; empty: anywhere) and the ports it publishes.
+type Network struct {
+	AllowNet []string        `json:"allow_net,omitempty"`
+	Ports    []protocol.Port `json:"ports,omitempty"`
 }
 
 // BootWallFactor bounds a boot's wall-clock wait: BootWallFactor times its

@@ -108,10 +108,26 @@ func Main() {
 	if err := loopbackUp(); err != nil {
 		logf("lo: %v", err)
 	}
+	// The NIC comes up while the disks mount.
+	netc, err := parseNetConfig(string(cmdline))
+	netCh := make(chan error, 1)
+	if netc != nil {
+		go func() { netCh <- netc.up() }()
+	} else {
+		netCh <- nil
+	}
 	var b *box
-	disks, err := findDisks(diskTimeout)
 	if err == nil {
-		b, err = setupBox(disks, logf)
+		var disks map[string]string
+		if disks, err = findDisks(diskTimeout); err == nil {
+			b, err = setupBox(disks, logf)
+		}
+	}
+	if err == nil && netc != nil && b.Root != "" {
+		err = netc.bindNetFiles(b)
+	}
+	if nerr := <-netCh; err == nil && nerr != nil {
+		err = fmt.Errorf("network: %w", nerr)
 	}
 	mountedMs := boottimeMs()
 	// Box processes only ever run in the sandbox: a box root without one

@@ -18,7 +18,7 @@ import (
 var Version = "dev"
 
 // features are what this agent adds to protocol version 1 (Hello.Features).
-var features = []string{protocol.FeatureTTY}
+var features = []string{protocol.FeatureTTY, protocol.FeatureNetwork}
 
 // DefaultMaxExecs caps the execs one connection may run at once.
 const DefaultMaxExecs = 1024

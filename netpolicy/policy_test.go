@@ -1,0 +1,87 @@
+package netpolicy
+
+import (
+	"errors"
+	"net/netip"
+	"testing"
+
+	"github.com/boxlite/boxlite/errdefs"
+)
+
+func TestParseRejects(t *testing.T) {
+	for _, e := range []string{"", " ", "http://x.com", "a..b", "x.com:0", "x.com:70000", "x.com:", "::1", "[::1]:80", "2001:db8::/32", "-bad_ chars", "1.2.3.4/33"} {
+		if _, err := Parse([]string{e}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("Parse(%q) = %v, want invalid argument", e, err)
+		}
+	}
+	if p, err := Parse(nil); p != nil || err != nil {
+		t.Errorf("Parse(nil) = %v, %v; want no policy", p, err)
+	}
+}
+
+func TestNamesAndAddresses(t *testing.T) {
+	p, err := Parse([]string{"example.com", "*.pkg.dev", "api.x.io:443", "10.0.0.0/8", "192.0.2.7:53"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{
+		"example.com": true, "EXAMPLE.com.": true, "www.example.com": false,
+		"a.pkg.dev": true, "a.b.pkg.dev": true, "pkg.dev": false,
+		"api.x.io": true, "other.io": false, HostAlias: false,
+	}
+	for n, want := range names {
+		if got := p.AllowName(n); got != want {
+			t.Errorf("AllowName(%q) = %v, want %v", n, got, want)
+		}
+	}
+	addr := netip.MustParseAddr
+	for _, c := range []struct {
+		a    string
+		port uint16
+		want bool
+	}{
+		{"10.1.2.3", 80, true}, {"11.0.0.1", 80, false},
+		{"192.0.2.7", 53, true}, {"192.0.2.7", 80, false},
+		{"203.0.113.5", 443, false}, // not learned yet
+		{HostAliasAddr.String(), 80, false},
+	} {
+		if got := p.AllowAddr(addr(c.a), c.port); got != c.want {
+			t.Errorf("AllowAddr(%s:%d) = %v, want %v", c.a, c.port, got, c.want)
+		}
+	}
+	p.Learn("api.x.io", addr("203.0.113.5"))
+	p.Learn("evil.io", addr("203.0.113.6")) // not allowed: not learned
+	if !p.AllowAddr(addr("203.0.113.5"), 443) || p.AllowAddr(addr("203.0.113.5"), 80) {
+		t.Error("a learned address must be allowed on its rule's port only")
+	}
+	if p.AllowAddr(addr("203.0.113.6"), 443) {
+		t.Error("an answer for a name not allowed must not be learned")
+	}
+}
+
+func TestHostAlias(t *testing.T) {
+	wide, _ := Parse([]string{"192.168.0.0/16", "*.boxlite.internal"})
+	if wide.AllowName(HostAlias) || wide.AllowAddr(HostAliasAddr, 80) {
+		t.Error("the host alias must be reachable only when a rule names it")
+	}
+	for _, rule := range []string{HostAlias, HostAliasAddr.String()} {
+		p, _ := Parse([]string{rule})
+		if !p.AllowName(HostAlias) || !p.AllowAddr(HostAliasAddr, 8080) {
+			t.Errorf("rule %q must allow the host alias", rule)
+		}
+	}
+	port, _ := Parse([]string{HostAlias + ":8080"})
+	if !port.AllowAddr(HostAliasAddr, 8080) || port.AllowAddr(HostAliasAddr, 22) {
+		t.Error("a host alias rule with a port must allow that port only")
+	}
+}
+
+func TestLearnedIsBounded(t *testing.T) {
+	p, _ := Parse([]string{"*.many.test"})
+	for i := 0; i < maxLearned+10; i++ {
+		p.Learn("a.many.test", netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))
+	}
+	if len(p.learned) != maxLearned || len(p.order) != maxLearned {
+		t.Errorf("learned %d addresses, want at most %d", len(p.learned), maxLearned)
+	}
+}
