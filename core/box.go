@@ -202,7 +202,7 @@ func (b *Box) Start(ctx context.Context) error {
 	}
 	b.mu.Unlock()
 	c, info, err := b.boot(ctx)
-	if errors.Is(err, errdefs.ErrAlreadyExists) {
+	if errors.Is(err, errShimRunning) {
 		c, info, err = b.join(ctx)
 	}
 	b.mu.Lock()
@@ -214,6 +214,9 @@ func (b *Box) Start(ctx context.Context) error {
 	b.attach(c, info)
 	return b.setState(StateRunning)
 }
+
+// errShimRunning: the box's shim found another shim running the box.
+var errShimRunning = errors.New("another shim runs the box")
 
 // join waits for the start of the box by another process to finish, and
 // connects to its shim.
@@ -349,7 +352,9 @@ func (b *Box) spawnShim(ctx context.Context, deadline time.Duration) error {
 	case <-ctx.Done():
 		res.err = errdefs.Errorf(errdefs.ErrTimeout, "start cancelled: %v", ctx.Err())
 	}
-	if res.err == nil && res.r.Error != "" {
+	if res.err == nil && res.r.Running {
+		res.err = errShimRunning
+	} else if res.err == nil && res.r.Error != "" {
 		res.err = errdefs.New(errdefs.Kind(res.r.Kind), res.r.Error)
 	}
 	if res.err != nil {

@@ -37,8 +37,9 @@ func Run(cfg shimapi.Config, ready io.WriteCloser, parent io.Reader) error {
 	}()
 	err := s.boot()
 	if err != nil {
-		writeReady(ready, shimapi.Ready{Kind: string(errdefs.KindOf(err)), Error: err.Error()})
-		if !errors.Is(err, errdefs.ErrAlreadyExists) { // that exit record is the running shim's
+		running := errors.Is(err, errLocked)
+		writeReady(ready, shimapi.Ready{Kind: string(errdefs.KindOf(err)), Error: err.Error(), Running: running})
+		if !running { // otherwise the exit record is the running shim's
 			s.writeExit("boot failed: " + err.Error())
 		}
 		return err
@@ -68,6 +69,9 @@ func Run(cfg shimapi.Config, ready io.WriteCloser, parent io.Reader) error {
 	}
 	return nil
 }
+
+// errLocked: another shim runs the box.
+var errLocked = errdefs.Errorf(errdefs.ErrAlreadyExists, "box locked")
 
 type shim struct {
 	cfg         shimapi.Config
@@ -163,7 +167,7 @@ func (s *shim) lockBox() error {
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
-		return errdefs.Errorf(errdefs.ErrAlreadyExists, "box %s is already running or starting (another shim holds %s)", s.cfg.BoxID, shimapi.LockFile)
+		return fmt.Errorf("box %s is already running or starting (another shim holds %s): %w", s.cfg.BoxID, shimapi.LockFile, errLocked)
 	}
 	s.lock = f // kept open: the lock lives as long as the shim
 	return nil

@@ -73,9 +73,12 @@ func (c Config) Path(name string) string { return filepath.Join(c.Dir, name) }
 // Ready is the shim's one message to its parent on the ready pipe: the box's
 // info once the agent said hello, or why the box failed to boot.
 type Ready struct {
-	Info  *protocol.Info `json:"info,omitempty"`
-	Kind  string         `json:"kind,omitempty"`
-	Error string         `json:"error,omitempty"`
+	Info *protocol.Info `json:"info,omitempty"`
+	// Running: another shim holds the box's lock (it runs or starts the
+	// box), so this one did nothing; join that one.
+	Running bool   `json:"running,omitempty"`
+	Kind    string `json:"kind,omitempty"`
+	Error   string `json:"error,omitempty"`
 }
 
 // Exit records why a box ended, for the next client that asks.
