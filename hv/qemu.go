@@ -99,8 +99,10 @@ type Config struct {
 	// Accel selects KVM or TCG; default (empty): DetectAccel.
 	Accel Accel
 	// NIC, when set, gives the guest a virtio-net device whose frames are
-	// VM.Network, one Ethernet frame per datagram of a socketpair (so a
-	// frame's size is the datagram's, never a length the guest sends).
+	// VM.Network, one Ethernet frame per message of a SOCK_SEQPACKET
+	// socketpair (so a frame's size is the message's, never a length the
+	// guest sends; unlike SOCK_DGRAM, the queue is bounded by bytes, not by
+	// the host's net.unix.max_dgram_qlen, 10 here).
 	// Default: no network device at all.
 	NIC *NIC
 	// Jail, when set, confines QEMU with package jail. Default: none.
@@ -218,7 +220,7 @@ func Start(cfg Config) (*VM, error) {
 		parentEnds = append(parentEnds, agent)
 	}
 	if cfg.NIC != nil {
-		if network, netFD, err = fds.datagramPair("network"); err != nil {
+		if network, netFD, err = fds.messagePair("network"); err != nil {
 			return fail(err)
 		}
 		parentEnds = append(parentEnds, network)
@@ -295,7 +297,7 @@ func Start(cfg Config) (*VM, error) {
 func (vm *VM) Channel() net.Conn { return vm.channel }
 
 // Network is the host end of the guest's NIC (Config.NIC), nil without one:
-// a datagram socket carrying one Ethernet frame per datagram.
+// a SOCK_SEQPACKET socket carrying one Ethernet frame per message.
 func (vm *VM) Network() net.Conn { return vm.network }
 
 // fdList collects the descriptors a QEMU child inherits: ExtraFiles[i] is
@@ -314,15 +316,15 @@ func (l *fdList) socketpair(name string) (net.Conn, int, error) {
 	return l.pair(name, unix.SOCK_STREAM)
 }
 
-// datagramPair is a socketpair of datagrams, with buffers for bursts of
-// network frames.
-func (l *fdList) datagramPair(name string) (net.Conn, int, error) {
-	return l.pair(name, unix.SOCK_DGRAM)
+// messagePair is a socketpair of messages (SOCK_SEQPACKET), with buffers
+// for bursts of network frames.
+func (l *fdList) messagePair(name string) (net.Conn, int, error) {
+	return l.pair(name, unix.SOCK_SEQPACKET)
 }
 
 func (l *fdList) pair(name string, typ int) (net.Conn, int, error) {
 	p, err := unix.Socketpair(unix.AF_UNIX, typ|unix.SOCK_CLOEXEC, 0)
-	if err == nil && typ == unix.SOCK_DGRAM {
+	if err == nil && typ == unix.SOCK_SEQPACKET {
 		for _, fd := range p {
 			unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, netSocketBuf)
 			unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, netSocketBuf)

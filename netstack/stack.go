@@ -160,13 +160,13 @@ func New(cfg Config) (*Stack, error) {
 func (n *Stack) Ports() []protocol.Port { return append([]protocol.Port(nil), n.ports...) }
 
 // Serve carries Ethernet frames between the stack and the VMM over conn, a
-// datagram socket (one frame per datagram, so a frame's size is bounded by
-// the read, never by a length the guest sends). It returns when conn fails
+// SOCK_SEQPACKET socket (one frame per message, so a frame's size is bounded
+// by the read, never by a length the guest sends). It returns when conn fails
 // or the stack is closed.
 func (n *Stack) Serve(conn net.Conn) error {
 	n.track(conn)
 	defer n.untrack(conn)
-	return n.sw.Accept(n.ctx, conn, types.VfkitProtocol)
+	return n.sw.Accept(n.ctx, conn, types.BessProtocol)
 }
 
 // Stats returns the box network's counters so far.
