@@ -292,7 +292,7 @@ func TestBuildArgs(t *testing.T) {
 		"-nodefaults -no-user-config -display none -no-reboot",
 		"-accel tcg,tb-size=256",
 		"-m 512 -smp 2 -kernel /k/vmlinuz -initrd /k/initrd",
-		"-append console=ttyS0 quiet panic=-1 reboot=t tsc_early_khz=2300000 foo=1 ",
+		"-append console=ttyS0 quiet panic=-1 reboot=t tsc_early_khz=2300000 tsc=reliable foo=1 ",
 		"-chardev socket,id=con,fd=5 -serial chardev:con",
 		"-device pvpanic -action panic=exit-failure",
 		"-device virtio-serial-device -chardev socket,id=agent,fd=4 -device virtserialport,chardev=agent,name=boxlite.agent",
