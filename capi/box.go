@@ -37,6 +37,8 @@ type boxOptions struct {
 	User            string            `json:"user"`
 	BootTimeoutSecs *float64          `json:"boot_timeout_secs"`
 	AutoRemove      bool              `json:"auto_remove"`
+	Network         *core.NetworkSpec `json:"network"`
+	Ports           []core.Port       `json:"ports"`
 }
 
 func (o boxOptions) options() []core.BoxOption {
@@ -67,6 +69,12 @@ func (o boxOptions) options() []core.BoxOption {
 	}
 	if o.AutoRemove {
 		opts = append(opts, core.WithAutoRemove())
+	}
+	if o.Network != nil {
+		opts = append(opts, core.WithNetwork(*o.Network))
+	}
+	if len(o.Ports) > 0 {
+		opts = append(opts, core.WithPorts(o.Ports...))
 	}
 	return opts
 }

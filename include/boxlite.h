@@ -138,7 +138,15 @@ int boxlite_box_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **e
 /* Creates and boots a box; blocks until its agent is ready. options_json:
  * {"image": "alpine:latest" (required), "name": str, "memory_mib": 512,
  *  "cpus": 1, "disk_size_gb": 4, "env": {"K": "V"}, "working_dir": str,
- *  "user": str, "boot_timeout_secs": 60, "auto_remove": false} */
+ *  "user": str, "boot_timeout_secs": 60, "auto_remove": false,
+ *  "network": {"mode": "enabled" (default) | "disabled" (only lo),
+ *              "allow_net": ["pypi.org", "*.example.com", "10.0.0.0/8", "1.2.3.4:443",
+ *                            "host.boxlite.internal"] (empty: anywhere)},
+ *  "ports": [{"guest_port": 80 (required), "host_port": 0 (0 picks a free one),
+ *             "protocol": "tcp" | "udp", "host_ip": "127.0.0.1"}]}
+ * The box reaches the host's 127.0.0.1 as host.boxlite.internal (only when
+ * listed, if allow_net is set). A host port already in use fails with
+ * BOXLITE_ERR_ALREADY_EXISTS; a bad network or port with INVALID_ARGUMENT. */
 int boxlite_box_create(boxlite_runtime_t *rt, const char *options_json, boxlite_box_t **out,
                        boxlite_error_t **err);
 /* Opens an existing box by id, unique id prefix, or name. */
@@ -147,7 +155,10 @@ int boxlite_box_get(boxlite_runtime_t *rt, const char *id_or_name, boxlite_box_t
 /* The box id (12 hex digits); static for the handle's life, do not free. */
 const char *boxlite_box_id(boxlite_box_t *box);
 /* JSON: {"id","name","image","state","created_at","config",...,"runtime":{"accel",
- * "accel_reason","kernel","boot_ms",...}} ("runtime" only while running). */
+ * "accel_reason","kernel","boot_ms",...,"network":{"guest_ip","gateway_ip",
+ * "allow_net","ports":[{"protocol","host_ip","host_port","guest_port"}]}}}
+ * ("runtime" only while running; "network" absent when disabled; ports as
+ * bound, with the host ports picked). */
 int boxlite_box_info(boxlite_box_t *box, char **out_json, boxlite_error_t **err);
 int boxlite_box_start(boxlite_box_t *box, boxlite_error_t **err);
 int boxlite_box_stop(boxlite_box_t *box, boxlite_error_t **err);

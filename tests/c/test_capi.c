@@ -25,6 +25,10 @@ static void test_bad_input(boxlite_runtime_t *rt, boxlite_box_t *box) {
   expect(boxlite_box_create(rt, "{\"image\":\"alpine:latest\",\"memroy_mib\":5}", &b, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "unknown field");
   expect(boxlite_box_create(rt, "{\"image\":\"alpine:latest\",\"cpus\":\"two\"}", &b, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "wrong type");
   expect(boxlite_box_create(rt, "{\"image\":\"127.0.0.1:9/nope:1\"}", &b, &err), &err, BOXLITE_ERR_NOT_FOUND, "missing image");
+  /* Network options are checked before anything boots. */
+  expect(boxlite_box_create(rt, "{\"image\":\"alpine:latest\",\"network\":{\"mode\":\"bridged\"}}", &b, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "bad network mode");
+  expect(boxlite_box_create(rt, "{\"image\":\"alpine:latest\",\"network\":{\"mode\":\"disabled\"},\"ports\":[{\"guest_port\":80}]}", &b, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "ports without a network");
+  expect(boxlite_box_create(rt, "{\"image\":\"alpine:latest\",\"ports\":[{\"guest_port\":70000}]}", &b, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "bad guest port");
   expect(boxlite_box_get(rt, "no-such-box", &b, &err), &err, BOXLITE_ERR_NOT_FOUND, "missing box");
   /* A box handle passed as a runtime, and made-up handles. */
   expect(boxlite_box_list((boxlite_runtime_t *)box, &json, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "mistyped handle");
@@ -290,7 +294,7 @@ int main(void) {
     CHECK(strlen(boxlite_box_id(box)) == 12, "box id");
     json = NULL;
     expect(boxlite_box_info(box, &json, &err), &err, BOXLITE_OK, "info");
-    CHECK(json && strstr(json, "\"state\":\"running\"") && strstr(json, "\"accel\""), "info %s", json ? json : "");
+    CHECK(json && strstr(json, "\"state\":\"running\"") && strstr(json, "\"accel\"") && strstr(json, "\"guest_ip\""), "info %s", json ? json : "");
     boxlite_string_free(json);
     test_run(box);
     test_stream(box);
