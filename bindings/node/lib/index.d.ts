@@ -90,12 +90,51 @@ export interface JsBoxOptions {
   bootTimeoutSecs?: number;
   /** Only false: detached boxes are not implemented yet. */
   detach?: false;
-  /** Only { mode: 'disabled' }: boxes have no network yet. */
-  network?: { mode: 'disabled' } | { outbound: { mode: 'disabled' } };
+  /** The box's network: 'enabled' (default) or 'disabled' (only lo), or a NetworkSpec. */
+  network?: NetworkSpec | 'enabled' | 'disabled';
+  /** Box ports published on the host. */
+  ports?: PortSpec[];
   /** Not implemented yet: only an empty array is accepted. */
   volumes?: never[];
-  ports?: never[];
   secrets?: never[];
+}
+
+export interface NetworkSpec {
+  /** 'enabled' (default: NAT to the host's network) or 'disabled' (no NIC, only lo). */
+  mode?: 'enabled' | 'disabled';
+  /**
+   * Where an enabled box may connect: host names ("pypi.org"), wildcards ("*.example.com"), IPv4
+   * addresses or CIDRs, each optionally with ":port". Empty: anywhere. The host's 127.0.0.1 is
+   * host.boxlite.internal in the box, reachable (with a list) only when listed.
+   */
+  allowNet?: string[];
+}
+
+export interface PortSpec {
+  /** Port in the box. Required. */
+  guestPort: number;
+  /** Port on the host; 0 or absent picks a free one (see info().ports). */
+  hostPort?: number;
+  /** 'tcp' (default) or 'udp'. */
+  protocol?: 'tcp' | 'udp';
+  /** Host address to bind. Default 127.0.0.1. */
+  hostIp?: string;
+}
+
+/** A published port as bound. */
+export interface PortMapping {
+  protocol: 'tcp' | 'udp';
+  hostIp: string;
+  hostPort: number;
+  guestPort: number;
+}
+
+/** A running box's network. */
+export interface NetworkInfo {
+  guestIp: string;
+  gatewayIp: string;
+  allowNet?: string[];
+  ports?: PortMapping[];
 }
 
 export interface BoxRuntimeInfo {
@@ -109,6 +148,8 @@ export interface BoxRuntimeInfo {
   vmmPid: number;
   /** What weakens this box's isolation (TCG, a missing VMM confinement layer); see docs/SECURITY.md. */
   warnings?: string[];
+  /** The box's network (absent when disabled). */
+  network?: NetworkInfo;
 }
 
 export interface JsBoxInfo {
@@ -129,7 +170,12 @@ export interface JsBoxInfo {
   bootTimeoutSecs?: number;
   /** Why the box last stopped. */
   lastExit?: string;
-  network: null;
+  /** 'enabled' or 'disabled', as configured. */
+  networkMode: 'enabled' | 'disabled';
+  /** The network while running, with the published ports as bound; null when disabled or stopped. */
+  network: NetworkInfo | null;
+  /** The published ports as bound (host ports picked); empty when not running. */
+  ports: PortMapping[];
   /** Only while running: acceleration (and why), boot timings, pids. */
   runtime?: BoxRuntimeInfo;
   dir: string;

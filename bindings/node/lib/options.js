@@ -76,12 +76,7 @@ function normalizeEnv(env, name) {
 const NOT_YET = {
   rootfsPath: { ok: (v) => v === undefined || v === null, why: 'boxes boot from images in the store (load one with runtime.images.load)' },
   volumes: { ok: (v) => v === undefined || v === null || (Array.isArray(v) && v.length === 0), why: 'volume mounts are not implemented yet' },
-  ports: { ok: (v) => v === undefined || v === null || (Array.isArray(v) && v.length === 0), why: 'port publishing is not implemented yet (boxes have no network yet)' },
-  network: {
-    ok: (v) => v === undefined || v === null || (isPlainObject(v) && (v.mode === 'disabled' || v.outbound?.mode === 'disabled') && !v.inbound),
-    why: 'boxes have no network yet: only { mode: "disabled" } is accepted',
-  },
-  secrets: { ok: (v) => v === undefined || v === null || (Array.isArray(v) && v.length === 0), why: 'secret substitution needs a network, which boxes do not have yet' },
+  secrets: { ok: (v) => v === undefined || v === null || (Array.isArray(v) && v.length === 0), why: 'secret substitution is not implemented yet' },
   entrypoint: { ok: (v) => v === undefined || v === null, why: 'entrypoint/cmd overrides are not implemented yet' },
   cmd: { ok: (v) => v === undefined || v === null, why: 'entrypoint/cmd overrides are not implemented yet' },
   security: { ok: (v) => v === undefined || v === null, why: 'jailer and seccomp options are not implemented yet' },
@@ -89,7 +84,53 @@ const NOT_YET = {
   detach: { ok: (v) => v === undefined || v === null || v === false, why: 'detached boxes are not implemented yet: a box stops when the process that created it exits' },
 };
 
-const BOX_KEYS = ['image', 'name', 'cpus', 'memoryMib', 'diskSizeGb', 'env', 'workingDir', 'user', 'autoRemove', 'bootTimeoutSecs'];
+const BOX_KEYS = ['image', 'name', 'cpus', 'memoryMib', 'diskSizeGb', 'env', 'workingDir', 'user', 'autoRemove', 'bootTimeoutSecs',
+  'network', 'ports'];
+
+function checkKeys(o, known, where) {
+  for (const k of Object.keys(o)) {
+    if (!known.includes(k)) throw new TypeError(`${where}.${k} is not a known option (${known.join(', ')})`);
+  }
+}
+
+/**
+ * network: 'enabled' | 'disabled' | {mode, allowNet} (also {outbound: {mode}})
+ * → {mode, allow_net}; the library checks the values.
+ */
+function networkOption(v, where) {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v === 'string') return { mode: checkString(v, where) };
+  if (!isPlainObject(v)) throw new TypeError(`${where} must be 'enabled', 'disabled' or {mode, allowNet}, got ${typeOf(v)}`);
+  checkKeys(v, ['mode', 'allowNet', 'outbound'], where);
+  const n = {};
+  const mode = v.mode !== undefined ? v.mode : v.outbound?.mode;
+  if (mode !== undefined && mode !== null) n.mode = checkString(mode, `${where}.mode`);
+  if (v.allowNet !== undefined && v.allowNet !== null) {
+    if (!Array.isArray(v.allowNet)) throw new TypeError(`${where}.allowNet must be an array of strings, got ${typeOf(v.allowNet)}`);
+    if (v.allowNet.length) n.allow_net = v.allowNet.map((a, i) => checkString(a, `${where}.allowNet[${i}]`));
+  }
+  return n;
+}
+
+/** ports: [{hostPort, guestPort, protocol, hostIp}] (hostPort 0 or absent picks a free port) → the C ABI's ports. */
+function portsOption(v, where) {
+  if (v === undefined || v === null) return undefined;
+  if (!Array.isArray(v)) throw new TypeError(`${where} must be an array of {hostPort, guestPort, protocol, hostIp}, got ${typeOf(v)}`);
+  return v.map((p, i) => {
+    const w = `${where}[${i}]`;
+    if (!isPlainObject(p)) throw new TypeError(`${w} must be {hostPort, guestPort, protocol, hostIp}, got ${typeOf(p)}`);
+    checkKeys(p, ['hostPort', 'guestPort', 'protocol', 'hostIp'], w);
+    if (typeof p.guestPort !== 'number' || !Number.isInteger(p.guestPort)) throw new TypeError(`${w}.guestPort must be an integer, got ${typeOf(p.guestPort)}`);
+    const c = { guest_port: p.guestPort, host_port: 0 };
+    if (p.hostPort !== undefined && p.hostPort !== null) {
+      if (typeof p.hostPort !== 'number' || !Number.isInteger(p.hostPort)) throw new TypeError(`${w}.hostPort must be an integer, got ${typeOf(p.hostPort)}`);
+      c.host_port = p.hostPort;
+    }
+    if (p.protocol !== undefined && p.protocol !== null) c.protocol = checkString(p.protocol, `${w}.protocol`);
+    if (p.hostIp !== undefined && p.hostIp !== null) c.host_ip = checkString(p.hostIp, `${w}.hostIp`);
+    return c;
+  });
+}
 
 /**
  * BoxLite's box options (JsBoxOptions / SimpleBoxOptions without the SDK-only
@@ -121,6 +162,10 @@ function boxOptions(o, where = 'options', extra = []) {
     c.boot_timeout_secs = checkSeconds(o.bootTimeoutSecs, `${where}.bootTimeoutSecs`);
     if (c.boot_timeout_secs === 0) throw new RangeError(`${where}.bootTimeoutSecs must be > 0`);
   }
+  const network = networkOption(o.network, `${where}.network`);
+  if (network) c.network = network;
+  const ports = portsOption(o.ports, `${where}.ports`);
+  if (ports && ports.length) c.ports = ports;
   return c;
 }
 
@@ -186,7 +231,10 @@ function boxInfo(j) {
     env: cfg.env || {},
     bootTimeoutSecs: typeof cfg.boot_timeout === 'number' ? cfg.boot_timeout / 1e9 : undefined,
     lastExit: j.last_exit || undefined,
-    network: null,
+    networkMode: (cfg.network && cfg.network.mode) || 'enabled',
+    // The network while running, with the published ports as bound; null when disabled or stopped.
+    network: (rt && rt.network) || null,
+    ports: (rt && rt.network && rt.network.ports) || [],
     runtime: rt,
     dir: j.dir,
   };

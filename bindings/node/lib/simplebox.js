@@ -12,7 +12,7 @@ const SDK_KEYS = ['runtime', 'reuseExisting'];
 class SimpleBox {
   /**
    * new SimpleBox({ image, memoryMib, cpus, diskSizeGb, name, autoRemove (default true),
-   *                 workingDir, env, user, bootTimeoutSecs, runtime, reuseExisting })
+   *                 workingDir, env, user, bootTimeoutSecs, network, ports, runtime, reuseExisting })
    */
   constructor(options = {}) {
     if (!isPlainObject(options)) throw new TypeError(`options must be an object, got ${typeOf(options)}`);
@@ -191,6 +191,10 @@ function camelOptions(c) {
   if (c.user !== undefined) o.user = c.user;
   if (c.auto_remove !== undefined) o.autoRemove = c.auto_remove;
   if (c.boot_timeout_secs !== undefined) o.bootTimeoutSecs = c.boot_timeout_secs;
+  if (c.network !== undefined) o.network = { mode: c.network.mode, allowNet: c.network.allow_net };
+  if (c.ports !== undefined) {
+    o.ports = c.ports.map((p) => ({ hostPort: p.host_port, guestPort: p.guest_port, protocol: p.protocol, hostIp: p.host_ip }));
+  }
   return o;
 }
 
