@@ -25,11 +25,17 @@ import (
 const usage = `usage: boxlite COMMAND [ARGS]
 
   run [--rm] [--name N] [--memory MIB] [--cpus N] [--disk-size GB] [-e K=V]... [-w DIR]
-      [-u USER] [--timeout SECONDS] [-i] [-t] IMAGE [-- CMD [ARGS...]]
+      [-u USER] [--timeout SECONDS] [-i] [-t] [--network enabled|disabled]
+      [--allow-net ENTRY[,ENTRY]]... [-p [[IP:]HOST:]GUEST[/udp]]... IMAGE [-- CMD [ARGS...]]
                     boot a box from IMAGE, run CMD (default: the image's entrypoint
                     and cmd), stream its output and exit with its exit code;
                     -i forwards stdin, -t gives CMD a terminal (-it: an interactive
-                    shell, with this terminal in raw mode and its size followed)
+                    shell, with this terminal in raw mode and its size followed);
+                    --network disabled leaves the box only lo; --allow-net limits
+                    where it may connect (names, *.wildcards, IPs, CIDRs, :port);
+                    -p publishes GUEST on the host (IP 127.0.0.1; HOST 0 or none
+                    picks a free port, printed on stderr); the box reaches the
+                    host's 127.0.0.1 as host.boxlite.internal
   ls                list boxes
   info BOX          describe a box (state, acceleration and why, boot timings)
   stop BOX...       stop boxes (their disks are kept)
@@ -109,6 +115,10 @@ func cmdRun(args []string) (int, error) {
 	tty := fs.Bool("t", false, "run the command on a terminal (with -i on a terminal: raw mode, size followed)")
 	var env multi
 	fs.Var(&env, "e", "environment KEY=VALUE (repeatable)")
+	network := fs.String("network", "", "enabled (default) or disabled (only lo)")
+	var allowNet, ports multi
+	fs.Var(&allowNet, "allow-net", "where the box may connect: names, *.wildcards, IPs, CIDRs, with :port (repeatable or comma-separated)")
+	fs.Var(&ports, "p", "publish a port: [[IP:]HOST:]GUEST[/tcp|udp] (repeatable; HOST 0 or none picks one)")
 	if err := fs.Parse(splitShortFlags(fs, args)); err != nil {
 		return 2, nil
 	}
@@ -127,6 +137,11 @@ func cmdRun(args []string) (int, error) {
 	if *name != "" {
 		opts = append(opts, core.WithName(*name))
 	}
+	netOpts, err := networkOptions(*network, allowNet, ports)
+	if err != nil {
+		return 0, err
+	}
+	opts = append(opts, netOpts...)
 	cmdEnv := map[string]string{}
 	for _, kv := range env {
 		k, v, ok := strings.Cut(kv, "=")
@@ -158,6 +173,9 @@ func cmdRun(args []string) (int, error) {
 	box, err := rt.Create(ctx, imageRef, opts...)
 	if err != nil {
 		return 0, err
+	}
+	if len(ports) > 0 {
+		fmt.Fprintf(os.Stderr, "boxlite: published %s\n", portsString(boxPorts(box.Info())))
 	}
 	defer func() {
 		if *rm {
@@ -279,9 +297,9 @@ func cmdLs(args []string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tIMAGE\tSTATE\tCREATED")
+	fmt.Fprintln(tw, "ID\tNAME\tIMAGE\tSTATE\tCREATED\tPORTS")
 	for _, i := range infos {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", i.ID, i.Name, i.Image, i.State, i.CreatedAt.Local().Format(time.DateTime))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", i.ID, i.Name, i.Image, i.State, i.CreatedAt.Local().Format(time.DateTime), portsString(boxPorts(i)))
 	}
 	return tw.Flush()
 }

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite/errdefs"
+)
+
+func TestParsePort(t *testing.T) {
+	for in, want := range map[string]core.Port{
+		"80":                  {GuestPort: 80},
+		"8080:80":             {HostPort: 8080, GuestPort: 80},
+		"5353:53/udp":         {Protocol: "udp", HostPort: 5353, GuestPort: 53},
+		"0.0.0.0:8080:80/tcp": {Protocol: "tcp", HostIP: "0.0.0.0", HostPort: 8080, GuestPort: 80},
+		"127.0.0.1::80":       {HostIP: "127.0.0.1", GuestPort: 80},
+		":80":                 {GuestPort: 80},
+	} {
+		got, err := parsePort(in)
+		if err != nil || got != want {
+			t.Errorf("parsePort(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "x", "a:80", "1:2:3:4", "80:"} {
+		if _, err := parsePort(in); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("parsePort(%q): %v, want invalid argument", in, err)
+		}
+	}
+}
+
+func TestPortsString(t *testing.T) {
+	got := portsString([]core.Port{{GuestPort: 80, HostPort: 8080}, {Protocol: "udp", HostIP: "0.0.0.0", HostPort: 53, GuestPort: 53}})
+	if want := "127.0.0.1:8080->80/tcp, 0.0.0.0:53->53/udp"; got != want {
+		t.Errorf("portsString = %q, want %q", got, want)
+	}
+}
