@@ -51,6 +51,20 @@ type Config struct {
 	// AutoRemove: the box directory is deleted after the box ends because
 	// its creator died: nobody is left to remove it.
 	AutoRemove bool `json:"auto_remove,omitempty"`
+
+	// Volumes are host files and directories the box mounts (validated by
+	// the runtime); Virtiofsd is the daemon that serves them, required
+	// with any.
+	Volumes   []Volume `json:"volumes,omitempty"`
+	Virtiofsd string   `json:"virtiofsd,omitempty"`
+}
+
+// Volume is a host file or directory mounted in the box at GuestPath (an
+// absolute path in the box), read-only or read-write.
+type Volume struct {
+	HostPath  string `json:"host_path"`
+	GuestPath string `json:"guest_path"`
+	ReadOnly  bool   `json:"read_only,omitempty"`
 }
 
 // BootWallFactor bounds a boot's wall-clock wait: BootWallFactor times its
