@@ -20,7 +20,7 @@ const ModulesDir = "/lib/modules"
 // neededModules are loaded first, in this order; any other .ko in the
 // directory follows. Dependencies named in a module's .modinfo are always
 // loaded before it (virtio needs virtio_ring in Debian's 6.1 kernels).
-var neededModules = []string{"virtio_ring", "virtio", "virtio_mmio", "virtio_blk", "virtio_console", "overlay"}
+var neededModules = []string{"virtio_ring", "virtio", "virtio_mmio", "virtio_blk", "virtio_console", "overlay", "fuse", "virtiofs"}
 
 // moduleName normalises a module or file name as the kernel does.
 func moduleName(s string) string {

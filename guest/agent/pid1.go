@@ -113,6 +113,12 @@ func Main() {
 	if err == nil {
 		b, err = setupBox(disks, logf)
 	}
+	if err == nil {
+		var vols []volume
+		if vols, err = parseVolumes(string(cmdline)); err == nil {
+			err = b.mountVolumes(vols)
+		}
+	}
 	mountedMs := boottimeMs()
 	// Box processes only ever run in the sandbox: a box root without one
 	// fails the boot.
