@@ -161,6 +161,7 @@ type BoxConfig struct {
 	User        string            `json:"user,omitempty"`
 	BootTimeout time.Duration     `json:"boot_timeout"`
 	AutoRemove  bool              `json:"auto_remove,omitempty"`
+	Volumes     []Volume          `json:"volumes,omitempty"` // volume.go
 }
 
 func defaultBoxConfig(image string) BoxConfig {
@@ -244,7 +245,7 @@ func (c *BoxConfig) validate() error {
 			return bad("env key %q is invalid", k)
 		}
 	}
-	return nil
+	return c.validateVolumes()
 }
 
 func validName(s string) bool {
