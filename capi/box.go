@@ -37,6 +37,7 @@ type boxOptions struct {
 	User            string            `json:"user"`
 	BootTimeoutSecs *float64          `json:"boot_timeout_secs"`
 	AutoRemove      bool              `json:"auto_remove"`
+	Volumes         []core.Volume     `json:"volumes"` // {"host_path", "guest_path", "read_only"}
 }
 
 func (o boxOptions) options() []core.BoxOption {
@@ -67,6 +68,9 @@ func (o boxOptions) options() []core.BoxOption {
 	}
 	if o.AutoRemove {
 		opts = append(opts, core.WithAutoRemove())
+	}
+	for _, v := range o.Volumes {
+		opts = append(opts, core.WithVolume(v.HostPath, v.GuestPath, v.ReadOnly))
 	}
 	return opts
 }

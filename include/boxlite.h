@@ -138,7 +138,8 @@ int boxlite_box_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **e
 /* Creates and boots a box; blocks until its agent is ready. options_json:
  * {"image": "alpine:latest" (required), "name": str, "memory_mib": 512,
  *  "cpus": 1, "disk_size_gb": 4, "env": {"K": "V"}, "working_dir": str,
- *  "user": str, "boot_timeout_secs": 60, "auto_remove": false} */
+ *  "user": str, "boot_timeout_secs": 60, "auto_remove": false,
+ *  "volumes": [{"host_path": str, "guest_path": str, "read_only": false}]} */
 int boxlite_box_create(boxlite_runtime_t *rt, const char *options_json, boxlite_box_t **out,
                        boxlite_error_t **err);
 /* Opens an existing box by id, unique id prefix, or name. */
