@@ -92,10 +92,17 @@ export interface JsBoxOptions {
   detach?: false;
   /** Only { mode: 'disabled' }: boxes have no network yet. */
   network?: { mode: 'disabled' } | { outbound: { mode: 'disabled' } };
+  /** Host folders or files in the box, over virtio-fs; read-write unless readOnly. */
+  volumes?: Volume[];
   /** Not implemented yet: only an empty array is accepted. */
-  volumes?: never[];
   ports?: never[];
   secrets?: never[];
+}
+
+export interface Volume {
+  hostPath: string;
+  guestPath: string;
+  readOnly?: boolean;
 }
 
 export interface BoxRuntimeInfo {
@@ -126,6 +133,7 @@ export interface JsBoxInfo {
   workingDir?: string;
   user?: string;
   env: Record<string, string>;
+  volumes: Volume[];
   bootTimeoutSecs?: number;
   /** Why the box last stopped. */
   lastExit?: string;

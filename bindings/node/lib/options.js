@@ -75,7 +75,6 @@ function normalizeEnv(env, name) {
 // values mean "the default" and are accepted.
 const NOT_YET = {
   rootfsPath: { ok: (v) => v === undefined || v === null, why: 'boxes boot from images in the store (load one with runtime.images.load)' },
-  volumes: { ok: (v) => v === undefined || v === null || (Array.isArray(v) && v.length === 0), why: 'volume mounts are not implemented yet' },
   ports: { ok: (v) => v === undefined || v === null || (Array.isArray(v) && v.length === 0), why: 'port publishing is not implemented yet (boxes have no network yet)' },
   network: {
     ok: (v) => v === undefined || v === null || (isPlainObject(v) && (v.mode === 'disabled' || v.outbound?.mode === 'disabled') && !v.inbound),
@@ -89,7 +88,19 @@ const NOT_YET = {
   detach: { ok: (v) => v === undefined || v === null || v === false, why: 'detached boxes are not implemented yet: a box stops when the process that created it exits' },
 };
 
-const BOX_KEYS = ['image', 'name', 'cpus', 'memoryMib', 'diskSizeGb', 'env', 'workingDir', 'user', 'autoRemove', 'bootTimeoutSecs'];
+const BOX_KEYS = ['image', 'name', 'cpus', 'memoryMib', 'diskSizeGb', 'env', 'workingDir', 'user', 'autoRemove', 'bootTimeoutSecs', 'volumes'];
+
+/** BoxLite's volumes [{hostPath, guestPath, readOnly}] → the C ABI's [{host_path, guest_path, read_only}]. */
+function normalizeVolumes(v, name) {
+  if (v === undefined || v === null) return undefined;
+  if (!Array.isArray(v)) throw new TypeError(`${name} must be an array of {hostPath, guestPath, readOnly}, got ${typeOf(v)}`);
+  return v.map((m, i) => {
+    if (!isPlainObject(m)) throw new TypeError(`${name}[${i}] must be {hostPath, guestPath, readOnly}, got ${typeOf(m)}`);
+    const out = { host_path: checkString(m.hostPath, `${name}[${i}].hostPath`), guest_path: checkString(m.guestPath, `${name}[${i}].guestPath`) };
+    if (m.readOnly !== undefined && m.readOnly !== null) out.read_only = checkBool(m.readOnly, `${name}[${i}].readOnly`);
+    return out;
+  });
+}
 
 /**
  * BoxLite's box options (JsBoxOptions / SimpleBoxOptions without the SDK-only
@@ -116,6 +127,8 @@ function boxOptions(o, where = 'options', extra = []) {
   if (env && Object.keys(env).length) c.env = env;
   if (o.workingDir !== undefined && o.workingDir !== null) c.working_dir = checkString(o.workingDir, `${where}.workingDir`);
   if (o.user !== undefined && o.user !== null) c.user = checkString(o.user, `${where}.user`);
+  const volumes = normalizeVolumes(o.volumes, `${where}.volumes`);
+  if (volumes && volumes.length) c.volumes = volumes;
   if (o.autoRemove !== undefined) c.auto_remove = checkBool(o.autoRemove, `${where}.autoRemove`);
   if (o.bootTimeoutSecs !== undefined) {
     c.boot_timeout_secs = checkSeconds(o.bootTimeoutSecs, `${where}.bootTimeoutSecs`);
@@ -184,6 +197,7 @@ function boxInfo(j) {
     workingDir: cfg.working_dir || undefined,
     user: cfg.user || undefined,
     env: cfg.env || {},
+    volumes: (cfg.volumes || []).map((v) => ({ hostPath: v.host_path, guestPath: v.guest_path, readOnly: !!v.read_only })),
     bootTimeoutSecs: typeof cfg.boot_timeout === 'number' ? cfg.boot_timeout / 1e9 : undefined,
     lastExit: j.last_exit || undefined,
     network: null,

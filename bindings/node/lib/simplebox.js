@@ -191,6 +191,7 @@ function camelOptions(c) {
   if (c.user !== undefined) o.user = c.user;
   if (c.auto_remove !== undefined) o.autoRemove = c.auto_remove;
   if (c.boot_timeout_secs !== undefined) o.bootTimeoutSecs = c.boot_timeout_secs;
+  if (c.volumes !== undefined) o.volumes = c.volumes.map((v) => ({ hostPath: v.host_path, guestPath: v.guest_path, readOnly: !!v.read_only }));
   return o;
 }
 
