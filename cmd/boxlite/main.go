@@ -25,11 +25,12 @@ import (
 const usage = `usage: boxlite COMMAND [ARGS]
 
   run [--rm] [--name N] [--memory MIB] [--cpus N] [--disk-size GB] [-e K=V]... [-w DIR]
-      [-u USER] [--timeout SECONDS] [-i] [-t] IMAGE [-- CMD [ARGS...]]
+      [-u USER] [-v HOST:GUEST[:ro]]... [--timeout SECONDS] [-i] [-t] IMAGE [-- CMD [ARGS...]]
                     boot a box from IMAGE, run CMD (default: the image's entrypoint
                     and cmd), stream its output and exit with its exit code;
                     -i forwards stdin, -t gives CMD a terminal (-it: an interactive
-                    shell, with this terminal in raw mode and its size followed)
+                    shell, with this terminal in raw mode and its size followed);
+                    -v mounts a host folder or file in the box (:ro read-only)
   ls                list boxes
   info BOX          describe a box (state, acceleration and why, boot timings)
   stop BOX...       stop boxes (their disks are kept)
@@ -92,6 +93,18 @@ func run(args []string) int {
 
 type multi []string
 
+// parseVolume reads -v HOST:GUEST[:ro|:rw], as docker does.
+func parseVolume(s string) (host, guest string, ro bool, err error) {
+	f := strings.Split(s, ":")
+	if len(f) == 3 && (f[2] == "ro" || f[2] == "rw") {
+		return f[0], f[1], f[2] == "ro", nil
+	}
+	if len(f) == 2 {
+		return f[0], f[1], false, nil
+	}
+	return "", "", false, errdefs.Errorf(errdefs.ErrInvalidArgument, "run: -v %q: want HOST:GUEST[:ro|:rw]", s)
+}
+
 func (m *multi) String() string     { return strings.Join(*m, ",") }
 func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
 
@@ -109,6 +122,8 @@ func cmdRun(args []string) (int, error) {
 	tty := fs.Bool("t", false, "run the command on a terminal (with -i on a terminal: raw mode, size followed)")
 	var env multi
 	fs.Var(&env, "e", "environment KEY=VALUE (repeatable)")
+	var vols multi
+	fs.Var(&vols, "v", "volume HOST:GUEST[:ro|:rw] (repeatable)")
 	if err := fs.Parse(splitShortFlags(fs, args)); err != nil {
 		return 2, nil
 	}
@@ -126,6 +141,13 @@ func cmdRun(args []string) (int, error) {
 	opts := []core.BoxOption{core.WithMemoryMiB(*memory), core.WithCPUs(*cpus), core.WithDiskSizeGB(*disk)}
 	if *name != "" {
 		opts = append(opts, core.WithName(*name))
+	}
+	for _, v := range vols {
+		host, guest, ro, err := parseVolume(v)
+		if err != nil {
+			return 0, err
+		}
+		opts = append(opts, core.WithVolume(host, guest, ro))
 	}
 	cmdEnv := map[string]string{}
 	for _, kv := range env {
