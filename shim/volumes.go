@@ -152,8 +152,12 @@ func (s *shim) startFSDaemon(ro bool, binds []jail.Bind) (d *fsDaemon, err error
 	// its own process's fd directory, and nothing else of /proc.
 	binds = append(binds, jail.Bind{Host: "/proc/self/fd", Inside: "/proc/self/fd"},
 		jail.Bind{Host: "/proc/sys/fs/nr_open", Inside: "/proc/sys/fs/nr_open"})
+	path := bin
 	if !strings.HasPrefix(bin, "/usr/") {
-		binds = append(binds, jail.Bind{Host: bin})
+		// At the root, not at its host path: the daemon's root shows
+		// nothing of where boxlite is installed.
+		path = "/virtiofsd"
+		binds = append(binds, jail.Bind{Host: bin, Inside: path})
 	}
 	var lim unix.Rlimit
 	unix.Getrlimit(unix.RLIMIT_NOFILE, &lim)
@@ -161,7 +165,7 @@ func (s *shim) startFSDaemon(ro bool, binds []jail.Bind) (d *fsDaemon, err error
 	// it the shim's hard limit.
 	nofile := lim.Max
 	spec := jail.Spec{
-		Path: bin, Args: args, KeepRoot: true, Binds: binds, Devices: []string{"/dev/null"},
+		Path: path, Args: args, KeepRoot: true, Binds: binds, Devices: []string{"/dev/null"},
 		ExtraFiles: []*os.File{listener}, Stdout: os.Stderr, Stderr: os.Stderr,
 		Cgroup: &jail.CgroupSpec{Name: "boxlite-" + s.cfg.BoxID + ".fs-" + name,
 			MemoryMaxBytes: fsMemoryMax, PidsMax: fsPidsMax, CPUWeight: 100},

@@ -117,12 +117,60 @@ func TestVolume(t *testing.T) {
 			}
 		}
 	})
+	// The host side: one daemon per access mode, each in a root holding
+	// only its shares; the read-only one runs --readonly over read-only
+	// binds, so the host refuses writes whatever the guest kernel does.
+	t.Run("DaemonsConfined", func(t *testing.T) {
+		pids := virtiofsdPids(t, b.Info().Runtime.ShimPid)
+		if len(pids) != 2 {
+			t.Fatalf("%d virtiofsd under the shim, want 2 (rw and ro)", len(pids))
+		}
+		for _, pid := range pids {
+			proc := "/proc/" + strconv.Itoa(pid)
+			cmdline, _ := os.ReadFile(proc + "/cmdline")
+			ro := strings.Contains(string(cmdline), "--readonly")
+			shares, err := os.ReadDir(proc + "/root/shares")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := map[bool]int{false: rw + 1, true: 1}[ro]; len(shares) != want {
+				t.Fatalf("daemon %d (readonly %v) sees %d shares, want %d", pid, ro, len(shares), want)
+			}
+			for _, d := range []string{"home", "root", "var", "work", "boot"} {
+				if _, err := os.Lstat(proc + "/root/" + d); err == nil {
+					t.Errorf("daemon %d sees /%s", pid, d)
+				}
+			}
+			mi, _ := os.ReadFile(proc + "/mountinfo")
+			for _, l := range strings.Split(string(mi), "\n") {
+				f := strings.Fields(l)
+				if len(f) > 5 && strings.HasPrefix(f[4], "/shares/") && ro != strings.HasPrefix(f[5], "ro") {
+					t.Errorf("daemon %d (readonly %v) has %s mounted %s", pid, ro, f[4], f[5])
+				}
+			}
+			status, _ := os.ReadFile(proc + "/status")
+			if !strings.Contains(string(status), "NoNewPrivs:\t1") || !strings.Contains(string(status), "Seccomp:\t2") {
+				t.Errorf("daemon %d: no_new_privs or seccomp missing:\n%s", pid, status)
+			}
+		}
+	})
 	t.Run("Info", func(t *testing.T) {
 		info := b.Info()
 		if len(info.Config.Volumes) != rw+2 || !info.Config.Volumes[rw].ReadOnly {
 			t.Fatalf("volumes in info: %+v", info.Config.Volumes)
 		}
 		t.Logf("warnings: %q", info.Runtime.Warnings)
+	})
+	t.Run("DaemonsEndWithBox", func(t *testing.T) {
+		pids := virtiofsdPids(t, b.Info().Runtime.ShimPid)
+		if err := b.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, pid := range pids {
+			if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+				t.Errorf("virtiofsd %d still there after the box stopped", pid)
+			}
+		}
 	})
 }
 
@@ -138,4 +186,21 @@ func TestVolumeMissingHostPath(t *testing.T) {
 			t.Fatalf("guest path %q: err %v, want invalid argument", g, err)
 		}
 	}
+}
+
+// virtiofsdPids lists the virtiofsd children of the shim.
+func virtiofsdPids(t *testing.T, shim int) []int {
+	t.Helper()
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", shim))
+	var pids []int
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		for _, p := range strings.Fields(string(b)) {
+			pid, _ := strconv.Atoi(p)
+			if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); strings.TrimSpace(string(comm)) == "virtiofsd" {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
 }
