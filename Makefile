@@ -127,6 +127,7 @@ bench: build $(TEST_IMAGES) node python
 	$(GO) run ./tests/bench
 	$(GO) run ./tests/bench -many 20
 	$(GO) run ./tests/bench -spin
+	$(GO) run ./tests/bench -volumes
 	$(GO) test -run XXX -bench CreateToFirstExec -benchtime 3x ./tests/integration
 	cd bindings/python && python3 bench.py
 	cd bindings/node && node bench.js
