@@ -5,7 +5,7 @@ GO      ?= go
 BUILD   := $(CURDIR)/build
 GUEST   := $(BUILD)/guest
 # The guest kernel is Debian's cloud kernel, pinned in guest/fetch-kernel.sh.
-APT_PKGS   := qemu-system-x86 busybox-static e2fsprogs cpio debootstrap cmake gcc
+APT_PKGS   := qemu-system-x86 busybox-static e2fsprogs cpio debootstrap cmake gcc libseccomp-dev libcap-ng-dev
 # A home of our own, so demo and tests never touch ~/.boxlite.
 export BOXLITE_HOME   ?= $(BUILD)/home
 export BOXLITE_ASSETS := $(BUILD)
@@ -44,7 +44,17 @@ $(BUILD)/boxlite $(BUILD)/boxlite-shim: $(GO_SRC) | $(BUILD)/.setup
 $(BUILD)/libboxlite.so: $(GO_SRC) include/boxlite.h capi/capi.h | $(BUILD)/.setup
 	$(GO) build -buildmode=c-shared -o $@ ./capi
 
-build: $(BUILD)/boxlite $(BUILD)/boxlite-shim $(GUEST)/vmlinuz $(GUEST)/initramfs.cpio $(BUILD)/libboxlite.so
+# virtiofsd serves a box's volumes (host folders over virtio-fs). It is not in Debian
+# bookworm: build the pinned release from crates.io against Debian's libseccomp and
+# libcap-ng, once (about 4 minutes on 2 cores); later makes find it in build/. Its
+# dependencies want a newer Rust than bookworm's 1.63: a rustup cargo on PATH.
+VIRTIOFSD_VERSION := 1.14.0
+$(BUILD)/virtiofsd: | $(BUILD)/.setup
+	@command -v cargo >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cargo; }
+	cargo install --locked --quiet virtiofsd --version $(VIRTIOFSD_VERSION) --root $(BUILD)/cargo-virtiofsd
+	cp $(BUILD)/cargo-virtiofsd/bin/virtiofsd $@.tmp && mv $@.tmp $@
+
+build: $(BUILD)/boxlite $(BUILD)/boxlite-shim $(GUEST)/vmlinuz $(GUEST)/initramfs.cpio $(BUILD)/libboxlite.so $(BUILD)/virtiofsd
 lib: $(BUILD)/libboxlite.so
 
 # Test images, built offline (see tests/images/): alpine:latest is a busybox-based stand-in,
@@ -118,6 +128,7 @@ bench: build $(TEST_IMAGES) node python
 	$(GO) run ./tests/bench -many 20
 	$(GO) run ./tests/bench -spin
 	$(GO) run ./tests/bench -net
+	$(GO) run ./tests/bench -volumes
 	$(GO) test -run XXX -bench CreateToFirstExec -benchtime 3x ./tests/integration
 	cd bindings/python && python3 bench.py
 	cd bindings/node && node bench.js

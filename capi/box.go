@@ -39,6 +39,7 @@ type boxOptions struct {
 	AutoRemove      bool              `json:"auto_remove"`
 	Network         *core.NetworkSpec `json:"network"`
 	Ports           []core.Port       `json:"ports"`
+	Volumes         []core.Volume     `json:"volumes"` // {"host_path", "guest_path", "read_only"}
 }
 
 func (o boxOptions) options() []core.BoxOption {
@@ -75,6 +76,9 @@ func (o boxOptions) options() []core.BoxOption {
 	}
 	if len(o.Ports) > 0 {
 		opts = append(opts, core.WithPorts(o.Ports...))
+	}
+	for _, v := range o.Volumes {
+		opts = append(opts, core.WithVolume(v.HostPath, v.GuestPath, v.ReadOnly))
 	}
 	return opts
 }

@@ -274,6 +274,9 @@ func (b *Box) boot(ctx context.Context) (*conn, protocol.Info, error) {
 		QEMU: b.rt.qemu, MemoryMiB: cfg.MemoryMiB, CPUs: cfg.CPUs, Layers: layers, RequireKVM: b.rt.requireKVM,
 		BootTimeout: cfg.BootTimeout, StopTimeout: 10 * time.Second, OwnerUID: os.Getuid(),
 		StateDir: filepath.Join(b.rt.home, "state"), AutoRemove: cfg.AutoRemove, Network: cfg.shimNetwork()}
+	if len(cfg.Volumes) > 0 {
+		sc.Volumes, sc.Virtiofsd = cfg.Volumes, b.rt.assets.virtiofsd()
+	}
 	if err := writeJSON(b.path(shimapi.ConfigFile), sc); err != nil {
 		return nil, none, err
 	}

@@ -163,6 +163,7 @@ type BoxConfig struct {
 	AutoRemove  bool              `json:"auto_remove,omitempty"`
 	Network     NetworkSpec       `json:"network"`
 	Ports       []Port            `json:"ports,omitempty"`
+	Volumes     []Volume          `json:"volumes,omitempty"` // volume.go
 }
 
 func defaultBoxConfig(image string) BoxConfig {
@@ -245,6 +246,9 @@ func (c *BoxConfig) validate() error {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return bad("env key %q is invalid", k)
 		}
+	}
+	if err := c.validateVolumes(); err != nil {
+		return err
 	}
 	return c.validateNetwork(bad)
 }

@@ -91,3 +91,24 @@ func (j jailed) pid() int            { return j.c.Process().Pid }
 func (j jailed) kill() error         { return j.c.Process().Kill() }
 func (j jailed) wait() error         { return j.c.Wait() }
 func (j jailed) layers() jail.Layers { return j.c.Layers() }
+
+// StartHelper starts a helper of a VM (a vhost-user backend such as
+// virtiofsd) confined by package jail, forked from the thread QEMU is forked
+// from, so that it too dies with the process that started it (see Start),
+// and returns once the helper runs (jail.Cmd.Ready). The caller Waits.
+func StartHelper(helper string, spec jail.Spec) (*jail.Cmd, error) {
+	c, err := jail.Command(helper, spec)
+	if err != nil {
+		return nil, err
+	}
+	onForkThread(func() { err = c.Start() })
+	if err != nil {
+		return nil, err
+	}
+	if err = c.Ready(); err != nil {
+		c.Process().Kill()
+		c.Wait()
+		return nil, err
+	}
+	return c, nil
+}

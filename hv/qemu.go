@@ -96,6 +96,9 @@ type Config struct {
 	// capped at ConsoleLogMax and rotated once; its directory must exist.
 	// Optional (the console is discarded).
 	ConsoleLog string
+	// FS are virtio-fs devices (see FS); with any, guest RAM is a shared
+	// memfd. Optional.
+	FS []FS
 	// Accel selects KVM or TCG; default (empty): DetectAccel.
 	Accel Accel
 	// NIC, when set, gives the guest a virtio-net device whose frames are
@@ -254,8 +257,15 @@ func Start(cfg Config) (*VM, error) {
 		}
 	}
 
+	fsFDs := make([]int, len(cfg.FS))
+	for i, f := range cfg.FS {
+		if fsFDs[i], err = fds.dupConn("fs "+f.Tag, f.Conn); err != nil {
+			return fail(err)
+		}
+	}
+
 	out := &tail{max: 64 << 10}
-	args := append([]string{bin}, buildArgs(cfg, tscKHz, qmpFD, agentFD, consoleFD, netFD, diskFDs)...)
+	args := append([]string{bin}, buildArgs(cfg, tscKHz, qmpFD, agentFD, consoleFD, netFD, diskFDs, fsFDs...)...)
 	p, err := startProcess(cfg, bin, args, fds.files, out)
 	fds.closeChildEnds()
 	if err != nil {
@@ -646,6 +656,9 @@ func prepare(cfg Config) (_ Config, bin string, tscKHz int, err error) {
 		disks[i] = d
 	}
 	cfg.Disks = disks
+	if err := checkFS(cfg.FS); err != nil {
+		return cfg, "", 0, err
+	}
 	if cfg.ConsoleLog != "" {
 		if cfg.ConsoleLog, err = filepath.Abs(cfg.ConsoleLog); err != nil {
 			return cfg, "", 0, fmt.Errorf("hv: Config.ConsoleLog: %v: %w", err, errdefs.ErrInvalidArgument)
@@ -719,15 +732,19 @@ func kernelCmdline(cfg Config, tscKHz int) string {
 
 // buildArgs is QEMU's command line for a prepared cfg (argv without argv[0]),
 // with the descriptors QEMU inherits: QMP, the agent port and the console
-// and the NIC (-1: none) and those of each disk (read-only, then read-write
-// if writable).
-func buildArgs(cfg Config, tscKHz, qmpFD, agentFD, consoleFD, netFD int, diskFDs [][]int) []string {
+// and the NIC (-1: none), those of each disk (read-only, then read-write if writable)
+// and those of each Config.FS.
+func buildArgs(cfg Config, tscKHz, qmpFD, agentFD, consoleFD, netFD int, diskFDs [][]int, fsFDs ...int) []string {
+	// rtc=on: without the CMOS RTC the guest spends about 1.2 s more
+	// booting (and has no wall clock). acpi=on: the guest finds the
+	// virtio-mmio devices and the IOAPIC through ACPI; the Debian kernel
+	// has neither virtio_mmio.device= support nor MP tables.
+	machine := "microvm,x-option-roms=off,isa-serial=on,rtc=on,acpi=on"
+	if len(cfg.FS) > 0 {
+		machine += ",memory-backend=mem"
+	}
 	a := []string{
-		// rtc=on: without the CMOS RTC the guest spends about 1.2 s more
-		// booting (and has no wall clock). acpi=on: the guest finds the
-		// virtio-mmio devices and the IOAPIC through ACPI; the Debian kernel
-		// has neither virtio_mmio.device= support nor MP tables.
-		"-M", "microvm,x-option-roms=off,isa-serial=on,rtc=on,acpi=on",
+		"-M", machine,
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		// seccomp: QEMU may not exec, setuid, or use obsolete syscalls.
 		"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
@@ -740,6 +757,9 @@ func buildArgs(cfg Config, tscKHz, qmpFD, agentFD, consoleFD, netFD int, diskFDs
 		// x86-64-v2 run; "-cpu max" would boot about 0.3 s slower.
 		a = append(a, "-accel", "tcg,tb-size="+strconv.Itoa(tbSizeMiB),
 			"-cpu", "qemu64,+ssse3,+sse4.1,+sse4.2,+popcnt,+cx16")
+	}
+	if len(cfg.FS) > 0 {
+		a = append(a, sharedMemoryArgs(cfg.MemoryMiB)...)
 	}
 	a = append(a,
 		"-m", strconv.Itoa(cfg.MemoryMiB),
@@ -795,6 +815,7 @@ func buildArgs(cfg Config, tscKHz, qmpFD, agentFD, consoleFD, netFD int, diskFDs
 		}
 		a = append(a, "-drive", drive, "-device", dev)
 	}
+	a = append(a, fsArgs(cfg.FS, fsFDs)...)
 	return append(a,
 		"-chardev", "socket,id=qmp,fd="+strconv.Itoa(qmpFD),
 		"-mon", "chardev=qmp,mode=control",

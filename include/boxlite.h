@@ -143,7 +143,8 @@ int boxlite_box_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **e
  *              "allow_net": ["pypi.org", "*.example.com", "10.0.0.0/8", "1.2.3.4:443",
  *                            "host.boxlite.internal"] (empty: anywhere)},
  *  "ports": [{"guest_port": 80 (required), "host_port": 0 (0 picks a free one),
- *             "protocol": "tcp" | "udp", "host_ip": "127.0.0.1"}]}
+ *             "protocol": "tcp" | "udp", "host_ip": "127.0.0.1"}],
+ *  "volumes": [{"host_path": str, "guest_path": str, "read_only": false}]}
  * The box reaches the host's 127.0.0.1 as host.boxlite.internal (only when
  * listed, if allow_net is set). A host port already in use fails with
  * BOXLITE_ERR_ALREADY_EXISTS; a bad network or port with INVALID_ARGUMENT. */

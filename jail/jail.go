@@ -44,6 +44,12 @@ type Spec struct {
 	// identity: the program keeps the caller's uid and gid and these are
 	// ignored.
 	UID, GID uint32
+	// KeepRoot lets a root caller's program keep uid 0 (UID and GID are
+	// ignored then), for a helper that must act on the host's files as its
+	// caller does, e.g. virtiofsd creating a box's files as the user who
+	// runs boxlite. Every other layer still applies; the UID layer is
+	// reported as not applied. No effect for a non-root caller.
+	KeepRoot bool
 	// Binds are host files and directories made visible inside, read-only
 	// unless Writable. Their submounts are not carried along. Without a
 	// mount namespace (Layers.MountNS missing) no bind is made and the
@@ -198,7 +204,7 @@ func Command(helper string, s Spec) (*Cmd, error) {
 		return bad("Args", "empty (Args[0] is required)")
 	}
 	root := os.Geteuid() == 0
-	if root && (s.UID == 0 || s.GID == 0) {
+	if root && !s.KeepRoot && (s.UID == 0 || s.GID == 0) {
 		return bad("UID", "uid %d gid %d: a root caller must give a non-zero uid and gid (see AllocUID)", s.UID, s.GID)
 	}
 	s.Binds = append([]Bind(nil), s.Binds...)
@@ -329,7 +335,7 @@ func (c *Cmd) Start() (err error) {
 
 	w := wireSpec{
 		Path: s.Path, Args: s.Args, Env: s.Env,
-		SetID: c.root, UID: s.UID, GID: s.GID,
+		SetID: c.root && !s.KeepRoot, UID: s.UID, GID: s.GID,
 		Binds: s.Binds, Devices: s.Devices, Rlimits: s.Rlimits,
 		NExtra: len(s.ExtraFiles), PPid: os.Getpid(), Seccomp: true,
 	}

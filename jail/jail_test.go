@@ -587,3 +587,40 @@ func TestRootWithoutSysAdmin(t *testing.T) {
 		t.Errorf("without a mount namespace the host's /proc should be visible (the layer is reported missing): %q", r.Present["/proc"])
 	}
 }
+
+// TestKeepRoot: a root caller's program that must act as root on host files
+// (virtiofsd) keeps uid 0 but every other layer, and is reported without
+// the uid layer.
+func TestKeepRoot(t *testing.T) {
+	requireRoot(t)
+	var out strings.Builder
+	pr, pw, _ := os.Pipe()
+	done := make(chan struct{})
+	go func() { io.Copy(&out, pr); close(done) }()
+	c, err := jail.Command("", jail.Spec{
+		Path: "/bin/sh", Args: []string{"sh", "-c", `id -u; ls /; grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status 2>&1 | head -1`},
+		KeepRoot: true, Stdout: pw, Stderr: pw,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Start()
+	pw.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := waitTimeout(t, c, 20*time.Second); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	<-done
+	got := out.String()
+	for _, w := range []string{"0\n", "bin\ndev\netc\nlib\nlib64\nsbin\ntmp\nusr\n", "No such file"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("output lacks %q:\n%s", w, got)
+		}
+	}
+	l := c.Layers()
+	if l.UID.Applied || !strings.Contains(l.UID.Note, "KeepRoot") || !l.NoNewPrivs.Applied || !l.Seccomp.Applied {
+		t.Errorf("layers: %+v", l)
+	}
+}

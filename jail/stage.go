@@ -113,6 +113,9 @@ func stage(specFile, status *os.File) error {
 			return fail("clear ambient capabilities", err)
 		}
 		l.UID.Note = fmt.Sprintf("caller is not root: runs as its uid %d", os.Getuid())
+		if os.Getuid() == 0 {
+			l.UID.Note = "keeps root (Spec.KeepRoot): acts on host files as its caller"
+		}
 	}
 
 	// A credential change clears the parent-death signal: re-arm it, then

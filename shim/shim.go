@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -31,6 +32,7 @@ func Run(cfg shimapi.Config, ready io.WriteCloser, parent io.Reader) error {
 		if s.net != nil {
 			s.net.Close()
 		}
+		s.stopVolumes()
 		if s.releaseUID != nil {
 			s.releaseUID()
 		}
@@ -87,6 +89,8 @@ type shim struct {
 	info        protocol.Info
 	net         *netstack.Stack // the box's network; nil without one
 	netInfo     *protocol.NetworkInfo
+	fsDaemons   []*fsDaemon // virtiofsd of the volumes (volumes.go)
+	fsWarnings  []string    // what the file daemons' jails could not give
 
 	mu       sync.Mutex
 	routes   map[uint32]route // agent stream id -> client stream
@@ -187,16 +191,30 @@ func (s *shim) boot() error {
 	if err := s.jailUID(vmcfg.Jail); err != nil {
 		return err
 	}
+	fss, words, err := s.startVolumes()
+	if err != nil {
+		s.stopVolumes()
+		return err
+	}
+	vmcfg.FS = fss
+	if words != "" {
+		vmcfg.Cmdline = strings.TrimSpace(vmcfg.Cmdline + " " + words)
+	}
 	s.vmcfg = vmcfg
 	os.Truncate(vmcfg.ConsoleLog, 0)
 	os.Remove(vmcfg.ConsoleLog + ".1")
 	start := time.Now()
-	if s.vm, err = hv.Start(vmcfg); err != nil {
+	s.vm, err = hv.Start(vmcfg)
+	s.closeFSConns() // QEMU has its own
+	if err != nil {
+		s.stopVolumes()
 		return err
 	}
 	s.serveNetwork()
+	s.watchVolumes()
 	fail := func(what string, err error) error {
 		s.vm.Kill()
+		s.stopVolumes()
 		return fmt.Errorf("boot: %s after %.1fs: %v: %w\n--- console (last lines) ---\n%s",
 			what, time.Since(start).Seconds(), err, errdefs.ErrBootFailed, hv.ConsoleTail(vmcfg.ConsoleLog, 2048))
 	}
@@ -243,6 +261,7 @@ func (s *shim) boot() error {
 	for _, l := range s.vm.Confinement().Missing() {
 		s.info.Warnings = append(s.info.Warnings, fmt.Sprintf("vmm confinement: no %s (%s)", l.Name, l.Note))
 	}
+	s.info.Warnings = append(s.info.Warnings, s.fsWarnings...)
 	if len(s.info.Warnings) > 0 {
 		log.Printf("isolation warnings: %q", s.info.Warnings)
 	}
@@ -363,6 +382,7 @@ func (s *shim) teardown() {
 	if s.net != nil {
 		s.net.Close() // its published ports are free again
 	}
+	s.stopVolumes()
 	s.ln.Close()
 	os.Remove(s.cfg.Path(shimapi.SocketFile))
 	for c := range clients {

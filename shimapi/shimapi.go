@@ -54,6 +54,12 @@ type Config struct {
 	// Network is the box's network; nil: none at all (only lo in the box,
 	// no network stack in the shim).
 	Network *Network `json:"network,omitempty"`
+
+	// Volumes are host files and directories the box mounts (validated by
+	// the runtime); Virtiofsd is the daemon that serves them, required
+	// with any.
+	Volumes   []Volume `json:"volumes,omitempty"`
+	Virtiofsd string   `json:"virtiofsd,omitempty"`
 }
 
 // Network is a box's network: where it may connect (AllowNet, as
@@ -61,6 +67,14 @@ type Config struct {
 type Network struct {
 	AllowNet []string        `json:"allow_net,omitempty"`
 	Ports    []protocol.Port `json:"ports,omitempty"`
+}
+
+// Volume is a host file or directory mounted in the box at GuestPath (an
+// absolute path in the box), read-only or read-write.
+type Volume struct {
+	HostPath  string `json:"host_path"`
+	GuestPath string `json:"guest_path"`
+	ReadOnly  bool   `json:"read_only,omitempty"`
 }
 
 // BootWallFactor bounds a boot's wall-clock wait: BootWallFactor times its

@@ -25,7 +25,7 @@ import (
 const usage = `usage: boxlite COMMAND [ARGS]
 
   run [--rm] [--name N] [--memory MIB] [--cpus N] [--disk-size GB] [-e K=V]... [-w DIR]
-      [-u USER] [--timeout SECONDS] [-i] [-t] [--network enabled|disabled]
+      [-u USER] [-v HOST:GUEST[:ro]]... [--timeout SECONDS] [-i] [-t] [--network enabled|disabled]
       [--allow-net ENTRY[,ENTRY]]... [-p [[IP:]HOST:]GUEST[/udp]]... IMAGE [-- CMD [ARGS...]]
                     boot a box from IMAGE, run CMD (default: the image's entrypoint
                     and cmd), stream its output and exit with its exit code;
@@ -36,6 +36,7 @@ const usage = `usage: boxlite COMMAND [ARGS]
                     -p publishes GUEST on the host (IP 127.0.0.1; HOST 0 or none
                     picks a free port, printed on stderr); the box reaches the
                     host's 127.0.0.1 as host.boxlite.internal
+                    -v mounts a host folder or file in the box (:ro read-only)
   ls                list boxes
   info BOX          describe a box (state, acceleration and why, boot timings)
   stop BOX...       stop boxes (their disks are kept)
@@ -98,6 +99,18 @@ func run(args []string) int {
 
 type multi []string
 
+// parseVolume reads -v HOST:GUEST[:ro|:rw], as docker does.
+func parseVolume(s string) (host, guest string, ro bool, err error) {
+	f := strings.Split(s, ":")
+	if len(f) == 3 && (f[2] == "ro" || f[2] == "rw") {
+		return f[0], f[1], f[2] == "ro", nil
+	}
+	if len(f) == 2 {
+		return f[0], f[1], false, nil
+	}
+	return "", "", false, errdefs.Errorf(errdefs.ErrInvalidArgument, "run: -v %q: want HOST:GUEST[:ro|:rw]", s)
+}
+
 func (m *multi) String() string     { return strings.Join(*m, ",") }
 func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
 
@@ -119,6 +132,8 @@ func cmdRun(args []string) (int, error) {
 	var allowNet, ports multi
 	fs.Var(&allowNet, "allow-net", "where the box may connect: names, *.wildcards, IPs, CIDRs, with :port (repeatable or comma-separated)")
 	fs.Var(&ports, "p", "publish a port: [[IP:]HOST:]GUEST[/tcp|udp] (repeatable; HOST 0 or none picks one)")
+	var vols multi
+	fs.Var(&vols, "v", "volume HOST:GUEST[:ro|:rw] (repeatable)")
 	if err := fs.Parse(splitShortFlags(fs, args)); err != nil {
 		return 2, nil
 	}
@@ -142,6 +157,13 @@ func cmdRun(args []string) (int, error) {
 		return 0, err
 	}
 	opts = append(opts, netOpts...)
+	for _, v := range vols {
+		host, guest, ro, err := parseVolume(v)
+		if err != nil {
+			return 0, err
+		}
+		opts = append(opts, core.WithVolume(host, guest, ro))
+	}
 	cmdEnv := map[string]string{}
 	for _, kv := range env {
 		k, v, ok := strings.Cut(kv, "=")

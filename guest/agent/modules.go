@@ -20,7 +20,11 @@ const ModulesDir = "/lib/modules"
 // neededModules are loaded first, in this order; any other .ko in the
 // directory follows. Dependencies named in a module's .modinfo are always
 // loaded before it (virtio needs virtio_ring in Debian's 6.1 kernels).
-var neededModules = []string{"virtio_ring", "virtio", "virtio_mmio", "virtio_blk", "virtio_console", "overlay"}
+var neededModules = []string{"virtio_ring", "virtio", "virtio_mmio", "virtio_blk", "virtio_console", "overlay", "fuse", "virtiofs"}
+
+// volumeModules serve only volumes: a box without any (no boxlite.vol= on
+// the command line) does not spend boot time loading them.
+var volumeModules = map[string]bool{"fuse": true, "virtiofs": true}
 
 // moduleName normalises a module or file name as the kernel does.
 func moduleName(s string) string {
@@ -128,6 +132,7 @@ func loadModules(dir, cmdline string) ([]string, error) {
 	}
 	sort.Strings(others)
 	params := moduleParams(cmdline)
+	volumes := strings.Contains(cmdline, "boxlite.vol=")
 	state := make(map[string]int) // 1 loading, 2 done
 	var loaded []string
 	var load func(name string) error
@@ -139,6 +144,10 @@ func loadModules(dir, cmdline string) ([]string, error) {
 			return nil
 		}
 		path, ok := files[name]
+		if ok && volumeModules[name] && !volumes {
+			state[name] = 2
+			return nil
+		}
 		if !ok {
 			state[name] = 2
 			if _, err := os.Stat("/sys/module/" + name); err == nil {

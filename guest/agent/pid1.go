@@ -129,6 +129,12 @@ func Main() {
 	if nerr := <-netCh; err == nil && nerr != nil {
 		err = fmt.Errorf("network: %w", nerr)
 	}
+	if err == nil {
+		var vols []volume
+		if vols, err = parseVolumes(string(cmdline)); err == nil {
+			err = b.mountVolumes(vols)
+		}
+	}
 	mountedMs := boottimeMs()
 	// Box processes only ever run in the sandbox: a box root without one
 	// fails the boot.

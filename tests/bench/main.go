@@ -50,6 +50,13 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) == 2 && os.Args[1] == "-volumes" {
+		if err := volumes(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) == 2 && os.Args[1] == "-spin" {
 		if err := spin(); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)

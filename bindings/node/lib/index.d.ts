@@ -94,8 +94,9 @@ export interface JsBoxOptions {
   network?: NetworkSpec | 'enabled' | 'disabled';
   /** Box ports published on the host. */
   ports?: PortSpec[];
+  /** Host folders or files in the box, over virtio-fs; read-write unless readOnly. */
+  volumes?: Volume[];
   /** Not implemented yet: only an empty array is accepted. */
-  volumes?: never[];
   secrets?: never[];
 }
 
@@ -137,6 +138,12 @@ export interface NetworkInfo {
   ports?: PortMapping[];
 }
 
+export interface Volume {
+  hostPath: string;
+  guestPath: string;
+  readOnly?: boolean;
+}
+
 export interface BoxRuntimeInfo {
   accel: string;
   accelReason: string;
@@ -167,6 +174,7 @@ export interface JsBoxInfo {
   workingDir?: string;
   user?: string;
   env: Record<string, string>;
+  volumes: Volume[];
   bootTimeoutSecs?: number;
   /** Why the box last stopped. */
   lastExit?: string;

@@ -75,7 +75,6 @@ function normalizeEnv(env, name) {
 // values mean "the default" and are accepted.
 const NOT_YET = {
   rootfsPath: { ok: (v) => v === undefined || v === null, why: 'boxes boot from images in the store (load one with runtime.images.load)' },
-  volumes: { ok: (v) => v === undefined || v === null || (Array.isArray(v) && v.length === 0), why: 'volume mounts are not implemented yet' },
   secrets: { ok: (v) => v === undefined || v === null || (Array.isArray(v) && v.length === 0), why: 'secret substitution is not implemented yet' },
   entrypoint: { ok: (v) => v === undefined || v === null, why: 'entrypoint/cmd overrides are not implemented yet' },
   cmd: { ok: (v) => v === undefined || v === null, why: 'entrypoint/cmd overrides are not implemented yet' },
@@ -85,7 +84,7 @@ const NOT_YET = {
 };
 
 const BOX_KEYS = ['image', 'name', 'cpus', 'memoryMib', 'diskSizeGb', 'env', 'workingDir', 'user', 'autoRemove', 'bootTimeoutSecs',
-  'network', 'ports'];
+  'network', 'ports', 'volumes'];
 
 function checkKeys(o, known, where) {
   for (const k of Object.keys(o)) {
@@ -132,6 +131,18 @@ function portsOption(v, where) {
   });
 }
 
+/** BoxLite's volumes [{hostPath, guestPath, readOnly}] → the C ABI's [{host_path, guest_path, read_only}]. */
+function normalizeVolumes(v, name) {
+  if (v === undefined || v === null) return undefined;
+  if (!Array.isArray(v)) throw new TypeError(`${name} must be an array of {hostPath, guestPath, readOnly}, got ${typeOf(v)}`);
+  return v.map((m, i) => {
+    if (!isPlainObject(m)) throw new TypeError(`${name}[${i}] must be {hostPath, guestPath, readOnly}, got ${typeOf(m)}`);
+    const out = { host_path: checkString(m.hostPath, `${name}[${i}].hostPath`), guest_path: checkString(m.guestPath, `${name}[${i}].guestPath`) };
+    if (m.readOnly !== undefined && m.readOnly !== null) out.read_only = checkBool(m.readOnly, `${name}[${i}].readOnly`);
+    return out;
+  });
+}
+
 /**
  * BoxLite's box options (JsBoxOptions / SimpleBoxOptions without the SDK-only
  * keys) → the C ABI's options object. `extra` lists keys the caller handles.
@@ -157,6 +168,8 @@ function boxOptions(o, where = 'options', extra = []) {
   if (env && Object.keys(env).length) c.env = env;
   if (o.workingDir !== undefined && o.workingDir !== null) c.working_dir = checkString(o.workingDir, `${where}.workingDir`);
   if (o.user !== undefined && o.user !== null) c.user = checkString(o.user, `${where}.user`);
+  const volumes = normalizeVolumes(o.volumes, `${where}.volumes`);
+  if (volumes && volumes.length) c.volumes = volumes;
   if (o.autoRemove !== undefined) c.auto_remove = checkBool(o.autoRemove, `${where}.autoRemove`);
   if (o.bootTimeoutSecs !== undefined) {
     c.boot_timeout_secs = checkSeconds(o.bootTimeoutSecs, `${where}.bootTimeoutSecs`);
@@ -229,6 +242,7 @@ function boxInfo(j) {
     workingDir: cfg.working_dir || undefined,
     user: cfg.user || undefined,
     env: cfg.env || {},
+    volumes: (cfg.volumes || []).map((v) => ({ hostPath: v.host_path, guestPath: v.guest_path, readOnly: !!v.read_only })),
     bootTimeoutSecs: typeof cfg.boot_timeout === 'number' ? cfg.boot_timeout / 1e9 : undefined,
     lastExit: j.last_exit || undefined,
     networkMode: (cfg.network && cfg.network.mode) || 'enabled',

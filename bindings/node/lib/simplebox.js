@@ -195,6 +195,7 @@ function camelOptions(c) {
   if (c.ports !== undefined) {
     o.ports = c.ports.map((p) => ({ hostPort: p.host_port, guestPort: p.guest_port, protocol: p.protocol, hostIp: p.host_ip }));
   }
+  if (c.volumes !== undefined) o.volumes = c.volumes.map((v) => ({ hostPath: v.host_path, guestPath: v.guest_path, readOnly: !!v.read_only }));
   return o;
 }
 

@@ -174,7 +174,8 @@ test('SimpleBox', { skip, ...T }, async (t) => {
     assert.throws(() => new SimpleBox({ memoryMib: '512' }), { name: 'TypeError', message: /memoryMib must be an integer/ });
     assert.throws(() => new SimpleBox({ cpus: 0 }), { name: 'RangeError', message: /cpus/ });
     assert.throws(() => new SimpleBox({ imagee: 'x' }), { name: 'TypeError', message: /imagee is not a known option/ });
-    assert.throws(() => new SimpleBox({ volumes: [{ hostPath: '/tmp', guestPath: '/data' }] }), (e) => e.code === 'unsupported' && /volumes/.test(e.message));
+    assert.throws(() => new SimpleBox({ volumes: ['/tmp:/data'] }), { name: 'TypeError', message: /volumes\[0\]/ });
+    assert.throws(() => new SimpleBox({ volumes: [{ hostPath: '/tmp', guestPath: '/data', readOnly: 'yes' }] }), { name: 'TypeError', message: /readOnly/ });
     assert.throws(() => new InteractiveBox({ tty: true }), (e) => e instanceof BoxliteError && e.code === 'unsupported' && /tty/.test(e.message));
     const ex = await b.exec('cat', [], undefined);
     await assert.rejects(ex.stdin.write(12), { name: 'TypeError' });

@@ -77,6 +77,25 @@ def check_timeout(value: Any, what: str = "timeout") -> Optional[float]:
     return float(value)
 
 
+def check_volumes(volumes: Any, what: str) -> List[Dict[str, Any]]:
+    """BoxLite's volumes: (host_path, guest_path) or (host_path, guest_path,
+    "ro" | "rw") tuples, read-write unless "ro"."""
+    if volumes is None:
+        return []
+    if isinstance(volumes, (str, bytes, Mapping)) or not isinstance(volumes, (list, tuple)):
+        raise TypeError(f"{what} must be a list of (host_path, guest_path[, 'ro'|'rw']) tuples, not {type(volumes).__name__}")
+    out: List[Dict[str, Any]] = []
+    for i, v in enumerate(volumes):
+        if not isinstance(v, (tuple, list)) or len(v) not in (2, 3):
+            raise TypeError(f"{what}[{i}] must be a (host_path, guest_path[, 'ro'|'rw']) tuple, not {v!r:.60}")
+        mode = v[2] if len(v) == 3 else "rw"
+        if mode not in ("ro", "rw"):
+            raise InvalidArgumentError(f"{what}[{i}] mode must be 'ro' or 'rw', not {mode!r:.20}")
+        out.append({"host_path": check_str(v[0], f"{what}[{i}] host_path"),
+                    "guest_path": check_str(v[1], f"{what}[{i}] guest_path"), "read_only": mode == "ro"})
+    return out
+
+
 def check_env_pairs(env: Any, what: str) -> Dict[str, str]:
     """A list of (key, value) tuples, as BoxOptions takes them."""
     if env is None:
@@ -281,6 +300,7 @@ class BoxOptions:
     disk_size_gb: Optional[int] = None
     working_dir: Optional[str] = None
     env: List[Tuple[str, str]] = field(default_factory=list)
+    # (host_path, guest_path[, "ro" | "rw"]): host folders or files in the box.
     volumes: List[Any] = field(default_factory=list)
     network: Union[NetworkSpec, str, None] = None
     ports: List[Any] = field(default_factory=list)
@@ -299,8 +319,6 @@ class BoxOptions:
         for key in ("rootfs_path", "entrypoint", "cmd"):
             if getattr(self, key):
                 raise UnsupportedError(f"{what}{key} is not supported yet")
-        if self.volumes:
-            raise UnsupportedError(f"{what}volumes is not supported yet (boxes have no shared folders yet)")
         if self.detach:
             raise UnsupportedError(f"{what}detach is not supported yet: a box stops when the process that created it exits")
         if self.image is None:
@@ -320,6 +338,9 @@ class BoxOptions:
             o["working_dir"] = check_str(self.working_dir, f"{what}working_dir")
         if self.user is not None:
             o["user"] = check_str(self.user, f"{what}user")
+        volumes = check_volumes(self.volumes, f"{what}volumes")
+        if volumes:
+            o["volumes"] = volumes
         t = check_timeout(self.boot_timeout, f"{what}boot_timeout")
         if t:
             o["boot_timeout_secs"] = t

@@ -37,8 +37,10 @@ def test_constructor_types():
         boxlite.SimpleBox(image="alpine\0latest")
     with pytest.raises(boxlite.InvalidArgumentError, match="'='"):
         boxlite.SimpleBox(image="alpine:latest", env=[("A=B", "1")])
-    with pytest.raises(boxlite.UnsupportedError, match="volumes"):
-        boxlite.SimpleBox(image="alpine:latest", volumes=[("/a", "/b", "ro")])
+    with pytest.raises(boxlite.InvalidArgumentError, match="'ro' or 'rw'"):
+        boxlite.SimpleBox(image="alpine:latest", volumes=[("/a", "/b", "readonly")])
+    with pytest.raises(TypeError, match="volumes"):
+        boxlite.SimpleBox(image="alpine:latest", volumes=["/a:/b"])
     with pytest.raises(TypeError, match="tty"):
         boxlite.InteractiveBox(image="alpine:latest", tty="yes")
     with pytest.raises(TypeError):

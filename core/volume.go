@@ -1,0 +1,120 @@
+package core
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/shimapi"
+)
+
+// Volume is a host directory or file mounted in a box over virtio-fs.
+type Volume = shimapi.Volume
+
+// MaxVolumes is how many volumes one box may have. They share two devices
+// (one read-write, one read-only) whatever their number; the bound is the
+// kernel command line that names them (see maxVolumePathBytes).
+const MaxVolumes = 32
+
+// maxVolumePathBytes bounds the escaped guest paths of a box's volumes
+// together: they travel on the guest kernel command line (2047 bytes).
+const maxVolumePathBytes = 1200
+
+// WithVolume mounts the host directory or file hostPath at guestPath (an
+// absolute path in the box) read-write, or read-only when readOnly is set;
+// the host refuses writes to a read-only volume, not only the guest. Files
+// the box creates belong on the host to the user running boxlite. A
+// missing mount point is created in the box. Default: no volumes; at most
+// MaxVolumes.
+func WithVolume(hostPath, guestPath string, readOnly bool) BoxOption {
+	return func(c *BoxConfig) error {
+		c.Volumes = append(c.Volumes, Volume{HostPath: hostPath, GuestPath: guestPath, ReadOnly: readOnly})
+		return nil
+	}
+}
+
+// validateVolumes checks the volumes and makes their host paths absolute.
+func (c *BoxConfig) validateVolumes() error {
+	bad := func(format string, args ...any) error {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "box options: "+format, args...)
+	}
+	if len(c.Volumes) > MaxVolumes {
+		return bad("%d volumes, at most %d", len(c.Volumes), MaxVolumes)
+	}
+	seen := map[string]bool{}
+	total := 0
+	for i := range c.Volumes {
+		v := &c.Volumes[i]
+		g := v.GuestPath
+		switch {
+		case v.HostPath == "" || strings.ContainsRune(v.HostPath, 0):
+			return bad("volume %q: host path is empty or has a NUL", g)
+		case !path.IsAbs(g) || path.Clean(g) != g || strings.ContainsAny(g, "\x00\n"):
+			return bad("volume guest path %q must be absolute and clean", g)
+		case g == "/" || underAny(g, "/proc", "/sys", "/dev"):
+			return bad("volume guest path %q would cover / or the box's /proc, /sys or /dev", g)
+		case seen[g]:
+			return bad("volume guest path %q is used twice", g)
+		}
+		seen[g] = true
+		total += len(escapeVolumePath(g)) + 20
+		abs, err := filepath.Abs(v.HostPath)
+		if err != nil {
+			return bad("volume %s: host path %q: %v", g, v.HostPath, err)
+		}
+		fi, err := os.Stat(abs)
+		if errors.Is(err, os.ErrNotExist) {
+			return errdefs.Errorf(errdefs.ErrNotFound, "box options: volume %s: host path %q does not exist", g, v.HostPath)
+		} else if err != nil {
+			return bad("volume %s: host path %q: %v", g, v.HostPath, err)
+		}
+		if !fi.IsDir() && !fi.Mode().IsRegular() {
+			return bad("volume %s: host path %q is not a directory or regular file", g, v.HostPath)
+		}
+		v.HostPath = abs
+	}
+	if total > maxVolumePathBytes {
+		return bad("the volumes' guest paths are too long together (%d bytes on the kernel command line, limit %d)", total, maxVolumePathBytes)
+	}
+	return nil
+}
+
+func underAny(p string, dirs ...string) bool {
+	for _, d := range dirs {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// escapeVolumePath is how the shim writes a guest path on the kernel
+// command line (url.PathEscape); here only its length matters.
+func escapeVolumePath(p string) string {
+	n := 0
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c <= ' ' || c >= 0x7f || strings.IndexByte(`"%?#`, c) >= 0 {
+			n += 2
+		}
+	}
+	return p + strings.Repeat(" ", n)
+}
+
+// virtiofsd is the file daemon that serves volumes: beside boxlite-shim,
+// else virtiofsd on PATH; "" when neither exists.
+func (a assets) virtiofsd() string {
+	p := filepath.Join(a.dir, "virtiofsd")
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	if p, err := exec.LookPath("virtiofsd"); err == nil {
+		if abs, err := filepath.Abs(p); err == nil {
+			return abs
+		}
+	}
+	return ""
+}

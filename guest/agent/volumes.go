@@ -1,0 +1,149 @@
+//go:build linux
+
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Volumes: the host serves the box's read-write volumes on the virtio-fs
+// tag boxlite-rw and the read-only ones on boxlite-ro, volume N as the
+// entry N of the file system's root, and names each on the kernel command
+// line as boxlite.vol=N:rw|ro:d|f:GUESTPATH (URL path escaped). The agent
+// mounts each tag once under volDir and binds every volume to its guest
+// path inside the box root before the sandbox starts, so every box
+// process sees them.
+const volDir = boxDir + "/vol" // volDir/rw, volDir/ro
+
+type volume struct {
+	index int
+	ro    bool
+	file  bool   // a single file, not a directory
+	path  string // in the box
+}
+
+// parseVolumes reads the boxlite.vol= words of the kernel command line.
+func parseVolumes(cmdline string) ([]volume, error) {
+	var vols []volume
+	for _, w := range splitCmdline(cmdline) {
+		v, ok := strings.CutPrefix(w, "boxlite.vol=")
+		if !ok {
+			continue
+		}
+		f := strings.SplitN(v, ":", 4)
+		if len(f) != 4 {
+			return nil, fmt.Errorf("volume %q: want INDEX:rw|ro:d|f:PATH", v)
+		}
+		i, err := strconv.Atoi(f[0])
+		p, perr := url.PathUnescape(f[3])
+		switch {
+		case err != nil || i < 0:
+			return nil, fmt.Errorf("volume %q: bad index", v)
+		case f[1] != "rw" && f[1] != "ro", f[2] != "d" && f[2] != "f":
+			return nil, fmt.Errorf("volume %q: want rw or ro, then d or f", v)
+		case perr != nil || !path.IsAbs(p) || path.Clean(p) != p || p == "/":
+			return nil, fmt.Errorf("volume %q: bad guest path", v)
+		}
+		vols = append(vols, volume{index: i, ro: f[1] == "ro", file: f[2] == "f", path: p})
+	}
+	return vols, nil
+}
+
+// mountVolumes mounts the volumes in the box root, parents before children.
+func (b *box) mountVolumes(vols []volume) error {
+	if len(vols) == 0 {
+		return nil
+	}
+	if b.Root == "" {
+		return errors.New("volumes: the box has no root file system")
+	}
+	for _, ro := range []bool{false, true} {
+		tag, dir, flags := "boxlite-rw", filepath.Join(volDir, "rw"), uintptr(unix.MS_NOSUID|unix.MS_NODEV)
+		if ro {
+			tag, dir, flags = "boxlite-ro", filepath.Join(volDir, "ro"), flags|unix.MS_RDONLY
+		}
+		used := false
+		for _, v := range vols {
+			used = used || v.ro == ro
+		}
+		if used {
+			if err := b.mount(tag, dir, "virtiofs", flags, ""); err != nil {
+				return fmt.Errorf("volumes: %w", err)
+			}
+		}
+	}
+	sort.SliceStable(vols, func(i, j int) bool { return strings.Count(vols[i].path, "/") < strings.Count(vols[j].path, "/") })
+	for _, v := range vols {
+		src := filepath.Join(volDir, "rw", strconv.Itoa(v.index))
+		if v.ro {
+			src = filepath.Join(volDir, "ro", strconv.Itoa(v.index))
+		}
+		target, err := mountPoint(b.Root, v.path, v.file)
+		if err != nil {
+			return fmt.Errorf("volume %s: mount point: %w", v.path, err)
+		}
+		if err := b.mount(src, target, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("volume %s: %w", v.path, err)
+		}
+		if v.ro {
+			// The host refuses writes too (virtiofsd --readonly, a read-only
+			// bind); the flag makes them fail early with EROFS.
+			if err := unix.Mount("", target, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+				return fmt.Errorf("volume %s: remount read-only: %w", v.path, err)
+			}
+		}
+	}
+	return nil
+}
+
+// mountPoint returns the path in the agent's namespace of the box path p
+// inside root, resolving symlinks within root (resolveIn) and creating what
+// is missing on the box's writable layer: directories, and a file for the
+// last component of a single-file volume.
+func mountPoint(root, p string, file bool) (string, error) {
+	parts := strings.Split(strings.Trim(p, "/"), "/")
+	cur, rel := root, "/"
+	for i, c := range parts {
+		rel = path.Join(rel, c)
+		host, err := resolveIn(root, rel)
+		if errors.Is(err, fs.ErrNotExist) {
+			// cur is resolved already: the new entry is inside root.
+			host = filepath.Join(cur, c)
+			if i == len(parts)-1 && file {
+				var f *os.File
+				if f, err = os.OpenFile(host, os.O_CREATE|os.O_EXCL|os.O_WRONLY|unix.O_NOFOLLOW, 0o644); err == nil {
+					f.Close()
+				}
+			} else {
+				err = os.Mkdir(host, 0o755)
+			}
+		}
+		if err != nil {
+			return "", err
+		}
+		cur = host
+	}
+	fi, err := os.Lstat(cur)
+	if err != nil {
+		return "", err
+	}
+	if fi.IsDir() == file {
+		want := "a directory"
+		if file {
+			want = "a file"
+		}
+		return "", fmt.Errorf("%s exists in the image and is not %s", p, want)
+	}
+	return cur, nil
+}
