@@ -166,7 +166,7 @@ func TestExtractNeverFollowsPlantedSymlinks(t *testing.T) {
 	must(t, os.Mkdir(outside, 0o700))
 	dst := filepath.Join(top, "dst")
 	must(t, os.MkdirAll(filepath.Join(dst, "x"), 0o755))
-	must(t, os.Symlink(outside, filepath.Join(dst, "x", "sub")))                // a directory link
+	must(t, os.Symlink(outside, filepath.Join(dst, "x", "sub")))                   // a directory link
 	must(t, os.Symlink(filepath.Join(outside, "f"), filepath.Join(dst, "x", "f"))) // a file link
 	tg, err := Prepare(Host(), dst, Place{Base: "x", Overwrite: true})
 	must(t, err)
@@ -227,8 +227,8 @@ func TestPrepareRules(t *testing.T) {
 		}
 		return tg.Commit()
 	}
-	must(t, put(filepath.Join(dst, "dir"), Place{Base: "s", Overwrite: true}))   // into an existing dir
-	must(t, put(filepath.Join(dst, "file"), Place{Base: "s", Overwrite: true}))  // over a file
+	must(t, put(filepath.Join(dst, "dir"), Place{Base: "s", Overwrite: true}))     // into an existing dir
+	must(t, put(filepath.Join(dst, "file"), Place{Base: "s", Overwrite: true}))    // over a file
 	must(t, put(filepath.Join(dst, "new")+"/", Place{Base: "s", Overwrite: true})) // trailing slash: a dir
 	for name, want := range map[string]string{"dir/s": "data", "file": "data", "new/s": "data"} {
 		if b, _ := os.ReadFile(filepath.Join(dst, name)); string(b) != want {
