@@ -32,13 +32,13 @@ type copyOp struct {
 	s  *server
 	id uint32
 
-	mu        sync.Mutex
-	cond      *sync.Cond
-	q         [][]byte // copy in: data not yet read
-	qlen      int
-	closed    bool  // copy in: the host sent TStdinClose
-	win       int64 // copy out: bytes the host lets us send
-	err       error // set when the copy must stop: Read and Write return it
+	mu     sync.Mutex
+	cond   *sync.Cond
+	q      [][]byte // copy in: data not yet read
+	qlen   int
+	closed bool  // copy in: the host sent TStdinClose
+	win    int64 // copy out: bytes the host lets us send
+	err    error // set when the copy must stop: Read and Write return it
 	// over is set, under s.wmu, once the last frame is written or the host
 	// has cancelled; no frame of the stream is written after it.
 	over bool
