@@ -92,7 +92,7 @@ type link struct {
 }
 
 func refuse(format string, args ...any) error {
-	return errdefs.Errorf(errdefs.ErrInvalidArgument, "copy: "+format, args...)
+	return errdefs.Errorf(errdefs.ErrInvalidArgument, format, args...)
 }
 
 func (x *extractor) run(tr *tar.Reader) error {
@@ -141,7 +141,7 @@ func (x *extractor) parts(name, what string) ([]string, error) {
 		}
 		return nil, refuse("unexpected %s %q in the stream", what, short)
 	case len(n) > MaxName:
-		return nil, errdefs.Errorf(errdefs.ErrLimit, "copy: %s longer than %d bytes: %q", what, MaxName, short)
+		return nil, errdefs.Errorf(errdefs.ErrLimit, "%s longer than %d bytes: %q", what, MaxName, short)
 	case strings.HasPrefix(n, "/"):
 		return nil, refuse("absolute %s %q in the stream", what, short)
 	case strings.ContainsRune(n, 0):
@@ -149,14 +149,14 @@ func (x *extractor) parts(name, what string) ([]string, error) {
 	}
 	ps := strings.Split(n, "/")
 	if len(ps) > MaxDepth {
-		return nil, errdefs.Errorf(errdefs.ErrLimit, "copy: %s deeper than %d directories: %q", what, MaxDepth, short)
+		return nil, errdefs.Errorf(errdefs.ErrLimit, "%s deeper than %d directories: %q", what, MaxDepth, short)
 	}
 	for _, p := range ps {
 		if p == "" || p == "." || p == ".." {
 			return nil, refuse("unsafe %s %q in the stream", what, short)
 		}
 		if len(p) > maxComponent {
-			return nil, errdefs.Errorf(errdefs.ErrLimit, "copy: %s component longer than %d bytes: %q", what, maxComponent, short)
+			return nil, errdefs.Errorf(errdefs.ErrLimit, "%s component longer than %d bytes: %q", what, maxComponent, short)
 		}
 	}
 	if x.opt.Base != "" && ps[0] != x.opt.Base {
@@ -170,13 +170,11 @@ func (x *extractor) count(name string, size int64) error {
 		return refuse("negative size for %q", name)
 	}
 	if m := x.opt.MaxEntries; m > 0 && x.st.Entries+x.st.Skipped+1 > m {
-		return errdefs.Errorf(errdefs.ErrLimit, "copy: more than %d entries (at %q)", m, name)
+		return errdefs.Errorf(errdefs.ErrLimit, "more than %d entries (at %q)", m, name)
 	}
 	if m := x.opt.MaxBytes; m > 0 && x.st.Bytes+size > m {
-		return errdefs.Errorf(errdefs.ErrLimit, "copy: more than %d bytes of file data (%q claims %d)", m, name, size)
+		return errdefs.Errorf(errdefs.ErrLimit, "more than %d bytes of file data (%q claims %d)", m, name, size)
 	}
-	x.st.Entries++
-	x.st.Bytes += size
 	return nil
 }
 
@@ -193,7 +191,6 @@ func (x *extractor) entry(tr *tar.Reader, h *tar.Header) error {
 		if _, err := x.parts(h.Name, "path"); err != nil {
 			return err
 		}
-		x.st.Entries--
 		x.st.Skipped++
 		return nil
 	default:
@@ -206,6 +203,16 @@ func (x *extractor) entry(tr *tar.Reader, h *tar.Header) error {
 	if err != nil || ps == nil {
 		return err
 	}
+	if err := x.make(tr, h, ps); err != nil {
+		return err
+	}
+	// Counted once made, so that a failure reports what it left.
+	x.st.Entries++
+	x.st.Bytes += size
+	return nil
+}
+
+func (x *extractor) make(tr *tar.Reader, h *tar.Header, ps []string) error {
 	parent, err := x.dir(ps[:len(ps)-1], true)
 	if err != nil {
 		return err
@@ -318,7 +325,7 @@ func pathErr(op, name string, err error) error {
 		errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.EISDIR), errors.Is(err, unix.EEXIST):
 		kind = errdefs.ErrInvalidArgument
 	}
-	return errdefs.Errorf(kind, "copy: %s %q: %v", op, name, err)
+	return errdefs.Errorf(kind, "%s %q: %v", op, name, err)
 }
 
 func (x *extractor) closeChain() {

@@ -79,10 +79,10 @@ func (s *sender) children(fd int, arc string, depth int) error {
 
 func (s *sender) count(arc string, size int64) error {
 	if m := s.opt.MaxEntries; m > 0 && s.st.Entries+1 > m {
-		return errdefs.Errorf(errdefs.ErrLimit, "copy: more than %d entries (at %q)", m, arc)
+		return errdefs.Errorf(errdefs.ErrLimit, "more than %d entries (at %q)", m, arc)
 	}
 	if m := s.opt.MaxBytes; m > 0 && s.st.Bytes+size > m {
-		return errdefs.Errorf(errdefs.ErrLimit, "copy: more than %d bytes of file data (%q has %d)", m, arc, size)
+		return errdefs.Errorf(errdefs.ErrLimit, "more than %d bytes of file data (%q has %d)", m, arc, size)
 	}
 	s.st.Entries++
 	s.st.Bytes += size
@@ -91,7 +91,7 @@ func (s *sender) count(arc string, size int64) error {
 
 func (s *sender) entry(dirfd int, name, arc string, depth int) error {
 	if depth > MaxDepth {
-		return errdefs.Errorf(errdefs.ErrLimit, "copy: %q is deeper than %d directories", arc, MaxDepth)
+		return errdefs.Errorf(errdefs.ErrLimit, "%q is deeper than %d directories", arc, MaxDepth)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
@@ -145,7 +145,7 @@ func (s *sender) file(dirfd int, name, arc string, h *tar.Header) error {
 		return pathErr("stat", arc, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return errdefs.Errorf(errdefs.ErrInvalidArgument, "copy: %q changed while being copied", arc)
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "%q changed while being copied", arc)
 	}
 	if st.Nlink > 1 {
 		key := devIno{uint64(st.Dev), st.Ino}

@@ -138,9 +138,9 @@ func OpenSource(d Dirs, p string, follow bool) (*os.File, string, error) {
 
 func srcErr(p string, err error) error {
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
-		return errdefs.Errorf(errdefs.ErrNotFound, "copy: %s: no such file or directory", p)
+		return errdefs.Errorf(errdefs.ErrNotFound, "%s: no such file or directory", p)
 	}
-	return errdefs.Errorf(errdefs.ErrInvalidArgument, "copy: %s: %v", p, err)
+	return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s: %v", p, err)
 }
 
 // Place is where a copy lands, by docker cp's rules.
@@ -172,7 +172,7 @@ type Target struct {
 // copy merged into an existing directory writes in place.
 func Prepare(d Dirs, dest string, p Place) (*Target, error) {
 	if dest == "" {
-		return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "copy: empty destination")
+		return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "empty destination")
 	}
 	clean := path.Clean(dest)
 	dir, err := d.OpenDir(clean, strings.HasSuffix(dest, "/"))
@@ -187,7 +187,7 @@ func Prepare(d Dirs, dest string, p Place) (*Target, error) {
 		if e := unix.Fstatat(int(dir.Fd()), p.Base, &st, unix.AT_SYMLINK_NOFOLLOW); e == nil {
 			if !p.Overwrite {
 				dir.Close()
-				return nil, errdefs.Errorf(errdefs.ErrAlreadyExists, "copy: %s already exists", t.Path)
+				return nil, errdefs.Errorf(errdefs.ErrAlreadyExists, "%s already exists", t.Path)
 			}
 			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
 				t.merge, t.root = true, dir
@@ -204,7 +204,7 @@ func Prepare(d Dirs, dest string, p Place) (*Target, error) {
 			pdir = "."
 		}
 		if name == "" || name == "." || name == ".." {
-			return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "copy: destination %q names no file", dest)
+			return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "destination %q names no file", dest)
 		}
 		if t.parent, err = d.OpenDir(pdir, true); err != nil {
 			return nil, destErr(dest, err)
@@ -214,11 +214,11 @@ func Prepare(d Dirs, dest string, p Place) (*Target, error) {
 		if e := unix.Fstatat(int(t.parent.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW); e == nil {
 			if !p.Overwrite {
 				t.parent.Close()
-				return nil, errdefs.Errorf(errdefs.ErrAlreadyExists, "copy: %s already exists", clean)
+				return nil, errdefs.Errorf(errdefs.ErrAlreadyExists, "%s already exists", clean)
 			}
 			if p.Base == "" && st.Mode&unix.S_IFMT != unix.S_IFLNK {
 				t.parent.Close()
-				return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "copy: %s exists and is not a directory", clean)
+				return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "%s exists and is not a directory", clean)
 			}
 		}
 	}
@@ -231,12 +231,12 @@ func Prepare(d Dirs, dest string, p Place) (*Target, error) {
 
 func destErr(dest string, err error) error {
 	if errors.Is(err, unix.ENOTDIR) {
-		return errdefs.Errorf(errdefs.ErrInvalidArgument, "copy: destination %s: a parent is not a directory", dest)
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "destination %s: a parent is not a directory", dest)
 	}
 	if errors.Is(err, unix.ENOENT) {
-		return errdefs.Errorf(errdefs.ErrNotFound, "copy: destination %s: no such directory", dest)
+		return errdefs.Errorf(errdefs.ErrNotFound, "destination %s: no such directory", dest)
 	}
-	return errdefs.Errorf(errdefs.ErrInvalidArgument, "copy: destination %s: %v", dest, err)
+	return errdefs.Errorf(errdefs.ErrInvalidArgument, "destination %s: %v", dest, err)
 }
 
 func (t *Target) makeTmp() error {
@@ -272,7 +272,7 @@ func (t *Target) makeTmp() error {
 		t.root = os.NewFile(uintptr(fd), name)
 		return nil
 	}
-	return errdefs.Errorf(errdefs.ErrInternal, "copy: no temporary name free beside %s", t.Path)
+	return errdefs.Errorf(errdefs.ErrInternal, "no temporary name free beside %s", t.Path)
 }
 
 // Extract writes the stream r into the target (opt.Base is set from the
@@ -303,7 +303,7 @@ func (t *Target) Commit() error {
 	}
 	var got, have unix.Stat_t
 	if err := unix.Fstatat(tmpfd, src, &got, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return errdefs.Errorf(errdefs.ErrNotFound, "copy: the source sent no %q", t.base)
+		return errdefs.Errorf(errdefs.ErrNotFound, "the source sent no %q", t.base)
 	}
 	pfd := int(t.parent.Fd())
 	if unix.Fstatat(pfd, t.name, &have, unix.AT_SYMLINK_NOFOLLOW) == nil &&
