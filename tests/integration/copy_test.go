@@ -183,6 +183,31 @@ func TestCopy(t *testing.T) {
 		runIn(t, shared, sh("true"))
 	})
 
+	t.Run("CLI", func(t *testing.T) {
+		dir := t.TempDir()
+		f := filepath.Join(dir, "cli.txt")
+		must(t, os.WriteFile(f, []byte("via cli"), 0o604))
+		if _, stderr, code := cli(t, "cp", f, "shared:/root/cli/"); code != 0 {
+			t.Fatalf("cp in: exit %d: %s", code, stderr)
+		}
+		back := filepath.Join(dir, "back.txt")
+		if _, stderr, code := cli(t, "cp", "shared:/root/cli/cli.txt", back); code != 0 {
+			t.Fatalf("cp out: exit %d: %s", code, stderr)
+		}
+		if b, _ := os.ReadFile(back); string(b) != "via cli" {
+			t.Fatalf("round trip: %q", b)
+		}
+		if fi, _ := os.Stat(back); fi.Mode() != 0o604 {
+			t.Fatalf("mode %v", fi.Mode())
+		}
+		if _, stderr, code := cli(t, "cp", "shared:/no/such", back); code != 125 || !strings.Contains(stderr, "/no/such") {
+			t.Fatalf("missing: exit %d: %s", code, stderr)
+		}
+		if _, _, code := cli(t, "cp", f, back); code != 2 {
+			t.Fatalf("host to host: exit %d", code)
+		}
+	})
+
 	t.Run("PlantedSymlinks", func(t *testing.T) {
 		// Root in the box plants symlinks to host paths; copies into a
 		// host directory that already holds links never write through them.
