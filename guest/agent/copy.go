@@ -162,7 +162,7 @@ func (c *copyOp) copyIn(req protocol.CopyIn) {
 	}
 	// Files belong to root, as docker cp makes them; modes, set-id bits
 	// included, are the host's.
-	st, err := t.Extract(c, filecopy.ExtractOptions{KeepSetID: true})
+	st, err := t.Extract(bufio.NewReaderSize(c, protocol.MaxChunk), filecopy.ExtractOptions{KeepSetID: true})
 	if err == nil {
 		err = c.drain()
 	}
