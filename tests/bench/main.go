@@ -43,6 +43,13 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) == 2 && os.Args[1] == "-copy" {
+		if err := copyBench(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) == 2 && os.Args[1] == "-spin" {
 		if err := spin(); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
