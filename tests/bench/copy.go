@@ -56,7 +56,7 @@ func copyBench() error {
 	}
 	for _, c := range []struct {
 		name, src string
-		bytes   float64
+		bytes     float64
 	}{{"256 MiB file", big, 256 << 20}, {"10,000 files of 1 KiB", small, 10000 << 10}} {
 		start := time.Now()
 		if out, err := exec.Command("cp", "-a", c.src, filepath.Join(dir, "hostcp")).CombinedOutput(); err != nil {
