@@ -63,7 +63,7 @@ func (c *conn) readLoop() {
 		}
 		c.mu.Lock()
 		h := c.streams[f.Stream]
-		if f.Type == protocol.TExit || f.Type == protocol.TError {
+		if f.Type.Last() {
 			delete(c.streams, f.Stream)
 		}
 		c.mu.Unlock()

@@ -169,6 +169,31 @@ int boxlite_box_remove(boxlite_box_t *box, int force, boxlite_error_t **err);
 /* Releases the handle; the box itself keeps running. NULL is a no-op. */
 void boxlite_box_free(boxlite_box_t *box);
 
+/* ---- files ---- */
+
+/* Copies a host file or directory into the box (copy_in) or a box path to
+ * the host (copy_out), by docker cp's rules: into the destination if it is a
+ * directory (or ends in "/"), else to that path as the copy's new name; a
+ * source ending in "/." copies a directory's contents. Box paths resolve as
+ * in the box (its symlinks too); no tar or shell is needed in the image.
+ * Modes, mtimes and symlinks are kept; copied-in files belong to root in
+ * the box, copied-out ones to the calling user, without set-id bits. What a
+ * box sends is checked: nothing lands outside host_dst or through a symlink,
+ * device nodes are not made. Blocks until done. options_json (NULL: all
+ * defaults): {"overwrite": true, "follow_symlinks": false (follow a symlink
+ * named as the source), "include_parent": true (false: a directory's
+ * contents), "recursive": true (false refuses a directory), "max_bytes": 0,
+ * "max_entries": 0 (caps on file data and entries, BOXLITE_ERR_LIMIT past
+ * them; 0: the default, for copy_out 1 GiB and 100000, for copy_in none;
+ * -1: none), "timeout_secs": none (BOXLITE_ERR_TIMEOUT)}. A missing source
+ * is BOXLITE_ERR_NOT_FOUND, an existing destination without "overwrite"
+ * BOXLITE_ERR_ALREADY_EXISTS; a box whose agent predates the copy service
+ * gives BOXLITE_ERR_UNSUPPORTED. */
+int boxlite_box_copy_in(boxlite_box_t *box, const char *host_src, const char *box_dst,
+                        const char *options_json, boxlite_error_t **err);
+int boxlite_box_copy_out(boxlite_box_t *box, const char *box_src, const char *host_dst,
+                         const char *options_json, boxlite_error_t **err);
+
 /* ---- executions ---- */
 
 /* Starts a process. command_json: {"argv": ["cmd", "arg", ...] (required,

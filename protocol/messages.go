@@ -38,6 +38,9 @@ const (
 	// Both ways.
 	TCredit Type = 7 // Credit: the receiver consumed bytes; the sender may send that many more
 
+	// Guest to host.
+	TCopyDone Type = 8 // CopyDone: the copy on this stream succeeded; last frame of a copy stream
+
 	// Host to guest.
 	TExec       Type = 16 // Exec: start a process on a new stream
 	TStdin      Type = 17 // raw bytes
@@ -46,6 +49,14 @@ const (
 	TCancel     Type = 20 // no body: the host is gone; kill the process group, drop its output
 	TShutdown   Type = 21 // stream 0, no body: sync disks and power off
 	TResize     Type = 22 // Resize: set the terminal size of a TTY exec (SIGWINCH follows)
+	// TCopyIn starts a copy into the box on a new stream (needs FeatureCopy):
+	// the host sends a tar stream as TStdin frames, then TStdinClose; the
+	// agent credits fd 0 and ends with TCopyDone or TError.
+	TCopyIn Type = 23
+	// TCopyOut starts a copy out of the box on a new stream (needs
+	// FeatureCopy): the agent sends a tar stream as TStdout frames within
+	// the window (the host credits fd 1), then TCopyDone or TError.
+	TCopyOut Type = 24
 
 	// Host to shim, answered by the shim on the same stream.
 	TInfo Type = 32 // request: no body; reply: Info
@@ -55,7 +66,11 @@ var typeNames = map[Type]string{
 	THello: "hello", TStarted: "started", TStdout: "stdout", TStderr: "stderr", TExit: "exit",
 	TError: "error", TCredit: "credit", TExec: "exec", TStdin: "stdin", TStdinClose: "stdin-close",
 	TSignal: "signal", TCancel: "cancel", TShutdown: "shutdown", TResize: "resize", TInfo: "info",
+	TCopyDone: "copy-done", TCopyIn: "copy-in", TCopyOut: "copy-out",
 }
+
+// Last reports whether a frame of type t from the agent ends its stream.
+func (t Type) Last() bool { return t == TExit || t == TError || t == TCopyDone }
 
 // Features an agent lists in Hello.Features. A host checks for one before it
 // uses a request field that an older agent would silently ignore.
@@ -71,6 +86,9 @@ const (
 	// kernel command line (boxlite.net=) and gives the box its resolv.conf
 	// and hosts; boot fails when it cannot.
 	FeatureNetwork = "network"
+	// FeatureCopy: TCopyIn and TCopyOut are implemented (no tar or shell
+	// needed in the image).
+	FeatureCopy = "copy"
 )
 
 // Hello is the agent's first frame: who it is and how long boot took, as
@@ -204,6 +222,33 @@ type Credit struct {
 // Signal delivers a signal number to the exec's process.
 type Signal struct {
 	Signal int `msgpack:"signal"`
+}
+
+// CopyIn receives a tar stream into the box at Dest, by docker cp's rules
+// (see filecopy.Prepare). Box paths resolve inside the box's root, its
+// symlinks as in the box.
+type CopyIn struct {
+	Dest string `msgpack:"dest"`
+	// Name is the source's name, the stream's top-level entry; empty: the
+	// stream holds a directory's contents.
+	Name      string `msgpack:"name,omitempty"`
+	Overwrite bool   `msgpack:"overwrite"`
+}
+
+// CopyOut sends the box path Src as a tar stream: Src itself under its own
+// name or, with Contents, the directory's entries. Follow follows Src if it
+// is a symlink.
+type CopyOut struct {
+	Src      string `msgpack:"src"`
+	Contents bool   `msgpack:"contents,omitempty"`
+	Follow   bool   `msgpack:"follow,omitempty"`
+}
+
+// CopyDone ends a copy stream that succeeded, with what the agent counted.
+type CopyDone struct {
+	Entries int64 `msgpack:"entries"`
+	Bytes   int64 `msgpack:"bytes"`
+	Skipped int64 `msgpack:"skipped,omitempty"` // device nodes, FIFOs, sockets
 }
 
 // Info is the shim's description of its box.

@@ -17,15 +17,19 @@ import (
 // frames of a cancelled stream are normal; an unbounded number is not.
 const maxStrayFrames = 4096
 
-// flow is the shim's account of one exec stream's flow control.
+// flow is the shim's account of one stream's flow control.
 type flow struct {
-	unread  [3]int // bytes of fd 1 and 2 the agent sent that the client has not credited
-	stdin   int    // bytes of stdin the client sent that the agent has not credited
+	kind    protocol.Type // the request that opened the stream: TExec, TCopyIn, TCopyOut
+	unread  [3]int        // bytes of fd 1 and 2 the agent sent that the client has not credited
+	stdin   int           // bytes of stdin the client sent that the agent has not credited
 	started bool
 }
 
 // fromAgent checks an agent frame for the stream fl accounts for.
 func (fl *flow) fromAgent(f protocol.Frame) error {
+	if fl.kind == protocol.TCopyIn || fl.kind == protocol.TCopyOut {
+		return fl.fromCopyAgent(f)
+	}
 	switch f.Type {
 	case protocol.TStarted:
 		if fl.started {
@@ -62,6 +66,42 @@ func (fl *flow) fromAgent(f protocol.Frame) error {
 		}
 	default:
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "unexpected %s frame on an exec stream", f.Type)
+	}
+	return nil
+}
+
+// fromCopyAgent checks an agent frame on a copy stream: a copy in takes
+// the client's data (TStdin) and credits it like an exec's stdin; a copy
+// out sends its data as TStdout within the same window as an exec's output.
+// Either ends with TCopyDone or TError, and has no other frames.
+func (fl *flow) fromCopyAgent(f protocol.Frame) error {
+	switch {
+	case f.Type == protocol.TStdout && fl.kind == protocol.TCopyOut:
+		fl.unread[1] += len(f.Payload)
+		if fl.unread[1] > protocol.InitialWindow {
+			return errdefs.Errorf(errdefs.ErrLimit, "copy-out data overruns its window: %d bytes unacknowledged, window %d", fl.unread[1], protocol.InitialWindow)
+		}
+	case f.Type == protocol.TCredit && fl.kind == protocol.TCopyIn:
+		var c protocol.Credit
+		if err := protocol.Decode(f, &c); err != nil {
+			return err
+		}
+		if c.Fd != 0 || c.Bytes <= 0 || c.Bytes > fl.stdin {
+			return errdefs.Errorf(errdefs.ErrLimit, "copy-in credit of %d bytes for fd %d: %d bytes were sent", c.Bytes, c.Fd, fl.stdin)
+		}
+		fl.stdin -= c.Bytes
+	case f.Type == protocol.TCopyDone:
+		var d protocol.CopyDone
+		if err := protocol.Decode(f, &d); err != nil {
+			return err
+		}
+	case f.Type == protocol.TError:
+		var e protocol.Error
+		if err := protocol.Decode(f, &e); err != nil {
+			return err
+		}
+	default:
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "unexpected %s frame on a %s stream", f.Type, fl.kind)
 	}
 	return nil
 }

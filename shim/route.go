@@ -35,7 +35,7 @@ func (s *shim) serveAgent() {
 		if ok {
 			err = r.flow.fromAgent(f)
 		}
-		if ok && err == nil && (f.Type == protocol.TExit || f.Type == protocol.TError) {
+		if ok && err == nil && f.Type.Last() {
 			delete(s.routes, f.Stream)
 			delete(r.c.streams, r.local)
 		}
@@ -128,7 +128,7 @@ func (s *shim) serveClient(c *client) {
 		}
 		s.mu.Lock()
 		global, ok := c.streams[f.Stream]
-		if f.Type == protocol.TExec {
+		if f.Type == protocol.TExec || f.Type == protocol.TCopyIn || f.Type == protocol.TCopyOut {
 			if ok {
 				s.mu.Unlock()
 				c.queueError(f.Stream, errdefs.Errorf(errdefs.ErrAlreadyExists, "stream %d is in use", f.Stream))
@@ -137,7 +137,7 @@ func (s *shim) serveClient(c *client) {
 			global, ok = s.next, true
 			s.next++
 			c.streams[f.Stream] = global
-			s.routes[global] = route{c: c, local: f.Stream, flow: &flow{}}
+			s.routes[global] = route{c: c, local: f.Stream, flow: &flow{kind: f.Type}}
 		}
 		if ok {
 			if r, open := s.routes[global]; open {

@@ -41,6 +41,9 @@ const usage = `usage: boxlite COMMAND [ARGS]
   info BOX          describe a box (state, acceleration and why, boot timings)
   stop BOX...       stop boxes (their disks are kept)
   rm [-f] BOX...    remove boxes; -f stops running ones first
+  cp [-L] [--no-overwrite] SRC DST
+                    copy files between the host and a running box, as docker cp
+                    does: BOX:PATH on one side (-L follows a symlink named as SRC)
   pull IMAGE        fetch IMAGE from its registry (or a mirror) into the store
   image load PATH   import an OCI layout directory or a docker-archive tar
   image ls          list images
@@ -77,6 +80,8 @@ func run(args []string) int {
 		err = eachBox(args[1:], func(rt *core.Runtime, b *core.Box) error { return b.Stop(context.Background()) })
 	case "rm":
 		err = cmdRm(args[1:])
+	case "cp":
+		err = cmdCp(args[1:])
 	case "image":
 		err = cmdImage(args[1:])
 	case "pull":

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/filecopy"
 	"github.com/boxlite/boxlite/protocol"
 )
 
@@ -18,7 +19,7 @@ import (
 var Version = "dev"
 
 // features are what this agent adds to protocol version 1 (Hello.Features).
-var features = []string{protocol.FeatureTTY, protocol.FeatureNetwork}
+var features = []string{protocol.FeatureTTY, protocol.FeatureNetwork, protocol.FeatureCopy}
 
 // DefaultMaxExecs caps the execs one connection may run at once.
 const DefaultMaxExecs = 1024
@@ -56,8 +57,9 @@ type server struct {
 	w    *protocol.Writer
 	werr error
 
-	mu    sync.Mutex
-	execs map[uint32]*execution
+	mu     sync.Mutex
+	execs  map[uint32]*execution
+	copies map[uint32]*copyOp
 }
 
 // Serve sends cfg.Hello on rw, then serves requests until rw fails or the host
@@ -89,6 +91,7 @@ func Serve(rw io.ReadWriter, cfg Config) error {
 		devNull: devNull,
 		reaper:  getReaper(),
 		execs:   make(map[uint32]*execution),
+		copies:  make(map[uint32]*copyOp),
 	}
 	defer s.cancelAll()
 	hello, err := protocol.Encode(protocol.THello, 0, cfg.Hello)
@@ -153,6 +156,10 @@ func (s *server) failStream(stream uint32, err error) {
 		e.fail(err)
 		return
 	}
+	if c := s.lookupCopy(stream); c != nil {
+		c.end(filecopy.Stats{}, err)
+		return
+	}
 	s.sendError(stream, err)
 }
 
@@ -176,9 +183,16 @@ func (s *server) cancelAll() {
 	for _, e := range s.execs {
 		all = append(all, e)
 	}
+	copies := make([]*copyOp, 0, len(s.copies))
+	for _, c := range s.copies {
+		copies = append(copies, c)
+	}
 	s.mu.Unlock()
 	for _, e := range all {
 		e.cancel()
+	}
+	for _, c := range copies {
+		c.cancel()
 	}
 }
 
@@ -195,6 +209,8 @@ func (s *server) handle(f protocol.Frame) (shutdown bool) {
 	switch f.Type {
 	case protocol.TExec:
 		s.startExec(f)
+	case protocol.TCopyIn, protocol.TCopyOut:
+		s.startCopy(f)
 	case protocol.TShutdown:
 		if f.Stream != 0 {
 			s.failStream(f.Stream, errdefs.Errorf(errdefs.ErrInvalidArgument, "shutdown frame on stream %d: it belongs on stream 0", f.Stream))
@@ -203,6 +219,10 @@ func (s *server) handle(f protocol.Frame) (shutdown bool) {
 		s.cfg.Logf("shutdown requested")
 		return true
 	case protocol.TStdin, protocol.TStdinClose, protocol.TSignal, protocol.TCancel, protocol.TCredit, protocol.TResize:
+		if c := s.lookupCopy(f.Stream); c != nil {
+			c.frame(f)
+			return false
+		}
 		e := s.lookup(f.Stream)
 		if e == nil {
 			// Late frames for a stream that just ended race with its last

@@ -29,42 +29,32 @@ import (
 
 const boots = 3
 
+// modes are the figures a flag selects instead of the main ones.
+var modes = map[string]func() error{
+	"-net":     network,
+	"-volumes": volumes,
+	"-copy":    copyBench,
+	"-spin":    spin,
+}
+
 func main() {
 	jail.Main() // the jailed bare boots re-execute this binary
-	// bench -many N: only the many-boxes-at-once figure, for N boxes.
-	if len(os.Args) == 3 && os.Args[1] == "-many" {
-		n, err := strconv.Atoi(os.Args[2])
-		if err == nil {
-			err = many(n)
+	err := func() error {
+		switch {
+		case len(os.Args) == 3 && os.Args[1] == "-many": // only the many-boxes-at-once figure, for N boxes
+			n, err := strconv.Atoi(os.Args[2])
+			if err != nil {
+				return err
+			}
+			return many(n)
+		case len(os.Args) == 2 && modes[os.Args[1]] != nil:
+			return modes[os.Args[1]]()
+		case len(os.Args) == 1:
+			return run()
 		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
-		}
-		return
-	}
-	if len(os.Args) == 2 && os.Args[1] == "-net" {
-		if err := network(); err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
-		}
-		return
-	}
-	if len(os.Args) == 2 && os.Args[1] == "-volumes" {
-		if err := volumes(); err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
-		}
-		return
-	}
-	if len(os.Args) == 2 && os.Args[1] == "-spin" {
-		if err := spin(); err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
-		}
-		return
-	}
-	if err := run(); err != nil {
+		return fmt.Errorf("usage: bench [-many N | -net | -volumes | -copy | -spin]")
+	}()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}

@@ -84,6 +84,37 @@ static void test_run(boxlite_box_t *box) {
   expect(rc, &err, BOXLITE_ERR_NOT_FOUND, "missing command");
 }
 
+/* Copies a file in and back out, checks docker cp's errors and bad input. */
+static void test_copy(boxlite_box_t *box) {
+  boxlite_error_t *err = NULL;
+  char dir[] = "/tmp/bxc-copy.XXXXXX";
+  if (!mkdtemp(dir)) return;
+  char src[128], back[128], cmd[300];
+  snprintf(src, sizeof src, "%s/hello.txt", dir);
+  snprintf(back, sizeof back, "%s/back.txt", dir);
+  FILE *f = fopen(src, "w");
+  fputs("copied\n", f);
+  fclose(f);
+  expect(boxlite_box_copy_in(box, src, "/root/c-copy/", NULL, &err), &err, BOXLITE_OK, "copy_in");
+  expect(boxlite_box_copy_in(box, src, "/root/c-copy/hello.txt", "{\"overwrite\":false}", &err), &err,
+         BOXLITE_ERR_ALREADY_EXISTS, "copy_in without overwrite");
+  expect(boxlite_box_copy_out(box, "/root/c-copy/hello.txt", back, "{\"max_bytes\":1024,\"timeout_secs\":60}", &err), &err,
+         BOXLITE_OK, "copy_out");
+  char got[32] = {0};
+  f = fopen(back, "r");
+  CHECK(f && fread(got, 1, sizeof got - 1, f) == 7 && strcmp(got, "copied\n") == 0, "copied back: %s", got);
+  if (f) fclose(f);
+  expect(boxlite_box_copy_out(box, "/no/such", back, NULL, &err), &err, BOXLITE_ERR_NOT_FOUND, "copy_out missing");
+  expect(boxlite_box_copy_out(box, "/root/c-copy", back, "{\"max_entries\":-5}", &err), &err,
+         BOXLITE_ERR_INVALID_ARGUMENT, "copy_out bad option");
+  expect(boxlite_box_copy_out(box, "/root/c-copy", back, "{\"bogus\":1}", &err), &err,
+         BOXLITE_ERR_INVALID_ARGUMENT, "copy_out unknown option");
+  expect(boxlite_box_copy_in(box, NULL, "/x", NULL, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "copy_in NULL");
+  expect(boxlite_box_copy_in(NULL, src, "/x", NULL, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "copy_in NULL box");
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  system(cmd);
+}
+
 /* Streams output with poll(2) on the execution's fd, the way an event loop does. */
 static void test_stream(boxlite_box_t *box) {
   boxlite_error_t *err = NULL;
@@ -297,6 +328,7 @@ int main(void) {
     CHECK(json && strstr(json, "\"state\":\"running\"") && strstr(json, "\"accel\"") && strstr(json, "\"guest_ip\""), "info %s", json ? json : "");
     boxlite_string_free(json);
     test_run(box);
+    test_copy(box);
     test_stream(box);
     test_two_blocking_readers(box);
     test_paused_stream(box);

@@ -196,12 +196,19 @@ func fakeQEMU(scenario string) {
 	if scenario == "bad-hello" {
 		hello.Version = 99
 	}
+	if scenario == "copy" {
+		hello.Features = append(hello.Features, protocol.FeatureCopy)
+	}
 	send(protocol.THello, 0, hello)
 	r := protocol.NewReader(ch)
 	for {
 		f, err := r.ReadFrame()
 		if err != nil || f.Type == protocol.TShutdown {
 			os.Exit(0)
+		}
+		if scenario == "copy" {
+			fakeCopyFrame(w, f)
+			continue
 		}
 		if f.Type != protocol.TExec {
 			continue

@@ -5,6 +5,33 @@ const { BoxliteError } = require('./errors');
 const { Execution, commandJson, noTty } = require('./execution');
 const { execOptions, checkArgs, checkString, normalizeEnv, boxInfo, isPlainObject } = require('./options');
 
+const COPY_KEYS = { recursive: 'bool', overwrite: 'bool', followSymlinks: 'bool', includeParent: 'bool', maxBytes: 'cap', maxEntries: 'cap', timeoutSecs: 'secs' };
+
+/** BoxLite's CopyOptions as the C ABI's JSON; validated here, once. */
+function copyOptionsJson(options) {
+  if (options === undefined || options === null) return '{}';
+  if (!isPlainObject(options)) throw new TypeError('copy options must be an object');
+  const o = {};
+  for (const [k, v] of Object.entries(options)) {
+    const kind = COPY_KEYS[k];
+    if (!kind) throw new TypeError(`unknown copy option ${JSON.stringify(k)}`);
+    if (v === undefined) continue;
+    const key = k.replace(/[A-Z]/g, (c) => '_' + c.toLowerCase());
+    if (kind === 'bool') {
+      if (typeof v !== 'boolean') throw new TypeError(`copy option ${k} must be a boolean`);
+      o[key] = v;
+    } else if (kind === 'cap') {
+      if (v === null) o[key] = -1;
+      else if (Number.isSafeInteger(v) && v > 0) o[key] = v;
+      else throw new BoxliteError(`copy option ${k} must be a positive integer or null (no cap)`, { code: 'invalid_argument' });
+    } else {
+      if (typeof v !== 'number' || !(v > 0)) throw new BoxliteError(`copy option ${k} must be a positive number`, { code: 'invalid_argument' });
+      o.timeout_secs = v;
+    }
+  }
+  return JSON.stringify(o);
+}
+
 class Box {
   /** @internal Made by the runtime. */
   constructor(runtime, handle) {
@@ -74,6 +101,29 @@ class Box {
     const o = execOptions(options);
     if (o.tty) throw noTty();
     return native.boxRun(this._handle('run'), commandJson({ argv, ...o, stdin: false }));
+  }
+
+  /**
+   * Copies a host file or directory into the box, as docker cp does (see
+   * boxlite_box_copy_in): into boxDest if it is a directory, else to that path.
+   * options: BoxLite's CopyOptions {recursive, overwrite, followSymlinks,
+   * includeParent} plus maxBytes, maxEntries (null: no cap), timeoutSecs.
+   */
+  async copyIn(hostPath, boxDest, options) {
+    checkString(hostPath, 'hostPath');
+    checkString(boxDest, 'containerDest');
+    await native.boxCopyIn(this._handle('copyIn'), hostPath, boxDest, copyOptionsJson(options));
+  }
+
+  /**
+   * Copies a box file or directory to the host, as docker cp does, treating
+   * what the box sends as hostile (see boxlite_box_copy_out). Options as for
+   * copyIn; by default at most 1 GiB of file data and 100,000 entries.
+   */
+  async copyOut(boxSrc, hostDest, options) {
+    checkString(boxSrc, 'containerSrc');
+    checkString(hostDest, 'hostDest');
+    await native.boxCopyOut(this._handle('copyOut'), boxSrc, hostDest, copyOptionsJson(options));
   }
 
   async start() {

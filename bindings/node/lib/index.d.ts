@@ -266,6 +266,22 @@ export interface RunResult extends ExitStatus {
   stderrTruncated: boolean;
 }
 
+/** BoxLite's CopyOptions for copyIn / copyOut (docker cp rules). */
+export interface CopyOptions {
+  /** Default true; false refuses a directory source. */
+  recursive?: boolean;
+  /** Default true; false fails with code 'already_exists' when the destination exists. */
+  overwrite?: boolean;
+  /** Default false; true copies what a symlink named as the source points to. */
+  followSymlinks?: boolean;
+  /** Default true; false copies a directory's contents (as a source ending in "/." does). */
+  includeParent?: boolean;
+  /** Caps on file data and entries (code 'limit'); default for copyOut 1 GiB and 100,000, for copyIn none; null: no cap. */
+  maxBytes?: number | null;
+  maxEntries?: number | null;
+  timeoutSecs?: number;
+}
+
 export declare class JsBox implements AsyncDisposable {
   readonly id: string;
   readonly name: string | null;
@@ -275,6 +291,10 @@ export declare class JsBox implements AsyncDisposable {
   exec(options: BoxExecOptions): Promise<JsExecution>;
   /** Runs to completion on the C ABI's boxlite_box_run. */
   run(argv: string[], options?: ExecOptions & { env?: EnvInput }): Promise<RunResult>;
+  /** Copies a host file or directory into the box (docker cp); no tar needed in the image. */
+  copyIn(hostPath: string, containerDest: string, options?: CopyOptions): Promise<void>;
+  /** Copies a box path to the host (docker cp); what the box sends is checked as hostile. */
+  copyOut(containerSrc: string, hostDest: string, options?: CopyOptions): Promise<void>;
   start(): Promise<void>;
   stop(): Promise<void>;
   remove(force?: boolean): Promise<void>;
@@ -350,6 +370,10 @@ export interface SimpleBoxOptions extends JsBoxOptions {
 export declare class SimpleBox implements AsyncDisposable {
   constructor(options?: SimpleBoxOptions);
   /** Throws before the box exists. */
+  /** Copies a host file or directory into the box (docker cp). */
+  copyIn(hostPath: string, containerDest: string, options?: CopyOptions): Promise<void>;
+  /** Copies a box path to the host (docker cp), checked as hostile. */
+  copyOut(containerSrc: string, hostDest: string, options?: CopyOptions): Promise<void>;
   readonly id: string;
   readonly name: string | undefined;
   readonly created: boolean | null;

@@ -123,6 +123,16 @@ class SimpleBox {
     return this._collect(c.argv, c);
   }
 
+  /** Copies a host file or directory into the box (docker cp); see Box.copyIn. */
+  async copyIn(hostPath, containerDest, options) {
+    return (await this._ensureBox()).copyIn(hostPath, containerDest, options);
+  }
+
+  /** Copies a box path to the host (docker cp); see Box.copyOut. */
+  async copyOut(containerSrc, hostDest, options) {
+    return (await this._ensureBox()).copyOut(containerSrc, hostDest, options);
+  }
+
   /** Starts a command and returns its Execution, to stream output or write stdin. */
   async spawn(cmd, args = [], options = {}) {
     checkString(cmd, 'cmd');

@@ -343,7 +343,7 @@ enum op {
   OP_RUNTIME_NEW, OP_RUNTIME_FREE, OP_IMAGE_LOAD, OP_BOX_LIST, OP_BOX_CREATE, OP_BOX_GET,
   OP_BOX_START, OP_BOX_STOP, OP_BOX_REMOVE, OP_BOX_RUN, OP_READ, OP_WRITE, OP_WAIT, OP_BENCH,
   OP_SESSION_NEW, OP_SESSION_RUN, OP_SESSION_RUN_START, OP_SESSION_EXEC, OP_SESSION_RESET,
-  OP_CELL_READ, OP_CELL_RESULT,
+  OP_CELL_READ, OP_CELL_RESULT, OP_COPY_IN, OP_COPY_OUT,
 };
 
 typedef struct work {
@@ -353,7 +353,8 @@ typedef struct work {
   int op;
   void *h;
   char *s;        /* string input */
-  char *s2;       /* second string input (session options) */
+  char *s2;       /* second string input (session options, a copy's destination) */
+  char *s3;       /* third string input (a copy's options) */
   uint8_t *buf;   /* read/write buffer */
   size_t cap, n;
   int64_t i64;
@@ -447,6 +448,12 @@ static void work_execute(napi_env env, void *data) {
     break;
   case OP_CELL_RESULT:
     w->rc = boxlite_cell_result(w->h, w->i64, &w->out_str, &err);
+    break;
+  case OP_COPY_IN:
+    w->rc = boxlite_box_copy_in(w->h, w->s, w->s2, w->s3, &err);
+    break;
+  case OP_COPY_OUT:
+    w->rc = boxlite_box_copy_out(w->h, w->s, w->s2, w->s3, &err);
     break;
   }
   if (err) {
@@ -544,6 +551,7 @@ out:
   boxlite_result_free(w->res);
   free(w->s);
   free(w->s2);
+  free(w->s3);
   free(w->buf);
   free(w->errmsg);
   free(w->times);
@@ -565,6 +573,7 @@ fail:
   if (w->ref) napi_delete_reference(env, w->ref);
   free(w->s);
   free(w->s2);
+  free(w->s3);
   free(w->buf);
   free(w);
   napi_throw_error(env, "internal", "cannot queue work");
@@ -793,6 +802,36 @@ static napi_value js_box_run(napi_env env, napi_callback_info info) {
   w->h = hd->h;
   w->s = cmd;
   return queue(env, w, a[0], "boxlite.boxRun");
+}
+
+/* boxCopyIn(box, hostSrc, boxDst, optionsJson) / boxCopyOut(box, boxSrc,
+ * hostDst, optionsJson): a Promise of undefined; the copy runs on a pool
+ * thread. */
+static napi_value box_copy(napi_env env, napi_callback_info info, int op, const char *name) {
+  napi_value a[4];
+  if (!get_args(env, info, 4, a)) return NULL;
+  handle_t *hd = get_handle(env, a[0], K_BOX, "box");
+  if (!hd) return NULL;
+  char *src = get_string(env, a[1], "src", 0, NULL);
+  if (!src) return NULL;
+  char *dst = get_string(env, a[2], "dest", 0, NULL);
+  if (!dst) return free(src), NULL;
+  char *opts = get_string(env, a[3], "optionsJson", 0, NULL);
+  if (!opts) return free(src), free(dst), NULL;
+  work_t *w = new_work(env, op);
+  if (!w) return free(src), free(dst), free(opts), NULL;
+  w->h = hd->h;
+  w->s = src;
+  w->s2 = dst;
+  w->s3 = opts;
+  return queue(env, w, a[0], name);
+}
+
+static napi_value js_box_copy_in(napi_env env, napi_callback_info info) {
+  return box_copy(env, info, OP_COPY_IN, "boxlite.boxCopyIn");
+}
+static napi_value js_box_copy_out(napi_env env, napi_callback_info info) {
+  return box_copy(env, info, OP_COPY_OUT, "boxlite.boxCopyOut");
 }
 
 static int get_stream(napi_env env, napi_value v, int *stream) {
@@ -1418,6 +1457,8 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       FN("boxId", js_box_id),
       FN("boxInfo", js_box_info),
       FN("boxStart", js_box_start),
+      FN("boxCopyIn", js_box_copy_in),
+      FN("boxCopyOut", js_box_copy_out),
       FN("boxStop", js_box_stop),
       FN("boxRemove", js_box_remove),
       FN("boxFree", js_box_free),

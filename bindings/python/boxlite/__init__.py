@@ -14,6 +14,7 @@ the BoxLite Python SDK::
     asyncio.run(main())
 """
 
+from ._copy import CopyOptions
 from .box import Box, BoxInfo, BoxOptions, BoxStateInfo, NetworkInfo, NetworkSpec, PortMapping
 from .codebox import CodeBox
 from .errors import (
@@ -60,7 +61,7 @@ def library_version() -> str:
 
 __all__ = [
     "Boxlite", "Options", "ImageHandle", "ImageInfo",
-    "Box", "BoxOptions", "BoxInfo", "BoxStateInfo", "NetworkSpec", "NetworkInfo", "PortMapping",
+    "Box", "BoxOptions", "BoxInfo", "BoxStateInfo", "CopyOptions", "NetworkSpec", "NetworkInfo", "PortMapping",
     "Execution", "ExecStdout", "ExecStderr", "ExecStdin", "ExitStatus", "ExecResult",
     "SimpleBox", "CodeBox", "InteractiveBox",
     "PythonSession", "ShellSession", "CellResult", "CellError", "CellChunk", "CellStream",

@@ -98,6 +98,10 @@ int boxlite_box_exec(boxlite_box_t *box, const char *command_json, boxlite_execu
                      boxlite_error_t **err);
 int boxlite_box_run(boxlite_box_t *box, const char *command_json, boxlite_result_t **out,
                     boxlite_error_t **err);
+int boxlite_box_copy_in(boxlite_box_t *box, const char *host_src, const char *box_dst,
+                        const char *options_json, boxlite_error_t **err);
+int boxlite_box_copy_out(boxlite_box_t *box, const char *box_src, const char *host_dst,
+                         const char *options_json, boxlite_error_t **err);
 void boxlite_result_free(boxlite_result_t *res);
 
 int boxlite_execution_read(boxlite_execution_t *ex, int stream, uint8_t *buf, size_t cap,
@@ -436,6 +440,18 @@ def box_run(box: Handle, command_json: str) -> RunTuple:
     err = _new_err()
     check(lib().boxlite_box_run(_ptr(box), _cstr(command_json, "command"), out, err), err, "box_run")
     return _take_result(out[0])
+
+
+def box_copy_in(box: Handle, host_src: str, box_dst: str, options_json: str) -> None:
+    err = _new_err()
+    check(lib().boxlite_box_copy_in(_ptr(box), _cstr(host_src, "host_path"), _cstr(box_dst, "container_dest"),
+                                    _cstr(options_json, "copy options"), err), err, "box_copy_in")
+
+
+def box_copy_out(box: Handle, box_src: str, host_dst: str, options_json: str) -> None:
+    err = _new_err()
+    check(lib().boxlite_box_copy_out(_ptr(box), _cstr(box_src, "container_src"), _cstr(host_dst, "host_dest"),
+                                     _cstr(options_json, "copy options"), err), err, "box_copy_out")
 
 
 def result_free(res) -> None:

@@ -8,6 +8,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+from . import _copy
 from . import _ffi as raw
 from ._aio import blocking
 from .errors import ClosedError, InvalidArgumentError, UnsupportedError
@@ -602,6 +603,45 @@ class Box:
         )
 
     # ---- internals ----
+
+    # ---- files ----
+
+    async def copy_in(self, host_path: Any, container_dest: str, copy_options: Optional[_copy.CopyOptions] = None,
+                      **kwargs: Any) -> None:
+        """Copies a host file or directory into the box, as ``docker cp``
+        does: into ``container_dest`` if that is a directory (or ends in
+        "/"), else to that path; a source ending in "/." copies a
+        directory's contents. Box paths resolve as in the box. Modes, mtimes
+        and symlinks are kept; the files belong to root in the box. No tar
+        or shell is needed in the image. Options: ``copy_options``
+        (CopyOptions) or its fields as keywords."""
+        o = _copy.options(copy_options, kwargs)
+        src = _copy.host_path(host_path, "host_path")
+        dst = _copy.box_path(container_dest, "container_dest")
+        if not os.path.lexists(src):
+            raise FileNotFoundError(f"copy_in: {src}: no such file or directory")
+        await blocking(raw.box_copy_in, self._handle(), src, dst, o.to_json())
+
+    async def copy_out(self, container_src: str, host_dest: Any, copy_options: Optional[_copy.CopyOptions] = None,
+                       **kwargs: Any) -> None:
+        """Copies a box file or directory to the host, as ``docker cp``
+        does: into ``host_dest`` if that is a directory, else to that path.
+        Raises NotFoundError when the source does not exist.
+
+        What the box sends is treated as hostile: nothing is written outside
+        ``host_dest`` or through a symlink (one already there or one the copy
+        brought); the box's symlinks arrive as symlinks, hard links only
+        within the copy; device nodes and FIFOs are not created; files
+        belong to the calling user, without set-id bits. ``max_bytes``
+        (default 1 GiB of file data) and ``max_entries`` (default 100,000)
+        cap the copy (LimitError). A copy to a new path is renamed into
+        place only when complete, so an error leaves nothing; a copy merged
+        into an existing directory leaves what it wrote so far, and the
+        error says so."""
+        o = _copy.options(copy_options, kwargs)
+        src = _copy.box_path(container_src, "container_src")
+        dst = _copy.host_path(host_dest, "host_dest")
+        await blocking(raw.box_copy_out, self._handle(), src, dst, o.to_json())
 
     def _handle(self) -> raw.Handle:
         if not self._h.alive:

@@ -103,8 +103,8 @@ class ClosedError(BoxliteError):
 
 class LimitError(BoxliteError):
     """A size or count limit was exceeded (e.g. a huge argument list, or
-    copy_out's max_bytes / max_entries: then ``partial``, ``entries_written``,
-    ``bytes_written`` and ``path`` say what was left on the host)."""
+    copy_out's max_bytes / max_entries: the message says what a copy merged
+    into an existing directory left there)."""
 
     code, status = "limit", 9
 

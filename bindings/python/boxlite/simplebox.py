@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Dict, Optional
 
-from . import _copy
+from ._copy import CopyOptions
 from .box import (Box, BoxInfo, BoxOptions, check_argv, check_env_dict, check_optional_str, check_output_limit,
                   check_timeout)
 from .errors import InvalidArgumentError, InvalidStateError, NotFoundError, TimeoutError
@@ -183,36 +183,18 @@ class SimpleBox:
 
     # ---- files ----
 
-    async def copy_in(self, host_path: str, container_dest: str, *, overwrite: bool = True,
-                      follow_symlinks: bool = False, include_parent: bool = True) -> None:
+    async def copy_in(self, host_path: Any, container_dest: str, copy_options: Optional[CopyOptions] = None,
+                      **kwargs: Any) -> None:
         """Copies a file or directory from the host into the box (like
-        ``docker cp``): into ``container_dest`` if that is a directory, else to
-        that path. Binary-safe; owners become root."""
-        await _copy.copy_in(self._require(), host_path, container_dest, overwrite=overwrite,
-                            follow_symlinks=follow_symlinks, include_parent=include_parent)
+        ``docker cp``); see ``Box.copy_in``."""
+        await self._require().copy_in(host_path, container_dest, copy_options, **kwargs)
 
-    async def copy_out(self, container_src: str, host_dest: str, *, overwrite: bool = True,
-                       follow_symlinks: bool = False, include_parent: bool = True,
-                       max_bytes: Optional[int] = _copy.COPY_OUT_MAX_BYTES,
-                       max_entries: Optional[int] = _copy.COPY_OUT_MAX_ENTRIES) -> None:
-        """Copies a file or directory from the box to the host (like ``docker
-        cp``): into ``host_dest`` if that is a directory, else to that path.
-        Raises NotFoundError when the source does not exist.
-
-        What the box sends is treated as hostile: nothing is written outside
-        ``host_dest`` or through a symlink (one already there or one the copy
-        brought); the box's symlinks arrive as symlinks; hard links become
-        copies; device nodes and FIFOs are not created; files get the calling
-        user as owner, without set-id bits. ``max_bytes`` (default 1 GiB of
-        file data) and ``max_entries`` (default 100,000) cap the copy (None:
-        no cap); past them LimitError is raised. A copy to a new path is
-        renamed into place only when complete, so an error leaves nothing; a
-        copy merged into an existing directory leaves what it wrote so far,
-        and the error says so (``e.partial``, ``e.entries_written``,
-        ``e.bytes_written``, ``e.path``)."""
-        await _copy.copy_out(self._require(), container_src, host_dest, overwrite=overwrite,
-                             follow_symlinks=follow_symlinks, include_parent=include_parent,
-                             max_bytes=max_bytes, max_entries=max_entries)
+    async def copy_out(self, container_src: str, host_dest: Any, copy_options: Optional[CopyOptions] = None,
+                       **kwargs: Any) -> None:
+        """Copies a file or directory from the box to the host (like
+        ``docker cp``), treating what the box sends as hostile; see
+        ``Box.copy_out``."""
+        await self._require().copy_out(container_src, host_dest, copy_options, **kwargs)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(image={self._box_options.image!r}, {'started' if self._started else 'not started'})"

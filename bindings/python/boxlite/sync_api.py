@@ -172,6 +172,12 @@ class SyncBox:
     def run(self, cmd: str, *args: Any, **kwargs: Any) -> ExecResult:
         return _run(self._box.run(cmd, *args, **kwargs))
 
+    def copy_in(self, host_path: Any, container_dest: str, *args: Any, **kwargs: Any) -> None:
+        _run(self._box.copy_in(host_path, container_dest, *args, **kwargs))
+
+    def copy_out(self, container_src: str, host_dest: Any, *args: Any, **kwargs: Any) -> None:
+        _run(self._box.copy_out(container_src, host_dest, *args, **kwargs))
+
     def start(self) -> None:
         _run(self._box.start())
 
@@ -277,11 +283,11 @@ class SyncSimpleBox:
     def exec(self, cmd: str, *args: str, **kwargs: Any) -> ExecResult:
         return _run(self._sb.exec(cmd, *args, **kwargs))
 
-    def copy_in(self, host_path: str, container_dest: str, **kwargs: Any) -> None:
-        _run(self._sb.copy_in(host_path, container_dest, **kwargs))
+    def copy_in(self, host_path: Any, container_dest: str, *args: Any, **kwargs: Any) -> None:
+        _run(self._sb.copy_in(host_path, container_dest, *args, **kwargs))
 
-    def copy_out(self, container_src: str, host_dest: str, **kwargs: Any) -> None:
-        _run(self._sb.copy_out(container_src, host_dest, **kwargs))
+    def copy_out(self, container_src: str, host_dest: Any, *args: Any, **kwargs: Any) -> None:
+        _run(self._sb.copy_out(container_src, host_dest, *args, **kwargs))
 
 
 class SyncCodeBox(SyncSimpleBox):

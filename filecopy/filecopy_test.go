@@ -1,0 +1,292 @@
+package filecopy
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/boxlite/boxlite/errdefs"
+)
+
+func openDir(t *testing.T, p string) *os.File {
+	t.Helper()
+	d, err := Host().OpenDir(p, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func TestSendExtractRoundTrip(t *testing.T) {
+	src := t.TempDir()
+	tree := filepath.Join(src, "tree")
+	must(t, os.MkdirAll(filepath.Join(tree, "sub", "deep"), 0o750))
+	must(t, os.WriteFile(filepath.Join(tree, "exe"), []byte("#!/bin/sh\necho hi\n"), 0o755))
+	big := bytes.Repeat([]byte("0123456789abcdef"), 100000)
+	must(t, os.WriteFile(filepath.Join(tree, "sub", "big"), big, 0o640))
+	must(t, os.Symlink("../exe", filepath.Join(tree, "sub", "link")))
+	must(t, os.Link(filepath.Join(tree, "exe"), filepath.Join(tree, "sub", "hard")))
+	must(t, os.WriteFile(filepath.Join(tree, "suid"), nil, 0o4755))
+	mt := time.Unix(1700000000, 123456789)
+	must(t, os.Chtimes(filepath.Join(tree, "sub", "big"), mt, mt))
+
+	var buf bytes.Buffer
+	st, err := Send(&buf, openDir(t, src), "tree", SendOptions{Name: "tree"})
+	must(t, err)
+	if st.Entries != 8 || st.Bytes != int64(len(big)+18) {
+		t.Fatalf("sent %+v", st)
+	}
+	dst := t.TempDir()
+	tg, err := Prepare(Host(), filepath.Join(dst, "copy"), Place{Base: "tree", Overwrite: true})
+	must(t, err)
+	if _, err := tg.Extract(&buf, ExtractOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	must(t, tg.Commit())
+	out := filepath.Join(dst, "copy")
+	got, err := os.ReadFile(filepath.Join(out, "sub", "big"))
+	must(t, err)
+	if !bytes.Equal(got, big) {
+		t.Fatal("big differs")
+	}
+	for name, mode := range map[string]os.FileMode{"exe": 0o755, "sub/big": 0o640, "sub": 0o750 | os.ModeDir, "suid": 0o755} {
+		fi, err := os.Lstat(filepath.Join(out, name))
+		must(t, err)
+		if fi.Mode() != mode {
+			t.Errorf("%s: mode %v, want %v", name, fi.Mode(), mode)
+		}
+	}
+	if fi, _ := os.Stat(filepath.Join(out, "sub", "big")); !fi.ModTime().Equal(mt) {
+		t.Errorf("mtime %v, want %v", fi.ModTime(), mt)
+	}
+	if l, _ := os.Readlink(filepath.Join(out, "sub", "link")); l != "../exe" {
+		t.Errorf("link %q", l)
+	}
+	a, _ := os.Stat(filepath.Join(out, "exe"))
+	b, _ := os.Stat(filepath.Join(out, "sub", "hard"))
+	if !os.SameFile(a, b) {
+		t.Error("hard link not kept")
+	}
+	if ents, _ := os.ReadDir(dst); len(ents) != 1 {
+		t.Errorf("left behind: %v", ents)
+	}
+}
+
+type ent struct {
+	name, link string
+	typ        byte
+	body       string
+	mode       int64
+	size       int64 // claimed size when body is empty
+}
+
+func archive(t *testing.T, ents ...ent) *bytes.Buffer {
+	t.Helper()
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for _, e := range ents {
+		h := &tar.Header{Name: e.name, Linkname: e.link, Typeflag: e.typ, Mode: 0o644, Size: int64(len(e.body)), Format: tar.FormatPAX}
+		if e.mode != 0 {
+			h.Mode = e.mode
+		}
+		if e.size != 0 {
+			h.Size = e.size
+			if err := tw.WriteHeader(h); err != nil {
+				t.Fatal(err)
+			}
+			b.Truncate(b.Len()) // no data: the stream is cut
+			return &b
+		}
+		must(t, tw.WriteHeader(h))
+		_, err := tw.Write([]byte(e.body))
+		must(t, err)
+	}
+	must(t, tw.Close())
+	return &b
+}
+
+func TestExtractRefusesHostileStreams(t *testing.T) {
+	cases := []struct {
+		name string
+		ents []ent
+		kind error
+		want string
+	}{
+		{"dotdot", []ent{{name: "x/../../evil", typ: tar.TypeReg, body: "x"}}, errdefs.ErrInvalidArgument, "unsafe path"},
+		{"absolute", []ent{{name: "/etc/evil", typ: tar.TypeReg, body: "x"}}, errdefs.ErrInvalidArgument, "absolute path"},
+		{"other-top", []ent{{name: "y/evil", typ: tar.TypeReg, body: "x"}}, errdefs.ErrInvalidArgument, "not under"},
+		{"through-symlink", []ent{
+			{name: "x/", typ: tar.TypeDir},
+			{name: "x/l", typ: tar.TypeSymlink, link: "../../outside"},
+			{name: "x/l/evil", typ: tar.TypeReg, body: "x"},
+		}, errdefs.ErrInvalidArgument, "through a symlink"},
+		{"hardlink-outside", []ent{{name: "x/h", typ: tar.TypeLink, link: "x/../../outside/secret"}}, errdefs.ErrInvalidArgument, "unsafe hard link target"},
+		{"hardlink-preexisting", []ent{{name: "x/h", typ: tar.TypeLink, link: "x/old"}}, errdefs.ErrInvalidArgument, "not in the stream"},
+		{"oversize", []ent{{name: "x/big", typ: tar.TypeReg, size: 1 << 40}}, errdefs.ErrLimit, "more than"},
+		{"long-name", []ent{{name: "x/" + strings.Repeat("a", 300), typ: tar.TypeReg}}, errdefs.ErrLimit, "longer than 255"},
+		{"truncated", []ent{{name: "x/f", typ: tar.TypeReg, size: 100}}, errdefs.ErrInvalidArgument, "ends in the middle"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			top := t.TempDir()
+			outside := filepath.Join(top, "outside")
+			must(t, os.Mkdir(outside, 0o700))
+			must(t, os.WriteFile(filepath.Join(outside, "secret"), []byte("s"), 0o600))
+			dst := filepath.Join(top, "a", "b")
+			must(t, os.MkdirAll(filepath.Join(dst, "x"), 0o755))
+			must(t, os.WriteFile(filepath.Join(dst, "x", "old"), []byte("o"), 0o600))
+			tg, err := Prepare(Host(), dst, Place{Base: "x", Overwrite: true}) // merges into dst/x
+			must(t, err)
+			defer tg.Discard()
+			_, err = tg.Extract(archive(t, c.ents...), ExtractOptions{Limits: Limits{MaxBytes: 1 << 30}})
+			if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("extract: %v; want %v naming %q", err, c.kind, c.want)
+			}
+			ents, _ := os.ReadDir(outside)
+			if len(ents) != 1 {
+				t.Fatalf("outside touched: %v", ents)
+			}
+			if _, err := os.Lstat(filepath.Join(top, "evil")); err == nil {
+				t.Fatal("evil written outside")
+			}
+		})
+	}
+}
+
+func TestExtractNeverFollowsPlantedSymlinks(t *testing.T) {
+	top := t.TempDir()
+	outside := filepath.Join(top, "outside")
+	must(t, os.Mkdir(outside, 0o700))
+	dst := filepath.Join(top, "dst")
+	must(t, os.MkdirAll(filepath.Join(dst, "x"), 0o755))
+	must(t, os.Symlink(outside, filepath.Join(dst, "x", "sub")))                   // a directory link
+	must(t, os.Symlink(filepath.Join(outside, "f"), filepath.Join(dst, "x", "f"))) // a file link
+	tg, err := Prepare(Host(), dst, Place{Base: "x", Overwrite: true})
+	must(t, err)
+	_, err = tg.Extract(archive(t, ent{name: "x/f", typ: tar.TypeReg, body: "new"}, ent{name: "x/sub/g", typ: tar.TypeReg, body: "g"}), ExtractOptions{})
+	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "through a symlink") {
+		t.Fatalf("extract: %v", err)
+	}
+	tg.Discard()
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Fatalf("wrote outside: %v", ents)
+	}
+	// The file link was replaced by a file, not written through.
+	if fi, err := os.Lstat(filepath.Join(dst, "x", "f")); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("x/f: %v %v", fi, err)
+	}
+}
+
+func TestExtractSkipsDevicesAndDropsSetID(t *testing.T) {
+	dst := t.TempDir()
+	tg, err := Prepare(Host(), filepath.Join(dst, "new"), Place{Base: "x", Overwrite: true})
+	must(t, err)
+	st, err := tg.Extract(archive(t,
+		ent{name: "x/", typ: tar.TypeDir, mode: 0o2755},
+		ent{name: "x/null", typ: tar.TypeChar},
+		ent{name: "x/fifo", typ: tar.TypeFifo},
+		ent{name: "x/suid", typ: tar.TypeReg, body: "s", mode: 0o6755},
+	), ExtractOptions{})
+	must(t, err)
+	must(t, tg.Commit())
+	if st.Skipped != 2 || st.Entries != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	ents, _ := os.ReadDir(filepath.Join(dst, "new"))
+	if len(ents) != 1 {
+		t.Fatalf("entries %v", ents)
+	}
+	for _, n := range []string{"new", "new/suid"} {
+		fi, _ := os.Stat(filepath.Join(dst, n))
+		if fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+			t.Errorf("%s keeps set-id bits: %v", n, fi.Mode())
+		}
+	}
+}
+
+func TestPrepareRules(t *testing.T) {
+	dst := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dst, "file"), []byte("f"), 0o644))
+	must(t, os.Mkdir(filepath.Join(dst, "dir"), 0o755))
+	file := archive(t, ent{name: "s", typ: tar.TypeReg, body: "data"})
+	put := func(dest string, p Place) error {
+		tg, err := Prepare(Host(), dest, p)
+		if err != nil {
+			return err
+		}
+		if _, err := tg.Extract(bytes.NewReader(file.Bytes()), ExtractOptions{}); err != nil {
+			tg.Discard()
+			return err
+		}
+		return tg.Commit()
+	}
+	must(t, put(filepath.Join(dst, "dir"), Place{Base: "s", Overwrite: true}))     // into an existing dir
+	must(t, put(filepath.Join(dst, "file"), Place{Base: "s", Overwrite: true}))    // over a file
+	must(t, put(filepath.Join(dst, "new")+"/", Place{Base: "s", Overwrite: true})) // trailing slash: a dir
+	for name, want := range map[string]string{"dir/s": "data", "file": "data", "new/s": "data"} {
+		if b, _ := os.ReadFile(filepath.Join(dst, name)); string(b) != want {
+			t.Errorf("%s = %q", name, b)
+		}
+	}
+	if err := put(filepath.Join(dst, "file"), Place{Base: "s"}); !errors.Is(err, errdefs.ErrAlreadyExists) {
+		t.Errorf("no overwrite: %v", err)
+	}
+	if err := put(filepath.Join(dst, "file", "x"), Place{Base: "s", Overwrite: true}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("under a file: %v", err)
+	}
+	if err := put(filepath.Join(dst, "file"), Place{Overwrite: true}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("contents over a file: %v", err)
+	}
+}
+
+func TestInRootResolvesSymlinksInsideRoot(t *testing.T) {
+	root := t.TempDir()
+	outside := t.TempDir()
+	must(t, os.Symlink("/", filepath.Join(root, "up")))
+	must(t, os.Symlink(outside, filepath.Join(root, "abs")))
+	must(t, os.MkdirAll(filepath.Join(root, outside), 0o755))
+	d := InRoot(openDir(t, root))
+	tg, err := Prepare(d, "/up/up/../abs/new/", Place{Base: "s", Overwrite: true})
+	must(t, err)
+	_, err = tg.Extract(archive(t, ent{name: "s", typ: tar.TypeReg, body: "x"}), ExtractOptions{})
+	must(t, err)
+	must(t, tg.Commit())
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Fatalf("escaped the root: %v", ents)
+	}
+	if _, err := os.Stat(filepath.Join(root, outside, "new", "s")); err != nil {
+		t.Fatal(err)
+	}
+	// A source symlink followed resolves inside the root too.
+	must(t, os.WriteFile(filepath.Join(outside, "secret"), []byte("s"), 0o600))
+	must(t, os.Symlink(filepath.Join(outside, "secret"), filepath.Join(root, "ls")))
+	if _, _, err := OpenSource(d, "/ls", true); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("followed out of the root: %v", err)
+	}
+	var sink bytes.Buffer
+	dir, name, err := OpenSource(d, "/up/ls", false)
+	must(t, err)
+	defer dir.Close()
+	_, err = Send(&sink, dir, name, SendOptions{Name: "ls"})
+	must(t, err)
+	h, err := tar.NewReader(&sink).Next()
+	must(t, err)
+	if h.Typeflag != tar.TypeSymlink {
+		t.Fatalf("not sent as a symlink: %+v", h)
+	}
+	_, _ = io.Copy(io.Discard, &sink)
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,384 @@
+//go:build linux
+
+package agent
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"path"
+	"runtime/debug"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/filecopy"
+	"github.com/boxlite/boxlite/protocol"
+)
+
+// maxCopies caps the copies one connection may run at once.
+const maxCopies = 64
+
+// copyOp is one copy stream. A copy in reads the host's tar stream from
+// TStdin frames (at most a window of them queued) and credits each back as
+// it is consumed; a copy out writes its tar stream as TStdout frames within
+// the window the host credits. The file work resolves every path inside
+// the box's root as the box sees it (the sandbox's root, its mounts), the
+// box's symlinks as after chroot, and never follows one below the copy's
+// destination (see filecopy).
+type copyOp struct {
+	s  *server
+	id uint32
+
+	mu     sync.Mutex
+	cond   *sync.Cond
+	q      [][]byte // copy in: data not yet read
+	qlen   int
+	closed bool  // copy in: the host sent TStdinClose
+	win    int64 // copy out: bytes the host lets us send
+	err    error // set when the copy must stop: Read and Write return it
+	// over is set, under s.wmu, once the last frame is written or the host
+	// has cancelled; no frame of the stream is written after it.
+	over bool
+}
+
+func (s *server) lookupCopy(id uint32) *copyOp {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.copies[id]
+}
+
+func (s *server) startCopy(f protocol.Frame) {
+	id := f.Stream
+	if id == 0 {
+		s.sendError(0, errdefs.Errorf(errdefs.ErrInvalidArgument, "%s on stream 0: copies need a stream id of their own", f.Type))
+		return
+	}
+	var in protocol.CopyIn
+	var out protocol.CopyOut
+	var err error
+	if f.Type == protocol.TCopyIn {
+		if err = protocol.Decode(f, &in); err == nil {
+			err = validateCopyIn(in)
+		}
+	} else if err = protocol.Decode(f, &out); err == nil {
+		err = checkBoxPath("copy out: source", out.Src)
+	}
+	if err == nil && s.cfg.RootErr != nil {
+		err = s.cfg.RootErr
+	}
+	if err != nil {
+		s.sendError(id, err)
+		return
+	}
+	c := &copyOp{s: s, id: id, win: protocol.InitialWindow}
+	c.cond = sync.NewCond(&c.mu)
+	s.mu.Lock()
+	switch {
+	case s.copies[id] != nil || s.execs[id] != nil:
+		err = errdefs.Errorf(errdefs.ErrAlreadyExists, "%s on stream %d: the stream is in use", f.Type, id)
+	case len(s.copies) >= maxCopies:
+		err = errdefs.Errorf(errdefs.ErrLimit, "%s: %d copies are running, the limit", f.Type, len(s.copies))
+	default:
+		s.copies[id] = c
+	}
+	s.mu.Unlock()
+	if err != nil {
+		s.sendError(id, err)
+		return
+	}
+	if f.Type == protocol.TCopyIn {
+		go c.copyIn(in)
+	} else {
+		go c.copyOut(out)
+	}
+}
+
+func checkBoxPath(what, p string) error {
+	if p == "" || len(p) > filecopy.MaxName || strings.ContainsRune(p, 0) {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s %q: empty, too long or has a NUL byte", what, p)
+	}
+	return nil
+}
+
+func validateCopyIn(req protocol.CopyIn) error {
+	if err := checkBoxPath("copy in: destination", req.Dest); err != nil {
+		return err
+	}
+	if n := req.Name; n != "" && (n == "." || n == ".." || len(n) > 255 || strings.ContainsAny(n, "/\x00")) {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "copy in: bad source name %q", n)
+	}
+	return nil
+}
+
+// boxRoot opens the box's / as its processes see it.
+func (s *server) boxRoot() (*os.File, error) {
+	root := s.cfg.Root
+	if sb := s.cfg.Sandbox; sb != nil {
+		gen, err := sb.current()
+		if err != nil {
+			return nil, err
+		}
+		root = gen.root()
+	}
+	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, errdefs.Errorf(errdefs.ErrInternal, "copy: open the box's root: %v", err)
+	}
+	return os.NewFile(uintptr(fd), root), nil
+}
+
+// boxPath makes p absolute in the box (relative paths are relative to /,
+// as in docker cp), keeping a trailing slash.
+func boxPath(p string) string {
+	clean := path.Join("/", p)
+	if strings.HasSuffix(p, "/") && clean != "/" {
+		clean += "/"
+	}
+	return clean
+}
+
+func (c *copyOp) guard() {
+	if r := recover(); r != nil {
+		c.s.cfg.Logf("panic in copy %d: %v\n%s", c.id, r, debug.Stack())
+		c.end(filecopy.Stats{}, errdefs.Errorf(errdefs.ErrInternal, "agent: copy: panic: %v", r))
+	}
+}
+
+func (c *copyOp) copyIn(req protocol.CopyIn) {
+	defer c.guard()
+	root, err := c.s.boxRoot()
+	if err != nil {
+		c.end(filecopy.Stats{}, err)
+		return
+	}
+	defer root.Close()
+	t, err := filecopy.Prepare(filecopy.InRoot(root), boxPath(req.Dest), filecopy.Place{Base: req.Name, Overwrite: req.Overwrite})
+	if err != nil {
+		c.end(filecopy.Stats{}, err)
+		return
+	}
+	// Files belong to root, as docker cp makes them; modes, set-id bits
+	// included, are the host's.
+	st, err := t.Extract(bufio.NewReaderSize(c, protocol.MaxChunk), filecopy.ExtractOptions{KeepSetID: true})
+	if err == nil {
+		err = c.drain()
+	}
+	if err == nil {
+		err = t.Commit()
+	} else {
+		t.Discard()
+	}
+	c.end(st, err)
+}
+
+func (c *copyOp) copyOut(req protocol.CopyOut) {
+	defer c.guard()
+	root, err := c.s.boxRoot()
+	if err != nil {
+		c.end(filecopy.Stats{}, err)
+		return
+	}
+	defer root.Close()
+	src := boxPath(req.Src)
+	var dir *os.File
+	name, opt := ".", filecopy.SendOptions{}
+	if req.Contents {
+		// The directory itself resolves as any path in the box.
+		if dir, err = filecopy.InRoot(root).OpenDir(src, false); err != nil {
+			if errors.Is(err, unix.ENOTDIR) {
+				err = errdefs.Errorf(errdefs.ErrInvalidArgument, "copy out: %s is not a directory", req.Src)
+			} else {
+				err = errdefs.Errorf(errdefs.ErrNotFound, "copy out: %s: no such directory", req.Src)
+			}
+		}
+	} else if dir, name, err = filecopy.OpenSource(filecopy.InRoot(root), src, req.Follow); err == nil {
+		opt.Name = path.Base(src)
+		if name == "." {
+			dir.Close()
+			err = errdefs.Errorf(errdefs.ErrInvalidArgument, "copy out: %s: the root can only be copied by its contents", req.Src)
+		}
+	}
+	if err != nil {
+		c.end(filecopy.Stats{}, err)
+		return
+	}
+	defer dir.Close()
+	w := bufio.NewWriterSize(c, protocol.MaxChunk)
+	st, err := filecopy.Send(w, dir, name, opt)
+	if err == nil {
+		err = w.Flush()
+	}
+	c.end(st, err)
+}
+
+// end writes the stream's last frame, once, unless the host has gone.
+func (c *copyOp) end(st filecopy.Stats, err error) {
+	var f protocol.Frame
+	var encErr error
+	if err != nil {
+		f, encErr = protocol.Encode(protocol.TError, c.id, protocol.ErrorOf(err))
+	} else {
+		f, encErr = protocol.Encode(protocol.TCopyDone, c.id, protocol.CopyDone{Entries: st.Entries, Bytes: st.Bytes, Skipped: st.Skipped})
+	}
+	c.s.wmu.Lock()
+	c.mu.Lock()
+	over := c.over
+	c.over = true
+	if c.err == nil {
+		c.err = errCopyCancelled
+	}
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	if !over && encErr == nil {
+		_ = c.s.writeLocked(f)
+	}
+	c.s.wmu.Unlock()
+	c.s.mu.Lock()
+	if c.s.copies[c.id] == c {
+		delete(c.s.copies, c.id)
+	}
+	c.s.mu.Unlock()
+}
+
+var errCopyCancelled = errdefs.Errorf(errdefs.ErrClosed, "copy: cancelled by the host")
+
+// Read is the copy in's tar stream.
+func (c *copyOp) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	for len(c.q) == 0 && !c.closed && c.err == nil {
+		c.cond.Wait()
+	}
+	if err := c.err; err != nil {
+		c.mu.Unlock()
+		return 0, err
+	}
+	if len(c.q) == 0 {
+		c.mu.Unlock()
+		return 0, errdefs.Errorf(errdefs.ErrInvalidArgument, "copy in: the stream ends in the middle of the archive")
+	}
+	n := copy(p, c.q[0])
+	if c.q[0] = c.q[0][n:]; len(c.q[0]) == 0 {
+		c.q[0] = nil
+		c.q = c.q[1:]
+	}
+	c.qlen -= n
+	c.mu.Unlock()
+	c.sendCredit(n)
+	return n, nil
+}
+
+// drain reads what follows the archive's end up to the host's close.
+func (c *copyOp) drain() error {
+	for {
+		c.mu.Lock()
+		for len(c.q) == 0 && !c.closed && c.err == nil {
+			c.cond.Wait()
+		}
+		if err := c.err; err != nil {
+			c.mu.Unlock()
+			return err
+		}
+		n := c.qlen
+		c.q, c.qlen = nil, 0
+		closed := c.closed
+		c.mu.Unlock()
+		c.sendCredit(n)
+		if closed {
+			return nil
+		}
+	}
+}
+
+func (c *copyOp) sendCredit(n int) {
+	if n <= 0 {
+		return
+	}
+	if f, err := protocol.Encode(protocol.TCredit, c.id, protocol.Credit{Fd: 0, Bytes: n}); err == nil {
+		_ = c.send(f)
+	}
+}
+
+// send writes a frame of the stream unless it is over.
+func (c *copyOp) send(f protocol.Frame) error {
+	c.s.wmu.Lock()
+	defer c.s.wmu.Unlock()
+	c.mu.Lock()
+	over := c.over
+	c.mu.Unlock()
+	if over {
+		return errCopyCancelled
+	}
+	return c.s.writeLocked(f)
+}
+
+// Write sends the copy out's tar stream within the window.
+func (c *copyOp) Write(p []byte) (int, error) {
+	done := 0
+	for done < len(p) {
+		c.mu.Lock()
+		for c.win <= 0 && c.err == nil {
+			c.cond.Wait()
+		}
+		if err := c.err; err != nil {
+			c.mu.Unlock()
+			return done, err
+		}
+		n := int(min(int64(len(p)-done), c.win, protocol.MaxChunk))
+		c.win -= int64(n)
+		c.mu.Unlock()
+		if err := c.send(protocol.Frame{Type: protocol.TStdout, Stream: c.id, Payload: p[done : done+n]}); err != nil {
+			return done, err
+		}
+		done += n
+	}
+	return done, nil
+}
+
+// frame handles a host frame on the copy's stream.
+func (c *copyOp) frame(f protocol.Frame) {
+	if f.Type == protocol.TCancel {
+		c.cancel()
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer c.cond.Broadcast()
+	switch f.Type {
+	case protocol.TStdin:
+		if c.closed || c.err != nil {
+			return
+		}
+		if c.qlen+len(f.Payload) > protocol.InitialWindow {
+			// The copy fails with this: its reader returns it.
+			c.err = errdefs.Errorf(errdefs.ErrLimit, "copy in: %d bytes sent with %d unacknowledged, window %d",
+				len(f.Payload), c.qlen, protocol.InitialWindow)
+			return
+		}
+		c.q = append(c.q, f.Payload)
+		c.qlen += len(f.Payload)
+	case protocol.TStdinClose:
+		c.closed = true
+	case protocol.TCredit:
+		var cr protocol.Credit
+		if protocol.Decode(f, &cr) == nil && cr.Fd == 1 && cr.Bytes > 0 {
+			c.win = min(c.win+int64(cr.Bytes), maxWindow)
+		}
+	}
+}
+
+// cancel stops the copy without a last frame (the host has gone or given
+// up); what it made beside its destination is removed.
+func (c *copyOp) cancel() {
+	c.s.wmu.Lock()
+	c.mu.Lock()
+	c.over = true
+	if c.err == nil {
+		c.err = errCopyCancelled
+	}
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	c.s.wmu.Unlock()
+}

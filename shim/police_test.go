@@ -1,0 +1,70 @@
+package shim
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/boxlite/boxlite/protocol"
+)
+
+func frame(t *testing.T, typ protocol.Type, body any) protocol.Frame {
+	t.Helper()
+	f, err := protocol.Encode(typ, 1, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func TestCopyStreamsObeyTheWindow(t *testing.T) {
+	chunk := protocol.Frame{Type: protocol.TStdout, Stream: 1, Payload: make([]byte, protocol.MaxChunk)}
+	out := &flow{kind: protocol.TCopyOut}
+	// An honest copy out: a window's worth, credit, more, done.
+	for i := 0; i < protocol.InitialWindow/protocol.MaxChunk; i++ {
+		if err := out.fromAgent(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out.fromClient(frame(t, protocol.TCredit, protocol.Credit{Fd: 1, Bytes: protocol.InitialWindow}))
+	if err := out.fromAgent(chunk); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.fromAgent(frame(t, protocol.TCopyDone, protocol.CopyDone{Entries: 1})); err != nil {
+		t.Fatal(err)
+	}
+	// Past the window.
+	over := &flow{kind: protocol.TCopyOut}
+	var err error
+	for i := 0; err == nil && i < 10; i++ {
+		err = over.fromAgent(chunk)
+	}
+	if err == nil || !strings.Contains(err.Error(), "overruns its window") {
+		t.Fatalf("overrun: %v", err)
+	}
+	// Frames a copy never has.
+	for _, f := range []protocol.Frame{
+		frame(t, protocol.TStarted, protocol.Started{}),
+		frame(t, protocol.TExit, protocol.Exit{}),
+		{Type: protocol.TStderr, Stream: 1, Payload: []byte("x")},
+		frame(t, protocol.TCredit, protocol.Credit{Fd: 0, Bytes: 1}),
+	} {
+		if err := (&flow{kind: protocol.TCopyOut}).fromAgent(f); err == nil {
+			t.Errorf("copy out accepted %s", f.Type)
+		}
+	}
+	if err := (&flow{kind: protocol.TCopyIn}).fromAgent(chunk); err == nil {
+		t.Error("copy in accepted data from the agent")
+	}
+	if err := (&flow{}).fromAgent(frame(t, protocol.TCopyDone, protocol.CopyDone{})); err == nil {
+		t.Error("exec accepted copy-done")
+	}
+	// Copy in: credit only for what the client sent.
+	in := &flow{kind: protocol.TCopyIn}
+	in.fromClient(protocol.Frame{Type: protocol.TStdin, Stream: 1, Payload: make([]byte, 100)})
+	if err := in.fromAgent(frame(t, protocol.TCredit, protocol.Credit{Fd: 0, Bytes: 100})); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.fromAgent(frame(t, protocol.TCredit, protocol.Credit{Fd: 0, Bytes: 1})); err == nil {
+		t.Error("forged copy-in credit accepted")
+	}
+}

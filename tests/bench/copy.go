@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/boxlite/boxlite/core"
+)
+
+// copyBench copies a 256 MiB file and a tree of 10,000 small files into a
+// box and back out, and prints MB/s and the time against `cp -a` of the same
+// source on the host in the same run.
+func copyBench() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	rt, done, err := imageRuntime(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	box, err := rt.Create(ctx, "alpine:latest", core.WithMemoryMiB(512))
+	if err != nil {
+		return err
+	}
+	defer box.Remove(context.Background(), true)
+	dir, err := os.MkdirTemp("", "bxcopy")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	big := filepath.Join(dir, "big.bin")
+	f, err := os.Create(big)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 1<<20)
+	for range 256 {
+		rand.Read(buf)
+		f.Write(buf)
+	}
+	f.Close()
+	small := filepath.Join(dir, "small")
+	for i := range 10000 {
+		d := filepath.Join(small, fmt.Sprintf("d%03d", i/100))
+		os.MkdirAll(d, 0o755)
+		rand.Read(buf[:1024])
+		if err := os.WriteFile(filepath.Join(d, fmt.Sprintf("f%05d", i)), buf[:1024], 0o644); err != nil {
+			return err
+		}
+	}
+	for _, c := range []struct {
+		name, src string
+		bytes     float64
+	}{{"256 MiB file", big, 256 << 20}, {"10,000 files of 1 KiB", small, 10000 << 10}} {
+		start := time.Now()
+		if out, err := exec.Command("cp", "-a", c.src, filepath.Join(dir, "hostcp")).CombinedOutput(); err != nil {
+			return fmt.Errorf("cp -a: %v: %s", err, out)
+		}
+		hostCp := time.Since(start)
+		os.RemoveAll(filepath.Join(dir, "hostcp"))
+		exec.Command("sync").Run()
+
+		start = time.Now()
+		if err := box.CopyIn(ctx, c.src, "/root/bench/", core.CopyOptions{}); err != nil {
+			return err
+		}
+		in := time.Since(start)
+		back := filepath.Join(dir, "back")
+		start = time.Now()
+		if err := box.CopyOut(ctx, "/root/bench/"+filepath.Base(c.src), back, core.CopyOptions{MaxBytes: -1}); err != nil {
+			return err
+		}
+		out := time.Since(start)
+		os.RemoveAll(back)
+		if _, err := box.Run(ctx, core.Command{Argv: []string{"rm", "-rf", "/root/bench"}}); err != nil {
+			return err
+		}
+		mbs := func(d time.Duration) float64 { return c.bytes / 1e6 / d.Seconds() }
+		fmt.Printf("copy %s: host cp -a %s; copy in %s (%.1f MB/s, %.1fx cp -a); copy out %s (%.1f MB/s, %.1fx cp -a)\n",
+			c.name, ms(hostCp), ms(in), mbs(in), float64(in)/float64(hostCp), ms(out), mbs(out), float64(out)/float64(hostCp))
+	}
+	return nil
+}

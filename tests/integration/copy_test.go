@@ -1,0 +1,419 @@
+package integration
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/protocol"
+)
+
+// copyTree makes the test's host tree: a 64 MiB random file, an
+// executable, a symlink, a hard link, a nested directory, set mtimes.
+func copyTree(t *testing.T) string {
+	t.Helper()
+	src := filepath.Join(t.TempDir(), "tree")
+	must(t, os.MkdirAll(filepath.Join(src, "sub", "deep"), 0o750))
+	big := make([]byte, 64<<20)
+	_, _ = rand.Read(big)
+	must(t, os.WriteFile(filepath.Join(src, "big.bin"), big, 0o640))
+	must(t, os.WriteFile(filepath.Join(src, "run.sh"), []byte("#!/bin/sh\necho ran\n"), 0o755))
+	must(t, os.WriteFile(filepath.Join(src, "sub", "deep", "note"), []byte("deep\n"), 0o600))
+	must(t, os.Symlink("../run.sh", filepath.Join(src, "sub", "link")))
+	must(t, os.Link(filepath.Join(src, "run.sh"), filepath.Join(src, "sub", "hard")))
+	mt := time.Unix(1600000000, 250000000)
+	must(t, os.Chtimes(filepath.Join(src, "big.bin"), mt, mt))
+	must(t, os.Chtimes(filepath.Join(src, "sub", "deep"), mt, mt))
+	return src
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sameTree compares two host trees: names, types, modes, mtimes, bytes, link targets.
+func sameTree(t *testing.T, a, b string) {
+	t.Helper()
+	n := 0
+	err := filepath.Walk(a, func(p string, fa os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(a, p)
+		fb, err := os.Lstat(filepath.Join(b, rel))
+		if err != nil {
+			t.Errorf("%s: %v", rel, err)
+			return nil
+		}
+		n++
+		if fa.Mode() != fb.Mode() {
+			t.Errorf("%s: mode %v, want %v", rel, fb.Mode(), fa.Mode())
+		}
+		if !fa.IsDir() && fa.Mode()&os.ModeSymlink == 0 && !fa.ModTime().Equal(fb.ModTime()) {
+			t.Errorf("%s: mtime %v, want %v", rel, fb.ModTime(), fa.ModTime())
+		}
+		switch {
+		case fa.Mode()&os.ModeSymlink != 0:
+			la, _ := os.Readlink(p)
+			lb, _ := os.Readlink(filepath.Join(b, rel))
+			if la != lb {
+				t.Errorf("%s: link %q, want %q", rel, lb, la)
+			}
+		case fa.Mode().IsRegular():
+			da, _ := os.ReadFile(p)
+			db, _ := os.ReadFile(filepath.Join(b, rel))
+			if !bytes.Equal(da, db) {
+				t.Errorf("%s: contents differ (%d vs %d bytes)", rel, len(db), len(da))
+			}
+		}
+		return nil
+	})
+	must(t, err)
+	if n < 7 {
+		t.Fatalf("compared only %d entries", n)
+	}
+}
+
+func copyCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestCopy(t *testing.T) {
+	ctx := copyCtx(t)
+	src := copyTree(t)
+	// The box needs no tar (nor a shell: the agent unit tests copy into an
+	// empty root). The image's busybox tar applet is unlinked for the test.
+	res := runIn(t, shared, sh("ls /bin/tar && rm /bin/tar; which tar || echo gone"))
+	if string(res.Stdout) != "/bin/tar\ngone\n" {
+		t.Fatalf("tar in the box: %q", res.Stdout)
+	}
+	t.Cleanup(func() { runIn(t, shared, sh("ln -s busybox /bin/tar")) })
+
+	t.Run("RoundTrip", func(t *testing.T) {
+		var progress []core.CopyProgress
+		start := time.Now()
+		must(t, shared.CopyIn(ctx, src, "/root/ct/", core.CopyOptions{Progress: func(p core.CopyProgress) { progress = append(progress, p) }}))
+		t.Logf("copy in of 64 MiB: %v", time.Since(start))
+		if len(progress) < 2 || progress[len(progress)-1].Bytes < 64<<20 {
+			t.Errorf("progress: %d calls, last %+v", len(progress), progress[len(progress)-1])
+		}
+		res := runIn(t, shared, sh("cd /root/ct/tree && ./run.sh && stat -c '%a %u:%g %Y %n' big.bin run.sh sub/deep && readlink sub/link && stat -c %h run.sh"))
+		want := "ran\n640 0:0 1600000000 big.bin\n755 0:0 1600000000 run.sh\n750 0:0 1600000000 sub/deep\n../run.sh\n2\n"
+		if got := string(res.Stdout); !strings.HasPrefix(got, "ran\n640 0:0 1600000000 big.bin\n755 0:0 ") || !strings.HasSuffix(got, "750 0:0 1600000000 sub/deep\n../run.sh\n2\n") {
+			t.Fatalf("in the box:\n%s\nwant like:\n%s", got, want)
+		}
+		out := filepath.Join(t.TempDir(), "back")
+		start = time.Now()
+		must(t, shared.CopyOut(ctx, "/root/ct/tree", out, core.CopyOptions{}))
+		t.Logf("copy out of 64 MiB: %v", time.Since(start))
+		sameTree(t, src, out)
+		a, _ := os.Stat(filepath.Join(out, "run.sh"))
+		b, _ := os.Stat(filepath.Join(out, "sub", "hard"))
+		if !os.SameFile(a, b) {
+			t.Error("hard link not kept")
+		}
+	})
+
+	t.Run("Rules", func(t *testing.T) {
+		dir := t.TempDir()
+		f := filepath.Join(dir, "f.txt")
+		must(t, os.WriteFile(f, []byte("hello"), 0o644))
+		runIn(t, shared, sh("rm -rf /root/r && mkdir -p /root/r/dir && ln -s /root/r/dir /root/r/dirlink && ln -s / /root/r/up"))
+		must(t, shared.CopyIn(ctx, f, "/root/r/dir", core.CopyOptions{}))          // into a directory
+		must(t, shared.CopyIn(ctx, f, "/root/r/new.txt", core.CopyOptions{}))      // a new name
+		must(t, shared.CopyIn(ctx, f, "/root/r/dirlink", core.CopyOptions{}))      // a box symlink to a directory
+		must(t, shared.CopyIn(ctx, f, "root/r/up/root/r/rel", core.CopyOptions{})) // relative to /, through an absolute box link
+		must(t, shared.CopyIn(ctx, src+"/sub/.", "/root/r/contents", core.CopyOptions{}))
+		res := runIn(t, shared, sh("cd /root/r && cat dir/f.txt new.txt rel && ls contents | tr '\\n' ' '"))
+		if got := string(res.Stdout); got != "hellohellohellodeep hard link " {
+			t.Fatalf("box tree: %q", got)
+		}
+		if err := shared.CopyIn(ctx, f, "/root/r/new.txt", core.CopyOptions{NoOverwrite: true}); !errors.Is(err, errdefs.ErrAlreadyExists) {
+			t.Fatalf("no overwrite: %v", err)
+		}
+		if err := shared.CopyIn(ctx, filepath.Join(dir, "missing"), "/root/r", core.CopyOptions{}); !errors.Is(err, errdefs.ErrNotFound) || !strings.Contains(err.Error(), "missing") {
+			t.Fatalf("missing source: %v", err)
+		}
+		if err := shared.CopyIn(ctx, src, "/root/r/x", core.CopyOptions{NoRecursive: true}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Fatalf("not recursive: %v", err)
+		}
+		if err := shared.CopyOut(ctx, "/no/such", filepath.Join(dir, "x"), core.CopyOptions{}); !errors.Is(err, errdefs.ErrNotFound) || !strings.Contains(err.Error(), "/no/such") {
+			t.Fatalf("missing box source: %v", err)
+		}
+		if err := shared.CopyOut(ctx, "/", filepath.Join(dir, "x"), core.CopyOptions{}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Fatalf("root by name: %v", err)
+		}
+		must(t, shared.CopyOut(ctx, "/root/r/dir/f.txt", dir, core.CopyOptions{})) // into an existing dir: replaces f.txt
+		must(t, shared.CopyOut(ctx, "/root/r/up/root/r/dir/", filepath.Join(dir, "d2"), core.CopyOptions{}))
+		must(t, shared.CopyOut(ctx, "/root/r/dir/.", filepath.Join(dir, "d2"), core.CopyOptions{})) // contents merged
+		if b, _ := os.ReadFile(filepath.Join(dir, "d2", "f.txt")); string(b) != "hello" {
+			t.Fatalf("d2/f.txt: %q", b)
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+			t.Fatalf("host dir: %v", ents)
+		}
+		// Caps: nothing is left of a refused copy to a new name.
+		err := shared.CopyOut(ctx, "/root/ct/tree", filepath.Join(dir, "capped"), core.CopyOptions{MaxBytes: 1 << 20})
+		if !errors.Is(err, errdefs.ErrLimit) {
+			t.Fatalf("max bytes: %v", err)
+		}
+		if err := shared.CopyOut(ctx, "/root/ct/tree", filepath.Join(dir, "capped"), core.CopyOptions{MaxEntries: 3}); !errors.Is(err, errdefs.ErrLimit) {
+			t.Fatalf("max entries: %v", err)
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+			t.Fatalf("a refused copy left %v", ents)
+		}
+		// The box still works after abandoned copies.
+		runIn(t, shared, sh("true"))
+	})
+
+	t.Run("CLI", func(t *testing.T) {
+		dir := t.TempDir()
+		f := filepath.Join(dir, "cli.txt")
+		must(t, os.WriteFile(f, []byte("via cli"), 0o604))
+		if _, stderr, code := cli(t, "cp", f, "shared:/root/cli/"); code != 0 {
+			t.Fatalf("cp in: exit %d: %s", code, stderr)
+		}
+		back := filepath.Join(dir, "back.txt")
+		if _, stderr, code := cli(t, "cp", "shared:/root/cli/cli.txt", back); code != 0 {
+			t.Fatalf("cp out: exit %d: %s", code, stderr)
+		}
+		if b, _ := os.ReadFile(back); string(b) != "via cli" {
+			t.Fatalf("round trip: %q", b)
+		}
+		if fi, _ := os.Stat(back); fi.Mode() != 0o604 {
+			t.Fatalf("mode %v", fi.Mode())
+		}
+		if _, stderr, code := cli(t, "cp", "shared:/no/such", back); code != 125 || !strings.Contains(stderr, "/no/such") {
+			t.Fatalf("missing: exit %d: %s", code, stderr)
+		}
+		if _, _, code := cli(t, "cp", f, back); code != 2 {
+			t.Fatalf("host to host: exit %d", code)
+		}
+	})
+
+	t.Run("PlantedSymlinks", func(t *testing.T) {
+		// Root in the box plants symlinks to host paths; copies into a
+		// host directory that already holds links never write through them.
+		victim := t.TempDir()
+		runIn(t, shared, sh("rm -rf /evil && mkdir -p /evil/sub && echo x > /evil/sub/f && ln -s "+victim+" /evil/link && echo y > /evil/g"))
+		out := t.TempDir()
+		must(t, shared.CopyOut(ctx, "/evil", out, core.CopyOptions{}))
+		if l, _ := os.Readlink(filepath.Join(out, "evil", "link")); l != victim {
+			t.Fatalf("link %q", l)
+		}
+		// The host now has out/evil/link -> victim. Make the box send link/f.
+		runIn(t, shared, sh("rm /evil/link && mkdir /evil/link && echo z > /evil/link/f"))
+		err := shared.CopyOut(ctx, "/evil", out, core.CopyOptions{})
+		if err == nil {
+			// The link was replaced by a directory: never written through.
+			if fi, err := os.Lstat(filepath.Join(out, "evil", "link")); err != nil || !fi.IsDir() {
+				t.Fatalf("out/evil/link: %v %v", fi, err)
+			}
+		}
+		must(t, os.Symlink(victim, filepath.Join(out, "evil", "sub2")))
+		runIn(t, shared, sh("mkdir /evil/sub2 && echo w > /evil/sub2/f"))
+		must(t, shared.CopyOut(ctx, "/evil", out, core.CopyOptions{}))
+		if ents, _ := os.ReadDir(victim); len(ents) != 0 {
+			t.Fatalf("wrote through a symlink: %v", ents)
+		}
+	})
+}
+
+// TestCopyHostileAgent plays a compromised agent answering copies out with
+// hostile archives; each is refused with nothing written outside the
+// destination, and a window overrun stops the box.
+func TestCopyHostileAgent(t *testing.T) {
+	exe, err := os.Executable()
+	must(t, err)
+	fake := filepath.Join(t.TempDir(), fakeQEMUPrefix+"copy")
+	must(t, os.Link(exe, fake))
+	frt, err := core.NewRuntime(core.WithHome(t.TempDir()), core.WithQEMU(fake))
+	must(t, err)
+	defer frt.Close()
+	loadTestImage(t, frt)
+	ctx := copyCtx(t)
+	b, err := frt.Create(ctx, "alpine:latest", core.WithBootTimeout(10*time.Second))
+	must(t, err)
+	cases := []struct {
+		src  string
+		kind error
+		want string
+	}{
+		{"/dotdot", errdefs.ErrInvalidArgument, "unsafe path"},
+		{"/absolute", errdefs.ErrInvalidArgument, "absolute path"},
+		{"/through-symlink", errdefs.ErrInvalidArgument, "through a symlink"},
+		{"/hardlink", errdefs.ErrInvalidArgument, "hard link"},
+		{"/oversize", errdefs.ErrLimit, "more than"},
+		{"/device", errdefs.ErrLimit, "entries"},
+		{"/trailing", errdefs.ErrInvalidArgument, "after the end of the archive"},
+	}
+	top := t.TempDir()
+	outside := filepath.Join(top, "outside")
+	must(t, os.Mkdir(outside, 0o755))
+	for _, c := range cases {
+		t.Run(strings.TrimPrefix(c.src, "/"), func(t *testing.T) {
+			dst := filepath.Join(top, "dst")
+			must(t, os.MkdirAll(filepath.Join(dst, strings.TrimPrefix(c.src, "/")), 0o755)) // merge: entries land in place
+			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			err := b.CopyOut(cctx, c.src, dst, core.CopyOptions{MaxEntries: 1000})
+			if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("copy out: %v; want %v naming %q", err, c.kind, c.want)
+			}
+			t.Log(err)
+			if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+				t.Fatalf("written outside: %v", ents)
+			}
+			for _, n := range []string{"evil", "etc"} {
+				if _, err := os.Lstat(filepath.Join(top, n)); err == nil {
+					t.Fatalf("%s written outside", n)
+				}
+			}
+		})
+	}
+	// An honest-looking copy still works on the same box.
+	out := filepath.Join(top, "ok")
+	must(t, b.CopyOut(ctx, "/ok", out, core.CopyOptions{}))
+	if got, _ := os.ReadFile(out); string(got) != "fine" {
+		t.Fatalf("ok copy: %q", got)
+	}
+	// A window overrun stops the box: the copy fails, and so does every
+	// later call, naming the violation.
+	if err := b.CopyOut(ctx, "/overrun", filepath.Join(top, "o"), core.CopyOptions{}); err == nil {
+		t.Fatal("overrun: no error")
+	}
+	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
+		err := b.CopyOut(ctx, "/ok", filepath.Join(top, "o2"), core.CopyOptions{})
+		if errors.Is(err, errdefs.ErrInvalidState) && strings.Contains(err.Error(), "overruns its window") {
+			break
+		}
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("after the overrun: %v", err)
+		}
+	}
+}
+
+// fakeCopy plays a compromised agent's side of copy streams (the fake
+// QEMU's "copy" scenario): one copy out at a time, answered from a goroutine
+// that respects the window, as the host credits it.
+var fakeCopy struct {
+	sync.Mutex
+	cond *sync.Cond
+	win  map[uint32]int // by stream; gone once the host cancels
+}
+
+func fakeCopyFrame(w *protocol.Writer, f protocol.Frame) {
+	fakeCopy.Lock()
+	defer fakeCopy.Unlock()
+	if fakeCopy.cond == nil {
+		fakeCopy.cond = sync.NewCond(&fakeCopy.Mutex)
+		fakeCopy.win = map[uint32]int{}
+	}
+	defer fakeCopy.cond.Broadcast()
+	switch f.Type {
+	case protocol.TCopyOut:
+		fakeCopy.win[f.Stream] = protocol.InitialWindow
+		go fakeCopyOut(w, f)
+	case protocol.TCredit:
+		var c protocol.Credit
+		protocol.Decode(f, &c)
+		if _, ok := fakeCopy.win[f.Stream]; ok {
+			fakeCopy.win[f.Stream] += c.Bytes
+		}
+	case protocol.TCancel:
+		delete(fakeCopy.win, f.Stream)
+	}
+}
+
+func fakeSend(w *protocol.Writer, stream uint32, data []byte) bool {
+	for len(data) > 0 {
+		fakeCopy.Lock()
+		win, ok := fakeCopy.win[stream]
+		for ok && win <= 0 {
+			fakeCopy.cond.Wait()
+			win, ok = fakeCopy.win[stream]
+		}
+		if !ok {
+			fakeCopy.Unlock()
+			return false // cancelled
+		}
+		n := min(len(data), protocol.MaxChunk, win)
+		fakeCopy.win[stream] -= n
+		fakeCopy.Unlock()
+		if err := w.WriteFrame(protocol.Frame{Type: protocol.TStdout, Stream: stream, Payload: data[:n]}); err != nil {
+			os.Exit(0)
+		}
+		data = data[n:]
+	}
+	return true
+}
+
+// fakeCopyOut answers a copy out with a hostile archive chosen by the
+// source path the test asks for.
+func fakeCopyOut(w *protocol.Writer, f protocol.Frame) {
+	var req protocol.CopyOut
+	protocol.Decode(f, &req)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	add := func(h tar.Header, body string) {
+		if h.Mode == 0 {
+			h.Mode = 0o644
+		}
+		if h.Typeflag == tar.TypeReg && h.Size == 0 {
+			h.Size = int64(len(body))
+		}
+		tw.WriteHeader(&h)
+		io.WriteString(tw, body)
+	}
+	name := strings.TrimPrefix(req.Src, "/")
+	switch req.Src {
+	case "/dotdot":
+		add(tar.Header{Name: name + "/../../evil", Typeflag: tar.TypeReg}, "x")
+	case "/absolute":
+		add(tar.Header{Name: "/etc/evil", Typeflag: tar.TypeReg}, "x")
+	case "/through-symlink":
+		add(tar.Header{Name: name + "/l", Typeflag: tar.TypeSymlink, Linkname: "../../outside"}, "")
+		add(tar.Header{Name: name + "/l/evil", Typeflag: tar.TypeReg}, "x")
+	case "/hardlink":
+		add(tar.Header{Name: name + "/h", Typeflag: tar.TypeLink, Linkname: name + "/../../outside"}, "")
+	case "/oversize":
+		tw.WriteHeader(&tar.Header{Name: name + "/big", Typeflag: tar.TypeReg, Size: 1 << 40, Mode: 0o644})
+	case "/device":
+		for i := 0; i < 5000; i++ {
+			add(tar.Header{Name: name + "/null", Typeflag: tar.TypeChar, Devmajor: 1, Devminor: 3}, "")
+		}
+	case "/trailing", "/ok":
+		add(tar.Header{Name: name, Typeflag: tar.TypeReg}, "fine")
+	case "/overrun":
+		chunk := make([]byte, protocol.MaxChunk)
+		for i := 0; i < 64; i++ { // 4 MiB without waiting for credit
+			w.WriteFrame(protocol.Frame{Type: protocol.TStdout, Stream: f.Stream, Payload: chunk})
+		}
+		return
+	}
+	tw.Close()
+	if req.Src == "/trailing" {
+		buf.Write(bytes.Repeat([]byte{1}, 2<<20)) // junk after the archive's end
+	}
+	if fakeSend(w, f.Stream, buf.Bytes()) {
+		done, _ := protocol.Encode(protocol.TCopyDone, f.Stream, protocol.CopyDone{})
+		w.WriteFrame(done)
+	}
+}
