@@ -1,8 +1,12 @@
 package core
 
 import (
+	"context"
+	"fmt"
 	"net/netip"
 	"strconv"
+
+	"github.com/boxlite/boxlite/errdefs"
 
 	"github.com/boxlite/boxlite/netpolicy"
 	"github.com/boxlite/boxlite/protocol"
@@ -106,4 +110,27 @@ func (c *BoxConfig) shimNetwork() *shimapi.Network {
 		return nil
 	}
 	return &shimapi.Network{AllowNet: c.Network.AllowNet, Ports: c.Ports}
+}
+
+// NetworkStats are a running box's network counters now: bytes each way,
+// connections, DNS queries, and what allow_net refused. ErrNotFound when the
+// box has no network.
+func (b *Box) NetworkStats(ctx context.Context) (*protocol.NetworkStats, error) {
+	b.mu.Lock()
+	c, state := b.conn, b.state
+	b.mu.Unlock()
+	if state != StateRunning || c == nil {
+		if state == StateStopped {
+			return nil, fmt.Errorf("network stats: %w", b.stoppedError())
+		}
+		return nil, errdefs.Errorf(errdefs.ErrInvalidState, "network stats: box %s is %s", b.rec.ID, state)
+	}
+	var info protocol.Info
+	if err := c.request(protocol.TInfo, nil, &info); err != nil {
+		return nil, fmt.Errorf("network stats: %w", err)
+	}
+	if info.Network == nil || info.Network.Stats == nil {
+		return nil, errdefs.Errorf(errdefs.ErrNotFound, "network stats: box %s has no network", b.rec.ID)
+	}
+	return info.Network.Stats, nil
 }

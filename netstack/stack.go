@@ -74,15 +74,7 @@ type Stack struct {
 }
 
 // Stats counts what the box's network did.
-type Stats struct {
-	BytesToGuest   uint64 `json:"bytes_to_guest"`
-	BytesFromGuest uint64 `json:"bytes_from_guest"`
-	TCPConns       uint64 `json:"tcp_connections"`
-	UDPFlows       uint64 `json:"udp_flows"`
-	DNSQueries     uint64 `json:"dns_queries"`
-	Blocked        uint64 `json:"blocked"` // connections, flows and names refused by the policy
-	Dropped        uint64 `json:"dropped"` // refused because a bound was reached
-}
+type Stats = protocol.NetworkStats
 
 type statCounters struct {
 	tcp, udp, dns, blocked, dropped atomic.Uint64

@@ -272,6 +272,21 @@ type NetworkInfo struct {
 	GatewayIP string   `msgpack:"gateway_ip" json:"gateway_ip"`
 	AllowNet  []string `msgpack:"allow_net,omitempty" json:"allow_net,omitempty"`
 	Ports     []Port   `msgpack:"ports,omitempty" json:"ports,omitempty"`
+	// Stats are the network's counters when the info was asked for.
+	Stats *NetworkStats `msgpack:"stats,omitempty" json:"stats,omitempty"`
+}
+
+// NetworkStats counts what a box's network did.
+type NetworkStats struct {
+	BytesToGuest   uint64 `msgpack:"bytes_to_guest" json:"bytes_to_guest"`
+	BytesFromGuest uint64 `msgpack:"bytes_from_guest" json:"bytes_from_guest"`
+	TCPConns       uint64 `msgpack:"tcp_connections" json:"tcp_connections"`
+	UDPFlows       uint64 `msgpack:"udp_flows" json:"udp_flows"`
+	DNSQueries     uint64 `msgpack:"dns_queries" json:"dns_queries"`
+	// Blocked counts connections, flows and names allow_net refused;
+	// Dropped those refused because a bound on open connections was met.
+	Blocked uint64 `msgpack:"blocked" json:"blocked"`
+	Dropped uint64 `msgpack:"dropped" json:"dropped"`
 }
 
 // Port is a published port: HostIP:HostPort on the host reaches GuestPort

@@ -40,6 +40,18 @@ func (s *shim) startNetwork(vm *hv.Config) error {
 	return nil
 }
 
+// currentInfo is the box's info with the network's counters as they are now.
+func (s *shim) currentInfo() protocol.Info {
+	info := s.info
+	if s.net != nil && info.Network != nil {
+		n := *info.Network
+		st := s.net.Stats()
+		n.Stats = &st
+		info.Network = &n
+	}
+	return info
+}
+
 // serveNetwork carries the NIC's frames until the VM ends.
 func (s *shim) serveNetwork() {
 	if s.net == nil {

@@ -119,7 +119,7 @@ func (s *shim) serveClient(c *client) {
 		}
 		switch f.Type {
 		case protocol.TInfo:
-			reply, _ := protocol.Encode(protocol.TInfo, f.Stream, s.info)
+			reply, _ := protocol.Encode(protocol.TInfo, f.Stream, s.currentInfo())
 			c.queue(reply)
 			continue
 		case protocol.TShutdown:

@@ -151,6 +151,9 @@ func TestNetwork(t *testing.T) {
 		if got := strings.TrimSpace(string(res.Stdout)); got != "100" {
 			t.Fatalf("%s of 100 connections completed together (exit %d)\n%s", got, res.Code, res.Stderr)
 		}
+		if st, err := shared.NetworkStats(context.Background()); err != nil || st.TCPConns < 100 || st.BytesToGuest == 0 {
+			t.Errorf("network stats: %+v, %v", st, err)
+		}
 	})
 
 	t.Run("allow_net blocks the host alias", func(t *testing.T) {
@@ -174,6 +177,9 @@ func TestNetwork(t *testing.T) {
 		}
 		if d := time.Since(start); d > 30*time.Second {
 			t.Errorf("refusals took %s: they should fail fast", d)
+		}
+		if st, err := restricted.NetworkStats(context.Background()); err != nil || st.Blocked < 2 {
+			t.Errorf("network stats: %+v, %v; want the refusals counted", st, err)
 		}
 		log, _ := os.ReadFile(filepath.Join(restricted.Info().Dir, "shim.log"))
 		for _, want := range []string{`refused DNS name "host.boxlite.internal"`, "refused tcp to 192.168.127.254:"} {
@@ -201,6 +207,9 @@ func TestNetwork(t *testing.T) {
 		}
 		if off.Info().Runtime.Network != nil {
 			t.Errorf("a box without a network reports one: %+v", off.Info().Runtime.Network)
+		}
+		if _, err := off.NetworkStats(context.Background()); !errors.Is(err, errdefs.ErrNotFound) {
+			t.Errorf("network stats of a box without a network: %v", err)
 		}
 	})
 
