@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -20,39 +21,78 @@ import (
 	"github.com/boxlite/boxlite/protocol"
 )
 
-// publish binds the box's published ports on the host, before the box
-// boots, so that a port in use fails the start at once.
-func (n *Stack) publish() error {
-	for _, p := range n.cfg.Ports {
-		host := p.HostIP
-		if host == "" {
-			host = "127.0.0.1"
+// Publish binds the box's published ports on the host (before the box
+// boots, so that a port in use fails the start at once) and returns them as
+// bound, with the listening sockets as files to hand to New, in the same
+// order. A port in use is an ErrAlreadyExists naming it.
+func Publish(ports []protocol.Port) (bound []protocol.Port, files []*os.File, err error) {
+	defer func() {
+		if err != nil {
+			for _, f := range files {
+				f.Close()
+			}
+			files = nil
 		}
-		addr := net.JoinHostPort(host, strconv.Itoa(p.HostPort))
-		var bound int
+	}()
+	for _, p := range ports {
+		if p.HostIP == "" {
+			p.HostIP = "127.0.0.1"
+		}
+		if p.Protocol == "" {
+			p.Protocol = "tcp"
+		}
+		addr := net.JoinHostPort(p.HostIP, strconv.Itoa(p.HostPort))
+		var f *os.File
 		switch p.Protocol {
 		case "udp":
 			pc, err := net.ListenPacket("udp4", addr)
 			if err != nil {
-				return portError(p, err)
+				return nil, files, portError(p, err)
 			}
-			n.listeners = append(n.listeners, pc)
-			bound = pc.LocalAddr().(*net.UDPAddr).Port
+			p.HostPort = pc.LocalAddr().(*net.UDPAddr).Port
+			f, err = pc.(*net.UDPConn).File()
+			pc.Close()
+			if err != nil {
+				return nil, files, err
+			}
 		default:
 			ln, err := net.Listen("tcp4", addr)
 			if err != nil {
-				return portError(p, err)
+				return nil, files, portError(p, err)
 			}
-			n.listeners = append(n.listeners, ln)
-			bound = ln.Addr().(*net.TCPAddr).Port
+			p.HostPort = ln.Addr().(*net.TCPAddr).Port
+			f, err = ln.(*net.TCPListener).File()
+			ln.Close()
+			if err != nil {
+				return nil, files, err
+			}
 		}
-		p.HostIP, p.HostPort = host, bound
-		if p.Protocol == "" {
-			p.Protocol = "tcp"
-		}
-		n.ports = append(n.ports, p)
+		bound, files = append(bound, p), append(files, f)
 	}
-	return n.cfg.Registry.Hold(n.ports)
+	return bound, files, nil
+}
+
+// listen turns the files of Publish back into listeners.
+func (n *Stack) listen() error {
+	if len(n.cfg.Listeners) != len(n.cfg.Ports) {
+		return fmt.Errorf("network: %d listeners for %d ports", len(n.cfg.Listeners), len(n.cfg.Ports))
+	}
+	for i, f := range n.cfg.Listeners {
+		var l io.Closer
+		var err error
+		if n.cfg.Ports[i].Protocol == "udp" {
+			l, err = net.FilePacketConn(f)
+		} else {
+			l, err = net.FileListener(f)
+		}
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("network: port %d: %w", n.cfg.Ports[i].HostPort, err)
+		}
+		n.listeners = append(n.listeners, l)
+	}
+	n.ports = n.cfg.Ports
+	return nil
 }
 
 func portError(p protocol.Port, err error) error {
@@ -163,12 +203,19 @@ type Registry struct {
 }
 
 // NewRegistry keeps the registry in dir.
+// The directory and its files are world-readable (they hold no data: a
+// file's name is the port): the box's jailed network stack, under a uid of
+// its own, checks them.
 func NewRegistry(dir string) (*Registry, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
+	os.Chmod(dir, 0o755)
 	return &Registry{dir: dir, held: map[string]*os.File{}}, nil
 }
+
+// Dir is the registry's directory.
+func (r *Registry) Dir() string { return r.dir }
 
 func portFile(proto string, port int) string { return proto + "-" + strconv.Itoa(port) }
 
@@ -181,7 +228,7 @@ func (r *Registry) Hold(ports []protocol.Port) error {
 	defer r.mu.Unlock()
 	for _, p := range ports {
 		name := portFile(p.Protocol, p.HostPort)
-		f, err := os.OpenFile(filepath.Join(r.dir, name), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+		f, err := os.OpenFile(filepath.Join(r.dir, name), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o644)
 		if err != nil {
 			return fmt.Errorf("port registry: %w", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,8 +45,10 @@ const (
 type Config struct {
 	// Policy limits where the box may connect (nil: anywhere).
 	Policy *netpolicy.Policy
-	// Ports are published on the host: a HostPort of 0 picks a free one.
-	Ports []protocol.Port
+	// Ports are the published ports as Publish bound them, and Listeners
+	// their sockets (New takes them over).
+	Ports     []protocol.Port
+	Listeners []*os.File
 	// Registry, when set, records the published ports of every box on this
 	// host, so that no box reaches another's (or its own) through the host.
 	Registry *Registry
@@ -80,8 +83,7 @@ type statCounters struct {
 	tcp, udp, dns, blocked, dropped atomic.Uint64
 }
 
-// New builds the box's stack and binds its published ports; a port in use
-// is an ErrAlreadyExists naming it.
+// New builds the box's stack over its published ports' listeners.
 func New(cfg Config) (*Stack, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
@@ -98,7 +100,7 @@ func New(cfg Config) (*Stack, error) {
 			n.Close()
 		}
 	}()
-	if err := n.publish(); err != nil {
+	if err := n.listen(); err != nil {
 		return nil, err
 	}
 	link, err := tap.NewLinkEndpoint(false, MTU, GatewayMAC, GatewayIP.String(), []string{HostIP.String()})
@@ -186,9 +188,6 @@ func (n *Stack) Close() {
 	}
 	if n.stack != nil {
 		n.stack.Close()
-	}
-	if n.cfg.Registry != nil {
-		n.cfg.Registry.Release(n.ports)
 	}
 }
 

@@ -1,21 +1,72 @@
 package shim
 
 import (
+	"bufio"
+	"encoding/json"
+	"fmt"
 	"log"
+	"net"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/hv"
+	"github.com/boxlite/boxlite/jail"
 	"github.com/boxlite/boxlite/netpolicy"
 	"github.com/boxlite/boxlite/netstack"
 	"github.com/boxlite/boxlite/protocol"
 )
 
-// startNetwork builds the box's network stack before its VM exists, so a
-// published port already in use fails the start before anything boots, and
-// gives the VM its NIC and the guest its addresses.
+// A box's network stack runs in a process of its own, confined like the
+// VMM (it parses every frame the guest sends): the shim binary again,
+// started as "/boxlite-net netstack CONFIG" through package jail with the
+// host's network namespace (it NATs through host sockets) but its own
+// mount and IPC namespaces, a uid of its own when the shim is root, a
+// cgroup, rlimits, no_new_privs and seccomp. Its descriptors: 3 the NIC
+// (the VMM's SOCK_SEQPACKET peer), 4 a control socket to the shim, 5... the
+// published ports' listeners, which the shim binds itself so that a port in
+// use (or a privileged one) is decided before anything starts.
+const (
+	netProcArg = "netstack"
+	// netMemoryMax and netPidsMax are the stack's cgroup limits: its
+	// buffers (MaxTCPConns connections of at most 2 MiB each) and the Go
+	// runtime's threads.
+	netMemoryMax = 768 << 20
+	netPidsMax   = 128
+	// netRegistryDir is where the jail shows the home's port registry.
+	netRegistryDir = "/ports"
+	netStatsWait   = time.Second
+)
+
+// netProcConfig is what the stack process is told on its command line.
+type netProcConfig struct {
+	AllowNet []string        `json:"allow_net,omitempty"`
+	Ports    []protocol.Port `json:"ports,omitempty"` // as bound, in the order of descriptors 5...
+}
+
+// netProc is the shim's end of the running stack.
+type netProc struct {
+	cmd      *jail.Cmd
+	ports    []*os.File // the listeners, until the stack has them
+	registry *netstack.Registry
+	bound    []protocol.Port
+	done     chan struct{}
+	err      error // set before done is closed
+
+	mu  sync.Mutex // one stats request at a time
+	ctl *net.UnixConn
+	rd  *bufio.Reader
+}
+
+// startNetwork binds the box's published ports and gives its VM a NIC and
+// the guest its addresses; the stack itself starts with the VM
+// (serveNetwork), which holds the NIC's other end.
 func (s *shim) startNetwork(vm *hv.Config) error {
 	n := s.cfg.Network
 	if n == nil {
@@ -29,39 +80,233 @@ func (s *shim) startNetwork(vm *hv.Config) error {
 	if err != nil {
 		return err
 	}
-	s.net, err = netstack.New(netstack.Config{Policy: policy, Ports: n.Ports, Registry: reg, Logf: rateLimited(log.Printf)})
+	bound, files, err := netstack.Publish(n.Ports)
 	if err != nil {
 		return err
 	}
+	if err := reg.Hold(bound); err != nil {
+		for _, f := range files {
+			f.Close()
+		}
+		return err
+	}
+	s.net = &netProc{ports: files, registry: reg, bound: bound, done: make(chan struct{})}
 	vm.NIC = &hv.NIC{MAC: netstack.GuestMAC}
 	vm.Cmdline = strings.TrimSpace(vm.Cmdline + " " + netstack.GuestConfig(policy.AllowName(netpolicy.HostAlias)))
 	s.netInfo = &protocol.NetworkInfo{GuestIP: netstack.GuestIP.String(), GatewayIP: netstack.GatewayIP.String(),
-		AllowNet: policy.Rules(), Ports: s.net.Ports()}
+		AllowNet: policy.Rules(), Ports: bound}
 	return nil
+}
+
+// serveNetwork starts the box's network stack on the VM's NIC. If it dies
+// while the box runs, the box stops: a box does not lose its network
+// silently.
+func (s *shim) serveNetwork() error {
+	p := s.net
+	if p == nil {
+		return nil
+	}
+	nic, err := s.vm.Network().(*net.UnixConn).File()
+	if err != nil {
+		return fmt.Errorf("network: %w", err)
+	}
+	defer nic.Close()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("network: control socket: %v: %w", err, errdefs.ErrLimit)
+	}
+	mine, theirs := os.NewFile(uintptr(fds[0]), "netctl"), os.NewFile(uintptr(fds[1]), "netctl")
+	defer theirs.Close()
+	c, err := net.FileConn(mine)
+	mine.Close()
+	if err != nil {
+		return fmt.Errorf("network: control socket: %w", err)
+	}
+	p.ctl, p.rd = c.(*net.UnixConn), bufio.NewReaderSize(c, 4096)
+
+	cfg, _ := json.Marshal(netProcConfig{AllowNet: s.cfg.Network.AllowNet, Ports: p.bound})
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("network: %w", err)
+	}
+	const inside = "/boxlite-net" // its command name too
+	binds := []jail.Bind{{Host: self, Inside: inside}, {Host: p.registry.Dir(), Inside: netRegistryDir}}
+	// The stack resolves names for the box as the host does.
+	for _, f := range []string{"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf"} {
+		if _, err := os.Stat(f); err == nil {
+			binds = append(binds, jail.Bind{Host: f})
+		}
+	}
+	spec := jail.Spec{
+		Path: inside, Args: []string{inside, netProcArg, string(cfg)}, HostNetwork: true,
+		Binds: binds, Devices: []string{"/dev/null", "/dev/urandom"},
+		ExtraFiles: append([]*os.File{nic, theirs}, p.ports...), Stdout: os.Stderr, Stderr: os.Stderr,
+		Cgroup: &jail.CgroupSpec{Name: "boxlite-" + s.cfg.BoxID + ".net", MemoryMaxBytes: netMemoryMax,
+			PidsMax: netPidsMax, CPUWeight: 100},
+	}
+	if os.Geteuid() == 0 {
+		uid, release, err := jail.AllocUID(filepath.Join(s.cfg.StateDir, "uids"), jail.UIDRangeLo, jail.UIDRangeHi)
+		if err != nil {
+			return fmt.Errorf("network: a uid for the stack: %w", err)
+		}
+		spec.UID, spec.GID = uid, uid
+		prev := s.releaseUID
+		s.releaseUID = func() {
+			release()
+			if prev != nil {
+				prev()
+			}
+		}
+	}
+	p.cmd, err = hv.StartHelper("", spec)
+	for _, f := range p.ports {
+		f.Close() // the stack has them now (or nobody needs them)
+	}
+	p.ports = nil
+	if err != nil {
+		return fmt.Errorf("network: start the stack: %w", err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+		if !s.exitedSoon() {
+			s.kill(fmt.Sprintf("the network stack exited: %v", p.err))
+		}
+	}()
+	// The stack says it is up (or why not) before the guest needs it.
+	p.ctl.SetReadDeadline(time.Now().Add(10 * time.Second))
+	line, err := p.rd.ReadString('\n')
+	p.ctl.SetReadDeadline(time.Time{})
+	if err != nil {
+		return fmt.Errorf("network: the stack did not start: %v", err)
+	}
+	var r struct{ Error string }
+	if json.Unmarshal([]byte(line), &r) != nil || r.Error != "" {
+		return fmt.Errorf("network: the stack did not start: %s", strings.TrimSpace(r.Error+" "+line))
+	}
+	l := p.cmd.Layers()
+	l.NetNS.Applied = true // the host's, by design: it NATs through host sockets
+	for _, m := range l.Missing() {
+		s.netWarnings = append(s.netWarnings, fmt.Sprintf("network stack confinement: no %s (%s)", m.Name, m.Note))
+	}
+	return nil
+}
+
+// stats asks the stack for its counters; nil if it does not answer soon.
+func (p *netProc) stats() *protocol.NetworkStats {
+	if p == nil || p.ctl == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ctl.SetDeadline(time.Now().Add(netStatsWait))
+	defer p.ctl.SetDeadline(time.Time{})
+	if _, err := p.ctl.Write([]byte("stats\n")); err != nil {
+		return nil
+	}
+	// The stack is confined, not trusted: a line of at most the reader's
+	// buffer, decoded into counters.
+	line, err := p.rd.ReadSlice('\n')
+	if err != nil {
+		return nil
+	}
+	var st protocol.NetworkStats
+	if json.Unmarshal(line, &st) != nil {
+		return nil
+	}
+	return &st
+}
+
+// stopNetwork ends the stack and frees the box's published ports.
+func (s *shim) stopNetwork() {
+	p := s.net
+	if p == nil {
+		return
+	}
+	for _, f := range p.ports {
+		f.Close()
+	}
+	if p.cmd != nil {
+		p.cmd.Process().Kill()
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+			log.Printf("network: the stack did not exit after SIGKILL")
+		}
+	}
+	if p.ctl != nil {
+		p.ctl.Close()
+	}
+	p.registry.Release(p.bound)
 }
 
 // currentInfo is the box's info with the network's counters as they are now.
 func (s *shim) currentInfo() protocol.Info {
 	info := s.info
-	if s.net != nil && info.Network != nil {
+	if info.Network != nil {
 		n := *info.Network
-		st := s.net.Stats()
-		n.Stats = &st
+		n.Stats = s.net.stats()
 		info.Network = &n
 	}
 	return info
 }
 
-// serveNetwork carries the NIC's frames until the VM ends.
-func (s *shim) serveNetwork() {
-	if s.net == nil {
+// NetworkMain runs the box's network stack when the shim binary was
+// started as one (see netProcArg); otherwise it returns at once. It never
+// returns when it runs.
+func NetworkMain() {
+	if len(os.Args) != 3 || os.Args[1] != netProcArg {
 		return
 	}
+	log.SetPrefix(fmt.Sprintf("net[%d] ", os.Getpid()))
+	ctl := os.NewFile(4, "netctl")
+	fail := func(err error) {
+		b, _ := json.Marshal(map[string]string{"error": err.Error()})
+		ctl.Write(append(b, '\n'))
+		os.Exit(1)
+	}
+	var cfg netProcConfig
+	if err := json.Unmarshal([]byte(os.Args[2]), &cfg); err != nil {
+		fail(err)
+	}
+	policy, err := netpolicy.Parse(cfg.AllowNet)
+	if err != nil {
+		fail(err)
+	}
+	// The pure Go resolver: it needs no libc modules inside the jail.
+	net.DefaultResolver.PreferGo = true
+	reg, err := netstack.NewRegistry(netRegistryDir)
+	if err != nil {
+		fail(err)
+	}
+	var listeners []*os.File
+	for i := range cfg.Ports {
+		listeners = append(listeners, os.NewFile(uintptr(5+i), "port"))
+	}
+	st, err := netstack.New(netstack.Config{Policy: policy, Ports: cfg.Ports, Listeners: listeners,
+		Registry: reg, Logf: rateLimited(log.Printf)})
+	if err != nil {
+		fail(err)
+	}
+	nic, err := net.FileConn(os.NewFile(3, "nic"))
+	if err != nil {
+		fail(err)
+	}
+	ctl.Write([]byte("{}\n"))
 	go func() {
-		if err := s.net.Serve(s.vm.Network()); err != nil && !s.exitedSoon() {
-			log.Printf("network: %v", err)
+		// Stats on request, until the shim goes.
+		rd := bufio.NewReader(ctl)
+		for {
+			if _, err := rd.ReadString('\n'); err != nil {
+				os.Exit(0)
+			}
+			b, _ := json.Marshal(st.Stats())
+			ctl.Write(append(b, '\n'))
 		}
 	}()
+	err = st.Serve(nic) // until the VMM closes the NIC
+	log.Printf("network: %v", err)
+	os.Exit(0)
 }
 
 // rateLimited passes at most 20 lines a minute on to logf: the network logs

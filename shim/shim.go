@@ -18,7 +18,6 @@ import (
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/hv"
 	"github.com/boxlite/boxlite/jail"
-	"github.com/boxlite/boxlite/netstack"
 	"github.com/boxlite/boxlite/protocol"
 	"github.com/boxlite/boxlite/shimapi"
 )
@@ -29,9 +28,7 @@ import (
 func Run(cfg shimapi.Config, ready io.WriteCloser, parent io.Reader) error {
 	s := &shim{cfg: cfg, routes: map[uint32]route{}, next: 1, clients: map[*client]bool{}}
 	defer func() {
-		if s.net != nil {
-			s.net.Close()
-		}
+		s.stopNetwork()
 		s.stopVolumes()
 		if s.releaseUID != nil {
 			s.releaseUID()
@@ -87,8 +84,9 @@ type shim struct {
 	w           *protocol.Writer
 	ln          net.Listener
 	info        protocol.Info
-	net         *netstack.Stack // the box's network; nil without one
+	net         *netProc // the box's network stack (network.go); nil without one
 	netInfo     *protocol.NetworkInfo
+	netWarnings []string    // what the network stack's jail could not give
 	fsDaemons   []*fsDaemon // virtiofsd of the volumes (volumes.go)
 	fsWarnings  []string    // what the file daemons' jails could not give
 
@@ -210,13 +208,15 @@ func (s *shim) boot() error {
 		s.stopVolumes()
 		return err
 	}
-	s.serveNetwork()
 	s.watchVolumes()
 	fail := func(what string, err error) error {
 		s.vm.Kill()
 		s.stopVolumes()
 		return fmt.Errorf("boot: %s after %.1fs: %v: %w\n--- console (last lines) ---\n%s",
 			what, time.Since(start).Seconds(), err, errdefs.ErrBootFailed, hv.ConsoleTail(vmcfg.ConsoleLog, 2048))
+	}
+	if err := s.serveNetwork(); err != nil {
+		return fail("network", err)
 	}
 	ch := s.vm.Channel() // reads EOF if the VMM exits
 	s.agent = ch
@@ -262,6 +262,7 @@ func (s *shim) boot() error {
 		s.info.Warnings = append(s.info.Warnings, fmt.Sprintf("vmm confinement: no %s (%s)", l.Name, l.Note))
 	}
 	s.info.Warnings = append(s.info.Warnings, s.fsWarnings...)
+	s.info.Warnings = append(s.info.Warnings, s.netWarnings...)
 	if len(s.info.Warnings) > 0 {
 		log.Printf("isolation warnings: %q", s.info.Warnings)
 	}
@@ -379,9 +380,7 @@ func (s *shim) teardown() {
 	s.clients = map[*client]bool{}
 	s.mu.Unlock()
 	s.writeExit(reason)
-	if s.net != nil {
-		s.net.Close() // its published ports are free again
-	}
+	s.stopNetwork() // its published ports are free again
 	s.stopVolumes()
 	s.ln.Close()
 	os.Remove(s.cfg.Path(shimapi.SocketFile))

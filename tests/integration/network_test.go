@@ -144,6 +144,33 @@ func TestNetwork(t *testing.T) {
 		}
 	})
 
+	t.Run("stack confined", func(t *testing.T) {
+		pids := childPids(t, shared.Info().Runtime.ShimPid, "boxlite-net")
+		if len(pids) != 1 {
+			t.Fatalf("network stack processes of the shared box: %v", pids)
+		}
+		proc := fmt.Sprintf("/proc/%d", pids[0])
+		status, _ := os.ReadFile(proc + "/status")
+		if !strings.Contains(string(status), "NoNewPrivs:\t1") || !strings.Contains(string(status), "Seccomp:\t2") {
+			t.Errorf("no_new_privs or seccomp missing:\n%s", status)
+		}
+		if os.Getuid() == 0 && strings.Contains(string(status), "Uid:\t0\t") {
+			t.Errorf("the network stack of a root caller runs as root")
+		}
+		own, _ := os.Readlink("/proc/self/ns/mnt")
+		if ns, _ := os.Readlink(proc + "/ns/mnt"); ns == own {
+			t.Errorf("the network stack shares our mount namespace")
+		}
+		if _, err := os.Stat(proc + "/root" + rt.Home()); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the home is visible to the network stack: %v", err)
+		}
+		for _, w := range shared.Info().Runtime.Warnings {
+			if strings.HasPrefix(w, "network stack confinement") {
+				t.Errorf("box warns: %s", w)
+			}
+		}
+	})
+
 	t.Run("100 connections at once", func(t *testing.T) {
 		script := fmt.Sprintf(`for i in $(seq 100); do wget -q -O /tmp/gate.$i http://host.boxlite.internal:%d/gate/100 & done; wait
 			cat /tmp/gate.* | grep -c open=100; rm -f /tmp/gate.*`, host.port)
@@ -270,9 +297,15 @@ func TestNetwork(t *testing.T) {
 			t.Errorf("publishing a port in use: %v", err)
 		}
 
-		// Stopping the box frees its ports.
+		// Stopping the box frees its ports and ends its stack.
+		stack := childPids(t, pub.Info().Runtime.ShimPid, "boxlite-net")
 		if err := pub.Stop(ctx); err != nil {
 			t.Fatal(err)
+		}
+		for _, pid := range stack {
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+				t.Errorf("network stack %d still there after the box stopped", pid)
+			}
 		}
 		ln, err := net.Listen("tcp", tcpAddr)
 		if err != nil {

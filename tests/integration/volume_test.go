@@ -189,7 +189,10 @@ func TestVolumeMissingHostPath(t *testing.T) {
 }
 
 // virtiofsdPids lists the virtiofsd children of the shim.
-func virtiofsdPids(t *testing.T, shim int) []int {
+func virtiofsdPids(t *testing.T, shim int) []int { return childPids(t, shim, "virtiofsd") }
+
+// childPids lists the shim's children whose command name is comm.
+func childPids(t *testing.T, shim int, comm string) []int {
 	t.Helper()
 	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", shim))
 	var pids []int
@@ -197,7 +200,7 @@ func virtiofsdPids(t *testing.T, shim int) []int {
 		b, _ := os.ReadFile(f)
 		for _, p := range strings.Fields(string(b)) {
 			pid, _ := strconv.Atoi(p)
-			if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); strings.TrimSpace(string(comm)) == "virtiofsd" {
+			if c, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); strings.TrimSpace(string(c)) == comm {
 				pids = append(pids, pid)
 			}
 		}
