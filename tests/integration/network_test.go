@@ -189,12 +189,16 @@ func TestNetwork(t *testing.T) {
 		res := runIn(t, restricted, sh(`nslookup host.boxlite.internal; echo "dns=$?"
 			timeout 5 wget -q -O- `+hi+`; echo "name=$?"
 			timeout 5 wget -q -O- http://192.168.127.254:`+fmt.Sprint(host.port)+`/hi; echo "raw=$?"
+			timeout 3 nslookup -type=a example.invalid 192.0.2.53; echo "resolver=$?"
 			cat /etc/hosts`))
 		out := string(res.Stdout)
 		for _, want := range []string{"name=1", "raw=1"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("want %s:\n%s%s", want, out, res.Stderr)
 			}
+		}
+		if strings.Contains(out, "resolver=0") {
+			t.Errorf("a second resolver answered:\n%s", out)
 		}
 		if strings.Contains(out, "dns=0") || strings.Contains(out, "192.168.127.254") {
 			t.Errorf("the host alias resolves in a box that may not reach it:\n%s", out)
@@ -209,7 +213,7 @@ func TestNetwork(t *testing.T) {
 			t.Errorf("network stats: %+v, %v; want the refusals counted", st, err)
 		}
 		log, _ := os.ReadFile(filepath.Join(restricted.Info().Dir, "shim.log"))
-		for _, want := range []string{`refused DNS name "host.boxlite.internal"`, "refused tcp to 192.168.127.254:"} {
+		for _, want := range []string{`refused DNS name "host.boxlite.internal"`, "refused tcp to 192.168.127.254:", "refused udp to 192.0.2.53:53"} {
 			if !strings.Contains(string(log), want) {
 				t.Errorf("shim log lacks %q", want)
 			}
