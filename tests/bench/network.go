@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"time"
 
 	"github.com/boxlite/boxlite/core"
@@ -49,12 +50,22 @@ func network() error {
 	fmt.Printf("network: create to first exec with a NIC median %s vs disabled %s (ratio %.2fx)\n",
 		ms(median(on)), ms(median(off)), float64(median(on))/float64(median(off)))
 
-	box, err := rt.Create(ctx, "alpine:latest", core.WithPorts(core.Port{GuestPort: 5001}))
+	// Throughput from a python:slim box: busybox nc writes 1 KiB at a
+	// time, which measures nc, not the network.
+	py := os.Getenv("BOXLITE_TEST_PYTHON_IMAGE")
+	if py == "" {
+		return fmt.Errorf("BOXLITE_TEST_PYTHON_IMAGE is not set (make bench sets it)")
+	}
+	imgs, err := rt.Images().Load(ctx, py)
 	if err != nil {
 		return err
 	}
-	defer box.Remove(ctx, true)
-	const size = 128 << 20
+	pyBox, err := rt.Create(ctx, imgs[0].Name, core.WithPorts(core.Port{GuestPort: 5001}))
+	if err != nil {
+		return err
+	}
+	defer pyBox.Remove(ctx, true)
+	const size = 256 << 20
 
 	// Host loopback: the baseline for both directions.
 	loop, err := loopbackMBps(size)
@@ -81,43 +92,53 @@ func network() error {
 		c.Close()
 	}()
 	port := ln.Addr().(*net.TCPAddr).Port
-	send := fmt.Sprintf("dd if=/dev/zero bs=65536 count=%d 2>/dev/null | nc host.boxlite.internal %d", size>>16, port)
-	if res, err := box.Run(ctx, core.Command{Argv: []string{"sh", "-c", send}, Timeout: 5 * time.Minute}); err != nil || res.Code != 0 {
+	send := fmt.Sprintf(`import socket
+s = socket.create_connection(("host.boxlite.internal", %d))
+b = bytes(1 << 20)
+for _ in range(%d): s.sendall(b)
+s.close()`, port, size>>20)
+	if res, err := pyBox.Run(ctx, core.Command{Argv: []string{"python3", "-c", send}, Timeout: 5 * time.Minute}); err != nil || res.Code != 0 {
 		return fmt.Errorf("box -> host: %v %s", err, res.Stderr)
 	}
 	up := <-got
 	fmt.Printf("network: TCP box -> host %.0f MB/s  (host loopback %.0f MB/s; ratio %.3fx)\n", up, loop, up/loop)
 
 	// Host -> box through the published port.
-	sink, err := box.Exec(ctx, core.Command{Argv: []string{"sh", "-c", "nc -l -p 5001 >/dev/null"}})
+	sink, err := pyBox.Exec(ctx, core.Command{Argv: []string{"python3", "-c", `import socket
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); l.bind(("0.0.0.0", 5001)); l.listen(1)
+open("/tmp/listening", "w").close()
+c, _ = l.accept()
+while c.recv(1 << 20): pass
+c.close()`}})
 	if err != nil {
 		return err
 	}
 	defer sink.Close()
-	time.Sleep(500 * time.Millisecond)
-	hp := box.Info().Runtime.Network.Ports[0].HostPort
-	var down float64
-	for try := 0; try < 20; try++ {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", hp))
-		if err != nil {
-			return err
-		}
-		start := time.Now()
-		n, _ := io.CopyN(c, zeros{}, size)
-		c.(*net.TCPConn).CloseWrite()
-		io.Copy(io.Discard, c) // until nc exits
-		c.Close()
-		if n == size {
-			down = float64(n) / 1e6 / time.Since(start).Seconds()
-			break
-		}
-		time.Sleep(200 * time.Millisecond) // nc not listening yet
+	if res, err := pyBox.Run(ctx, core.Command{Argv: []string{"sh", "-c", "for i in $(seq 100); do [ -e /tmp/listening ] && exit 0; sleep 0.1; done; exit 1"}}); err != nil || res.Code != 0 {
+		return fmt.Errorf("the sink in the box did not start")
 	}
+	hp := pyBox.Info().Runtime.Network.Ports[0].HostPort
+	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", hp))
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	n, _ := io.CopyN(c, zeros{}, size)
+	c.(*net.TCPConn).CloseWrite()
+	io.Copy(io.Discard, c) // until the sink closes
+	c.Close()
+	down := float64(n) / 1e6 / time.Since(start).Seconds()
 	fmt.Printf("network: TCP host -> box through a published port %.0f MB/s  (host loopback %.0f MB/s; ratio %.3fx)\n", down, loop, down/loop)
+
+	box, err := rt.Create(ctx, "alpine:latest")
+	if err != nil {
+		return err
+	}
+	defer box.Remove(ctx, true)
 
 	// Connection setup and DNS, per operation, against the guest's own
 	// loopback (the same nc and loop, no NAT).
-	const n = 20
+	const ops = 20
 	srv, err := box.Exec(ctx, core.Command{Argv: []string{"nc", "-ll", "-p", "7000", "-e", "true"}})
 	if err != nil {
 		return err
@@ -125,9 +146,9 @@ func network() error {
 	defer srv.Close()
 	time.Sleep(300 * time.Millisecond)
 	perOp := func(script string) (time.Duration, error) {
-		loopScript := fmt.Sprintf("for i in $(seq %d); do %s; done", n, script)
+		loopScript := fmt.Sprintf("for i in $(seq %d); do %s; done", ops, script)
 		ns, err := guestNs(ctx, box, loopScript, 1)
-		return time.Duration(ns / n), err
+		return time.Duration(ns / ops), err
 	}
 	// A host listener that accepts and closes.
 	ln2, err := net.Listen("tcp", "127.0.0.1:0")
