@@ -18,6 +18,9 @@ import (
 const (
 	dnsTimeout = 5 * time.Second
 	dnsTTL     = 60
+	// maxLookups bounds the box's lookups in flight on the host's resolver;
+	// more get SERVFAIL at once.
+	maxLookups = 32
 )
 
 // serveDNS answers the box's DNS on GatewayIP:53, over UDP and TCP: the box
@@ -69,9 +72,18 @@ func (n *Stack) answer(w dns.ResponseWriter, q *dns.Msg) {
 			m.Answer = append(m.Answer, aRecord(question.Name, HostIP))
 		}
 	case question.Qtype == dns.TypeA:
+		select {
+		case n.lookups <- struct{}{}:
+		default:
+			n.stats.dropped.Add(1)
+			m.Rcode = dns.RcodeServerFailure
+			w.WriteMsg(m)
+			return
+		}
 		ctx, cancel := context.WithTimeout(n.ctx, dnsTimeout)
 		ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip4", name)
 		cancel()
+		<-n.lookups
 		if err != nil {
 			if de, ok := err.(*net.DNSError); ok && de.IsNotFound {
 				m.Rcode = dns.RcodeNameError

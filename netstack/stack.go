@@ -73,6 +73,7 @@ type Stack struct {
 	logged map[string]struct{}
 
 	tcpConns, udpFlows atomic.Int64
+	lookups            chan struct{} // DNS lookups in flight on the host's resolver
 	stats              statCounters
 }
 
@@ -93,7 +94,8 @@ func New(cfg Config) (*Stack, error) {
 	logrus.SetOutput(io.Discard)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	n := &Stack{cfg: cfg, ctx: ctx, cancel: cancel, conns: map[io.Closer]struct{}{}, logged: map[string]struct{}{}}
+	n := &Stack{cfg: cfg, ctx: ctx, cancel: cancel, conns: map[io.Closer]struct{}{}, logged: map[string]struct{}{},
+		lookups: make(chan struct{}, maxLookups)}
 	ok := false
 	defer func() {
 		if !ok {
