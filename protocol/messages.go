@@ -219,7 +219,8 @@ type Credit struct {
 	Bytes int `msgpack:"bytes"`
 }
 
-// Signal delivers a signal number to the exec's process.
+// Signal delivers a signal number to the exec's process; SIGKILL to its
+// whole process group.
 type Signal struct {
 	Signal int `msgpack:"signal"`
 }

@@ -234,11 +234,19 @@ func (e *execution) killGroupLocked(sig unix.Signal) {
 	}
 }
 
+// signal delivers sig to the exec's process; SIGKILL goes to its whole
+// process group (and, with a TTY, its session's groups), as a timeout's
+// does: a killed shell's children would otherwise keep its output open and
+// the exec running (sh -c "sleep 100; echo done").
 func (e *execution) signal(sig int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.exited || e.released {
 		return // the pid may be reused
+	}
+	if unix.Signal(sig) == unix.SIGKILL {
+		e.killGroupLocked(unix.SIGKILL)
+		return
 	}
 	_ = unix.Kill(e.pid, unix.Signal(sig))
 }

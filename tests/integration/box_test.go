@@ -300,3 +300,30 @@ func hostMemMiB(t *testing.T) int {
 	}
 	return kb >> 10
 }
+
+// TestKillEndsTheGroup: Kill of a shell ends its children too, so the exec
+// ends at once, not when they would have (BoxLite's Execution.kill()).
+func TestKillEndsTheGroup(t *testing.T) {
+	ctx := context.Background()
+	e, err := shared.Exec(ctx, sh("echo ready; sleep 100; echo done"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 6)
+	if _, err := io.ReadFull(e.Stdout, buf); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := e.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	st, err := e.Wait(wctx)
+	if err != nil || st.Signal != int(syscall.SIGKILL) {
+		t.Fatalf("got %+v, %v after %s", st, err, time.Since(start))
+	}
+	if res := runIn(t, shared, sh("ps -o pid,args | grep -c '[s]leep 100'")); strings.TrimSpace(string(res.Stdout)) != "0" {
+		t.Errorf("the shell's sleep survived the kill: %s", res.Stdout)
+	}
+}

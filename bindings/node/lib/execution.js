@@ -181,7 +181,7 @@ class Execution {
     return this._id;
   }
 
-  /** Waits for the exit: {exitCode, signal, timedOut}; exitCode is 128+signal when a signal ended it. */
+  /** Waits for the exit: {exitCode, signal, timedOut}; exitCode is -N when signal N ended it (as in BoxLite). */
   wait() {
     if (this._exit !== undefined) {
       return this._exitError ? Promise.reject(this._exitError) : Promise.resolve(this._exit);

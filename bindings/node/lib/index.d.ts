@@ -251,7 +251,7 @@ export interface BoxExecOptions extends ExecOptions {
 }
 
 export interface ExitStatus {
-  /** 128+signal when a signal ended the process. */
+  /** -N when signal N ended the process (as in BoxLite). */
   exitCode: number;
   signal: number;
   /** The command's timeout ended it. */

@@ -293,10 +293,12 @@ static napi_value str_or_null(napi_env env, const char *s) {
   return v;
 }
 
+/* BoxLite's exit code: -N for a process a signal N killed (the C ABI, like a
+ * shell, says 128+N). */
 static napi_value make_exit(napi_env env, const boxlite_exit_t *x) {
   napi_value o, v;
   napi_create_object(env, &o);
-  napi_create_int32(env, x->exit_code, &v);
+  napi_create_int32(env, x->signal ? -x->signal : x->exit_code, &v);
   napi_set_named_property(env, o, "exitCode", v);
   napi_create_int32(env, x->signal, &v);
   napi_set_named_property(env, o, "signal", v);

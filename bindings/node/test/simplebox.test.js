@@ -150,7 +150,7 @@ test('SimpleBox', { skip, ...T }, async (t) => {
     await ex.signal('SIGTERM');
     let x = await ex.wait();
     assert.equal(x.signal, 15);
-    assert.equal(x.exitCode, 128 + 15);
+    assert.equal(x.exitCode, -15);
     ex = await b.exec('sleep', ['30']);
     await ex.kill();
     x = await ex.wait();

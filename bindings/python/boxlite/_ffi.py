@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from typing import Callable, Optional, Tuple
+from typing import Optional, Tuple
 
 from cffi import FFI
 
@@ -258,14 +258,19 @@ def _ptr(handle: "Handle"):
 
 class Handle:
     """An owned library handle: freed exactly once, by close() or, as a safety
-    net, when garbage collected (weakref.finalize runs at most once)."""
+    net, when garbage collected (weakref.finalize runs at most once).
+
+    ``free`` names the library function that frees it, looked up here, once:
+    a finalizer can run inside any allocation, even inside cffi's own
+    ``ffi.new`` while it holds cffi's lock, so it must not look anything up
+    in cffi (that waits on the same lock: the sync API hung so)."""
 
     __slots__ = ("_ptr", "_finalizer", "kind", "__weakref__")
 
-    def __init__(self, ptr, free: Callable, kind: str):
+    def __init__(self, ptr, free: str, kind: str):
         self._ptr = ptr
         self.kind = kind
-        self._finalizer = weakref.finalize(self, free, ptr)
+        self._finalizer = weakref.finalize(self, getattr(lib(), free), ptr)
 
     @property
     def ptr(self):
@@ -282,26 +287,6 @@ class Handle:
 
     def __repr__(self) -> str:
         return f"<{self.kind} handle {'open' if self.alive else 'closed'}>"
-
-
-def _free_runtime(p):
-    lib().boxlite_runtime_free(p)
-
-
-def _free_box(p):
-    lib().boxlite_box_free(p)
-
-
-def _free_execution(p):
-    lib().boxlite_execution_free(p)
-
-
-def _free_session(p):
-    lib().boxlite_session_free(p)
-
-
-def _free_cell(p):
-    lib().boxlite_cell_free(p)
 
 
 # ---- library --------------------------------------------------------------------
@@ -331,7 +316,7 @@ def runtime_new(options_json: Optional[str]) -> Handle:
     err = _new_err()
     opts = ffi.NULL if options_json is None else _cstr(options_json, "runtime options")
     check(lib().boxlite_runtime_new(opts, out, err), err, "runtime_new")
-    return Handle(out[0], _free_runtime, "runtime")
+    return Handle(out[0], "boxlite_runtime_free", "runtime")
 
 
 def runtime_free(rt: Handle) -> None:
@@ -366,14 +351,14 @@ def box_create(rt: Handle, options_json: str) -> Handle:
     out = ffi.new("boxlite_box_t **")
     err = _new_err()
     check(lib().boxlite_box_create(_ptr(rt), _cstr(options_json, "box options"), out, err), err, "box_create")
-    return Handle(out[0], _free_box, "box")
+    return Handle(out[0], "boxlite_box_free", "box")
 
 
 def box_get(rt: Handle, id_or_name: str) -> Handle:
     out = ffi.new("boxlite_box_t **")
     err = _new_err()
     check(lib().boxlite_box_get(_ptr(rt), _cstr(id_or_name, "box id or name"), out, err), err, "box_get")
-    return Handle(out[0], _free_box, "box")
+    return Handle(out[0], "boxlite_box_free", "box")
 
 
 def box_id(box: Handle) -> Optional[str]:
@@ -414,10 +399,16 @@ def box_exec(box: Handle, command_json: str) -> Handle:
     out = ffi.new("boxlite_execution_t **")
     err = _new_err()
     check(lib().boxlite_box_exec(_ptr(box), _cstr(command_json, "command"), out, err), err, "box_exec")
-    return Handle(out[0], _free_execution, "execution")
+    return Handle(out[0], "boxlite_execution_free", "execution")
 
 
 ExitTuple = Tuple[int, int, bool]  # exit_code, signal, timed_out
+
+
+def _exit_code(e) -> int:
+    """BoxLite's exit code: -N for a process a signal N killed (the C ABI,
+    like a shell, says 128+N)."""
+    return -e.signal if e.signal else e.exit_code
 # (exit, stdout, stderr, (stdout_truncated, stderr_truncated))
 RunTuple = Tuple[ExitTuple, bytes, bytes, Tuple[bool, bool]]
 
@@ -425,7 +416,7 @@ RunTuple = Tuple[ExitTuple, bytes, bytes, Tuple[bool, bool]]
 def _take_result(r) -> RunTuple:
     """Copies a boxlite_result_t and frees it."""
     try:
-        return ((r.exit.exit_code, r.exit.signal, bool(r.exit.timed_out)),
+        return ((_exit_code(r.exit), r.exit.signal, bool(r.exit.timed_out)),
                 bytes(ffi.buffer(r.stdout_data, r.stdout_len)) if r.stdout_len else b"",
                 bytes(ffi.buffer(r.stderr_data, r.stderr_len)) if r.stderr_len else b"",
                 (bool(r.stdout_truncated), bool(r.stderr_truncated)))
@@ -496,7 +487,7 @@ def execution_wait(ex: Handle, timeout_ms: int) -> Tuple[int, Optional[ExitTuple
     rc = check(lib().boxlite_execution_wait(_ptr(ex), timeout_ms, out, err), err, "execution_wait")
     if rc == AGAIN:
         return rc, None
-    return rc, (out.exit_code, out.signal, bool(out.timed_out))
+    return rc, (_exit_code(out), out.signal, bool(out.timed_out))
 
 
 def execution_signal(ex: Handle, sig: int) -> None:
@@ -533,7 +524,7 @@ def session_new(box: Handle, kind: str, options_json: Optional[str]) -> Handle:
     err = _new_err()
     opts = ffi.NULL if options_json is None else _cstr(options_json, "session options")
     check(lib().boxlite_session_new(_ptr(box), _cstr(kind, "session kind"), opts, out, err), err, "session_new")
-    return Handle(out[0], _free_session, "session")
+    return Handle(out[0], "boxlite_session_free", "session")
 
 
 def _json_result(rc: int, out, err, op: str) -> str:
@@ -558,7 +549,7 @@ def session_run_start(s: Handle, code: str, timeout_ms: int) -> Handle:
     out = ffi.new("boxlite_cell_t **")
     err = _new_err()
     check(lib().boxlite_session_run_start(_ptr(s), _cstr(code, "code"), timeout_ms, out, err), err, "session_run_start")
-    return Handle(out[0], _free_cell, "cell")
+    return Handle(out[0], "boxlite_cell_free", "cell")
 
 
 def cell_read(c: Handle, buf, timeout_ms: int) -> Tuple[int, int, int]:

@@ -28,8 +28,10 @@ __all__ = [
 ]
 
 
-class BoxliteError(Exception):
-    """Base class of every boxlite error."""
+class BoxliteError(RuntimeError):
+    """Base class of every boxlite error. A ``RuntimeError``, as BoxLite's
+    errors are, so programs written for it (``except RuntimeError``) catch
+    ours."""
 
     code: str = "internal"
     status: int = 10

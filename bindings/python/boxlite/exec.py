@@ -13,7 +13,7 @@ class ExecResult:
     """A finished command (``SimpleBox.exec``, ``Box.run``).
 
     Attributes:
-        exit_code: the exit code (128+signal when a signal killed it; 127 when
+        exit_code: the exit code (-N when signal N killed it, as in BoxLite; 127 when
             the command does not exist).
         stdout, stderr: the output, as str (UTF-8, invalid bytes replaced).
         timed_out: True if the command's timeout killed it.

@@ -38,7 +38,7 @@ WRITE_CHUNK = 1 << 20
 class ExitStatus:
     """How a process ended (what ``Execution.wait()`` returns).
 
-    ``exit_code`` is 128+signal when a signal killed the process; ``timed_out``
+    ``exit_code`` is -N when signal N killed the process (as in BoxLite); ``timed_out``
     is True when the command's own timeout killed it."""
 
     exit_code: int

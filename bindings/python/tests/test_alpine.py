@@ -216,8 +216,8 @@ def test_signal_kill_resize(box, run):
         return st, st2
 
     st, st2 = run(go())
-    assert (st.signal, st.exit_code) == (15, 128 + 15)
-    assert (st2.signal, st2.exit_code) == (9, 128 + 9)
+    assert (st.signal, st.exit_code) == (15, -15)
+    assert (st2.signal, st2.exit_code) == (9, -9)
 
 
 def test_close_kills_running_process(box, run):

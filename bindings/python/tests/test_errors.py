@@ -108,3 +108,25 @@ def test_boot_failure_is_typed(tmp_path):
             asyncio.run(missing.create(boxlite.BoxOptions(image="alpine:latest")))
     finally:
         missing.close()
+
+
+def test_every_error_is_a_runtime_error(tmp_path):
+    """BoxLite's documented programs catch start failures with
+    ``except RuntimeError``: ours must land there too, kinds kept."""
+    for name in boxlite.errors.__all__:
+        cls = getattr(boxlite.errors, name)
+        assert issubclass(cls, RuntimeError), name
+    assert issubclass(boxlite.InvalidArgumentError, ValueError)
+    assert issubclass(boxlite.TimeoutError, TimeoutError)
+
+    async def start_missing():
+        rt = boxlite.Boxlite(boxlite.Options(home_dir=str(tmp_path / "home")))
+        try:
+            async with boxlite.SimpleBox(image="no-such-image:never", runtime=rt):
+                pass
+        finally:
+            rt.close()
+
+    with pytest.raises(RuntimeError) as e:
+        asyncio.run(start_missing())
+    assert isinstance(e.value, boxlite.BoxliteError)
