@@ -377,10 +377,11 @@ func (b *Box) spawnShim(ctx context.Context, deadline time.Duration) error {
 // Stop shuts the box down: the agent syncs and unmounts, the VM powers off,
 // the shim exits. Stopping a stopped box is a no-op.
 func (b *Box) Stop(ctx context.Context) error {
+	b.refresh() // another handle or process may have stopped it
 	b.mu.Lock()
-	if b.state == StateStopped {
+	if b.state == StateStopped || b.state == StateRemoved {
 		b.mu.Unlock()
-		return nil
+		return nil // idempotent, as BoxLite's
 	}
 	if err := b.setState(StateStopping); err != nil {
 		b.mu.Unlock()
@@ -445,6 +446,9 @@ func (b *Box) Remove(ctx context.Context, force bool) error {
 		}
 		if err := b.Stop(ctx); err != nil {
 			return err
+		}
+		if b.State() == StateRemoved {
+			return nil // an auto-remove box went with its stop
 		}
 	}
 	unlock, err := b.rt.lock()

@@ -327,3 +327,26 @@ func TestKillEndsTheGroup(t *testing.T) {
 		t.Errorf("the shell's sleep survived the kill: %s", res.Stdout)
 	}
 }
+
+// TestStopAndRemoveAreIdempotent: BoxLite's stop() of a stopped box and
+// remove(force) of a running auto-remove box succeed.
+func TestStopAndRemoveAreIdempotent(t *testing.T) {
+	ctx := context.Background()
+	b, err := rt.Create(ctx, "alpine:latest", core.WithAutoRemove())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := rt.Get(ctx, b.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Remove(ctx, true); err != nil {
+		t.Fatalf("remove(force) of a running auto-remove box: %v", err)
+	}
+	if err := other.Stop(ctx); err != nil {
+		t.Errorf("stop of a box another handle removed: %v", err)
+	}
+	if err := b.Stop(ctx); err != nil {
+		t.Errorf("second stop: %v", err)
+	}
+}
