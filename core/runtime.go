@@ -356,7 +356,7 @@ func (r *Runtime) records() ([]record, error) {
 			recs = append(recs, rec)
 		}
 	}
-	sort.Slice(recs, func(i, j int) bool { return recs[i].CreatedAt.Before(recs[j].CreatedAt) })
+	sort.Slice(recs, func(i, j int) bool { return recs[i].CreatedAt.After(recs[j].CreatedAt) })
 	return recs, nil
 }
 
@@ -386,7 +386,7 @@ func (r *Runtime) find(idOrName string) (record, error) {
 	return record{}, errdefs.Errorf(errdefs.ErrNotFound, "box %q", idOrName)
 }
 
-// List describes every box in the home, oldest first.
+// List describes every box in the home, newest first (as BoxLite lists them).
 func (r *Runtime) List(ctx context.Context) ([]BoxInfo, error) {
 	recs, err := r.records()
 	if err != nil {

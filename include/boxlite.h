@@ -130,7 +130,7 @@ void boxlite_runtime_free(boxlite_runtime_t *rt);
 int boxlite_image_load(boxlite_runtime_t *rt, const char *path, char **out_json, boxlite_error_t **err);
 /* JSON array of images: [{"name","digest","size","layers":[...],"config":{...}}]. */
 int boxlite_image_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **err);
-/* JSON array of box infos, oldest first. */
+/* JSON array of box infos, newest first. */
 int boxlite_box_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **err);
 
 /* ---- boxes ---- */

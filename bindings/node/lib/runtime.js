@@ -127,7 +127,7 @@ class JsBoxlite {
     }
   }
 
-  /** Info of every box in the home, oldest first. */
+  /** Info of every box in the home, newest first. */
   async listInfo() {
     const rt = await this._handle('listInfo');
     return JSON.parse(await native.boxList(rt)).map(boxInfo);

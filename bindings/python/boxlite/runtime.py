@@ -172,7 +172,7 @@ class Boxlite:
             box.close()
 
     async def list_info(self) -> List[BoxInfo]:
-        """Infos of every box in this home, oldest first."""
+        """Infos of every box in this home, newest first (as BoxLite lists them)."""
         data = json.loads(await blocking(raw.box_list, self._handle()) or "[]")
         return [BoxInfo(d) for d in data or []]
 
