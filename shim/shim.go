@@ -69,6 +69,18 @@ func Run(cfg shimapi.Config, ready io.WriteCloser, parent io.Reader) error {
 	return nil
 }
 
+// tmpfsWarning warns of a box directory in memory: the box's disk pages
+// are then charged to its VMM's memory cgroup, and a box that fills its
+// disk has its VMM killed for memory (measured: "VMM exited unexpectedly:
+// signal: killed") instead of seeing a full disk.
+func tmpfsWarning(dir string) string {
+	var st syscall.Statfs_t
+	if syscall.Statfs(dir, &st) != nil || st.Type != 0x01021994 { // TMPFS_MAGIC
+		return ""
+	}
+	return "disk: the box's home is on tmpfs: its disk is memory charged to its VMM, and filling it kills the box; put BOXLITE_HOME on a disk"
+}
+
 // errLocked: another shim runs the box.
 var errLocked = errdefs.Errorf(errdefs.ErrAlreadyExists, "box locked")
 
@@ -263,6 +275,9 @@ func (s *shim) boot() error {
 	}
 	s.info.Warnings = append(s.info.Warnings, s.fsWarnings...)
 	s.info.Warnings = append(s.info.Warnings, s.netWarnings...)
+	if w := tmpfsWarning(s.cfg.Dir); w != "" {
+		s.info.Warnings = append(s.info.Warnings, w)
+	}
 	if len(s.info.Warnings) > 0 {
 		log.Printf("isolation warnings: %q", s.info.Warnings)
 	}
