@@ -32,7 +32,7 @@ func (n *Stack) route(proto string, dst netip.Addr, port uint16) (string, string
 		if !n.cfg.Policy.AllowAddr(dst, port) {
 			return "", "not in allow_net"
 		}
-		if n.cfg.Registry.Published(proto, port) {
+		if n.published(proto, port) {
 			return "", "a box's published port"
 		}
 		return net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port))), ""
@@ -47,10 +47,14 @@ func (n *Stack) route(proto string, dst netip.Addr, port uint16) (string, string
 	if !n.cfg.Policy.AllowAddr(dst, port) {
 		return "", "not in allow_net"
 	}
-	if n.cfg.Registry.Published(proto, port) && hostAddr(dst) {
+	if n.published(proto, port) && hostAddr(dst) {
 		return "", "a box's published port"
 	}
 	return net.JoinHostPort(dst.String(), strconv.Itoa(int(port))), ""
+}
+
+func (n *Stack) published(proto string, port uint16) bool {
+	return n.cfg.Published != nil && n.cfg.Published(proto, port)
 }
 
 func (n *Stack) refuse(proto string, dst netip.Addr, port uint16, why string) {

@@ -203,19 +203,12 @@ type Registry struct {
 }
 
 // NewRegistry keeps the registry in dir.
-// The directory and its files are world-readable (they hold no data: a
-// file's name is the port): the box's jailed network stack, under a uid of
-// its own, checks them.
 func NewRegistry(dir string) (*Registry, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	os.Chmod(dir, 0o755)
 	return &Registry{dir: dir, held: map[string]*os.File{}}, nil
 }
-
-// Dir is the registry's directory.
-func (r *Registry) Dir() string { return r.dir }
 
 func portFile(proto string, port int) string { return proto + "-" + strconv.Itoa(port) }
 
@@ -228,7 +221,7 @@ func (r *Registry) Hold(ports []protocol.Port) error {
 	defer r.mu.Unlock()
 	for _, p := range ports {
 		name := portFile(p.Protocol, p.HostPort)
-		f, err := os.OpenFile(filepath.Join(r.dir, name), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o644)
+		f, err := os.OpenFile(filepath.Join(r.dir, name), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
 		if err != nil {
 			return fmt.Errorf("port registry: %w", err)
 		}

@@ -49,9 +49,10 @@ type Config struct {
 	// their sockets (New takes them over).
 	Ports     []protocol.Port
 	Listeners []*os.File
-	// Registry, when set, records the published ports of every box on this
-	// host, so that no box reaches another's (or its own) through the host.
-	Registry *Registry
+	// Published, when set, tells whether a box on this host publishes a
+	// port (Registry.Published, or a question to whoever holds it), so that
+	// no box reaches another's (or its own) through the host.
+	Published func(proto string, port uint16) bool
 	// Logf logs what the stack does for the box's log (rate-limited here).
 	Logf func(format string, args ...any)
 }

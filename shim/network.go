@@ -29,9 +29,12 @@ import (
 // host's network namespace (it NATs through host sockets) but its own
 // mount and IPC namespaces, a uid of its own when the shim is root, a
 // cgroup, rlimits, no_new_privs and seccomp. Its descriptors: 3 the NIC
-// (the VMM's SOCK_SEQPACKET peer), 4 a control socket to the shim, 5... the
-// published ports' listeners, which the shim binds itself so that a port in
-// use (or a privileged one) is decided before anything starts.
+// (the VMM's SOCK_SEQPACKET peer), 4 a control socket (the shim asks for
+// counters), 5 a registry socket (the stack asks whether a port is a box's
+// published one: the home's port registry stays private to the home's
+// owner), 6... the published ports' listeners, which the shim binds itself
+// so that a port in use (or a privileged one) is decided before anything
+// starts.
 const (
 	netProcArg = "netstack"
 	// netMemoryMax and netPidsMax are the stack's cgroup limits: its
@@ -39,15 +42,14 @@ const (
 	// runtime's threads.
 	netMemoryMax = 768 << 20
 	netPidsMax   = 128
-	// netRegistryDir is where the jail shows the home's port registry.
-	netRegistryDir = "/ports"
-	netStatsWait   = time.Second
+	netStatsWait = time.Second
+	netFirstPort = 6 // the descriptor of the first listener
 )
 
 // netProcConfig is what the stack process is told on its command line.
 type netProcConfig struct {
 	AllowNet []string        `json:"allow_net,omitempty"`
-	Ports    []protocol.Port `json:"ports,omitempty"` // as bound, in the order of descriptors 5...
+	Ports    []protocol.Port `json:"ports,omitempty"` // as bound, in the order of descriptors 6...
 }
 
 // netProc is the shim's end of the running stack.
@@ -111,18 +113,18 @@ func (s *shim) serveNetwork() error {
 		return fmt.Errorf("network: %w", err)
 	}
 	defer nic.Close()
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	ctl, theirCtl, err := connPair("control")
 	if err != nil {
-		return fmt.Errorf("network: control socket: %v: %w", err, errdefs.ErrLimit)
+		return err
 	}
-	mine, theirs := os.NewFile(uintptr(fds[0]), "netctl"), os.NewFile(uintptr(fds[1]), "netctl")
-	defer theirs.Close()
-	c, err := net.FileConn(mine)
-	mine.Close()
+	defer theirCtl.Close()
+	p.ctl, p.rd = ctl, bufio.NewReaderSize(ctl, 4096)
+	reg, theirReg, err := connPair("registry")
 	if err != nil {
-		return fmt.Errorf("network: control socket: %w", err)
+		return err
 	}
-	p.ctl, p.rd = c.(*net.UnixConn), bufio.NewReaderSize(c, 4096)
+	defer theirReg.Close()
+	go p.answerRegistry(reg)
 
 	cfg, _ := json.Marshal(netProcConfig{AllowNet: s.cfg.Network.AllowNet, Ports: p.bound})
 	self, err := os.Executable()
@@ -130,7 +132,7 @@ func (s *shim) serveNetwork() error {
 		return fmt.Errorf("network: %w", err)
 	}
 	const inside = "/boxlite-net" // its command name too
-	binds := []jail.Bind{{Host: self, Inside: inside}, {Host: p.registry.Dir(), Inside: netRegistryDir}}
+	binds := []jail.Bind{{Host: self, Inside: inside}}
 	// The stack resolves names for the box as the host does.
 	for _, f := range []string{"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf"} {
 		if _, err := os.Stat(f); err == nil {
@@ -140,7 +142,7 @@ func (s *shim) serveNetwork() error {
 	spec := jail.Spec{
 		Path: inside, Args: []string{inside, netProcArg, string(cfg)}, HostNetwork: true,
 		Binds: binds, Devices: []string{"/dev/null", "/dev/urandom"},
-		ExtraFiles: append([]*os.File{nic, theirs}, p.ports...), Stdout: os.Stderr, Stderr: os.Stderr,
+		ExtraFiles: append([]*os.File{nic, theirCtl, theirReg}, p.ports...), Stdout: os.Stderr, Stderr: os.Stderr,
 		Cgroup: &jail.CgroupSpec{Name: "boxlite-" + s.cfg.BoxID + ".net", MemoryMaxBytes: netMemoryMax,
 			PidsMax: netPidsMax, CPUWeight: 100},
 	}
@@ -190,6 +192,47 @@ func (s *shim) serveNetwork() error {
 		s.netWarnings = append(s.netWarnings, fmt.Sprintf("network stack confinement: no %s (%s)", m.Name, m.Note))
 	}
 	return nil
+}
+
+// connPair is a connected pair of stream sockets: the shim's end, and the
+// stack's as a file to hand over.
+func connPair(name string) (*net.UnixConn, *os.File, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("network: %s socket: %v: %w", name, err, errdefs.ErrLimit)
+	}
+	mine := os.NewFile(uintptr(fds[0]), name)
+	c, err := net.FileConn(mine)
+	mine.Close()
+	if err != nil {
+		unix.Close(fds[1])
+		return nil, nil, fmt.Errorf("network: %s socket: %w", name, err)
+	}
+	return c.(*net.UnixConn), os.NewFile(uintptr(fds[1]), name), nil
+}
+
+// answerRegistry tells the stack, a line "PROTO PORT" at a time, whether a
+// box publishes that host port ("1") or not ("0"). The stack is confined,
+// not trusted: a line it sends that is not a question ends the answers
+// (the stack then refuses every connection to a host port).
+func (p *netProc) answerRegistry(c *net.UnixConn) {
+	defer c.Close()
+	sc := bufio.NewScanner(c)
+	sc.Buffer(make([]byte, 64), 64)
+	for sc.Scan() {
+		var proto string
+		var port uint16
+		if k, err := fmt.Sscanf(sc.Text(), "%s %d", &proto, &port); err != nil || k != 2 || (proto != "tcp" && proto != "udp") {
+			return
+		}
+		answer := "0\n"
+		if p.registry.Published(proto, port) {
+			answer = "1\n"
+		}
+		if _, err := c.Write([]byte(answer)); err != nil {
+			return
+		}
+	}
 }
 
 // stats asks the stack for its counters; nil if it does not answer soon.
@@ -275,16 +318,12 @@ func NetworkMain() {
 	}
 	// The pure Go resolver: it needs no libc modules inside the jail.
 	net.DefaultResolver.PreferGo = true
-	reg, err := netstack.NewRegistry(netRegistryDir)
-	if err != nil {
-		fail(err)
-	}
 	var listeners []*os.File
 	for i := range cfg.Ports {
-		listeners = append(listeners, os.NewFile(uintptr(5+i), "port"))
+		listeners = append(listeners, os.NewFile(uintptr(netFirstPort+i), "port"))
 	}
 	st, err := netstack.New(netstack.Config{Policy: policy, Ports: cfg.Ports, Listeners: listeners,
-		Registry: reg, Logf: rateLimited(log.Printf)})
+		Published: askRegistry(os.NewFile(5, "netreg")), Logf: rateLimited(log.Printf)})
 	if err != nil {
 		fail(err)
 	}
@@ -307,6 +346,28 @@ func NetworkMain() {
 	err = st.Serve(nic) // until the VMM closes the NIC
 	log.Printf("network: %v", err)
 	os.Exit(0)
+}
+
+// askRegistry asks the shim whether a host port is a box's published one;
+// when the shim does not answer, it is (the connection is refused).
+func askRegistry(f *os.File) func(string, uint16) bool {
+	c, err := net.FileConn(f) // a conn, for deadlines
+	f.Close()
+	if err != nil {
+		return func(string, uint16) bool { return true }
+	}
+	var mu sync.Mutex
+	rd := bufio.NewReaderSize(c, 64)
+	return func(proto string, port uint16) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		c.SetDeadline(time.Now().Add(netStatsWait))
+		if _, err := fmt.Fprintf(c, "%s %d\n", proto, port); err != nil {
+			return true
+		}
+		line, err := rd.ReadString('\n')
+		return err != nil || line != "0\n"
+	}
 }
 
 // rateLimited passes at most 20 lines a minute on to logf: the network logs

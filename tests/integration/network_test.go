@@ -294,6 +294,9 @@ func TestNetwork(t *testing.T) {
 		if strings.Contains(string(res.Stdout), "tcp:") {
 			t.Errorf("a box reached another box's published port:\n%s", res.Stdout)
 		}
+		if log, _ := os.ReadFile(filepath.Join(shared.Info().Dir, "shim.log")); !strings.Contains(string(log), "a box's published port") {
+			t.Errorf("the shared box's log does not say why it was refused")
+		}
 
 		// A port in use is a typed error naming it, before anything boots.
 		_, err = rt.Create(ctx, "alpine:latest", core.WithPorts(core.Port{HostPort: ports[0].HostPort, GuestPort: 80}))
