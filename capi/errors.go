@@ -23,6 +23,7 @@ var codes = map[errdefs.Kind]C.int{
 	errdefs.KindClosed:          C.BOXLITE_ERR_CLOSED,
 	errdefs.KindLimit:           C.BOXLITE_ERR_LIMIT,
 	errdefs.KindInternal:        C.BOXLITE_ERR_INTERNAL,
+	errdefs.KindUnreachable:     C.BOXLITE_ERR_UNREACHABLE,
 }
 
 // statusNames are static C strings, allocated once.

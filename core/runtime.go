@@ -253,10 +253,6 @@ func (r *Runtime) Create(ctx context.Context, imageRef string, opts ...BoxOption
 			img = res.Image
 		} else {
 			err = fmt.Errorf("image %q is not in the store, and pulling it failed: %w", imageRef, err)
-			if errdefs.KindOf(err) == errdefs.KindInternal {
-				// Unreachable registry: to the caller, the image is nowhere to be had.
-				err = fmt.Errorf("%w: %w", err, errdefs.ErrNotFound)
-			}
 		}
 	}
 	if err != nil {

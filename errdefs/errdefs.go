@@ -16,6 +16,7 @@ var (
 	ErrBootFailed      = errors.New("boot failed")
 	ErrClosed          = errors.New("closed")
 	ErrLimit           = errors.New("limit exceeded")
+	ErrUnreachable     = errors.New("unreachable") // a registry or other remote did not answer
 	ErrInternal        = errors.New("internal error")
 )
 
@@ -33,6 +34,7 @@ const (
 	KindBootFailed      Kind = "boot_failed"
 	KindClosed          Kind = "closed"
 	KindLimit           Kind = "limit"
+	KindUnreachable     Kind = "unreachable"
 	KindInternal        Kind = "internal"
 )
 
@@ -49,6 +51,7 @@ var kinds = []struct {
 	{KindBootFailed, ErrBootFailed},
 	{KindClosed, ErrClosed},
 	{KindLimit, ErrLimit},
+	{KindUnreachable, ErrUnreachable},
 	{KindInternal, ErrInternal},
 }
 

@@ -500,7 +500,7 @@ func remoteError(err error) error {
 	case errors.As(err, &ne) && ne.Timeout():
 		return fmt.Errorf("%w: %w", err, errdefs.ErrTimeout)
 	case errors.As(err, &ne), errors.Is(err, io.ErrUnexpectedEOF): // *url.Error is a net.Error: any failed request
-		return fmt.Errorf("registry unreachable: %w: %w", err, errdefs.ErrInternal)
+		return fmt.Errorf("%w: %w", err, errdefs.ErrUnreachable)
 	}
 	return err
 }

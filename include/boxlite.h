@@ -71,6 +71,7 @@ extern "C" {
 #define BOXLITE_ERR_CLOSED 8           /* "closed" */
 #define BOXLITE_ERR_LIMIT 9            /* "limit" */
 #define BOXLITE_ERR_INTERNAL 10        /* "internal" */
+#define BOXLITE_ERR_UNREACHABLE 11     /* "unreachable": a registry did not answer */
 #define BOXLITE_AGAIN 100 /* nothing available yet; poll boxlite_execution_fd() */
 #define BOXLITE_EOF 101   /* the stream has ended */
 

@@ -24,7 +24,7 @@ static void test_bad_input(boxlite_runtime_t *rt, boxlite_box_t *box) {
   expect(boxlite_box_create(rt, "{not json", &b, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "bad JSON");
   expect(boxlite_box_create(rt, "{\"image\":\"alpine:latest\",\"memroy_mib\":5}", &b, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "unknown field");
   expect(boxlite_box_create(rt, "{\"image\":\"alpine:latest\",\"cpus\":\"two\"}", &b, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "wrong type");
-  expect(boxlite_box_create(rt, "{\"image\":\"127.0.0.1:9/nope:1\"}", &b, &err), &err, BOXLITE_ERR_NOT_FOUND, "missing image");
+  expect(boxlite_box_create(rt, "{\"image\":\"127.0.0.1:9/nope:1\"}", &b, &err), &err, BOXLITE_ERR_UNREACHABLE, "missing image, no registry answering");
   /* Network options are checked before anything boots. */
   expect(boxlite_box_create(rt, "{\"image\":\"alpine:latest\",\"network\":{\"mode\":\"bridged\"}}", &b, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "bad network mode");
   expect(boxlite_box_create(rt, "{\"image\":\"alpine:latest\",\"network\":{\"mode\":\"disabled\"},\"ports\":[{\"guest_port\":80}]}", &b, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "ports without a network");

@@ -161,6 +161,7 @@ func TestRegistryPullByDigestAndErrors(t *testing.T) {
 		{direct, host + "/library/app:2", errdefs.ErrNotFound, "app:2"},
 		{direct, host + "/library/app@" + wrong, errdefs.ErrNotFound, wrong},
 		{direct, "Not A Ref", errdefs.ErrInvalidArgument, "Not A Ref"},
+		{direct, "127.0.0.1:9/library/app:1", errdefs.ErrUnreachable, "connection refused"},
 		{strict, host + "/library/app:1", errdefs.ErrInvalidArgument, "plain HTTP"},
 	} {
 		before := storeFiles(t, direct)

@@ -4,7 +4,7 @@
 /** Stable kind names: the C ABI's boxlite_status_name() of each error. */
 const CODES = Object.freeze([
   'invalid_argument', 'not_found', 'already_exists', 'invalid_state', 'timeout',
-  'unsupported', 'boot_failed', 'closed', 'limit', 'internal',
+  'unsupported', 'boot_failed', 'closed', 'limit', 'internal', 'unreachable',
 ]);
 
 /** Base class of every error the SDK raises (besides TypeError / RangeError for bad arguments). */

@@ -11,7 +11,8 @@ export type BoxliteErrorCode =
   | 'boot_failed'
   | 'closed'
   | 'limit'
-  | 'internal';
+  | 'internal'
+  | 'unreachable';
 
 export declare const ERROR_CODES: readonly BoxliteErrorCode[];
 

@@ -1509,6 +1509,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   set_int(env, exports, "ERR_CLOSED", BOXLITE_ERR_CLOSED);
   set_int(env, exports, "ERR_LIMIT", BOXLITE_ERR_LIMIT);
   set_int(env, exports, "ERR_INTERNAL", BOXLITE_ERR_INTERNAL);
+  set_int(env, exports, "ERR_UNREACHABLE", BOXLITE_ERR_UNREACHABLE);
   set_int(env, exports, "AGAIN", BOXLITE_AGAIN);
   set_int(env, exports, "EOF", BOXLITE_EOF);
   set_int(env, exports, "STDOUT", BOXLITE_STDOUT);

@@ -30,6 +30,7 @@ from .errors import (
     NotFoundError,
     ParseError,
     TimeoutError,
+    UnreachableError,
     UnsupportedError,
 )
 from .exec import ExecResult

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple, Union
 
 from cffi import FFI
 
@@ -41,6 +41,7 @@ CDEF = r"""
 #define BOXLITE_ERR_CLOSED 8
 #define BOXLITE_ERR_LIMIT 9
 #define BOXLITE_ERR_INTERNAL 10
+#define BOXLITE_ERR_UNREACHABLE 11
 #define BOXLITE_AGAIN 100
 #define BOXLITE_EOF 101
 
@@ -260,17 +261,19 @@ class Handle:
     """An owned library handle: freed exactly once, by close() or, as a safety
     net, when garbage collected (weakref.finalize runs at most once).
 
-    ``free`` names the library function that frees it, looked up here, once:
+    ``free`` names the library function that frees it (or is a function),
+    looked up here, once:
     a finalizer can run inside any allocation, even inside cffi's own
     ``ffi.new`` while it holds cffi's lock, so it must not look anything up
     in cffi (that waits on the same lock: the sync API hung so)."""
 
     __slots__ = ("_ptr", "_finalizer", "kind", "__weakref__")
 
-    def __init__(self, ptr, free: str, kind: str):
+    def __init__(self, ptr, free: Union[str, Callable], kind: str):
         self._ptr = ptr
         self.kind = kind
-        self._finalizer = weakref.finalize(self, getattr(lib(), free), ptr)
+        fn = getattr(lib(), free) if isinstance(free, str) else free
+        self._finalizer = weakref.finalize(self, fn, ptr)
 
     @property
     def ptr(self):

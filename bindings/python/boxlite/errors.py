@@ -23,6 +23,7 @@ __all__ = [
     "ClosedError",
     "LimitError",
     "InternalError",
+    "UnreachableError",
     "ExecError",
     "ParseError",
 ]
@@ -117,6 +118,13 @@ class InternalError(BoxliteError):
     code, status = "internal", 10
 
 
+class UnreachableError(BoxliteError, ConnectionError):
+    """A registry (or another remote the library needed) did not answer:
+    no route, no name, refused. Also a ``ConnectionError``."""
+
+    code, status = "unreachable", 11
+
+
 class ExecError(BoxliteError):
     """A command failed (non-zero exit code).
 
@@ -150,6 +158,7 @@ _BY_STATUS = {
         ClosedError,
         LimitError,
         InternalError,
+        UnreachableError,
     )
 }
 
