@@ -1,6 +1,7 @@
 package netstack
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -163,7 +164,27 @@ func (n *Stack) Ports() []protocol.Port { return append([]protocol.Port(nil), n.
 func (n *Stack) Serve(conn net.Conn) error {
 	n.track(conn)
 	defer n.untrack(conn)
-	return n.sw.Accept(n.ctx, conn, types.BessProtocol)
+	return n.sw.Accept(n.ctx, guestFrames{conn, &n.stats.dropped}, types.BessProtocol)
+}
+
+// guestFrames passes on only the frames the box's NIC may send: from its own
+// MAC address. The switch learns every source address it sees, so a guest
+// inventing addresses would grow its table without end.
+type guestFrames struct {
+	net.Conn
+	dropped *atomic.Uint64
+}
+
+var guestMAC = func() net.HardwareAddr { m, _ := net.ParseMAC(GuestMAC); return m }()
+
+func (g guestFrames) Read(p []byte) (int, error) {
+	for {
+		k, err := g.Conn.Read(p)
+		if err != nil || (k >= 14 && bytes.Equal(p[6:12], guestMAC)) {
+			return k, err
+		}
+		g.dropped.Add(1)
+	}
 }
 
 // Stats returns the box network's counters so far.

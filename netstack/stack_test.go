@@ -209,3 +209,32 @@ func TestPublishedPort(t *testing.T) {
 		t.Errorf("read %q through the published port", b)
 	}
 }
+
+func TestFramesFromOtherMACsAreDropped(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[1])
+	n, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	f := os.NewFile(uintptr(fds[0]), "nic")
+	conn, _ := net.FileConn(f)
+	f.Close()
+	go n.Serve(conn)
+	frame := make([]byte, 60)
+	copy(frame, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0, 0, 0, 0, 1, 0x08, 0x06}) // ARP from a made-up MAC
+	for i := 0; i < 3; i++ {
+		unix.Write(fds[1], frame)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for n.Stats().Dropped < 3 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := n.Stats(); st.Dropped != 3 || st.BytesFromGuest != 0 {
+		t.Errorf("stats %+v: want 3 frames dropped before the switch", st)
+	}
+}
