@@ -56,7 +56,9 @@ func guest(t *testing.T, cfg Config) (*stack.Stack, *Stack) {
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},
 		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
 	})
-	t.Cleanup(func() { g.Close(); unix.Close(fds[1]) })
+	// Destroy waits for the guest's link to stop: only then may its fd be
+	// closed (a number reused by the next test would get its frames).
+	t.Cleanup(func() { g.Destroy(); unix.Close(fds[1]) })
 	if err := g.CreateNIC(1, link); err != nil {
 		t.Fatal(err)
 	}
