@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite/tests/internal/proc"
 )
 
 // volumes prints the figures of host folders in boxes, each next to the
@@ -61,7 +62,7 @@ func volumes() error {
 			time.Sleep(2 * time.Second) // idle
 			ri := b.Info().Runtime
 			rss := [3]int{rssKB(ri.ShimPid), rssKB(ri.VMMPid), 0}
-			for _, p := range childrenNamed(ri.ShimPid, "virtiofsd") {
+			for _, p := range proc.ChildrenNamed(ri.ShimPid, "virtiofsd") {
 				rss[2] += rssKB(p)
 			}
 			if withVol {
@@ -174,20 +175,4 @@ func onHostCount(dir string) (int, error) {
 		return nil
 	})
 	return n, err
-}
-
-// childrenNamed lists the child processes of pid whose command is name.
-func childrenNamed(pid int, name string) []int {
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
-	var pids []int
-	for _, f := range tasks {
-		b, _ := os.ReadFile(f)
-		for _, p := range strings.Fields(string(b)) {
-			c, _ := strconv.Atoi(p)
-			if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c)); strings.TrimSpace(string(comm)) == name {
-				pids = append(pids, c)
-			}
-		}
-	}
-	return pids
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/tests/internal/proc"
 )
 
 // hostServer is an HTTP server on the host's 127.0.0.1, for boxes to reach
@@ -145,7 +146,7 @@ func TestNetwork(t *testing.T) {
 	})
 
 	t.Run("stack confined", func(t *testing.T) {
-		pids := childPids(t, shared.Info().Runtime.ShimPid, "boxlite-net")
+		pids := proc.ChildrenNamed(shared.Info().Runtime.ShimPid, "boxlite-net")
 		if len(pids) != 1 {
 			t.Fatalf("network stack processes of the shared box: %v", pids)
 		}
@@ -305,7 +306,7 @@ func TestNetwork(t *testing.T) {
 		}
 
 		// Stopping the box frees its ports and ends its stack.
-		stack := childPids(t, pub.Info().Runtime.ShimPid, "boxlite-net")
+		stack := proc.ChildrenNamed(pub.Info().Runtime.ShimPid, "boxlite-net")
 		if err := pub.Stop(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/tests/internal/proc"
 )
 
 // One box with 16 volumes: 14 read-write directories, one read-only
@@ -189,21 +190,4 @@ func TestVolumeMissingHostPath(t *testing.T) {
 }
 
 // virtiofsdPids lists the virtiofsd children of the shim.
-func virtiofsdPids(t *testing.T, shim int) []int { return childPids(t, shim, "virtiofsd") }
-
-// childPids lists the shim's children whose command name is comm.
-func childPids(t *testing.T, shim int, comm string) []int {
-	t.Helper()
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", shim))
-	var pids []int
-	for _, f := range tasks {
-		b, _ := os.ReadFile(f)
-		for _, p := range strings.Fields(string(b)) {
-			pid, _ := strconv.Atoi(p)
-			if c, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); strings.TrimSpace(string(c)) == comm {
-				pids = append(pids, pid)
-			}
-		}
-	}
-	return pids
-}
+func virtiofsdPids(t *testing.T, shim int) []int { return proc.ChildrenNamed(shim, "virtiofsd") }
