@@ -90,9 +90,9 @@ func (s *server) startCopy(f protocol.Frame) {
 		return
 	}
 	if f.Type == protocol.TCopyIn {
-		go c.copyIn(in)
+		go c.run(func(root *os.File) (filecopy.Stats, error) { return c.copyIn(root, in) })
 	} else {
-		go c.copyOut(out)
+		go c.run(func(root *os.File) (filecopy.Stats, error) { return c.copyOut(root, out) })
 	}
 }
 
@@ -140,25 +140,28 @@ func boxPath(p string) string {
 	return clean
 }
 
-func (c *copyOp) guard() {
-	if r := recover(); r != nil {
-		c.s.cfg.Logf("panic in copy %d: %v\n%s", c.id, r, debug.Stack())
-		c.end(filecopy.Stats{}, errdefs.Errorf(errdefs.ErrInternal, "agent: copy: panic: %v", r))
-	}
-}
-
-func (c *copyOp) copyIn(req protocol.CopyIn) {
-	defer c.guard()
+// run does one copy in the box's root and ends its stream with the
+// result; a panic in it ends the stream, not the agent.
+func (c *copyOp) run(do func(root *os.File) (filecopy.Stats, error)) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.s.cfg.Logf("panic in copy %d: %v\n%s", c.id, r, debug.Stack())
+			c.end(filecopy.Stats{}, errdefs.Errorf(errdefs.ErrInternal, "agent: copy: panic: %v", r))
+		}
+	}()
 	root, err := c.s.boxRoot()
 	if err != nil {
 		c.end(filecopy.Stats{}, err)
 		return
 	}
 	defer root.Close()
+	c.end(do(root))
+}
+
+func (c *copyOp) copyIn(root *os.File, req protocol.CopyIn) (filecopy.Stats, error) {
 	t, err := filecopy.Prepare(filecopy.InRoot(root), boxPath(req.Dest), filecopy.Place{Base: req.Name, Overwrite: req.Overwrite})
 	if err != nil {
-		c.end(filecopy.Stats{}, err)
-		return
+		return filecopy.Stats{}, err
 	}
 	// Files belong to root, as docker cp makes them; modes, set-id bits
 	// included, are the host's.
@@ -171,19 +174,13 @@ func (c *copyOp) copyIn(req protocol.CopyIn) {
 	} else {
 		t.Discard()
 	}
-	c.end(st, err)
+	return st, err
 }
 
-func (c *copyOp) copyOut(req protocol.CopyOut) {
-	defer c.guard()
-	root, err := c.s.boxRoot()
-	if err != nil {
-		c.end(filecopy.Stats{}, err)
-		return
-	}
-	defer root.Close()
+func (c *copyOp) copyOut(root *os.File, req protocol.CopyOut) (filecopy.Stats, error) {
 	src := boxPath(req.Src)
 	var dir *os.File
+	var err error
 	name, opt := ".", filecopy.SendOptions{}
 	if req.Contents {
 		// The directory itself resolves as any path in the box.
@@ -202,8 +199,7 @@ func (c *copyOp) copyOut(req protocol.CopyOut) {
 		}
 	}
 	if err != nil {
-		c.end(filecopy.Stats{}, err)
-		return
+		return filecopy.Stats{}, err
 	}
 	defer dir.Close()
 	w := bufio.NewWriterSize(c, protocol.MaxChunk)
@@ -211,7 +207,7 @@ func (c *copyOp) copyOut(req protocol.CopyOut) {
 	if err == nil {
 		err = w.Flush()
 	}
-	c.end(st, err)
+	return st, err
 }
 
 // end writes the stream's last frame, once, unless the host has gone.
