@@ -334,21 +334,21 @@ func (s *copyStream) run(ctx context.Context, work func() error) error {
 	}
 }
 
-// abandon ends a stream that has not ended; a stream that ended with an
-// error keeps that one (what made the local half fail).
+// abandon ends a stream that has not ended. A stream that ended with an
+// error keeps that one (what made the local half fail); one the box ended
+// cleanly, even while this ran, still fails with err: the local half did.
 func (s *copyStream) abandon(err error) error {
 	select {
 	case <-s.done:
-		if s.err != nil {
-			return s.err
-		}
-		return err
 	default:
+		_ = s.c.send(protocol.TCancel, s.id, nil)
+		s.c.forget(s.id)
+		s.finish(err)
 	}
-	_ = s.c.send(protocol.TCancel, s.id, nil)
-	s.c.forget(s.id)
-	s.finish(err)
-	return s.err
+	if s.err != nil {
+		return s.err
+	}
+	return err
 }
 
 // copyWriter sends a copy in's stream within the window.
