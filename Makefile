@@ -5,7 +5,7 @@ GO      ?= go
 BUILD   := $(CURDIR)/build
 GUEST   := $(BUILD)/guest
 # The guest kernel is Debian's cloud kernel, pinned in guest/fetch-kernel.sh.
-APT_PKGS   := qemu-system-x86 busybox-static e2fsprogs cpio debootstrap cmake gcc libseccomp-dev libcap-ng-dev
+APT_PKGS   := qemu-system-x86 busybox-static e2fsprogs cpio debootstrap cmake gcc libseccomp-dev libcap-ng-dev tmux
 # A home of our own, so demo and tests never touch ~/.boxlite.
 export BOXLITE_HOME   ?= $(BUILD)/home
 export BOXLITE_ASSETS := $(BUILD)

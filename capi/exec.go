@@ -52,7 +52,8 @@ func parseCommand(s *C.cchar_t) (core.Command, error) {
 
 // execObj is an execution handle; its waker's eventfd serves event loops.
 type execObj struct {
-	e *core.Execution
+	e  *core.Execution
+	id *C.char // e.ID(), for the handle's life
 	waker
 	eof [3]bool // the streams whose end the caller has been told
 	// want marks the streams the caller read dry (its last read was AGAIN):
@@ -117,7 +118,7 @@ func boxlite_box_exec(p *C.boxlite_box_t, cmdJSON *C.cchar_t, out **C.boxlite_ex
 		x.close()
 		return status(err, cerr)
 	}
-	x.e = e
+	x.e, x.id = e, C.CString(e.ID())
 	e.Notify(x.notify)
 	C.bx_set_ex(out, C.uintptr_t(newHandle(x)))
 	return status(nil, cerr)
@@ -345,4 +346,14 @@ func boxlite_execution_free(p *C.boxlite_execution_t) {
 	}
 	x.e.Close()
 	x.close()
+	C.free(unsafe.Pointer(x.id))
+}
+
+//export boxlite_execution_id
+func boxlite_execution_id(p *C.boxlite_execution_t) *C.cchar_t {
+	defer quiet()
+	if x, err := execOf(p); err == nil {
+		return (*C.cchar_t)(x.id)
+	}
+	return nil
 }

@@ -82,6 +82,7 @@ type Execution struct {
 	stdin   *sendWindow
 	pid     atomic.Int64 // set by the connection's reader
 	tty     bool
+	xid     string // Execution.ID
 
 	once   sync.Once
 	done   chan struct{}
@@ -89,7 +90,11 @@ type Execution struct {
 	err    error
 }
 
-func (e *Execution) bind(id uint32) { e.id = id }
+func (e *Execution) bind(id uint32) { e.id, e.xid = id, newID() }
+
+// ID names the execution (12 hex digits, unique in practice): BoxLite's
+// Execution.id, for logs and for telling executions apart.
+func (e *Execution) ID() string { return e.xid }
 
 func (e *Execution) finish(st ExitStatus, err error) {
 	e.once.Do(func() {

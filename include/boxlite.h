@@ -248,6 +248,9 @@ int boxlite_execution_kill(boxlite_execution_t *ex, boxlite_error_t **err);
  * BOXLITE_ERR_INVALID_STATE for an execution without a terminal or one that
  * has exited, BOXLITE_ERR_INVALID_ARGUMENT for a size outside 1-65535. */
 int boxlite_execution_resize(boxlite_execution_t *ex, int rows, int cols, boxlite_error_t **err);
+/* The execution's id (12 hex digits); static for the handle's life, do not
+ * free. NULL for a stale handle. */
+const char *boxlite_execution_id(boxlite_execution_t *ex);
 /* Frees the handle; a process still running is killed with its process group. */
 void boxlite_execution_free(boxlite_execution_t *ex);
 

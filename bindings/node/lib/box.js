@@ -2,7 +2,7 @@
 // A box handle (BoxLite's JsBox): info, exec, start/stop/remove.
 const native = require('./native');
 const { BoxliteError } = require('./errors');
-const { Execution, commandJson, noTty } = require('./execution');
+const { Execution, commandJson } = require('./execution');
 const { execOptions, checkArgs, checkString, normalizeEnv, boxInfo, isPlainObject } = require('./options');
 
 const COPY_KEYS = { recursive: 'bool', overwrite: 'bool', followSymlinks: 'bool', includeParent: 'bool', maxBytes: 'cap', maxEntries: 'cap', timeoutSecs: 'secs' };
@@ -59,8 +59,11 @@ class Box {
    * Starts a process and returns its Execution (streams, stdin, wait, kill).
    *
    *   exec(cmd, args?, env?, tty?, user?, timeoutSecs?, cwd?)   BoxLite's positional form
-   *   exec({ cmd, args, env, cwd, user, timeoutSecs, stdin, tty })
+   *   exec({ cmd, args, env, cwd, user, timeoutSecs, stdin, tty, rows, cols })
    *
+   * tty: true runs it on a terminal in the box (rows x cols, default 24x80):
+   * stdout carries all it shows, echo included; stdin types into it;
+   * resizeTty() resizes it.
    * env is {K: V} or [[K, V]]. stdin is open (write, then close it) unless
    * `stdin: false` is given in the object form.
    */
@@ -82,7 +85,6 @@ class Box {
       o.argv = [cmd, ...checkArgs(args ?? [], 'args')];
       o.stdin = true;
     }
-    if (o.tty) throw noTty();
     if (o.outputLimitBytes !== undefined) {
       throw new TypeError('exec: outputLimitBytes caps collected output (run(), SimpleBox.exec); an Execution streams it all');
     }
@@ -99,7 +101,6 @@ class Box {
   async run(argv, options) {
     checkArgs(argv, 'argv');
     const o = execOptions(options);
-    if (o.tty) throw noTty();
     return native.boxRun(this._handle('run'), commandJson({ argv, ...o, stdin: false }));
   }
 

@@ -10,12 +10,10 @@
 const os = require('node:os');
 const { StringDecoder } = require('node:string_decoder');
 const native = require('./native');
-const { BoxliteError, unsupported } = require('./errors');
+const { BoxliteError } = require('./errors');
 
 const HIGH_WATER = 1 << 20; // bytes queued per stream before reading pauses
 const CHUNK = 64 << 10; // one read; the protocol's largest data frame
-
-let nextId = 1;
 
 function closedError(what) {
   return new BoxliteError(`${what}: the execution was closed`, { code: 'closed' });
@@ -158,7 +156,7 @@ class Execution {
   /** @internal Made by Box.exec. */
   constructor(handle, argv, hasStdin) {
     this._h = handle;
-    this._id = `exec-${nextId++}`;
+    this._id = native.executionId(handle);
     this.argv = argv;
     this._hasStdin = hasStdin;
     this._streams = [null, new StreamState(), new StreamState()];
@@ -176,7 +174,7 @@ class Execution {
     this.stdin = makeStdin(this);
   }
 
-  /** An id for this execution (local to this process). */
+  /** The execution's id (12 hex digits; BoxLite's `await execution.id()`). */
   async id() {
     return this._id;
   }
@@ -206,10 +204,15 @@ class Execution {
     native.executionSignal(this._h, n);
   }
 
-  /** Resizes the terminal; unsupported until the library has PTYs. */
-  async resize(rows, cols) {
-    this._live('resize');
+  /** Resizes the terminal of a `tty: true` execution (BoxLite's name); the process gets SIGWINCH. */
+  async resizeTty(rows, cols) {
+    this._live('resizeTty');
     native.executionResize(this._h, rows, cols);
+  }
+
+  /** Same as resizeTty. */
+  async resize(rows, cols) {
+    return this.resizeTty(rows, cols);
   }
 
   /** Closes stdin (same as `stdin.close()`). */
@@ -432,19 +435,18 @@ async function collectCapped(stream, limit) {
 }
 
 /** The C ABI's command JSON from Box.exec's options. */
-function commandJson({ argv, env, cwd, user, timeoutSecs, stdin, outputLimitBytes }) {
+function commandJson({ argv, env, cwd, user, timeoutSecs, stdin, tty, rows, cols, outputLimitBytes }) {
   const c = { argv };
   if (env && Object.keys(env).length) c.env = env;
   if (cwd !== undefined) c.cwd = cwd;
   if (user !== undefined) c.user = user;
   if (timeoutSecs !== undefined && timeoutSecs !== null) c.timeout_secs = timeoutSecs;
   if (stdin) c.stdin = true;
+  if (tty) c.tty = true;
+  if (rows !== undefined) c.rows = rows;
+  if (cols !== undefined) c.cols = cols;
   if (outputLimitBytes !== undefined) c.output_limit_bytes = outputLimitBytes; // absent: the runtime's
   return JSON.stringify(c);
 }
 
-function noTty() {
-  return unsupported('tty: true is not supported yet (the library has no PTYs); use tty: false');
-}
-
-module.exports = { Execution, OutputStream, StdinWriter, commandJson, collectCapped, noTty, HIGH_WATER };
+module.exports = { Execution, OutputStream, StdinWriter, commandJson, collectCapped, HIGH_WATER };

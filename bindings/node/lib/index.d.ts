@@ -237,6 +237,14 @@ export interface ExecOptions {
    * whose Execution streams everything.
    */
   outputLimitBytes?: number;
+  /**
+   * Run on a terminal in the box: stdout carries all it shows (echo included), stderr stays
+   * empty, stdin types into it. Default false.
+   */
+  tty?: boolean;
+  /** The terminal's size with tty (1-65535); default 24 x 80. */
+  rows?: number;
+  cols?: number;
 }
 
 export interface BoxExecOptions extends ExecOptions {
@@ -247,8 +255,6 @@ export interface BoxExecOptions extends ExecOptions {
   env?: EnvInput;
   /** Keep stdin open for writing. Default true. */
   stdin?: boolean;
-  /** Only false: PTYs are not implemented yet. */
-  tty?: boolean;
 }
 
 export interface ExitStatus {
@@ -332,11 +338,14 @@ export declare class JsExecution implements Disposable, AsyncDisposable {
   readonly stdout: OutputStream;
   readonly stderr: OutputStream;
   readonly stdin: StdinWriter;
+  /** The execution's id (12 hex digits). */
   id(): Promise<string>;
   wait(): Promise<ExitStatus>;
   kill(): Promise<void>;
   signal(sig: number | NodeJS.Signals): Promise<void>;
-  /** Rejects with code "unsupported" until the library has PTYs. */
+  /** Resizes the terminal of a tty execution (the process gets SIGWINCH); code "invalid_state" without one. */
+  resizeTty(rows: number, cols: number): Promise<void>;
+  /** Same as resizeTty. */
   resize(rows: number, cols: number): Promise<void>;
   closeStdin(): Promise<void>;
   /** Abandons the execution: kills it if running; pending reads and waits reject with code "closed". */
@@ -499,7 +508,10 @@ export declare class CodeBox extends SimpleBox {
 export interface InteractiveBoxOptions extends SimpleBoxOptions {
   /** Default "/bin/sh". */
   shell?: string;
-  /** Only false (or undefined): PTYs are not implemented yet. */
+  /**
+   * Hand this process's terminal to the box's shell on start() (raw mode, keys and resizes
+   * forwarded) until it exits. Default: whether stdin is a terminal.
+   */
   tty?: boolean;
 }
 
@@ -509,7 +521,9 @@ export declare class InteractiveBox extends SimpleBox {
   shellSession(): Promise<ShellSession>;
   /** Restarts exec()'s shell. */
   reset(): Promise<void>;
+  /** Starts the shell: on a terminal handed this one with tty, else on pipes. */
   start(): Promise<void>;
+  readonly tty: boolean;
   readonly execution: JsExecution | null;
   write(data: Buffer | Uint8Array | string): Promise<void>;
   closeStdin(): Promise<void>;

@@ -182,11 +182,14 @@ function boxOptions(o, where = 'options', extra = []) {
   return c;
 }
 
-/** Per-command options {cwd, user, timeoutSecs | timeoutMs | timeout (seconds), outputLimitBytes}. */
+/**
+ * Per-command options {cwd, user, timeoutSecs | timeoutMs | timeout (seconds), env, stdin,
+ * tty, rows, cols (the terminal's size with tty; default 24x80), outputLimitBytes}.
+ */
 function execOptions(o, where = 'options') {
   if (o === undefined || o === null) return {};
   if (!isPlainObject(o)) throw new TypeError(`${where} must be an object, got ${typeOf(o)}`);
-  const known = ['cwd', 'user', 'timeoutSecs', 'timeoutMs', 'timeout', 'env', 'stdin', 'tty', 'outputLimitBytes'];
+  const known = ['cwd', 'user', 'timeoutSecs', 'timeoutMs', 'timeout', 'env', 'stdin', 'tty', 'rows', 'cols', 'outputLimitBytes'];
   for (const k of Object.keys(o)) {
     if (!known.includes(k)) throw new TypeError(`${where}.${k} is not a known option (${known.join(', ')})`);
   }
@@ -201,6 +204,9 @@ function execOptions(o, where = 'options') {
   if (o.env !== undefined) r.env = normalizeEnv(o.env, `${where}.env`);
   if (o.stdin !== undefined) r.stdin = checkBool(o.stdin, `${where}.stdin`);
   if (o.tty !== undefined && o.tty !== null) r.tty = checkBool(o.tty, `${where}.tty`);
+  for (const k of ['rows', 'cols']) {
+    if (o[k] !== undefined && o[k] !== null) r[k] = checkInt(o[k], `${where}.${k}`, 1, 65535); // the library checks they come with tty
+  }
   const limit = checkOutputLimit(o.outputLimitBytes, `${where}.outputLimitBytes`);
   if (limit !== undefined) r.outputLimitBytes = limit;
   return r;

@@ -3,7 +3,7 @@
 // box is created lazily on first use and stopped by stop() or `await using`.
 const { JsBoxlite } = require('./runtime');
 const { BoxliteError, ExecError, TimeoutError } = require('./errors');
-const { noTty, collectCapped } = require('./execution');
+const { collectCapped } = require('./execution');
 const { boxOptions, execOptions, checkArgs, checkString, normalizeEnv, isPlainObject, typeOf } = require('./options');
 const { PythonSession, ShellSession, CellStream, truncationMarker } = require('./session');
 
@@ -143,9 +143,9 @@ class SimpleBox {
 
   /** @internal */
   async _collect(argv, o) {
-    if (o.tty) throw noTty();
     const box = await this._ensureBox();
-    const ex = await box.exec({ argv, env: o.env, cwd: o.cwd, user: o.user, timeoutSecs: o.timeoutSecs, stdin: false });
+    const { env, cwd, user, timeoutSecs, tty, rows, cols } = o;
+    const ex = await box.exec({ argv, env, cwd, user, timeoutSecs, tty, rows, cols, stdin: false });
     const limit = o.outputLimitBytes ?? this._runtime.outputLimitBytes;
     try {
       const [out, err] = await Promise.all([collectCapped(ex.stdout, limit), collectCapped(ex.stderr, limit)]);
@@ -355,18 +355,31 @@ class CodeBox extends SimpleBox {
 
 class InteractiveBox extends SimpleBox {
   /**
-   * new InteractiveBox({ shell = '/bin/sh', tty = false, ...SimpleBox options })
-   * tty: true needs PTYs, which the library does not have yet: it is refused.
+   * new InteractiveBox({ shell = '/bin/sh', tty, ...SimpleBox options })
+   *
+   * tty (default: whether this process's stdin is a terminal, as in BoxLite):
+   * start() runs the shell on a terminal in the box, sized like this one, and
+   * hands this terminal to it: stdin in raw mode (every key goes to the box,
+   * ^C and ^D included), the box's output to stdout, resizes followed. wait()
+   * resolves when the shell exits; the terminal is restored then (or by
+   * stop()). With tty false, start() runs the shell with plain pipes
+   * (execution.stdin / stdout) for a program to drive.
    */
   constructor(options = {}) {
     if (!isPlainObject(options)) throw new TypeError(`options must be an object, got ${typeOf(options)}`);
     const { shell = '/bin/sh', tty, ...rest } = options;
     if (tty !== undefined && tty !== null && typeof tty !== 'boolean') throw new TypeError(`options.tty must be a boolean, got ${typeOf(tty)}`);
-    if (tty === true) throw noTty();
     super(rest);
     this._shell = checkString(shell, 'options.shell');
+    this._tty = tty ?? !!process.stdin.isTTY;
     this._execution = null;
+    this._forwarding = null; // Promise of the terminal hand-over, with tty
     this._sh = null; // Promise of the shell session exec() runs in
+  }
+
+  /** Whether start() hands the terminal over. */
+  get tty() {
+    return this._tty;
   }
 
   /** The live shell that exec() runs in, started on first use. */
@@ -389,12 +402,11 @@ class InteractiveBox extends SimpleBox {
    * and shell variables and functions of one exec are there for the next
    * (exec('eval', script) runs shell code). Each argument is one word; stdin
    * is /dev/null; env is for this command only. Same forms and result as
-   * SimpleBox.exec; with cwd or user the command runs outside the shell.
+   * SimpleBox.exec; with cwd, user or tty the command runs outside the shell.
    */
   async exec(cmd, ...rest) {
     const c = parseExec(cmd, rest);
-    if (c.cwd !== undefined || c.user !== undefined) return super.exec(cmd, ...rest);
-    if (c.tty) throw noTty();
+    if (c.cwd !== undefined || c.user !== undefined || c.tty) return super.exec(cmd, ...rest);
     const sh = await this.shellSession();
     try {
       return await sh.exec(c.argv, { env: c.env, timeoutSecs: c.timeoutSecs, outputLimitBytes: c.outputLimitBytes });
@@ -414,11 +426,18 @@ class InteractiveBox extends SimpleBox {
     if (this._sh) await (await this.shellSession()).reset();
   }
 
-  /** Starts the shell (stdin open, no terminal). */
+  /** Starts the shell: on a terminal handed this one with tty, else on pipes. */
   async start() {
     if (this._execution) return;
     const box = await this._ensureBox();
-    this._execution = await box.exec({ argv: [this._shell], stdin: true });
+    if (!this._tty) {
+      this._execution = await box.exec({ argv: [this._shell], stdin: true });
+      return;
+    }
+    const out = process.stdout;
+    const size = out.isTTY ? { rows: out.rows, cols: out.columns } : {};
+    this._execution = await box.exec({ argv: [this._shell], stdin: true, tty: true, ...size });
+    this._forwarding = forwardTerminal(this._execution);
   }
 
   /** The shell's Execution (stdin, stdout, stderr), once started. */
@@ -435,9 +454,11 @@ class InteractiveBox extends SimpleBox {
     return this._started('closeStdin').stdin.close();
   }
 
-  /** Waits for the shell to exit; resolves to {exitCode, signal, timedOut}. */
+  /** Waits for the shell to exit (with tty, the terminal is restored first); resolves to {exitCode, signal, timedOut}. */
   async wait() {
-    return this._started('wait').wait();
+    const ex = this._started('wait');
+    if (this._forwarding) await this._forwarding;
+    return ex.wait();
   }
 
   _started(op) {
@@ -447,6 +468,7 @@ class InteractiveBox extends SimpleBox {
 
   async stop() {
     if (this._execution) this._execution.close();
+    if (this._forwarding) await this._forwarding.catch(() => {}); // restores the terminal
     const sh = this._sh;
     this._sh = null;
     if (sh) {
@@ -457,6 +479,44 @@ class InteractiveBox extends SimpleBox {
       }
     }
     return super.stop();
+  }
+}
+
+/**
+ * Connects process.stdin/stdout to a tty execution until it ends: raw mode
+ * while it runs (restored after, even on failure), keys to its stdin,
+ * output to stdout, this terminal's resizes to it.
+ */
+async function forwardTerminal(ex) {
+  const input = process.stdin;
+  const out = process.stdout;
+  const raw = !!input.isTTY && typeof input.setRawMode === 'function';
+  const stdin = ex.stdin;
+  let typing = Promise.resolve();
+  const onData = (b) => {
+    typing = typing.then(() => stdin.write(b)).catch(() => {}); // the shell has exited
+  };
+  const onEnd = () => {
+    typing = typing.then(() => stdin.close()).catch(() => {});
+  };
+  const onResize = () => {
+    ex.resizeTty(out.rows, out.columns).catch(() => {});
+  };
+  if (raw) input.setRawMode(true);
+  input.on('data', onData);
+  input.on('end', onEnd);
+  input.resume();
+  if (out.isTTY) out.on('resize', onResize);
+  try {
+    for await (const b of ex.stdout.buffers()) {
+      if (!out.write(b)) await new Promise((resolve) => out.once('drain', resolve));
+    }
+  } finally {
+    if (out.isTTY) out.off('resize', onResize);
+    input.off('data', onData);
+    input.off('end', onEnd);
+    input.pause();
+    if (raw) input.setRawMode(false);
   }
 }
 

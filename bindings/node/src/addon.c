@@ -702,18 +702,22 @@ static napi_value js_box_get(napi_env env, napi_callback_info info) {
   return rt_string_op(env, info, OP_BOX_GET, "idOrName", "boxlite.boxGet");
 }
 
-static napi_value js_box_id(napi_env env, napi_callback_info info) {
+/* boxId(box), executionId(ex): the handle's id string. */
+static napi_value handle_id(napi_env env, napi_callback_info info, int kind, const char *param) {
   napi_value a[1];
   if (!get_args(env, info, 1, a)) return NULL;
-  handle_t *hd = get_handle(env, a[0], K_BOX, "box");
+  handle_t *hd = get_handle(env, a[0], kind, param);
   if (!hd) return NULL;
-  const char *id = boxlite_box_id(hd->h);
+  const char *id = kind == K_BOX ? boxlite_box_id(hd->h) : boxlite_execution_id(hd->h);
   if (!id) {
-    napi_throw(env, make_error(env, "invalid_argument", "box handle is not valid (freed)"));
+    napi_throw(env, make_error(env, "invalid_argument", "handle is not valid (freed)"));
     return NULL;
   }
   return str_or_null(env, id);
 }
+
+static napi_value js_box_id(napi_env env, napi_callback_info info) { return handle_id(env, info, K_BOX, "box"); }
+static napi_value js_execution_id(napi_env env, napi_callback_info info) { return handle_id(env, info, K_EXEC, "ex"); }
 
 static napi_value js_box_info(napi_env env, napi_callback_info info) {
   napi_value a[1], v;
@@ -1474,6 +1478,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       FN("executionSignal", js_execution_signal),
       FN("executionKill", js_execution_kill),
       FN("executionResize", js_execution_resize),
+      FN("executionId", js_execution_id),
       FN("executionFree", js_execution_free),
       FN("executionWatchFd", js_execution_watch_fd),
       FN("benchBoxRun", js_bench_box_run),

@@ -163,6 +163,37 @@ test('SimpleBox', { skip, ...T }, async (t) => {
     ex.close();
   });
 
+  await t.test('a terminal: tty exec sized, resized, typed at; execution ids', async () => {
+    const b = await box.getBox();
+    const ex = await b.exec({ argv: ['sh'], tty: true, rows: 30, cols: 100 });
+    assert.match(await ex.id(), /^[0-9a-f]{12}$/);
+    const out = [];
+    const seen = async (rx) => {
+      for (const deadline = Date.now() + 30_000; Date.now() < deadline; ) {
+        const chunk = await ex.stdout.next();
+        if (chunk === null) break;
+        out.push(chunk);
+        if (rx.test(out.join(''))) return;
+      }
+      assert.fail(`never saw ${rx}: ${JSON.stringify(out.join(''))}`);
+    };
+    await ex.stdin.write('stty size; tty\n');
+    await seen(/^30 100\r?$/m);
+    await seen(/^\/dev\/pts\/\d+\r?$/m);
+    await ex.resizeTty(40, 120);
+    await ex.stdin.write('stty size; exit 7\n');
+    await seen(/^40 120\r?$/m);
+    assert.equal((await ex.wait()).exitCode, 7);
+    const other = await b.exec('true');
+    assert.notEqual(await other.id(), await ex.id());
+    await other.wait();
+    // Collected with a terminal: everything arrives on stdout, CRLF line ends.
+    const r = await box.exec('sh', ['-c', 'echo out; echo err >&2'], null, { tty: true });
+    assert.equal(r.stdout, 'out\r\nerr\r\n');
+    assert.equal(r.stderr, '');
+    await assert.rejects(b.exec({ argv: ['true'], rows: 10 }), (e) => e.code === 'invalid_argument' && /tty/.test(e.message));
+  });
+
   await t.test('wrong types are TypeErrors naming the parameter', async () => {
     await assert.rejects(box.exec(42), { name: 'TypeError', message: /cmd must be a string/ });
     await assert.rejects(box.exec('echo', 'a', 7), { name: 'TypeError', message: /args\[1\] must be a string/ });
@@ -176,7 +207,7 @@ test('SimpleBox', { skip, ...T }, async (t) => {
     assert.throws(() => new SimpleBox({ imagee: 'x' }), { name: 'TypeError', message: /imagee is not a known option/ });
     assert.throws(() => new SimpleBox({ volumes: ['/tmp:/data'] }), { name: 'TypeError', message: /volumes\[0\]/ });
     assert.throws(() => new SimpleBox({ volumes: [{ hostPath: '/tmp', guestPath: '/data', readOnly: 'yes' }] }), { name: 'TypeError', message: /readOnly/ });
-    assert.throws(() => new InteractiveBox({ tty: true }), (e) => e instanceof BoxliteError && e.code === 'unsupported' && /tty/.test(e.message));
+    assert.throws(() => new InteractiveBox({ tty: 'yes' }), { name: 'TypeError', message: /options.tty must be a boolean/ });
     const ex = await b.exec('cat', [], undefined);
     await assert.rejects(ex.stdin.write(12), { name: 'TypeError' });
     ex.close();

@@ -116,6 +116,7 @@ int boxlite_execution_wait(boxlite_execution_t *ex, int64_t timeout_ms, boxlite_
 int boxlite_execution_signal(boxlite_execution_t *ex, int signal, boxlite_error_t **err);
 int boxlite_execution_kill(boxlite_execution_t *ex, boxlite_error_t **err);
 int boxlite_execution_resize(boxlite_execution_t *ex, int rows, int cols, boxlite_error_t **err);
+const char *boxlite_execution_id(boxlite_execution_t *ex);
 void boxlite_execution_free(boxlite_execution_t *ex);
 
 typedef struct boxlite_session boxlite_session_t;
@@ -501,6 +502,11 @@ def execution_signal(ex: Handle, sig: int) -> None:
 def execution_kill(ex: Handle) -> None:
     err = _new_err()
     check(lib().boxlite_execution_kill(_ptr(ex), err), err, "execution_kill")
+
+
+def execution_id(ex: Handle) -> Optional[str]:
+    p = lib().boxlite_execution_id(_ptr(ex))
+    return None if p == ffi.NULL else ffi.string(p).decode()
 
 
 def execution_resize(ex: Handle, rows: int, cols: int) -> None:

@@ -96,6 +96,7 @@ class Execution:
         self._box = box  # keeps the box (and its runtime) alive
         self._h = handle
         self._argv = list(argv)
+        self._id = raw.execution_id(handle) or ""
         self._fd = raw.execution_fd(handle)
         if self._fd < 0:
             raise InternalError(f"exec {self.command}: the library gave no pollable fd")
@@ -116,6 +117,11 @@ class Execution:
         self._pump()
 
     # ---- public API ------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        """The execution's id (12 hex digits), as BoxLite's ``Execution.id``."""
+        return self._id
 
     @property
     def command(self) -> str:

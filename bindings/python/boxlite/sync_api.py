@@ -17,7 +17,7 @@ from typing import Any, Coroutine, Iterator, List, Optional
 
 from .box import Box, BoxInfo, BoxOptions
 from .codebox import CodeBox
-from .errors import InvalidStateError
+from .errors import ClosedError, InvalidStateError
 from .exec import ExecResult
 from .execution import ExecStdin, Execution, ExitStatus, _OutputStream
 from .interactivebox import InteractiveBox
@@ -119,6 +119,10 @@ class SyncExecStdin:
 class SyncExecution:
     def __init__(self, ex: Execution):
         self._ex = ex
+
+    @property
+    def id(self) -> str:
+        return self._ex.id
 
     def stdout(self) -> SyncExecStdout:
         return SyncExecStdout(self._ex.stdout())
@@ -238,6 +242,20 @@ class SyncBoxlite:
     def remove(self, id_or_name: str, force: bool = False) -> None:
         _run(self._rt.remove(id_or_name, force))
 
+    def start(self) -> "SyncBoxlite":
+        """Returns the runtime, ready (BoxLite's explicit start; a
+        SyncBoxlite is ready once made, so this only checks it is open)."""
+        if self._rt.closed:
+            raise ClosedError("runtime is closed")
+        return self
+
+    def stop(self) -> None:
+        """Closes the runtime (as close())."""
+        self.close()
+
+    def shutdown(self, timeout: Optional[int] = None) -> None:
+        _run(self._rt.shutdown(timeout))
+
     def close(self) -> None:
         _run(self._rt.shutdown())
 
@@ -250,13 +268,29 @@ class SyncBoxlite:
             self.close()
 
 
-class SyncSimpleBox:
-    _cls = SimpleBox
+def _async_runtime(runtime: Any) -> Any:
+    return runtime.runtime if isinstance(runtime, SyncBoxlite) else runtime
 
-    def __init__(self, *args: Any, runtime: Any = None, **kwargs: Any):
-        if isinstance(runtime, SyncBoxlite):
-            runtime = runtime.runtime
-        self._sb = self._cls(*args, runtime=runtime, **kwargs)
+
+class SyncSimpleBox:
+    """SimpleBox, synchronously; same parameters (BoxLite's programs look
+    for them, ``reuse_existing`` included, in this signature)."""
+
+    def __init__(
+        self,
+        image: Optional[str] = None,
+        rootfs_path: Optional[str] = None,
+        memory_mib: Optional[int] = None,
+        cpus: Optional[int] = None,
+        runtime: Any = None,
+        name: Optional[str] = None,
+        auto_remove: bool = True,
+        reuse_existing: bool = False,
+        **kwargs: Any,
+    ):
+        self._sb = SimpleBox(image=image, rootfs_path=rootfs_path, memory_mib=memory_mib, cpus=cpus,
+                             runtime=_async_runtime(runtime), name=name, auto_remove=auto_remove,
+                             reuse_existing=reuse_existing, **kwargs)
 
     def start(self) -> "SyncSimpleBox":
         _run(self._sb.start())
@@ -291,7 +325,21 @@ class SyncSimpleBox:
 
 
 class SyncCodeBox(SyncSimpleBox):
-    _cls = CodeBox
+    """CodeBox, synchronously; same parameters."""
+
+    def __init__(
+        self,
+        image: str = "python:slim",
+        memory_mib: Optional[int] = None,
+        cpus: Optional[int] = None,
+        runtime: Any = None,
+        name: Optional[str] = None,
+        auto_remove: bool = True,
+        reuse_existing: bool = False,
+        **kwargs: Any,
+    ):
+        self._sb = CodeBox(image=image, memory_mib=memory_mib, cpus=cpus, runtime=_async_runtime(runtime),
+                           name=name, auto_remove=auto_remove, reuse_existing=reuse_existing, **kwargs)
 
     def run(self, code: str, timeout: Optional[float] = None, *, output_limit_bytes: Optional[int] = None) -> str:
         return _run(self._sb.run(code, timeout, output_limit_bytes=output_limit_bytes))
@@ -327,7 +375,22 @@ class SyncCodeBox(SyncSimpleBox):
 
 
 class SyncInteractiveBox(SyncSimpleBox):
-    _cls = InteractiveBox
+    """InteractiveBox, synchronously; same parameters."""
+
+    def __init__(
+        self,
+        image: str,
+        shell: str = "/bin/sh",
+        tty: Optional[bool] = None,
+        memory_mib: Optional[int] = None,
+        cpus: Optional[int] = None,
+        runtime: Any = None,
+        name: Optional[str] = None,
+        auto_remove: bool = True,
+        **kwargs: Any,
+    ):
+        self._sb = InteractiveBox(image=image, shell=shell, tty=tty, memory_mib=memory_mib, cpus=cpus,
+                                  runtime=_async_runtime(runtime), name=name, auto_remove=auto_remove, **kwargs)
 
     def reset(self) -> None:
         _run(self._sb.reset())

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 import os
+import re
 
 import pytest
 
@@ -495,6 +497,22 @@ def test_sync_api_wraps_the_same_box(box):
     assert ex.wait().exit_code == 0
     ex.close()
     assert sbox.run("echo", "sync").stdout == "sync\n"
+    # BoxLite's Execution.id: 12 hex digits, one per execution, sync and async alike
+    ex2 = sbox.exec("true")
+    assert re.fullmatch(r"[0-9a-f]{12}", ex.id) and ex2.id != ex.id
+    ex2.wait()
+    ex2.close()
+
+
+def test_sync_signatures_as_boxlite_reads_them():
+    # BoxLite's programs look for keyword parameters in these signatures.
+    params = inspect.signature(boxlite.SyncSimpleBox.__init__).parameters
+    for name in ("image", "memory_mib", "cpus", "runtime", "name", "auto_remove", "reuse_existing"):
+        assert name in params, name
+    assert "reuse_existing" in inspect.signature(boxlite.SyncCodeBox.__init__).parameters
+    assert inspect.signature(boxlite.SyncCodeBox.__init__).parameters["image"].default == "python:slim"
+    with pytest.raises(TypeError, match="unexpected keyword argument 'imagee'"):
+        boxlite.SyncSimpleBox(image="alpine:latest", imagee="x")
 
 
 # ---- after close (last: it stops the module's box) --------------------------------------------------

@@ -127,3 +127,15 @@ def test_closed_runtime(tmp_path):
         asyncio.run(rt.list_info())
     with pytest.raises(boxlite.ClosedError):
         asyncio.run(rt.create(boxlite.BoxOptions(image="alpine:latest")))
+
+
+def test_sync_runtime_start_stop(tmp_path):
+    # BoxLite's explicit form: SyncBoxlite(...).start() ... stop()
+    rt = boxlite.SyncBoxlite(boxlite.Options(home_dir=str(tmp_path))).start()
+    assert rt.list_info() == []
+    rt.stop()
+    rt.stop()
+    with pytest.raises(boxlite.ClosedError):
+        rt.start()
+    with pytest.raises(boxlite.ClosedError):
+        rt.list_info()
