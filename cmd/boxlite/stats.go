@@ -26,9 +26,12 @@ type boxStats struct {
 func cmdStats(args []string) error {
 	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print a JSON array of {id, name, metrics}")
-	fs.Bool("no-stream", true, "print once (the only mode; accepted as docker's)")
+	once := fs.Bool("no-stream", true, "print once (the only mode; accepted as docker's)")
 	if err := fs.Parse(args); err != nil {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "stats: %v", err)
+	}
+	if !*once {
+		return errdefs.Errorf(errdefs.ErrUnsupported, "stats: streaming is not implemented; stats prints once")
 	}
 	rt, err := core.NewRuntime()
 	if err != nil {
