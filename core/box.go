@@ -208,6 +208,7 @@ func (b *Box) Start(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err != nil {
+		b.rt.counters.failed.Add(1)
 		b.setState(StateStopped)
 		return err
 	}
@@ -258,6 +259,7 @@ func shimLocked(path string) bool {
 func (b *Box) boot(ctx context.Context) (*conn, protocol.Info, error) {
 	var none protocol.Info
 	cfg := b.rec.Config
+	stages := newBootStages()
 	img, err := b.image()
 	if err != nil {
 		return nil, none, fmt.Errorf("start box %s: %w", b.rec.ID, err)
@@ -266,6 +268,7 @@ func (b *Box) boot(ctx context.Context) (*conn, protocol.Info, error) {
 	if err != nil {
 		return nil, none, fmt.Errorf("start box %s: %w", b.rec.ID, err)
 	}
+	stages.lap(&stages.rec.ImagePrepareMs)
 	if err := makeDisk(b.path(shimapi.DiskFile), cfg.DiskSizeGB); err != nil {
 		return nil, none, fmt.Errorf("start box %s: %w", b.rec.ID, err)
 	}
@@ -280,15 +283,18 @@ func (b *Box) boot(ctx context.Context) (*conn, protocol.Info, error) {
 	if err := writeJSON(b.path(shimapi.ConfigFile), sc); err != nil {
 		return nil, none, err
 	}
+	stages.lap(&stages.rec.BoxConfigMs)
 	release, err := b.rt.admitBoot(ctx, b.rec.ID)
 	if err != nil {
 		return nil, none, err
 	}
+	stages.lap(&stages.rec.BootQueueMs)
 	err = b.spawnShim(ctx, cfg.BootTimeout*shimapi.BootWallFactor+15*time.Second)
 	release() // booted (or failed): the next box may boot
 	if err != nil {
 		return nil, none, err
 	}
+	stages.lap(&stages.rec.BoxSpawnMs)
 	c, err := dialShim(sc.Path(shimapi.SocketFile), b.stoppedError)
 	if err != nil {
 		return nil, none, fmt.Errorf("start box %s: connect to shim: %w", b.rec.ID, err)
@@ -298,6 +304,7 @@ func (b *Box) boot(ctx context.Context) (*conn, protocol.Info, error) {
 		c.Close()
 		return nil, none, fmt.Errorf("start box %s: %w", b.rec.ID, err)
 	}
+	stages.save(b)
 	return c, info, nil
 }
 
@@ -524,7 +531,7 @@ func (b *Box) Exec(ctx context.Context, cmd Command) (*Execution, error) {
 	if cmd.Stdin {
 		e.Stdin = stdinWriter{e}
 	}
-	if _, err := c.open(e, protocol.TExec, req); err != nil {
+	if err := b.rt.counters.openExec(c, e, req); err != nil {
 		return nil, fmt.Errorf("exec %s: %w", quoteArgv(cmd.Argv), err)
 	}
 	return e, nil

@@ -34,6 +34,8 @@ type Runtime struct {
 	requireKVM  bool
 	maxBoots    int // VMs booting at once, across the processes of this home
 
+	counters runtimeCounters // RuntimeMetrics (metrics.go)
+
 	mu     sync.Mutex
 	boxes  map[string]*Box // handles opened by this runtime, by id
 	closed bool
@@ -262,6 +264,7 @@ func (r *Runtime) Create(ctx context.Context, imageRef string, opts ...BoxOption
 	if err != nil {
 		return nil, err
 	}
+	r.counters.created.Add(1)
 	if err := b.Start(ctx); err != nil {
 		b.removeFiles()
 		r.forget(b)

@@ -170,6 +170,43 @@ int boxlite_box_remove(boxlite_box_t *box, int force, boxlite_error_t **err);
 /* Releases the handle; the box itself keeps running. NULL is a no-op. */
 void boxlite_box_free(boxlite_box_t *box);
 
+/* ---- metrics (BoxLite's names) ---- */
+
+/* A running box's metrics; *out_json (free with boxlite_string_free):
+ * {"commands_executed_total": N, "exec_errors_total": N,
+ *  "bytes_sent_total": N, "bytes_received_total": N,
+ *  "guest_boot_duration_ms": F, "total_create_duration_ms": F|null,
+ *  "stage_image_prepare_ms": F|null, "stage_box_config_ms": F|null,
+ *  "stage_boot_queue_ms": F|null, "stage_box_spawn_ms": F|null,
+ *  "stage_container_init_ms": F|null, "cpu_percent": F|null,
+ *  "memory_bytes": N|null, "network_bytes_sent": N|null,
+ *  "network_bytes_received": N|null, "network_tcp_connections": N|null}
+ * The counters are the box's shim's, for every process that uses the box,
+ * since the box last started: commands_executed_total counts exec requests,
+ * exec_errors_total those that never ran (refused, or the box answered with
+ * an error instead of starting: no such binary, unknown user, missing
+ * working directory); a process that exits non-zero is no error. bytes_sent
+ * is exec stdin, bytes_received exec stdout and stderr (copies excluded).
+ * guest_boot_duration_ms: VMM start to agent ready, host clock. total_create
+ * is the last start by this library, from start to ready, the sum of
+ * stage_image_prepare (image layers), stage_box_config (disk, shim config),
+ * stage_boot_queue (wait for a boot slot) and stage_box_spawn (shim start
+ * to ready, which includes the guest boot); stage_container_init is the
+ * agent's own setup by the guest's clock. cpu_percent is the VMM's CPU over
+ * the shim's last 1 s sample, in percent of one host CPU (up to 100 per
+ * vCPU); memory_bytes its resident memory. network_* (null without a
+ * network): bytes host to guest (sent) and guest to host (received), TCP
+ * connections opened. null: not known. A box that is not running fails with
+ * BOXLITE_ERR_INVALID_STATE. */
+int boxlite_box_metrics(boxlite_box_t *box, char **out_json, boxlite_error_t **err);
+/* This runtime's own counters (this process, since boxlite_runtime_new):
+ * {"boxes_created_total": N, "boxes_failed_total": N (starts that failed),
+ *  "num_running_boxes": N (of the boxes this runtime has handles on),
+ *  "total_commands_executed": N (exec requests it sent),
+ *  "total_exec_errors": N (of those, the ones that never ran, including
+ *  those whose connection to the box ended first)}. */
+int boxlite_runtime_metrics(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **err);
+
 /* ---- files ---- */
 
 /* Copies a host file or directory into the box (copy_in) or a box path to

@@ -265,7 +265,35 @@ type Info struct {
 	Warnings []string `msgpack:"warnings,omitempty"`
 	// Network is the box's network; nil when it has none.
 	Network *NetworkInfo `msgpack:"network,omitempty"`
+	// Metrics are the shim's counters and samples when the info was asked
+	// for; nil from a shim that predates them.
+	Metrics *ShimMetrics `msgpack:"metrics,omitempty"`
 }
+
+// ShimMetrics is what a box's shim counts and samples. The shim counts
+// on its side of the channel, for every client of the box, and takes no
+// count from the guest. Counters are totals since the shim started.
+type ShimMetrics struct {
+	// Execs counts the exec requests clients sent; ExecErrors those of
+	// them that never ran: refused by the shim, or answered by the agent
+	// with an error instead of Started (no such binary, unknown user, ...).
+	Execs      uint64 `msgpack:"execs"`
+	ExecErrors uint64 `msgpack:"exec_errors"`
+	// StdinBytes counts the stdin bytes clients sent to execs; OutputBytes
+	// the stdout and stderr bytes execs sent back (copies are not counted).
+	StdinBytes  uint64 `msgpack:"stdin_bytes"`
+	OutputBytes uint64 `msgpack:"output_bytes"`
+	// CPUPercent is the CPU time the VMM used in the shim's last sampling
+	// interval (CPUSampleInterval), in percent of one host CPU: up to
+	// 100 times the box's vCPUs, as top and docker stats count.
+	CPUPercent float64 `msgpack:"cpu_percent"`
+	// MemoryBytes is the VMM's resident memory (VmRSS): the guest RAM it
+	// has touched plus QEMU's own.
+	MemoryBytes uint64 `msgpack:"memory_bytes"`
+}
+
+// CPUSampleInterval is how often a shim samples its VMM's CPU time.
+const CPUSampleInterval = time.Second
 
 // NetworkInfo describes a box's network as its shim runs it.
 type NetworkInfo struct {

@@ -282,9 +282,11 @@ func (s *shim) stopNetwork() {
 	p.registry.Release(p.bound)
 }
 
-// currentInfo is the box's info with the network's counters as they are now.
+// currentInfo is the box's info with its metrics and the network's counters
+// as they are now.
 func (s *shim) currentInfo() protocol.Info {
 	info := s.info
+	info.Metrics = s.metrics()
 	if info.Network != nil {
 		n := *info.Network
 		n.Stats = s.net.stats()

@@ -23,6 +23,7 @@ type flow struct {
 	unread  [3]int        // bytes of fd 1 and 2 the agent sent that the client has not credited
 	stdin   int           // bytes of stdin the client sent that the agent has not credited
 	started bool
+	m       *counters // the box's, for execs that fail to start and bytes of execs
 }
 
 // fromAgent checks an agent frame for the stream fl accounts for.
@@ -45,6 +46,7 @@ func (fl *flow) fromAgent(f protocol.Frame) error {
 		if fl.unread[fd] > protocol.InitialWindow {
 			return errdefs.Errorf(errdefs.ErrLimit, "%s overruns its window: %d bytes unacknowledged, window %d", f.Type, fl.unread[fd], protocol.InitialWindow)
 		}
+		fl.m.outputBytes(len(f.Payload))
 	case protocol.TCredit:
 		var c protocol.Credit
 		if err := protocol.Decode(f, &c); err != nil {
@@ -63,6 +65,9 @@ func (fl *flow) fromAgent(f protocol.Frame) error {
 		var e protocol.Error
 		if err := protocol.Decode(f, &e); err != nil {
 			return err
+		}
+		if !fl.started { // the exec never ran
+			fl.m.failed()
 		}
 	default:
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "unexpected %s frame on an exec stream", f.Type)
@@ -112,6 +117,9 @@ func (fl *flow) fromClient(f protocol.Frame) {
 	switch f.Type {
 	case protocol.TStdin:
 		fl.stdin += len(f.Payload)
+		if fl.kind == protocol.TExec {
+			fl.m.stdinBytes(len(f.Payload))
+		}
 	case protocol.TCredit:
 		var c protocol.Credit
 		if protocol.Decode(f, &c) == nil && (c.Fd == 1 || c.Fd == 2) && c.Bytes > 0 {

@@ -68,3 +68,29 @@ func TestCopyStreamsObeyTheWindow(t *testing.T) {
 		t.Error("forged copy-in credit accepted")
 	}
 }
+
+// TestFlowCounts: the shim counts an exec the agent refuses before it
+// starts as an error, one that started and failed later as none, and the
+// bytes of exec streams only.
+func TestFlowCounts(t *testing.T) {
+	s := &shim{}
+	refused, ran, copyIn := s.newFlow(protocol.TExec), s.newFlow(protocol.TExec), s.newFlow(protocol.TCopyIn)
+	errFrame := frame(t, protocol.TError, protocol.Error{Kind: "not_found", Message: "no such binary"})
+	if err := refused.fromAgent(errFrame); err != nil {
+		t.Fatal(err)
+	}
+	ran.fromClient(protocol.Frame{Type: protocol.TStdin, Payload: []byte("abcd")})
+	copyIn.fromClient(protocol.Frame{Type: protocol.TStdin, Payload: make([]byte, 100)})
+	for _, f := range []protocol.Frame{frame(t, protocol.TStarted, protocol.Started{Pid: 7}),
+		{Type: protocol.TStdout, Payload: []byte("out")}, {Type: protocol.TStderr, Payload: []byte("e")}, errFrame} {
+		if err := ran.fromAgent(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.counters.refused(protocol.TExec)
+	s.counters.refused(protocol.TCopyOut)
+	c := &s.counters
+	if got := [4]uint64{c.execs.Load(), c.execErrors.Load(), c.stdin.Load(), c.output.Load()}; got != [4]uint64{3, 2, 4, 4} {
+		t.Errorf("execs, errors, stdin, output = %v, want [3 2 4 4]", got)
+	}
+}

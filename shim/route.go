@@ -131,13 +131,14 @@ func (s *shim) serveClient(c *client) {
 		if f.Type == protocol.TExec || f.Type == protocol.TCopyIn || f.Type == protocol.TCopyOut {
 			if ok {
 				s.mu.Unlock()
+				s.counters.refused(f.Type)
 				c.queueError(f.Stream, errdefs.Errorf(errdefs.ErrAlreadyExists, "stream %d is in use", f.Stream))
 				continue
 			}
 			global, ok = s.next, true
 			s.next++
 			c.streams[f.Stream] = global
-			s.routes[global] = route{c: c, local: f.Stream, flow: &flow{kind: f.Type}}
+			s.routes[global] = route{c: c, local: f.Stream, flow: s.newFlow(f.Type)}
 		}
 		if ok {
 			if r, open := s.routes[global]; open {

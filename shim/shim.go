@@ -56,6 +56,7 @@ func Run(cfg shimapi.Config, ready io.WriteCloser, parent io.Reader) error {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	go func() { sig := <-sigs; s.stop("shim received " + sig.String()) }()
 	go s.serveAgent()
+	go s.sampleCPU()
 	go s.accept()
 	<-s.vm.Done()
 	s.teardown()
@@ -101,6 +102,7 @@ type shim struct {
 	netWarnings []string    // what the network stack's jail could not give
 	fsDaemons   []*fsDaemon // virtiofsd of the volumes (volumes.go)
 	fsWarnings  []string    // what the file daemons' jails could not give
+	counters    counters    // the box's metrics (metrics.go)
 
 	mu       sync.Mutex
 	routes   map[uint32]route // agent stream id -> client stream

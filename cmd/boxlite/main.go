@@ -39,6 +39,10 @@ const usage = `usage: boxlite COMMAND [ARGS]
                     -v mounts a host folder or file in the box (:ro read-only)
   ls                list boxes
   info BOX          describe a box (state, acceleration and why, boot timings)
+  stats [--json] [--no-stream] [BOX...]
+                    print the metrics of running boxes (default: all) once: CPU %
+                    and memory of the VMM, execs and those that failed to start,
+                    the network's bytes; --json prints every metric
   stop BOX...       stop boxes (their disks are kept)
   rm [-f] BOX...    remove boxes; -f stops running ones first
   cp [-L] [--no-overwrite] SRC DST
@@ -76,6 +80,8 @@ func run(args []string) int {
 		err = cmdLs(args[1:])
 	case "info", "inspect":
 		err = cmdInfo(args[1:])
+	case "stats":
+		err = cmdStats(args[1:])
 	case "stop":
 		err = eachBox(args[1:], func(rt *core.Runtime, b *core.Box) error { return b.Stop(context.Background()) })
 	case "rm":

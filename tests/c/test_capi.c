@@ -84,6 +84,27 @@ static void test_run(boxlite_box_t *box) {
   expect(rc, &err, BOXLITE_ERR_NOT_FOUND, "missing command");
 }
 
+/* After test_run, the first execs of a new box in a new runtime: both count
+ * its three execs, the missing command as the one error, and the box its 8
+ * bytes of output. */
+static void test_metrics(boxlite_runtime_t *rt, boxlite_box_t *box) {
+  boxlite_error_t *err = NULL;
+  char *json = NULL;
+  expect(boxlite_box_metrics(box, &json, &err), &err, BOXLITE_OK, "box_metrics");
+  CHECK(json && strstr(json, "\"commands_executed_total\":3,\"exec_errors_total\":1,\"bytes_sent_total\":0,\"bytes_received_total\":8,") &&
+            strstr(json, "\"memory_bytes\":") && !strstr(json, "\"memory_bytes\":null") && strstr(json, "\"stage_box_spawn_ms\":"),
+        "box metrics %s", json ? json : "");
+  boxlite_string_free(json);
+  json = NULL;
+  expect(boxlite_runtime_metrics(rt, &json, &err), &err, BOXLITE_OK, "runtime_metrics");
+  CHECK(json && strcmp(json, "{\"boxes_created_total\":1,\"boxes_failed_total\":0,\"num_running_boxes\":1,"
+                             "\"total_commands_executed\":3,\"total_exec_errors\":1}") == 0,
+        "runtime metrics %s", json ? json : "");
+  boxlite_string_free(json);
+  expect(boxlite_box_metrics(box, NULL, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "box_metrics NULL out");
+  expect(boxlite_runtime_metrics((boxlite_runtime_t *)box, &json, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "runtime_metrics of a box");
+}
+
 /* Copies a file in and back out, checks docker cp's errors and bad input. */
 static void test_copy(boxlite_box_t *box) {
   boxlite_error_t *err = NULL;
@@ -328,6 +349,7 @@ int main(void) {
     CHECK(json && strstr(json, "\"state\":\"running\"") && strstr(json, "\"accel\"") && strstr(json, "\"guest_ip\""), "info %s", json ? json : "");
     boxlite_string_free(json);
     test_run(box);
+    test_metrics(rt, box);
     test_copy(box);
     test_stream(box);
     test_two_blocking_readers(box);
@@ -336,6 +358,7 @@ int main(void) {
     test_bad_input(rt, box);
     expect(boxlite_box_remove(box, 0, &err), &err, BOXLITE_ERR_INVALID_STATE, "remove running box without force");
     expect(boxlite_box_remove(box, 1, &err), &err, BOXLITE_OK, "remove with force");
+    expect(boxlite_box_metrics(box, &json, &err), &err, BOXLITE_ERR_INVALID_STATE, "metrics of a removed box");
     boxlite_box_free(box);
     expect(boxlite_box_start(box, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "freed box");
   }

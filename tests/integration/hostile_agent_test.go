@@ -84,6 +84,9 @@ func TestHostileAgent(t *testing.T) {
 				if !errors.Is(err, errdefs.ErrBootFailed) || !strings.Contains(err.Error(), c.want) {
 					t.Fatalf("create: %v; want a boot failure naming %q", err, c.want)
 				}
+				if m := rt.Metrics(); m != (core.RuntimeMetrics{BoxesCreatedTotal: 1, BoxesFailedTotal: 1}) {
+					t.Fatalf("runtime metrics after a failed create: %+v", m)
+				}
 				return
 			}
 			if err != nil {

@@ -3,7 +3,7 @@
 const native = require('./native');
 const { BoxliteError } = require('./errors');
 const { Execution, commandJson } = require('./execution');
-const { execOptions, checkArgs, checkString, normalizeEnv, boxInfo, isPlainObject } = require('./options');
+const { execOptions, checkArgs, checkString, normalizeEnv, boxInfo, camelize, isPlainObject } = require('./options');
 
 const COPY_KEYS = { recursive: 'bool', overwrite: 'bool', followSymlinks: 'bool', includeParent: 'bool', maxBytes: 'cap', maxEntries: 'cap', timeoutSecs: 'secs' };
 
@@ -129,6 +129,16 @@ class Box {
 
   async start() {
     await native.boxStart(this._handle('start'));
+  }
+
+  /**
+   * The running box's metrics (BoxMetrics, BoxLite's names): exec and byte
+   * counters from the box's shim (every process's execs since the box
+   * started), CPU and memory of its VMM, boot timings. Rejects with code
+   * "invalid_state" when the box is not running.
+   */
+  async metrics() {
+    return camelize(JSON.parse(await native.boxMetrics(this._handle('metrics'))));
   }
 
   /** Stops the box (and removes it when it was created with autoRemove). */

@@ -190,6 +190,64 @@ export interface JsBoxInfo {
   dir: string;
 }
 
+/**
+ * A runtime's own counters (this process, since it opened). An exec error is
+ * an exec that never ran: refused, or answered with an error instead of
+ * starting (no such binary, unknown user, missing cwd); a non-zero exit is not.
+ */
+export interface RuntimeMetrics {
+  /** Boxes create() made. */
+  boxesCreatedTotal: number;
+  /** Starts (by create or start) that failed. */
+  boxesFailedTotal: number;
+  /** Boxes this runtime has handles on that are running now. */
+  numRunningBoxes: number;
+  /** Exec requests this runtime sent, to any box. */
+  totalCommandsExecuted: number;
+  /** Of those, the ones that never ran (also: the box connection ended first). */
+  totalExecErrors: number;
+}
+
+/**
+ * A running box's metrics. Counters are kept by the box's shim, for every
+ * process that uses the box, since it last started. null: not known.
+ * Durations in milliseconds.
+ */
+export interface BoxMetrics {
+  /** Exec requests from every client of the box. */
+  commandsExecutedTotal: number;
+  /** Of those, the ones that never ran. */
+  execErrorsTotal: number;
+  /** Stdin bytes sent to the box's execs. */
+  bytesSentTotal: number;
+  /** Stdout and stderr bytes of its execs (file copies not included). */
+  bytesReceivedTotal: number;
+  /** VMM start to agent ready, host clock. */
+  guestBootDurationMs: number;
+  /** The last start by this library, start to ready: the stages below but container init. */
+  totalCreateDurationMs: number | null;
+  /** Find the image, make its layers' disks (cached per image). */
+  stageImagePrepareMs: number | null;
+  /** Make the box's disk (first start), write the shim's configuration. */
+  stageBoxConfigMs: number | null;
+  /** Wait for a boot slot. */
+  stageBootQueueMs: number | null;
+  /** Shim start to ready, including the guest's boot. */
+  stageBoxSpawnMs: number | null;
+  /** The guest agent's own setup, by the guest's clock. */
+  stageContainerInitMs: number | null;
+  /** The VMM's CPU over the shim's last 1 s sample, percent of one host CPU (up to 100 per vCPU). */
+  cpuPercent: number | null;
+  /** The VMM's resident memory. */
+  memoryBytes: number | null;
+  /** Network bytes host to guest (null without a network). */
+  networkBytesSent: number | null;
+  /** Network bytes guest to host. */
+  networkBytesReceived: number | null;
+  /** TCP connections opened. */
+  networkTcpConnections: number | null;
+}
+
 export interface ImageInfo {
   name: string;
   digest: string;
@@ -215,6 +273,8 @@ export declare class JsBoxlite implements AsyncDisposable {
   /** Imports an OCI layout directory or a docker-archive tar. */
   loadImage(path: string): Promise<ImageInfo[]>;
   listImages(): Promise<ImageInfo[]>;
+  /** This runtime's counters since it opened. */
+  metrics(): Promise<RuntimeMetrics>;
   /** Stops the boxes this runtime started and releases it. */
   close(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
@@ -305,6 +365,8 @@ export declare class JsBox implements AsyncDisposable {
   start(): Promise<void>;
   stop(): Promise<void>;
   remove(force?: boolean): Promise<void>;
+  /** The running box's metrics; rejects with code 'invalid_state' when it is not running. */
+  metrics(): Promise<BoxMetrics>;
   /** Releases this handle; the box keeps running. */
   close(): void;
   [Symbol.asyncDispose](): Promise<void>;
@@ -392,6 +454,8 @@ export declare class SimpleBox implements AsyncDisposable {
   getId(): Promise<string>;
   info(): Promise<JsBoxInfo>;
   getInfo(): Promise<JsBoxInfo>;
+  /** The box's metrics; rejects before the box exists. */
+  metrics(): Promise<BoxMetrics>;
   exec(cmd: string, ...args: string[]): Promise<ExecResult>;
   exec(cmd: string, ...argsThenEnv: [...string[], Record<string, string>]): Promise<ExecResult>;
   exec(cmd: string, args: string[], env?: EnvInput | null, options?: ExecOptions): Promise<ExecResult>;

@@ -5,7 +5,7 @@
 const native = require('./native');
 const { BoxliteError, errorCode, unsupported } = require('./errors');
 const { Box } = require('./box');
-const { boxOptions, boxInfo, checkString, checkOutputLimit, isPlainObject, typeOf, DEFAULT_OUTPUT_LIMIT } = require('./options');
+const { boxOptions, boxInfo, camelize, checkString, checkOutputLimit, isPlainObject, typeOf, DEFAULT_OUTPUT_LIMIT } = require('./options');
 
 let defaultRuntime = null;
 let defaultOptions = {};
@@ -143,6 +143,11 @@ class JsBoxlite {
     } finally {
       box.close();
     }
+  }
+
+  /** This runtime's counters since it opened (RuntimeMetrics, BoxLite's names). */
+  async metrics() {
+    return camelize(JSON.parse(native.runtimeMetrics(await this._handle('metrics'))));
   }
 
   /** Imports an OCI layout directory or a docker-archive tar. */

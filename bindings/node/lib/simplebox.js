@@ -106,6 +106,12 @@ class SimpleBox {
     return (await this._ensureBox()).info();
   }
 
+  /** The box's metrics (see JsBox.metrics); rejects before the box exists. */
+  async metrics() {
+    if (!this._box) throw new BoxliteError('Box not yet created. Call exec() first.', { code: 'invalid_state' });
+    return this._box.metrics();
+  }
+
   /**
    * Runs a command and collects its output: {exitCode, stdout, stderr,
    * stdoutTruncated, stderrTruncated}. A non-zero exit is a result, not an

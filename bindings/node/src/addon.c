@@ -345,7 +345,7 @@ enum op {
   OP_RUNTIME_NEW, OP_RUNTIME_FREE, OP_IMAGE_LOAD, OP_BOX_LIST, OP_BOX_CREATE, OP_BOX_GET,
   OP_BOX_START, OP_BOX_STOP, OP_BOX_REMOVE, OP_BOX_RUN, OP_READ, OP_WRITE, OP_WAIT, OP_BENCH,
   OP_SESSION_NEW, OP_SESSION_RUN, OP_SESSION_RUN_START, OP_SESSION_EXEC, OP_SESSION_RESET,
-  OP_CELL_READ, OP_CELL_RESULT, OP_COPY_IN, OP_COPY_OUT,
+  OP_CELL_READ, OP_CELL_RESULT, OP_COPY_IN, OP_COPY_OUT, OP_BOX_METRICS,
 };
 
 typedef struct work {
@@ -457,6 +457,9 @@ static void work_execute(napi_env env, void *data) {
   case OP_COPY_OUT:
     w->rc = boxlite_box_copy_out(w->h, w->s, w->s2, w->s3, &err);
     break;
+  case OP_BOX_METRICS:
+    w->rc = boxlite_box_metrics(w->h, &w->out_str, &err);
+    break;
   }
   if (err) {
     w->errcode = err->code;
@@ -493,6 +496,7 @@ static void work_complete(napi_env env, napi_status status, void *data) {
     break;
   case OP_IMAGE_LOAD:
   case OP_BOX_LIST:
+  case OP_BOX_METRICS:
     result = str_or_null(env, w->out_str);
     break;
   case OP_BOX_RUN:
@@ -765,6 +769,26 @@ static napi_value js_box_stop(napi_env env, napi_callback_info info) {
 }
 static napi_value js_box_remove(napi_env env, napi_callback_info info) {
   return box_op(env, info, OP_BOX_REMOVE, "boxlite.boxRemove");
+}
+
+/* boxMetrics(box): a promise of the JSON (it asks the box's shim). */
+static napi_value js_box_metrics(napi_env env, napi_callback_info info) {
+  return box_op(env, info, OP_BOX_METRICS, "boxlite.boxMetrics");
+}
+
+/* runtimeMetrics(rt): the JSON, at once (in-process counters). */
+static napi_value js_runtime_metrics(napi_env env, napi_callback_info info) {
+  napi_value a[1], v;
+  if (!get_args(env, info, 1, a)) return NULL;
+  handle_t *hd = get_handle(env, a[0], K_RUNTIME, "rt");
+  if (!hd) return NULL;
+  char *out = NULL;
+  boxlite_error_t *err = NULL;
+  int rc = boxlite_runtime_metrics(hd->h, &out, &err);
+  if (rc != BOXLITE_OK) return throw_status(env, rc, err), NULL;
+  v = str_or_null(env, out);
+  boxlite_string_free(out);
+  return v;
 }
 
 static napi_value js_box_free(napi_env env, napi_callback_info info) {
@@ -1467,6 +1491,8 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       FN("boxCopyOut", js_box_copy_out),
       FN("boxStop", js_box_stop),
       FN("boxRemove", js_box_remove),
+      FN("boxMetrics", js_box_metrics),
+      FN("runtimeMetrics", js_runtime_metrics),
       FN("boxFree", js_box_free),
       FN("boxExec", js_box_exec),
       FN("boxRun", js_box_run),

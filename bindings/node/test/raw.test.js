@@ -41,6 +41,8 @@ test('wrong types are TypeErrors naming the parameter, without a runtime', () =>
     ['boxExec', [null, '{}'], 'box'],
     ['executionRead', [undefined, 1, 10, 0], 'ex'],
     ['imageList', ['rt'], 'rt'],
+    ['boxMetrics', [7], 'box'],
+    ['runtimeMetrics', [null], 'rt'],
     ['runtimeNew', [42], 'optionsJson'],
     ['statusName', ['x'], 'code'],
   ]) {

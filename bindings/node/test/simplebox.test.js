@@ -33,6 +33,22 @@ test('SimpleBox', { skip, ...T }, async (t) => {
     assert.equal(tcgWarned, info.runtime.accel === 'tcg', 'a TCG box says it is not behind a security boundary');
   });
 
+  await t.test('metrics count execs: the box\'s (its shim\'s) and the runtime\'s', async () => {
+    const [b0, r0] = [await box.metrics(), await runtime.metrics()];
+    assert.equal((await box.exec('echo', 'hello')).exitCode, 0);
+    assert.equal((await box.exec('sh', '-c', 'exit 3')).exitCode, 3, 'a non-zero exit is executed, not an error');
+    assert.equal(errorCode(await rejection(box.exec('no-such-command'))), 'not_found');
+    const [b1, r1] = [await box.metrics(), await runtime.metrics()];
+    assert.equal(b1.commandsExecutedTotal - b0.commandsExecutedTotal, 3);
+    assert.equal(b1.execErrorsTotal - b0.execErrorsTotal, 1);
+    assert.equal(b1.bytesReceivedTotal - b0.bytesReceivedTotal, 'hello\n'.length);
+    assert.equal(r1.totalCommandsExecuted - r0.totalCommandsExecuted, 3);
+    assert.equal(r1.totalExecErrors - r0.totalExecErrors, 1);
+    assert.ok(r1.numRunningBoxes >= 1 && r1.boxesCreatedTotal >= 1, JSON.stringify(r1));
+    assert.ok(b1.memoryBytes > 0 && b1.guestBootDurationMs > 0 && b1.totalCreateDurationMs > 0, JSON.stringify(b1));
+    assert.equal(typeof b1.cpuPercent, 'number');
+  });
+
   await t.test('env (trailing object and array form), cwd, user', async () => {
     let r = await box.exec('sh', '-c', 'echo $MY_VAR $BOX_VAR', { MY_VAR: 'custom-value' });
     assert.equal(r.stdout, 'custom-value from-box\n');

@@ -36,6 +36,7 @@ from .errors import (
 from .exec import ExecResult
 from .execution import ExecStderr, ExecStdin, ExecStdout, Execution, ExitStatus
 from .interactivebox import InteractiveBox
+from .metrics import BoxMetrics, RuntimeMetrics
 from .runtime import Boxlite, ImageHandle, ImageInfo, Options
 from .session import CellChunk, CellError, CellResult, CellStream, PythonSession, ShellSession
 from .simplebox import SimpleBox
@@ -63,6 +64,7 @@ def library_version() -> str:
 __all__ = [
     "Boxlite", "Options", "ImageHandle", "ImageInfo",
     "Box", "BoxOptions", "BoxInfo", "BoxStateInfo", "CopyOptions", "NetworkSpec", "NetworkInfo", "PortMapping",
+    "BoxMetrics", "RuntimeMetrics",
     "Execution", "ExecStdout", "ExecStderr", "ExecStdin", "ExitStatus", "ExecResult",
     "SimpleBox", "CodeBox", "InteractiveBox",
     "PythonSession", "ShellSession", "CellResult", "CellError", "CellChunk", "CellStream",

@@ -94,6 +94,8 @@ int boxlite_box_start(boxlite_box_t *box, boxlite_error_t **err);
 int boxlite_box_stop(boxlite_box_t *box, boxlite_error_t **err);
 int boxlite_box_remove(boxlite_box_t *box, int force, boxlite_error_t **err);
 void boxlite_box_free(boxlite_box_t *box);
+int boxlite_box_metrics(boxlite_box_t *box, char **out_json, boxlite_error_t **err);
+int boxlite_runtime_metrics(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **err);
 
 int boxlite_box_exec(boxlite_box_t *box, const char *command_json, boxlite_execution_t **out,
                      boxlite_error_t **err);
@@ -374,6 +376,20 @@ def box_info(box: Handle) -> str:
     out = ffi.new("char **")
     err = _new_err()
     check(lib().boxlite_box_info(_ptr(box), out, err), err, "box_info")
+    return _take_string(out[0])
+
+
+def box_metrics(box: Handle) -> str:
+    out = ffi.new("char **")
+    err = _new_err()
+    check(lib().boxlite_box_metrics(_ptr(box), out, err), err, "box_metrics")
+    return _take_string(out[0])
+
+
+def runtime_metrics(rt: Handle) -> str:
+    out = ffi.new("char **")
+    err = _new_err()
+    check(lib().boxlite_runtime_metrics(_ptr(rt), out, err), err, "runtime_metrics")
     return _take_string(out[0])
 
 

@@ -14,6 +14,7 @@ from ._aio import blocking
 from .errors import ClosedError, InvalidArgumentError, UnsupportedError
 from .exec import ExecResult
 from .execution import Execution
+from .metrics import BoxMetrics
 
 if TYPE_CHECKING:
     from .runtime import Boxlite
@@ -472,8 +473,10 @@ class Box:
             raise TypeError(f"force must be bool, not {type(force).__name__}")
         await blocking(raw.box_remove, self._handle(), force)
 
-    async def metrics(self):
-        raise UnsupportedError("box metrics are not available from the C ABI yet")
+    async def metrics(self) -> BoxMetrics:
+        """The running box's counters and samples (see ``BoxMetrics``); a box
+        that is not running raises InvalidStateError."""
+        return BoxMetrics(json.loads(await blocking(raw.box_metrics, self._handle())))
 
     def close(self) -> None:
         """Releases the handle and closes its executions. Idempotent."""

@@ -12,6 +12,7 @@ from . import _ffi as raw
 from ._aio import blocking
 from .box import DEFAULT_OUTPUT_LIMIT, Box, BoxInfo, BoxOptions, check_output_limit, check_str
 from .errors import BoxliteError, ClosedError, NotFoundError, UnsupportedError
+from .metrics import RuntimeMetrics
 
 __all__ = ["Boxlite", "Options", "ImageHandle", "ImageInfo"]
 
@@ -186,8 +187,9 @@ class Boxlite:
             raise TypeError(f"force must be bool, not {type(force).__name__}")
         await blocking(_remove, self._handle(), id_or_name, force)
 
-    async def metrics(self):
-        raise UnsupportedError("runtime metrics are not available from the C ABI yet")
+    async def metrics(self) -> RuntimeMetrics:
+        """This runtime's counters since it opened (see ``RuntimeMetrics``)."""
+        return RuntimeMetrics(json.loads(raw.runtime_metrics(self._handle())))
 
     def close(self) -> None:
         """Closes the boxes and executions opened through this runtime and

@@ -21,6 +21,7 @@ from .errors import ClosedError, InvalidStateError
 from .exec import ExecResult
 from .execution import ExecStdin, Execution, ExitStatus, _OutputStream
 from .interactivebox import InteractiveBox
+from .metrics import BoxMetrics, RuntimeMetrics
 from .runtime import Boxlite, ImageInfo, Options
 from .session import CellChunk, CellResult
 from .simplebox import SimpleBox
@@ -191,6 +192,9 @@ class SyncBox:
     def remove(self, force: bool = False) -> None:
         _run(self._box.remove(force))
 
+    def metrics(self) -> BoxMetrics:
+        return _run(self._box.metrics())
+
     def close(self) -> None:
         _run(_call(self._box.close))
 
@@ -241,6 +245,9 @@ class SyncBoxlite:
 
     def remove(self, id_or_name: str, force: bool = False) -> None:
         _run(self._rt.remove(id_or_name, force))
+
+    def metrics(self) -> RuntimeMetrics:
+        return _run(self._rt.metrics())
 
     def start(self) -> "SyncBoxlite":
         """Returns the runtime, ready (BoxLite's explicit start; a
@@ -316,6 +323,9 @@ class SyncSimpleBox:
 
     def exec(self, cmd: str, *args: str, **kwargs: Any) -> ExecResult:
         return _run(self._sb.exec(cmd, *args, **kwargs))
+
+    def metrics(self) -> BoxMetrics:
+        return _run(self._sb.metrics())
 
     def copy_in(self, host_path: Any, container_dest: str, *args: Any, **kwargs: Any) -> None:
         _run(self._sb.copy_in(host_path, container_dest, *args, **kwargs))

@@ -1,6 +1,8 @@
 """Box.copy_in / copy_out with CopyOptions (BoxLite's signatures), backed by
 the library's native copy: a tree with an executable and a symlink, a large
-file, docker cp's rules, options and their errors. One box for the module.
+file, docker cp's rules, options and their errors; and the box's and the
+runtime's metrics, which need a plain Box (an InteractiveBox runs its
+commands in one shell session: one exec). One box for the module.
 Hostile archives are tested where they are refused, in the Go tests
 (filecopy unit tests, tests/integration TestCopyHostileAgent)."""
 
@@ -76,3 +78,27 @@ def test_copy_options_and_errors(box, run, tmp_path):
     assert (tmp_path / "pw").read_text().startswith("root:")
     run(box.copy_out("/root/pw", tmp_path / "pwlink"))
     assert os.readlink(tmp_path / "pwlink") == "/etc/passwd"
+
+
+def test_metrics_count_execs(box, run):
+    """The box's counters (its shim's) and the runtime's count this test's execs
+    exactly; a command that is not found is an exec error, one that exits 3 is not."""
+    rt = boxlite.Boxlite.default()
+    b0, r0 = run(box.metrics()), run(rt.metrics())
+    assert run(box.run("echo", "hello")).exit_code == 0
+    assert run(box.run("sh", "-c", "exit 3")).exit_code == 3
+    with pytest.raises(boxlite.NotFoundError):
+        run(box.run("no-such-command"))
+    b1, r1 = run(box.metrics()), run(rt.metrics())
+    assert isinstance(b1, boxlite.BoxMetrics) and isinstance(r1, boxlite.RuntimeMetrics)
+    assert b1.commands_executed_total - b0.commands_executed_total == 3, (b0, b1)
+    assert b1.exec_errors_total - b0.exec_errors_total == 1, (b0, b1)
+    assert b1.bytes_received_total - b0.bytes_received_total == len("hello\n"), (b0, b1)
+    assert b1.bytes_sent_total == b0.bytes_sent_total
+    assert r1.total_commands_executed - r0.total_commands_executed == 3, (r0, r1)
+    assert r1.total_exec_errors - r0.total_exec_errors == 1, (r0, r1)
+    assert r1.num_running_boxes >= 1 and r1.boxes_created_total >= 1, r1
+    assert b1.memory_bytes > 0 and b1.guest_boot_duration_ms > 0 and b1.total_create_duration_ms > 0, b1
+    assert isinstance(b1.cpu_percent, float) and b1.cpu_percent >= 0
+    # The sync API reads the same.
+    assert boxlite.SyncBoxlite(_runtime=rt).metrics().total_commands_executed == r1.total_commands_executed
