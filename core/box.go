@@ -284,7 +284,7 @@ func (b *Box) boot(ctx context.Context) (*conn, protocol.Info, error) {
 		return nil, none, err
 	}
 	stages.lap(&stages.rec.BoxConfigMs)
-	release, err := b.rt.admitBoot(ctx, b.rec.ID)
+	release, err := b.rt.admitBoot(ctx, b.rec.ID, bootNeedMiB(b.rec.Config))
 	if err != nil {
 		return nil, none, err
 	}

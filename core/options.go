@@ -25,6 +25,7 @@ type runtimeOptions struct {
 	qemu       string
 	requireKVM bool
 	maxBoots   int
+	memReserve int64 // MiB; 0: defaultMemoryReserveMiB
 }
 
 // WithHome sets the runtime's home directory. Default: $BOXLITE_HOME, else ~/.boxlite.
@@ -118,6 +119,21 @@ func WithMaxConcurrentBoots(n int) Option {
 			return errdefs.Errorf(errdefs.ErrInvalidArgument, "max concurrent boots %d is outside 1..4096", n)
 		}
 		o.maxBoots = n
+		return nil
+	}
+}
+
+// WithHostMemoryReserveMiB sets how much of the host's available memory box
+// starts leave alone: a boot waits (bounded by its context, then ErrLimit)
+// until MemAvailable, less the boots in flight and this reserve, covers the
+// box's memory plus its VMM's overhead. Default: a twentieth of the host's
+// memory, at least 256 MiB.
+func WithHostMemoryReserveMiB(n int64) Option {
+	return func(o *runtimeOptions) error {
+		if n < 1 {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "host memory reserve %d MiB: must be at least 1", n)
+		}
+		o.memReserve = n
 		return nil
 	}
 }

@@ -32,7 +32,8 @@ type Runtime struct {
 	outputLimit int64              // per stream of a collected result
 	qemu        string             // the VMM binary; empty: the shim's default
 	requireKVM  bool
-	maxBoots    int // VMs booting at once, across the processes of this home
+	maxBoots    int   // VMs booting at once, across the processes of this home
+	memReserve  int64 // MiB of available host memory box starts leave alone
 
 	counters runtimeCounters // RuntimeMetrics (metrics.go)
 
@@ -54,6 +55,9 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 	}
 	if o.maxBoots == 0 {
 		o.maxBoots = defaultMaxBoots()
+	}
+	if o.memReserve == 0 {
+		o.memReserve = defaultMemoryReserveMiB()
 	}
 	if strings.EqualFold(strings.TrimSpace(os.Getenv("BOXLITE_ACCEL")), "kvm") {
 		o.requireKVM = true
@@ -84,7 +88,7 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 		o.output = DefaultOutputLimit
 	}
 	return &Runtime{home: home, assets: findAssets(o.assets), images: images, pull: pull, outputLimit: o.output,
-		qemu: o.qemu, requireKVM: o.requireKVM, maxBoots: o.maxBoots, boxes: map[string]*Box{}}, nil
+		qemu: o.qemu, requireKVM: o.requireKVM, maxBoots: o.maxBoots, memReserve: o.memReserve, boxes: map[string]*Box{}}, nil
 }
 
 // defaultHome is $BOXLITE_HOME, else ~/.boxlite. There is no fallback to a
