@@ -50,7 +50,9 @@ const (
 // box is refused.
 func (b *Box) lockDisk(op string) (unlock func(), err error) {
 	b.refresh()
-	if s := b.State(); s == StateStarting || s == StateRunning || s == StateStopping || s == StateRemoved {
+	if s := b.State(); s == StateRemoved {
+		return nil, errdefs.Errorf(errdefs.ErrInvalidState, "%s: box %s is removed", op, b.rec.ID)
+	} else if s == StateStarting || s == StateRunning || s == StateStopping {
 		return nil, errdefs.Errorf(errdefs.ErrInvalidState, "%s: box %s is %s; stop it first (its disk is only consistent while no VM runs it)", op, b.rec.ID, s)
 	}
 	f, err := os.OpenFile(b.path(shimapi.LockFile), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)

@@ -24,9 +24,10 @@ from .interactivebox import InteractiveBox
 from .runtime import Boxlite, ImageInfo, Options
 from .session import CellChunk, CellResult
 from .simplebox import SimpleBox
+from .snapshot import CloneOptions, ExportOptions, SnapshotHandle, SnapshotInfo, SnapshotOptions
 
 __all__ = [
-    "SyncBoxlite", "SyncBox", "SyncExecution", "SyncExecStdout", "SyncExecStderr", "SyncExecStdin",
+    "SyncBoxlite", "SyncBox", "SyncSnapshotHandle", "SyncExecution", "SyncExecStdout", "SyncExecStderr", "SyncExecStdin",
     "SyncSimpleBox", "SyncCodeBox", "SyncInteractiveBox",
 ]
 
@@ -151,6 +152,28 @@ class SyncExecution:
         self.close()
 
 
+class SyncSnapshotHandle:
+    """``SyncBox.snapshot``: the blocking SnapshotHandle."""
+
+    def __init__(self, handle: SnapshotHandle):
+        self._h = handle
+
+    def create(self, name: Optional[str] = None, *, options: Optional[SnapshotOptions] = None) -> SnapshotInfo:
+        return _run(self._h.create(name, options=options))
+
+    def list(self) -> List[SnapshotInfo]:
+        return _run(self._h.list())
+
+    def get(self, name: str) -> Optional[SnapshotInfo]:
+        return _run(self._h.get(name))
+
+    def remove(self, name: str) -> None:
+        _run(self._h.remove(name))
+
+    def restore(self, name: str) -> None:
+        _run(self._h.restore(name))
+
+
 class SyncBox:
     def __init__(self, box: Box):
         self._box = box
@@ -186,6 +209,16 @@ class SyncBox:
 
     def remove(self, force: bool = False) -> None:
         _run(self._box.remove(force))
+
+    @property
+    def snapshot(self) -> SyncSnapshotHandle:
+        return SyncSnapshotHandle(self._box.snapshot)
+
+    def clone_box(self, *, options: Optional[CloneOptions] = None, name: Optional[str] = None) -> "SyncBox":
+        return SyncBox(_run(self._box.clone_box(options=options, name=name)))
+
+    def export(self, *, dest: Any, options: Optional[ExportOptions] = None) -> str:
+        return _run(self._box.export(dest=dest, options=options))
 
     def close(self) -> None:
         _run(_call(self._box.close))
@@ -237,6 +270,9 @@ class SyncBoxlite:
 
     def remove(self, id_or_name: str, force: bool = False) -> None:
         _run(self._rt.remove(id_or_name, force))
+
+    def import_box(self, archive_path: Any, name: Optional[str] = None, *, untrusted: bool = False) -> SyncBox:
+        return SyncBox(_run(self._rt.import_box(archive_path, name, untrusted=untrusted)))
 
     def close(self) -> None:
         _run(self._rt.shutdown())
