@@ -100,6 +100,9 @@ func (b *Box) Export(ctx context.Context, dest string) (string, error) {
 		m.Disk = &disk.archivedDisk
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(dest), "."+filepath.Base(dest)+".tmp-*")
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", errdefs.Errorf(errdefs.ErrNotFound, "%s: directory %s", op, filepath.Dir(dest))
+	}
 	if err != nil {
 		return "", fmt.Errorf("%s box %s: %w", op, b.rec.ID, err)
 	}

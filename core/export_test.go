@@ -247,6 +247,10 @@ func TestExportImport(t *testing.T) {
 		t.Fatalf("export to a directory: %q %v", p, err)
 	}
 
+	if _, err := b.Export(ctx, "/nonexistent/dir/box.boxlite"); !errors.Is(err, errdefs.ErrNotFound) || !strings.Contains(err.Error(), "/nonexistent/dir") {
+		t.Fatalf("export into a missing directory: %v", err)
+	}
+
 	r2 := testRuntime(t) // another home, without the image
 	if imgs, _ := r2.Images().List(); len(imgs) != 0 {
 		t.Fatal("the second home has images")
