@@ -417,6 +417,9 @@ func readManifest(r io.Reader, size int64, name string) (archiveManifest, error)
 	if err := m.Config.validate(); err != nil {
 		return m, fmt.Errorf("archive: %w", err)
 	}
+	if err := checkHostMemory(m.Config); err != nil { // as Create refuses it
+		return m, fmt.Errorf("archive: %w", err)
+	}
 	if d := m.Disk; d != nil {
 		if err := checkLayout(d, int64(m.Config.DiskSizeGB)<<30); err != nil {
 			return m, err

@@ -398,6 +398,14 @@ func TestImportRefusesHostileArchives(t *testing.T) {
 		{"wrong image", withManifest(t, ents, func(m map[string]any) { m["image_digest"] = "sha256:" + strings.Repeat("0", 64) }), errdefs.ErrInvalidArgument, "image"},
 		{"no image", ents[:2], errdefs.ErrInvalidArgument, "missing"},
 	}
+	if total, err := meminfoMiB("MemTotal"); err == nil && total < 64<<10 {
+		cases = append(cases, struct {
+			name string
+			ents []entry
+			kind error
+			says string
+		}{"more memory than the host", withManifest(t, ents, func(m map[string]any) { m["config"].(map[string]any)["memory_mib"] = 64 << 10 }), errdefs.ErrLimit, "host memory"})
+	}
 	r = testRuntime(t) // import into a home without the image, as on another machine
 	before, _ := r.List(ctx)
 	imgsBefore, _ := r.Images().List()
