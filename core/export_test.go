@@ -371,12 +371,13 @@ func TestImportRefusesHostileArchives(t *testing.T) {
 		out[i].data = d
 		return out
 	}
-	cases := []struct {
+	type hostile struct {
 		name string
 		ents []entry
 		kind error
 		says string
-	}{
+	}
+	cases := []hostile{
 		{"path traversal", append(append([]entry{}, ents...), entry{name: "../../evil", data: []byte("x")}), errdefs.ErrInvalidArgument, `"../../evil"`},
 		{"blob path traversal", append(append([]entry{}, ents...), entry{name: "image/blobs/sha256/../../../../x", data: []byte("x")}), errdefs.ErrInvalidArgument, "not part of a box archive"},
 		{"absolute path", append(append([]entry{}, ents...), entry{name: "/tmp/evil", data: []byte("x")}), errdefs.ErrInvalidArgument, `"/tmp/evil"`},
@@ -399,12 +400,7 @@ func TestImportRefusesHostileArchives(t *testing.T) {
 		{"no image", ents[:2], errdefs.ErrInvalidArgument, "missing"},
 	}
 	if total, err := meminfoMiB("MemTotal"); err == nil && total < 64<<10 {
-		cases = append(cases, struct {
-			name string
-			ents []entry
-			kind error
-			says string
-		}{"more memory than the host", withManifest(t, ents, func(m map[string]any) { m["config"].(map[string]any)["memory_mib"] = 64 << 10 }), errdefs.ErrLimit, "host memory"})
+		cases = append(cases, hostile{"more memory than the host", withManifest(t, ents, func(m map[string]any) { m["config"].(map[string]any)["memory_mib"] = 64 << 10 }), errdefs.ErrLimit, "host memory"})
 	}
 	r = testRuntime(t) // import into a home without the image, as on another machine
 	before, _ := r.List(ctx)
