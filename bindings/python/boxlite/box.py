@@ -486,8 +486,10 @@ class Box:
     async def clone_box(self, *, options: Optional["CloneOptions"] = None, name: Optional[str] = None) -> "Box":
         """A new, stopped box with this box's config, image and a copy of its
         disk (or of the snapshot ``options.snapshot``). The box must not be running."""
+        from .runtime import _discard_box  # (runtime imports this module)
+
         opts = clone_options_json(options, name)
-        h = await blocking(raw.box_clone, self._handle(), opts, on_abandon=raw.Handle.close)
+        h = await blocking(raw.box_clone, self._handle(), opts, on_abandon=_discard_box)
         return self._runtime._adopt(h)
 
     async def export(self, *, dest: Any, options: Optional["ExportOptions"] = None) -> str:

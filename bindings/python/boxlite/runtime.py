@@ -196,7 +196,7 @@ class Boxlite:
         BoxLite's signature): a bad one raises and leaves no box."""
         archive_path = check_str(archive_path, "archive_path")
         name = check_optional_str(name, "name")
-        h = await blocking(raw.runtime_import_box, self._handle(), archive_path, name, on_abandon=raw.Handle.close)
+        h = await blocking(raw.runtime_import_box, self._handle(), archive_path, name, on_abandon=_discard_box)
         return self._adopt(h)
 
     def close(self) -> None:

@@ -112,3 +112,4 @@ def clone_options_json(options: Optional[CloneOptions], name: Optional[str]) -> 
     if options is not None and options.snapshot is not None:
         d["snapshot"] = _check_name(options.snapshot, "options.snapshot")
     return json.dumps(d)
+
