@@ -252,6 +252,11 @@ func (r *Runtime) importBox(ctx context.Context, path, name string) (*Box, error
 	if path == "" {
 		return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "archive path is empty")
 	}
+	if name != "" {
+		if _, err := r.find(name); err == nil { // before any work (adopt checks again, under the lock)
+			return nil, errdefs.Errorf(errdefs.ErrAlreadyExists, "box name %q is taken", name)
+		}
+	}
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, errdefs.Errorf(errdefs.ErrNotFound, "archive %s", path)
@@ -273,11 +278,6 @@ func (r *Runtime) importBox(ctx context.Context, path, name string) (*Box, error
 	m, err := r.unpack(ctx, tar.NewReader(zr), stage, name)
 	if err != nil {
 		return nil, err
-	}
-	if m.Config.Name != "" {
-		if _, err := r.find(m.Config.Name); err == nil { // before the image comes in (adopt checks again)
-			return nil, errdefs.Errorf(errdefs.ErrAlreadyExists, "box name %q is taken", m.Config.Name)
-		}
 	}
 	imgDir := filepath.Join(stage, "image")
 	if err := checkImageIndex(filepath.Join(imgDir, "index.json"), m.ImageDigest); err != nil {
