@@ -232,6 +232,54 @@ int boxlite_box_copy_in(boxlite_box_t *box, const char *host_src, const char *bo
 int boxlite_box_copy_out(boxlite_box_t *box, const char *box_src, const char *host_dst,
                          const char *options_json, boxlite_error_t **err);
 
+/* ---- snapshots, clones, archives (BoxLite's box.snapshot, clone_box,
+ * export, import_box) ----
+ *
+ * Each works on a box that is not running (stopped, or never started):
+ * a running one gives BOXLITE_ERR_INVALID_STATE (stop it first; the disk is
+ * only consistent while no VM runs it), as does a box another process is
+ * starting. Disks are copied copy-on-write where the host file system
+ * reflinks, else sparse: a copy costs the data the disk holds, not its size.
+ * A snapshot is, as JSON: {"id", "box_id", "name", "created_at" (unix
+ * seconds), "size_bytes" (host bytes it takes), "container_disk_bytes" (the
+ * disk's size; 0 when the box had no disk yet)}. Snapshots live with their
+ * box and go when it is removed. Snapshot names: 1-64 of [a-zA-Z0-9_.-],
+ * starting with a letter or digit (BOXLITE_ERR_INVALID_ARGUMENT otherwise). */
+
+/* Saves the box's disk as a snapshot; name NULL or "" names it by its id.
+ * *out_json: the snapshot. A name in use: BOXLITE_ERR_ALREADY_EXISTS. */
+int boxlite_box_snapshot_create(boxlite_box_t *box, const char *name, char **out_json,
+                                boxlite_error_t **err);
+/* *out_json: the box's snapshots, a JSON array, newest first. */
+int boxlite_box_snapshot_list(boxlite_box_t *box, char **out_json, boxlite_error_t **err);
+/* *out_json: the snapshot named name; BOXLITE_ERR_NOT_FOUND if none. */
+int boxlite_box_snapshot_get(boxlite_box_t *box, const char *name, char **out_json,
+                             boxlite_error_t **err);
+int boxlite_box_snapshot_remove(boxlite_box_t *box, const char *name, boxlite_error_t **err);
+/* Replaces the box's disk with the snapshot's (the snapshot stays). */
+int boxlite_box_snapshot_restore(boxlite_box_t *box, const char *name, boxlite_error_t **err);
+/* Makes a new, stopped box with the box's config, image and a copy of its
+ * disk. options_json (NULL: defaults): {"name": none (the clone's name;
+ * names are unique: BOXLITE_ERR_ALREADY_EXISTS), "snapshot": none (copy
+ * this snapshot of the box instead of its disk)}. *out is a new handle. */
+int boxlite_box_clone(boxlite_box_t *box, const char *options_json, boxlite_box_t **out,
+                      boxlite_error_t **err);
+/* Writes the box to one archive file (a zstd-compressed tar: its config,
+ * its disk, sparse, and its image, so it imports where no registry can be
+ * reached; volumes are left out). dest: a file, or a directory in which the
+ * archive is <name or id>.boxlite. *out_path: the archive's path. */
+int boxlite_box_export(boxlite_box_t *box, const char *dest, char **out_path,
+                       boxlite_error_t **err);
+/* Makes a new, stopped box in this runtime's home from an archive
+ * boxlite_box_export wrote, loading its image into the store if missing;
+ * name NULL or "" leaves it unnamed. The archive is untrusted: an entry
+ * that is not part of a box archive, a link, a digest that does not match,
+ * a config that box_create would refuse (or any volume) give
+ * BOXLITE_ERR_INVALID_ARGUMENT, sizes past the limits BOXLITE_ERR_LIMIT,
+ * and a failed import leaves no box. *out is a new handle. */
+int boxlite_runtime_import_box(boxlite_runtime_t *rt, const char *archive_path, const char *name,
+                               boxlite_box_t **out, boxlite_error_t **err);
+
 /* ---- executions ---- */
 
 /* Starts a process. command_json: {"argv": ["cmd", "arg", ...] (required,

@@ -48,6 +48,15 @@ const usage = `usage: boxlite COMMAND [ARGS]
   cp [-L] [--no-overwrite] SRC DST
                     copy files between the host and a running box, as docker cp
                     does: BOX:PATH on one side (-L follows a symlink named as SRC)
+  snapshot create BOX [NAME] | ls BOX | rm BOX NAME | restore BOX NAME
+                    snapshots of a stopped box's disk (kept with the box);
+                    restore replaces the disk with the snapshot's
+  clone [--name N] [--snapshot S] BOX
+                    a stopped copy of a stopped box (or of one of its snapshots)
+  export BOX FILE|DIR
+                    write a stopped box (config, disk, image) to one archive
+  import [--name N] FILE
+                    make a stopped box from an archive; it needs no registry
   pull IMAGE        fetch IMAGE from its registry (or a mirror) into the store
   image load PATH   import an OCI layout directory or a docker-archive tar
   image ls          list images
@@ -88,6 +97,14 @@ func run(args []string) int {
 		err = cmdRm(args[1:])
 	case "cp":
 		err = cmdCp(args[1:])
+	case "snapshot":
+		err = cmdSnapshot(args[1:])
+	case "clone":
+		err = cmdClone(args[1:])
+	case "export":
+		err = cmdExport(args[1:])
+	case "import":
+		err = cmdImport(args[1:])
 	case "image":
 		err = cmdImage(args[1:])
 	case "pull":

@@ -315,6 +315,53 @@ static void test_paused_stream(boxlite_box_t *box) {
   boxlite_execution_free(ex); /* kills it */
 }
 
+/* Snapshots, clone, export and import of the (running, then stopped) box;
+ * nothing more boots. Leaves the box stopped. */
+static void test_snapshots(boxlite_runtime_t *rt, boxlite_box_t *box, const char *home) {
+  boxlite_error_t *err = NULL;
+  char *json = NULL;
+  boxlite_box_t *c = NULL;
+  expect(boxlite_box_snapshot_create(box, "c1", &json, &err), &err, BOXLITE_ERR_INVALID_STATE, "snapshot of a running box");
+  expect(boxlite_box_stop(box, &err), &err, BOXLITE_OK, "stop");
+  expect(boxlite_box_snapshot_create(box, "c1", &json, &err), &err, BOXLITE_OK, "snapshot_create");
+  CHECK(json && strstr(json, "\"name\":\"c1\"") && strstr(json, "\"size_bytes\""), "snapshot %s", json ? json : "");
+  boxlite_string_free(json);
+  json = NULL;
+  expect(boxlite_box_snapshot_create(box, "c1", &json, &err), &err, BOXLITE_ERR_ALREADY_EXISTS, "same name");
+  expect(boxlite_box_snapshot_create(box, "../c1", &json, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "bad name");
+  expect(boxlite_box_snapshot_list(box, &json, &err), &err, BOXLITE_OK, "snapshot_list");
+  CHECK(json && json[0] == '[' && strstr(json, "\"c1\""), "list %s", json ? json : "");
+  boxlite_string_free(json);
+  json = NULL;
+  expect(boxlite_box_snapshot_get(box, "nope", &json, &err), &err, BOXLITE_ERR_NOT_FOUND, "get missing");
+  expect(boxlite_box_snapshot_get(box, NULL, &json, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "get NULL");
+  expect(boxlite_box_snapshot_restore(box, "c1", &err), &err, BOXLITE_OK, "snapshot_restore");
+  expect(boxlite_box_clone(box, "{\"nmae\":\"x\"}", &c, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "clone: unknown option");
+  expect(boxlite_box_clone(box, "{\"name\":\"c-clone\",\"snapshot\":\"c1\"}", &c, &err), &err, BOXLITE_OK, "clone");
+  if (c) {
+    CHECK(strlen(boxlite_box_id(c)) == 12 && strcmp(boxlite_box_id(c), boxlite_box_id(box)) != 0, "clone id");
+    expect(boxlite_box_remove(c, 0, &err), &err, BOXLITE_OK, "remove clone");
+    boxlite_box_free(c);
+    c = NULL;
+  }
+  char *path = NULL;
+  expect(boxlite_box_export(box, home, &path, &err), &err, BOXLITE_OK, "export");
+  CHECK(path && strstr(path, ".boxlite"), "export path %s", path ? path : "");
+  if (path) {
+    expect(boxlite_runtime_import_box(rt, path, "c-imported", &c, &err), &err, BOXLITE_OK, "import_box");
+    if (c) {
+      expect(boxlite_box_remove(c, 0, &err), &err, BOXLITE_OK, "remove imported");
+      boxlite_box_free(c);
+      c = NULL;
+    }
+    boxlite_string_free(path);
+  }
+  expect(boxlite_runtime_import_box(rt, "/nonexistent.boxlite", NULL, &c, &err), &err, BOXLITE_ERR_NOT_FOUND, "import of a missing file");
+  expect(boxlite_runtime_import_box(rt, "/etc/passwd", NULL, &c, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "import of a non-archive");
+  expect(boxlite_box_snapshot_remove(box, "c1", &err), &err, BOXLITE_OK, "snapshot_remove");
+  expect(boxlite_box_snapshot_remove(box, "c1", &err), &err, BOXLITE_ERR_NOT_FOUND, "snapshot_remove again");
+}
+
 int main(void) {
   const char *image = getenv("BOXLITE_TEST_IMAGE");
   if (!image || !getenv("BOXLITE_ASSETS")) {
@@ -357,6 +404,7 @@ int main(void) {
     test_tty(box);
     test_bad_input(rt, box);
     expect(boxlite_box_remove(box, 0, &err), &err, BOXLITE_ERR_INVALID_STATE, "remove running box without force");
+    test_snapshots(rt, box, home);
     expect(boxlite_box_remove(box, 1, &err), &err, BOXLITE_OK, "remove with force");
     expect(boxlite_box_metrics(box, &json, &err), &err, BOXLITE_ERR_INVALID_STATE, "metrics of a removed box");
     boxlite_box_free(box);

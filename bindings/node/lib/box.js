@@ -1,9 +1,10 @@
 'use strict';
-// A box handle (BoxLite's JsBox): info, exec, start/stop/remove.
+// A box handle (BoxLite's JsBox): info, exec, start/stop/remove, snapshot, cloneBox, export.
 const native = require('./native');
 const { BoxliteError } = require('./errors');
 const { Execution, commandJson } = require('./execution');
 const { execOptions, checkArgs, checkString, normalizeEnv, boxInfo, camelize, isPlainObject } = require('./options');
+const { SnapshotHandle, cloneOptionsJson, checkEmptyOptions } = require('./snapshot');
 
 const COPY_KEYS = { recursive: 'bool', overwrite: 'bool', followSymlinks: 'bool', includeParent: 'bool', maxBytes: 'cap', maxEntries: 'cap', timeoutSecs: 'secs' };
 
@@ -151,6 +152,31 @@ class Box {
     if (isPlainObject(force)) force = !!force.force;
     if (typeof force !== 'boolean') throw new TypeError(`force must be a boolean, got ${typeof force}`);
     await native.boxRemove(this._handle('remove'), force);
+  }
+
+  /** Snapshots of the box's disk: `await box.snapshot.create('name')`, list, get, remove, restore. */
+  get snapshot() {
+    return new SnapshotHandle(this);
+  }
+
+  /**
+   * A new, stopped box with this box's config, image and a copy of its disk
+   * (or of the snapshot options.snapshot). The box must not be running.
+   */
+  async cloneBox(options, name) {
+    const json = cloneOptionsJson(options, name);
+    return new Box(this._rt, await native.boxClone(this._handle('cloneBox'), json));
+  }
+
+  /**
+   * Writes the box (not running) to one archive: its config, its disk
+   * (sparse) and its image. dest is a file, or a directory in which the
+   * archive is `<name or id>.boxlite`. Resolves to the archive's path.
+   */
+  async export(dest, options) {
+    checkString(dest, 'dest');
+    checkEmptyOptions(options, 'export options');
+    return native.boxExport(this._handle('export'), dest);
   }
 
   /** Releases this handle; the box itself keeps running. */

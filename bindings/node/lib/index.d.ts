@@ -270,6 +270,12 @@ export declare class JsBoxlite implements AsyncDisposable {
   getInfo(idOrName: string): Promise<JsBoxInfo | null>;
   listInfo(): Promise<JsBoxInfo[]>;
   remove(idOrName: string, force?: boolean): Promise<void>;
+  /**
+   * A new, stopped box from an archive JsBox.export wrote (its image loaded
+   * into this home if missing); name null leaves it unnamed. The archive is
+   * checked as untrusted: a bad one rejects ('invalid_argument', 'limit') and leaves no box.
+   */
+  importBox(archivePath: string, name?: string | null): Promise<JsBox>;
   /** Imports an OCI layout directory or a docker-archive tar. */
   loadImage(path: string): Promise<ImageInfo[]>;
   listImages(): Promise<ImageInfo[]>;
@@ -349,6 +355,45 @@ export interface CopyOptions {
   timeoutSecs?: number;
 }
 
+/** A snapshot of a box's disk (BoxLite's JsSnapshotInfo). */
+export interface JsSnapshotInfo {
+  id: string;
+  boxId: string;
+  name: string;
+  /** Unix seconds. */
+  createdAt: number;
+  /** The disk's size; 0 when the box had no disk yet (never started). */
+  containerDiskBytes: number;
+  /** Bytes the snapshot takes on the host (sparse or copy-on-write). */
+  sizeBytes: number;
+}
+
+/** Options of snapshot.create (none yet, as in BoxLite). */
+export type JsSnapshotOptions = Record<string, never>;
+/** Options of cloneBox: snapshot clones that snapshot of the box instead of its disk as it is. */
+export interface JsCloneOptions {
+  snapshot?: string | null;
+}
+/** Options of export (none yet, as in BoxLite). */
+export type JsExportOptions = Record<string, never>;
+
+/**
+ * box.snapshot: snapshots of the box's disk, kept with the box. Each call
+ * needs the box not running (stopped, or never started), else it rejects
+ * with code 'invalid_state'. Names: 1-64 of [a-zA-Z0-9_.-], starting with a letter or digit.
+ */
+export declare class JsSnapshotHandle {
+  /** Saves the disk as snapshot name (null: named by its id); 'already_exists' if taken. */
+  create(name?: string | null, options?: JsSnapshotOptions | null): Promise<JsSnapshotInfo>;
+  /** Newest first. */
+  list(): Promise<JsSnapshotInfo[]>;
+  get(name: string): Promise<JsSnapshotInfo | null>;
+  remove(name: string): Promise<void>;
+  /** Replaces the box's disk with the snapshot's (the snapshot stays). */
+  restore(name: string): Promise<void>;
+}
+export { JsSnapshotHandle as SnapshotHandle };
+
 export declare class JsBox implements AsyncDisposable {
   readonly id: string;
   readonly name: string | null;
@@ -367,6 +412,12 @@ export declare class JsBox implements AsyncDisposable {
   remove(force?: boolean): Promise<void>;
   /** The running box's metrics; rejects with code 'invalid_state' when it is not running. */
   metrics(): Promise<BoxMetrics>;
+  /** Snapshots of the box's disk. */
+  readonly snapshot: JsSnapshotHandle;
+  /** A new, stopped box with this box's config, image and a copy of its disk (copy-on-write or sparse); the box must not be running. */
+  cloneBox(options?: JsCloneOptions | null, name?: string | null): Promise<JsBox>;
+  /** Writes the box (not running) to one archive (config, sparse disk, image); dest is a file or a directory (then <name or id>.boxlite). Resolves to the archive's path. */
+  export(dest: string, options?: JsExportOptions | null): Promise<string>;
   /** Releases this handle; the box keeps running. */
   close(): void;
   [Symbol.asyncDispose](): Promise<void>;

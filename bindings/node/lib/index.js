@@ -6,6 +6,7 @@
 const native = require('./native');
 const { JsBoxlite, Boxlite } = require('./runtime');
 const { Box } = require('./box');
+const { SnapshotHandle } = require('./snapshot');
 const { Execution, OutputStream, StdinWriter } = require('./execution');
 const { SimpleBox, CodeBox, InteractiveBox } = require('./simplebox');
 const { PythonSession, ShellSession, CellStream } = require('./session');
@@ -21,6 +22,8 @@ module.exports = {
   Boxlite,
   Box,
   JsBox: Box,
+  SnapshotHandle,
+  JsSnapshotHandle: SnapshotHandle,
   Execution,
   JsExecution: Execution,
   OutputStream,

@@ -86,6 +86,18 @@ class JsBoxlite {
     return new Box(this, h);
   }
 
+  /**
+   * A new, stopped box from an archive Box.export wrote, its image loaded
+   * into this home if missing; name null leaves it unnamed. The archive is
+   * checked as untrusted: a bad one rejects and leaves no box.
+   */
+  async importBox(archivePath, name) {
+    checkString(archivePath, 'archivePath');
+    if (name !== undefined && name !== null) checkString(name, 'name');
+    const rt = await this._handle('importBox');
+    return new Box(this, await native.runtimeImportBox(rt, archivePath, name ?? null));
+  }
+
   /** A box by id, unique id prefix or name; null when there is none. */
   async get(idOrName) {
     checkString(idOrName, 'idOrName');

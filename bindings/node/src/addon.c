@@ -15,7 +15,7 @@
  * status ("not_found", "invalid_state", ...) and the library's message.
  *
  * Threads: calls that block (runtime new/free, image load, box list/get/
- * create/start/stop/remove, run, write, and read/wait with a timeout other
+ * create/start/stop/remove, snapshots, clone, export, import, run, write, and read/wait with a timeout other
  * than 0) run as napi_async_work on libuv's pool and return a Promise. The
  * library never calls back into JS: readiness of an execution's fd is seen by
  * one poller thread per JS environment (epoll, one-shot) and handed to the JS
@@ -1424,6 +1424,153 @@ static napi_value js_cell_watch_fd(napi_env env, napi_callback_info info) {
   return watch_fd(env, info, K_CELL);
 }
 
+/* ---------- snapshots, clones, archives ----------
+ *
+ * Each blocks (a disk copy) and runs on the pool with its own small work
+ * record: boxSnapshotCreate(box, name|null), boxSnapshotList(box),
+ * boxSnapshotGet(box, name) -> JSON string; boxSnapshotRemove/Restore(box,
+ * name) -> undefined; boxClone(box, optionsJson|null) -> box handle;
+ * boxExport(box, dest) -> path; runtimeImportBox(rt, path, name|null) -> box
+ * handle. */
+
+enum snap_op { SN_CREATE, SN_LIST, SN_GET, SN_REMOVE, SN_RESTORE, SN_CLONE, SN_EXPORT, SN_IMPORT };
+
+typedef struct snap_work {
+  napi_async_work w;
+  napi_deferred d;
+  napi_ref ref;
+  int op;
+  void *h;
+  char *s1, *s2;
+  int rc;
+  char *errmsg;
+  char *out_str;
+  void *out_h;
+} snap_work_t;
+
+static void snap_execute(napi_env env, void *data) {
+  (void)env;
+  snap_work_t *w = data;
+  boxlite_error_t *err = NULL;
+  switch (w->op) {
+  case SN_CREATE: w->rc = boxlite_box_snapshot_create(w->h, w->s1, &w->out_str, &err); break;
+  case SN_LIST: w->rc = boxlite_box_snapshot_list(w->h, &w->out_str, &err); break;
+  case SN_GET: w->rc = boxlite_box_snapshot_get(w->h, w->s1, &w->out_str, &err); break;
+  case SN_REMOVE: w->rc = boxlite_box_snapshot_remove(w->h, w->s1, &err); break;
+  case SN_RESTORE: w->rc = boxlite_box_snapshot_restore(w->h, w->s1, &err); break;
+  case SN_CLONE: w->rc = boxlite_box_clone(w->h, w->s1, (boxlite_box_t **)&w->out_h, &err); break;
+  case SN_EXPORT: w->rc = boxlite_box_export(w->h, w->s1, &w->out_str, &err); break;
+  case SN_IMPORT: w->rc = boxlite_runtime_import_box(w->h, w->s1, w->s2, (boxlite_box_t **)&w->out_h, &err); break;
+  }
+  if (err) {
+    w->errmsg = err->message ? strdup(err->message) : NULL;
+    boxlite_error_free(err);
+  }
+}
+
+static void snap_complete(napi_env env, napi_status status, void *data) {
+  snap_work_t *w = data;
+  napi_value result = NULL;
+  if (status == napi_cancelled) {
+    napi_reject_deferred(env, w->d, make_error(env, "internal", "cancelled"));
+  } else if (w->rc != BOXLITE_OK) {
+    const char *name = boxlite_status_name(w->rc);
+    napi_reject_deferred(env, w->d, make_error(env, name, w->errmsg ? w->errmsg : name));
+  } else {
+    if (w->op == SN_CLONE || w->op == SN_IMPORT) {
+      result = wrap_handle(env, K_BOX, w->out_h);
+      if (!result) boxlite_box_free(w->out_h);
+    } else if (w->op == SN_REMOVE || w->op == SN_RESTORE) {
+      result = undefined(env);
+    } else {
+      result = str_or_null(env, w->out_str);
+    }
+    if (result) {
+      napi_resolve_deferred(env, w->d, result);
+    } else {
+      napi_value exc;
+      bool pending = false;
+      napi_is_exception_pending(env, &pending);
+      if (pending && napi_get_and_clear_last_exception(env, &exc) == napi_ok) napi_reject_deferred(env, w->d, exc);
+      else napi_reject_deferred(env, w->d, make_error(env, "internal", "no result"));
+    }
+  }
+  if (w->ref) napi_delete_reference(env, w->ref);
+  napi_delete_async_work(env, w->w);
+  boxlite_string_free(w->out_str);
+  free(w->s1);
+  free(w->s2);
+  free(w->errmsg);
+  free(w);
+}
+
+/* Reads (handle of kind, up to two strings; param names NULL past nstr,
+ * a leading '?' allows null) and queues op. */
+static napi_value snap_queue(napi_env env, napi_callback_info info, int op, int kind, const char *hparam,
+                             const char *p1, const char *p2, const char *name) {
+  napi_value a[3];
+  if (!get_args(env, info, 3, a)) return NULL;
+  handle_t *hd = get_handle(env, a[0], kind, hparam);
+  if (!hd) return NULL;
+  char *s[2] = {NULL, NULL};
+  const char *ps[2] = {p1, p2};
+  for (int i = 0; i < 2; i++) {
+    if (!ps[i]) continue;
+    int allow_null = ps[i][0] == '?', isnull = 0;
+    s[i] = get_string(env, a[i + 1], ps[i] + allow_null, allow_null, &isnull);
+    if (!s[i] && !isnull) {
+      free(s[0]);
+      return NULL;
+    }
+  }
+  snap_work_t *w = calloc(1, sizeof *w);
+  napi_value promise, rname;
+  if (!w) goto fail;
+  w->op = op;
+  w->h = hd->h;
+  w->s1 = s[0];
+  w->s2 = s[1];
+  if (napi_create_reference(env, a[0], 1, &w->ref) != napi_ok) goto fail;
+  if (napi_create_promise(env, &w->d, &promise) != napi_ok) goto fail;
+  napi_create_string_utf8(env, name, NAPI_AUTO_LENGTH, &rname);
+  if (napi_create_async_work(env, NULL, rname, snap_execute, snap_complete, w, &w->w) != napi_ok ||
+      napi_queue_async_work(env, w->w) != napi_ok)
+    goto fail; /* the promise is dropped unresolved */
+  return promise;
+fail:
+  if (w && w->ref) napi_delete_reference(env, w->ref);
+  free(s[0]);
+  free(s[1]);
+  free(w);
+  napi_throw_error(env, "internal", "cannot queue work");
+  return NULL;
+}
+
+static napi_value js_box_snapshot_create(napi_env env, napi_callback_info info) {
+  return snap_queue(env, info, SN_CREATE, K_BOX, "box", "?name", NULL, "boxlite.boxSnapshotCreate");
+}
+static napi_value js_box_snapshot_list(napi_env env, napi_callback_info info) {
+  return snap_queue(env, info, SN_LIST, K_BOX, "box", NULL, NULL, "boxlite.boxSnapshotList");
+}
+static napi_value js_box_snapshot_get(napi_env env, napi_callback_info info) {
+  return snap_queue(env, info, SN_GET, K_BOX, "box", "name", NULL, "boxlite.boxSnapshotGet");
+}
+static napi_value js_box_snapshot_remove(napi_env env, napi_callback_info info) {
+  return snap_queue(env, info, SN_REMOVE, K_BOX, "box", "name", NULL, "boxlite.boxSnapshotRemove");
+}
+static napi_value js_box_snapshot_restore(napi_env env, napi_callback_info info) {
+  return snap_queue(env, info, SN_RESTORE, K_BOX, "box", "name", NULL, "boxlite.boxSnapshotRestore");
+}
+static napi_value js_box_clone(napi_env env, napi_callback_info info) {
+  return snap_queue(env, info, SN_CLONE, K_BOX, "box", "?optionsJson", NULL, "boxlite.boxClone");
+}
+static napi_value js_box_export(napi_env env, napi_callback_info info) {
+  return snap_queue(env, info, SN_EXPORT, K_BOX, "box", "dest", NULL, "boxlite.boxExport");
+}
+static napi_value js_runtime_import_box(napi_env env, napi_callback_info info) {
+  return snap_queue(env, info, SN_IMPORT, K_RUNTIME, "rt", "archivePath", "?name", "boxlite.runtimeImportBox");
+}
+
 /* ---------- module ---------- */
 
 /* Environment teardown: stop the poller, then free the runtimes JS did not
@@ -1522,6 +1669,14 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       FN("cellInterrupt", js_cell_interrupt),
       FN("cellFree", js_cell_free),
       FN("cellWatchFd", js_cell_watch_fd),
+      FN("boxSnapshotCreate", js_box_snapshot_create),
+      FN("boxSnapshotList", js_box_snapshot_list),
+      FN("boxSnapshotGet", js_box_snapshot_get),
+      FN("boxSnapshotRemove", js_box_snapshot_remove),
+      FN("boxSnapshotRestore", js_box_snapshot_restore),
+      FN("boxClone", js_box_clone),
+      FN("boxExport", js_box_export),
+      FN("runtimeImportBox", js_runtime_import_box),
 #undef FN
   };
   NAPI_OK(napi_define_properties(env, exports, sizeof fns / sizeof fns[0], fns));

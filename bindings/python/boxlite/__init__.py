@@ -40,8 +40,10 @@ from .metrics import BoxMetrics, RuntimeMetrics
 from .runtime import Boxlite, ImageHandle, ImageInfo, Options
 from .session import CellChunk, CellError, CellResult, CellStream, PythonSession, ShellSession
 from .simplebox import SimpleBox
+from .snapshot import CloneOptions, ExportOptions, SnapshotHandle, SnapshotInfo, SnapshotOptions
 from .sync_api import (
     SyncBox,
+    SyncSnapshotHandle,
     SyncBoxlite,
     SyncCodeBox,
     SyncExecStderr,
@@ -68,7 +70,8 @@ __all__ = [
     "Execution", "ExecStdout", "ExecStderr", "ExecStdin", "ExitStatus", "ExecResult",
     "SimpleBox", "CodeBox", "InteractiveBox",
     "PythonSession", "ShellSession", "CellResult", "CellError", "CellChunk", "CellStream",
-    "SyncBoxlite", "SyncBox", "SyncExecution", "SyncExecStdout", "SyncExecStderr",
+    "SnapshotHandle", "SnapshotInfo", "SnapshotOptions", "CloneOptions", "ExportOptions",
+    "SyncBoxlite", "SyncBox", "SyncSnapshotHandle", "SyncExecution", "SyncExecStdout", "SyncExecStderr",
     "SyncSimpleBox", "SyncCodeBox", "SyncInteractiveBox",
     "BoxliteError", "InvalidArgumentError", "NotFoundError", "AlreadyExistsError", "InvalidStateError",
     "TimeoutError", "UnsupportedError", "BootFailedError", "ClosedError", "LimitError", "InternalError",

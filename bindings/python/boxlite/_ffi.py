@@ -107,6 +107,20 @@ int boxlite_box_copy_out(boxlite_box_t *box, const char *box_src, const char *ho
                          const char *options_json, boxlite_error_t **err);
 void boxlite_result_free(boxlite_result_t *res);
 
+int boxlite_box_snapshot_create(boxlite_box_t *box, const char *name, char **out_json,
+                                boxlite_error_t **err);
+int boxlite_box_snapshot_list(boxlite_box_t *box, char **out_json, boxlite_error_t **err);
+int boxlite_box_snapshot_get(boxlite_box_t *box, const char *name, char **out_json,
+                             boxlite_error_t **err);
+int boxlite_box_snapshot_remove(boxlite_box_t *box, const char *name, boxlite_error_t **err);
+int boxlite_box_snapshot_restore(boxlite_box_t *box, const char *name, boxlite_error_t **err);
+int boxlite_box_clone(boxlite_box_t *box, const char *options_json, boxlite_box_t **out,
+                      boxlite_error_t **err);
+int boxlite_box_export(boxlite_box_t *box, const char *dest, char **out_path,
+                       boxlite_error_t **err);
+int boxlite_runtime_import_box(boxlite_runtime_t *rt, const char *archive_path, const char *name,
+                               boxlite_box_t **out, boxlite_error_t **err);
+
 int boxlite_execution_read(boxlite_execution_t *ex, int stream, uint8_t *buf, size_t cap,
                            int64_t timeout_ms, size_t *n, boxlite_error_t **err);
 int boxlite_execution_fd(boxlite_execution_t *ex);
@@ -467,6 +481,66 @@ def box_copy_out(box: Handle, box_src: str, host_dst: str, options_json: str) ->
 
 def result_free(res) -> None:
     lib().boxlite_result_free(res)
+
+
+# ---- snapshots, clones, archives -------------------------------------------------
+
+
+def _nullable(value, what: str):
+    return ffi.NULL if value is None else _cstr(value, what)
+
+
+def box_snapshot_create(box: Handle, name: Optional[str]) -> str:
+    out = ffi.new("char **")
+    err = _new_err()
+    check(lib().boxlite_box_snapshot_create(_ptr(box), _nullable(name, "name"), out, err), err, "box_snapshot_create")
+    return _take_string(out[0])
+
+
+def box_snapshot_list(box: Handle) -> str:
+    out = ffi.new("char **")
+    err = _new_err()
+    check(lib().boxlite_box_snapshot_list(_ptr(box), out, err), err, "box_snapshot_list")
+    return _take_string(out[0])
+
+
+def box_snapshot_get(box: Handle, name: str) -> str:
+    out = ffi.new("char **")
+    err = _new_err()
+    check(lib().boxlite_box_snapshot_get(_ptr(box), _cstr(name, "name"), out, err), err, "box_snapshot_get")
+    return _take_string(out[0])
+
+
+def box_snapshot_remove(box: Handle, name: str) -> None:
+    err = _new_err()
+    check(lib().boxlite_box_snapshot_remove(_ptr(box), _cstr(name, "name"), err), err, "box_snapshot_remove")
+
+
+def box_snapshot_restore(box: Handle, name: str) -> None:
+    err = _new_err()
+    check(lib().boxlite_box_snapshot_restore(_ptr(box), _cstr(name, "name"), err), err, "box_snapshot_restore")
+
+
+def box_clone(box: Handle, options_json: Optional[str]) -> Handle:
+    out = ffi.new("boxlite_box_t **")
+    err = _new_err()
+    check(lib().boxlite_box_clone(_ptr(box), _nullable(options_json, "clone options"), out, err), err, "box_clone")
+    return Handle(out[0], "boxlite_box_free", "box")
+
+
+def box_export(box: Handle, dest: str) -> str:
+    out = ffi.new("char **")
+    err = _new_err()
+    check(lib().boxlite_box_export(_ptr(box), _cstr(dest, "dest"), out, err), err, "box_export")
+    return _take_string(out[0])
+
+
+def runtime_import_box(rt: Handle, archive_path: str, name: Optional[str]) -> Handle:
+    out = ffi.new("boxlite_box_t **")
+    err = _new_err()
+    check(lib().boxlite_runtime_import_box(_ptr(rt), _cstr(archive_path, "archive_path"), _nullable(name, "name"), out, err),
+          err, "runtime_import_box")
+    return Handle(out[0], "boxlite_box_free", "box")
 
 
 def new_buffer(size: int):

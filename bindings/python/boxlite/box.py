@@ -15,6 +15,7 @@ from .errors import ClosedError, InvalidArgumentError, UnsupportedError
 from .exec import ExecResult
 from .execution import Execution
 from .metrics import BoxMetrics
+from .snapshot import CloneOptions, ExportOptions, SnapshotHandle, clone_options_json
 
 if TYPE_CHECKING:
     from .runtime import Boxlite
@@ -477,6 +478,30 @@ class Box:
         """The running box's counters and samples (see ``BoxMetrics``); a box
         that is not running raises InvalidStateError."""
         return BoxMetrics(json.loads(await blocking(raw.box_metrics, self._handle())))
+
+    # ---- snapshots, clones, archives (snapshot.py) ----
+
+    @property
+    def snapshot(self) -> "SnapshotHandle":
+        """Snapshots of the box's disk: ``await box.snapshot.create("name")``, ..."""
+        return SnapshotHandle(self)
+
+    async def clone_box(self, *, options: Optional["CloneOptions"] = None, name: Optional[str] = None) -> "Box":
+        """A new, stopped box with this box's config, image and a copy of its
+        disk (or of the snapshot ``options.snapshot``). The box must not be running."""
+        from .runtime import _discard_box  # (runtime imports this module)
+
+        opts = clone_options_json(options, name)
+        h = await blocking(raw.box_clone, self._handle(), opts, on_abandon=_discard_box)
+        return self._runtime._adopt(h)
+
+    async def export(self, *, dest: Any, options: Optional["ExportOptions"] = None) -> str:
+        """Writes the box (not running) to one archive: its config, its disk
+        (sparse) and its image. ``dest`` is a file, or a directory in which the
+        archive is ``<name or id>.boxlite``. Returns the archive's path."""
+        if options is not None and not isinstance(options, ExportOptions):
+            raise TypeError(f"options must be boxlite.ExportOptions, not {type(options).__name__}")
+        return await blocking(raw.box_export, self._handle(), check_str(dest, "dest"))
 
     def close(self) -> None:
         """Releases the handle and closes its executions. Idempotent."""

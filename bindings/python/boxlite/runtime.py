@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional
 
 from . import _ffi as raw
 from ._aio import blocking
-from .box import DEFAULT_OUTPUT_LIMIT, Box, BoxInfo, BoxOptions, check_output_limit, check_str
+from .box import DEFAULT_OUTPUT_LIMIT, Box, BoxInfo, BoxOptions, check_optional_str, check_output_limit, check_str
 from .errors import BoxliteError, ClosedError, NotFoundError, UnsupportedError
 from .metrics import RuntimeMetrics
 
@@ -190,6 +190,16 @@ class Boxlite:
     async def metrics(self) -> RuntimeMetrics:
         """This runtime's counters since it opened (see ``RuntimeMetrics``)."""
         return RuntimeMetrics(json.loads(raw.runtime_metrics(self._handle())))
+
+    async def import_box(self, archive_path: Any, name: Optional[str] = None, *, untrusted: bool = False) -> Box:
+        """A new, stopped box from an archive ``Box.export`` wrote, its image
+        loaded into this home if missing; ``name`` None leaves it unnamed.
+        Every archive is checked as untrusted (``untrusted`` is accepted for
+        BoxLite's signature): a bad one raises and leaves no box."""
+        archive_path = check_str(archive_path, "archive_path")
+        name = check_optional_str(name, "name")
+        h = await blocking(raw.runtime_import_box, self._handle(), archive_path, name, on_abandon=_discard_box)
+        return self._adopt(h)
 
     def close(self) -> None:
         """Closes the boxes and executions opened through this runtime and

@@ -25,9 +25,10 @@ from .metrics import BoxMetrics, RuntimeMetrics
 from .runtime import Boxlite, ImageInfo, Options
 from .session import CellChunk, CellResult
 from .simplebox import SimpleBox
+from .snapshot import CloneOptions, ExportOptions, SnapshotHandle, SnapshotInfo, SnapshotOptions
 
 __all__ = [
-    "SyncBoxlite", "SyncBox", "SyncExecution", "SyncExecStdout", "SyncExecStderr", "SyncExecStdin",
+    "SyncBoxlite", "SyncBox", "SyncSnapshotHandle", "SyncExecution", "SyncExecStdout", "SyncExecStderr", "SyncExecStdin",
     "SyncSimpleBox", "SyncCodeBox", "SyncInteractiveBox",
 ]
 
@@ -156,6 +157,28 @@ class SyncExecution:
         self.close()
 
 
+class SyncSnapshotHandle:
+    """``SyncBox.snapshot``: the blocking SnapshotHandle."""
+
+    def __init__(self, handle: SnapshotHandle):
+        self._h = handle
+
+    def create(self, name: Optional[str] = None, *, options: Optional[SnapshotOptions] = None) -> SnapshotInfo:
+        return _run(self._h.create(name, options=options))
+
+    def list(self) -> List[SnapshotInfo]:
+        return _run(self._h.list())
+
+    def get(self, name: str) -> Optional[SnapshotInfo]:
+        return _run(self._h.get(name))
+
+    def remove(self, name: str) -> None:
+        _run(self._h.remove(name))
+
+    def restore(self, name: str) -> None:
+        _run(self._h.restore(name))
+
+
 class SyncBox:
     def __init__(self, box: Box):
         self._box = box
@@ -194,6 +217,15 @@ class SyncBox:
 
     def metrics(self) -> BoxMetrics:
         return _run(self._box.metrics())
+    @property
+    def snapshot(self) -> SyncSnapshotHandle:
+        return SyncSnapshotHandle(self._box.snapshot)
+
+    def clone_box(self, *, options: Optional[CloneOptions] = None, name: Optional[str] = None) -> "SyncBox":
+        return SyncBox(_run(self._box.clone_box(options=options, name=name)))
+
+    def export(self, *, dest: Any, options: Optional[ExportOptions] = None) -> str:
+        return _run(self._box.export(dest=dest, options=options))
 
     def close(self) -> None:
         _run(_call(self._box.close))
@@ -262,6 +294,8 @@ class SyncBoxlite:
 
     def shutdown(self, timeout: Optional[int] = None) -> None:
         _run(self._rt.shutdown(timeout))
+    def import_box(self, archive_path: Any, name: Optional[str] = None, *, untrusted: bool = False) -> SyncBox:
+        return SyncBox(_run(self._rt.import_box(archive_path, name, untrusted=untrusted)))
 
     def close(self) -> None:
         _run(self._rt.shutdown())

@@ -1,0 +1,115 @@
+"""Disk snapshots of a box (``box.snapshot``), and the options of
+``Box.clone_box`` and ``Box.export``, as BoxLite's SDK names them.
+
+Every operation needs the box not running (stopped, or never started):
+a running box raises InvalidStateError (stop it first). Disk copies are
+copy-on-write where the host file system allows, else sparse."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
+
+from . import _ffi as raw
+from ._aio import blocking
+from .errors import NotFoundError
+
+if TYPE_CHECKING:
+    from .box import Box
+
+__all__ = ["SnapshotInfo", "SnapshotHandle", "SnapshotOptions", "CloneOptions", "ExportOptions"]
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """A snapshot: ``created_at`` in unix seconds, ``size_bytes`` what it
+    takes on the host, ``container_disk_bytes`` the disk's size (0 when the
+    box had no disk yet)."""
+
+    id: str
+    box_id: str
+    name: str
+    created_at: int
+    size_bytes: int
+    container_disk_bytes: int
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "SnapshotInfo":
+        return cls(id=d["id"], box_id=d["box_id"], name=d["name"], created_at=int(d["created_at"]),
+                   size_bytes=int(d.get("size_bytes", 0)), container_disk_bytes=int(d.get("container_disk_bytes", 0)))
+
+
+@dataclass(frozen=True)
+class SnapshotOptions:
+    """Options of ``snapshot.create`` (none yet, as in BoxLite)."""
+
+
+@dataclass(frozen=True)
+class CloneOptions:
+    """Options of ``clone_box``: ``snapshot`` clones that snapshot of the box
+    instead of its disk as it is."""
+
+    snapshot: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """Options of ``export`` (none yet, as in BoxLite)."""
+
+
+def _check_name(name: Any, what: str = "name") -> str:
+    from .box import check_str
+
+    return check_str(name, what)
+
+
+class SnapshotHandle:
+    """``box.snapshot``: create, list, get, remove and restore snapshots of
+    the box's disk. Snapshots live with the box and go when it is removed."""
+
+    def __init__(self, box: "Box"):
+        self._box = box
+
+    async def create(self, name: Optional[str] = None, *, options: Optional[SnapshotOptions] = None) -> SnapshotInfo:
+        """Saves the box's disk as snapshot ``name`` (None: named by its id)."""
+        if name is not None:
+            name = _check_name(name)
+        if options is not None and not isinstance(options, SnapshotOptions):
+            raise TypeError(f"options must be boxlite.SnapshotOptions, not {type(options).__name__}")
+        return SnapshotInfo.from_json(json.loads(await blocking(raw.box_snapshot_create, self._box._handle(), name)))
+
+    async def list(self) -> List[SnapshotInfo]:
+        """The box's snapshots, newest first."""
+        return [SnapshotInfo.from_json(d) for d in json.loads(await blocking(raw.box_snapshot_list, self._box._handle()))]
+
+    async def get(self, name: str) -> Optional[SnapshotInfo]:
+        """The snapshot named ``name``, or None."""
+        name = _check_name(name)
+        try:
+            return SnapshotInfo.from_json(json.loads(await blocking(raw.box_snapshot_get, self._box._handle(), name)))
+        except NotFoundError:
+            return None
+
+    async def remove(self, name: str) -> None:
+        """Deletes the snapshot (NotFoundError if there is none)."""
+        await blocking(raw.box_snapshot_remove, self._box._handle(), _check_name(name))
+
+    async def restore(self, name: str) -> None:
+        """Replaces the box's disk with the snapshot's; the box must be stopped."""
+        await blocking(raw.box_snapshot_restore, self._box._handle(), _check_name(name))
+
+    def __repr__(self) -> str:
+        return f"SnapshotHandle(box_id={self._box.id!r})"
+
+
+def clone_options_json(options: Optional[CloneOptions], name: Optional[str]) -> str:
+    if options is not None and not isinstance(options, CloneOptions):
+        raise TypeError(f"options must be boxlite.CloneOptions, not {type(options).__name__}")
+    d: Dict[str, Any] = {}
+    if name is not None:
+        d["name"] = _check_name(name)
+    if options is not None and options.snapshot is not None:
+        d["snapshot"] = _check_name(options.snapshot, "options.snapshot")
+    return json.dumps(d)
+

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite/errdefs"
+)
+
+const snapshotUsage = "usage: boxlite snapshot create BOX [NAME] | ls BOX | rm BOX NAME | restore BOX NAME"
+
+// parseAnywhere parses fs's flags wherever they are among args (BOX --name N
+// as well as --name N BOX) and returns the other arguments, in order.
+func parseAnywhere(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// cmdSnapshot manages snapshots of a stopped box's disk.
+func cmdSnapshot(args []string) error {
+	if len(args) < 2 {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, snapshotUsage)
+	}
+	sub, box, rest := args[0], args[1], args[2:]
+	ctx := context.Background()
+	need := func(n int) error {
+		if len(rest) != n {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, snapshotUsage)
+		}
+		return nil
+	}
+	var op func(*core.Runtime, *core.Box) error
+	switch sub {
+	case "create":
+		if len(rest) > 1 {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, snapshotUsage)
+		}
+		name := ""
+		if len(rest) == 1 {
+			name = rest[0]
+		}
+		op = func(_ *core.Runtime, b *core.Box) error {
+			si, err := b.CreateSnapshot(ctx, name)
+			if err == nil {
+				fmt.Printf("%s\t%s\n", si.Name, si.ID)
+			}
+			return err
+		}
+	case "ls", "list":
+		if err := need(0); err != nil {
+			return err
+		}
+		op = func(_ *core.Runtime, b *core.Box) error {
+			all, err := b.Snapshots(ctx)
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tID\tCREATED\tSIZE\tDISK")
+			for _, s := range all {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f MB\t%.1f GB\n", s.Name, s.ID, time.Unix(s.CreatedAt, 0).Local().Format(time.DateTime),
+					float64(s.SizeBytes)/1e6, float64(s.ContainerDiskBytes)/(1<<30))
+			}
+			return tw.Flush()
+		}
+	case "rm", "remove":
+		if err := need(1); err != nil {
+			return err
+		}
+		op = func(_ *core.Runtime, b *core.Box) error { return b.RemoveSnapshot(ctx, rest[0]) }
+	case "restore":
+		if err := need(1); err != nil {
+			return err
+		}
+		op = func(_ *core.Runtime, b *core.Box) error { return b.RestoreSnapshot(ctx, rest[0]) }
+	default:
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "snapshot: unknown subcommand %q\n%s", sub, snapshotUsage)
+	}
+	return eachBox([]string{box}, op)
+}
+
+// cmdClone makes a stopped copy of a stopped box; it prints the new id.
+func cmdClone(args []string) error {
+	fs := flag.NewFlagSet("clone", flag.ContinueOnError)
+	name := fs.String("name", "", "the clone's name")
+	snap := fs.String("snapshot", "", "clone this snapshot of BOX instead of its disk")
+	pos, err := parseAnywhere(fs, args)
+	if err != nil || len(pos) != 1 {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite clone BOX [--name N] [--snapshot S]")
+	}
+	return eachBox(pos, func(_ *core.Runtime, b *core.Box) error {
+		c, err := b.Clone(context.Background(), core.CloneOptions{Name: *name, Snapshot: *snap})
+		if err == nil {
+			fmt.Println(c.ID())
+		}
+		return err
+	})
+}
+
+// cmdExport writes a stopped box to an archive; it prints the archive's path.
+func cmdExport(args []string) error {
+	if len(args) != 2 {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite export BOX FILE|DIR")
+	}
+	return eachBox(args[:1], func(_ *core.Runtime, b *core.Box) error {
+		p, err := b.Export(context.Background(), args[1])
+		if err == nil {
+			fmt.Println(p)
+		}
+		return err
+	})
+}
+
+// cmdImport makes a stopped box from an archive; it prints the box as `info` does.
+func cmdImport(args []string) error {
+	fs := flag.NewFlagSet("import", flag.ContinueOnError)
+	name := fs.String("name", "", "the new box's name")
+	pos, err := parseAnywhere(fs, args)
+	if err != nil || len(pos) != 1 {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite import FILE [--name N]")
+	}
+	rt, err := core.NewRuntime()
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	b, err := rt.ImportBox(context.Background(), pos[0], *name)
+	if err != nil {
+		return err
+	}
+	out, _ := json.MarshalIndent(b.Info(), "", "  ")
+	fmt.Println(string(out))
+	return nil
+}
