@@ -170,6 +170,7 @@ type VM struct {
 	mu       sync.Mutex
 	panicked bool   // QMP GUEST_PANICKED seen
 	shutdown string // reason of the QMP SHUTDOWN event
+	nospace  string // the disk whose write found the host file system full
 }
 
 // Start validates cfg, builds the QEMU command line and starts QEMU. It
@@ -461,10 +462,13 @@ func (vm *VM) exitError(werr error) error {
 		return fmt.Errorf("hv: qemu (pid %d) stopped by Kill: %w", vm.Pid(), errdefs.ErrClosed)
 	}
 	vm.mu.Lock()
-	panicked, shutdown := vm.panicked, vm.shutdown
+	panicked, shutdown, nospace := vm.panicked, vm.shutdown, vm.nospace
 	vm.mu.Unlock()
 	msg := fmt.Sprintf("hv: qemu (pid %d) exited", vm.Pid())
 	switch {
+	case nospace != "":
+		return fmt.Errorf("hv: the host file system holding writable disk %s is full: the VM was stopped at its first write that did not fit "+
+			"(what the guest had not written yet is lost; its file system replays its journal on the next start): %w", nospace, errdefs.ErrLimit)
 	case panicked:
 		msg = "hv: the guest kernel panicked; " + msg[len("hv: "):]
 	case shutdown != "":
@@ -575,6 +579,18 @@ func (vm *VM) event(m qmpMessage) {
 		}
 		if json.Unmarshal(m.Data, &d) == nil && d.Reason != "" {
 			vm.shutdown = d.Reason
+		}
+	case "BLOCK_IO_ERROR":
+		var d struct {
+			Device  string `json:"device"`
+			NoSpace bool   `json:"nospace"`
+			Action  string `json:"action"`
+		}
+		if json.Unmarshal(m.Data, &d) == nil && d.NoSpace && d.Action == "stop" && vm.nospace == "" {
+			// Paused for lack of host space: end it (vm.proc.kill, not
+			// Kill, which would call it the caller's doing).
+			vm.nospace = d.Device
+			go vm.proc.kill()
 		}
 	}
 }
@@ -805,9 +821,13 @@ func buildArgs(cfg Config, tscKHz, qmpFD, agentFD, consoleFD, netFD int, diskFDs
 		if d.ReadOnly {
 			drive += ",readonly=on"
 		} else {
-			// A full host disk is an I/O error in the guest, not a VM that
-			// QEMU pauses silently (werror's default is enospc: stop).
-			drive += ",readonly=off,discard=unmap,werror=report,rerror=report"
+			// A full host file system pauses the VM before the guest sees
+			// an error (werror=enospc; the QMP event then ends the VM,
+			// see event), so its ext4 stays consistent: reported to the
+			// guest, the error aborts the journal and leaves writers stuck
+			// on dirty pages that can never be written back. Other I/O
+			// errors are the guest's to see.
+			drive += ",readonly=off,discard=unmap,werror=enospc,rerror=report"
 		}
 		dev := "virtio-blk-device,drive=" + id
 		if d.Serial != "" {

@@ -2,11 +2,18 @@ package integration
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite/errdefs"
 )
 
 // A box that runs out of memory loses the process that asked for it (the
@@ -30,5 +37,60 @@ func TestGuestOOM(t *testing.T) {
 	t.Logf("OOM: exit %+v", res.ExitStatus)
 	if res := runIn(t, b, sh("echo still here")); string(res.Stdout) != "still here\n" {
 		t.Fatalf("after the OOM: %q", res.Stdout)
+	}
+}
+
+// A box whose host file system fills up is stopped at its first write that
+// does not fit (QEMU pauses the VM before the guest sees an error, so its
+// ext4 stays consistent), and says why on every call; other boxes are
+// unharmed, and once there is room again the box starts and writes. The
+// home is on a small ext4 file system of its own (a loop mount: the test
+// needs root, as CI has).
+func TestHostDiskFull(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Fatal("this test mounts a small file system for the box's home: run it as root (CI does)")
+	}
+	dir := t.TempDir()
+	img, mnt := filepath.Join(dir, "fs.img"), filepath.Join(dir, "mnt")
+	must(t, os.Mkdir(mnt, 0o700))
+	for _, c := range [][]string{{"truncate", "-s", "1200M", img}, {"mkfs.ext4", "-q", img}, {"mount", "-o", "loop", img, mnt}} {
+		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", c, err, out)
+		}
+	}
+	defer exec.Command("umount", "-l", mnt).Run()
+	frt, err := core.NewRuntime(core.WithHome(filepath.Join(mnt, "home")))
+	must(t, err)
+	defer frt.Close()
+	loadTestImage(t, frt)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	b, err := frt.Create(ctx, "alpine:latest", core.WithMemoryMiB(256), core.WithNetwork(core.NetworkSpec{Mode: core.NetworkDisabled}))
+	must(t, err)
+	defer b.Remove(context.Background(), true)
+	// Leave the box 200 MiB of host space: ballast takes the rest.
+	var st syscall.Statfs_t
+	must(t, syscall.Statfs(mnt, &st))
+	ballast := filepath.Join(mnt, "ballast")
+	if out, err := exec.Command("fallocate", "-l", fmt.Sprint(int64(st.Bavail)*st.Bsize-200<<20), ballast).CombinedOutput(); err != nil {
+		t.Fatalf("fallocate: %v: %s", err, out)
+	}
+	// The box's 4 GB disk is sparse: writing 400 MiB needs more than there is.
+	_, err = b.Run(ctx, sh("dd if=/dev/urandom of=/fill bs=1M count=400 conv=fsync"))
+	if !errors.Is(err, errdefs.ErrInvalidState) || !strings.Contains(err.Error(), "host file system") || !strings.Contains(err.Error(), "full") {
+		t.Fatalf("writing past the host's free space: %v; want the box stopped, saying the host file system is full", err)
+	}
+	t.Log(err)
+	if _, err := b.Run(ctx, sh("true")); !errors.Is(err, errdefs.ErrInvalidState) || !strings.Contains(err.Error(), "full") {
+		t.Fatalf("the next call: %v; want the same cause", err)
+	}
+	if res := runIn(t, shared, sh("echo unharmed")); string(res.Stdout) != "unharmed\n" {
+		t.Fatalf("another box: %q", res.Stdout)
+	}
+	// Room again: the box starts (its ext4 replays its journal) and writes.
+	must(t, os.Remove(ballast))
+	must(t, b.Start(ctx))
+	if res := runIn(t, b, sh("echo after > /after && cat /after && ls -la /fill | wc -l")); string(res.Stdout) != "after\n1\n" {
+		t.Fatalf("after the restart: %q %q", res.Stdout, res.Stderr)
 	}
 }
