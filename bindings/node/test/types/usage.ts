@@ -5,6 +5,7 @@ import {
   Boxlite, JsBoxlite, JsBox, JsExecution, SimpleBox, CodeBox, InteractiveBox,
   BoxliteError, ExecError, TimeoutError, errorCode, version,
   type BoxliteErrorCode, type ExitStatus, type ExecResult, type JsBoxInfo, type CellResult,
+  type BoxMetrics, type RuntimeMetrics, type JsSnapshotInfo,
 } from 'boxlite';
 
 export async function simple(): Promise<string> {
@@ -41,6 +42,20 @@ export async function native(): Promise<number> {
   const def: Boxlite = Boxlite.withDefaultConfig();
   void def; void same;
   return st.exitCode + infos.length;
+}
+
+export async function lifecycle(rt: JsBoxlite, box: JsBox): Promise<number> {
+  const m: BoxMetrics = await box.metrics();
+  const rm: RuntimeMetrics = await rt.metrics();
+  await box.stop();
+  const snap: JsSnapshotInfo = await box.snapshot.create('before');
+  const all: JsSnapshotInfo[] = await box.snapshot.list();
+  await box.snapshot.restore(snap.name);
+  const clone: JsBox = await box.cloneBox({ snapshot: 'before' }, 'copy');
+  const archive: string = await clone.export('/tmp');
+  const imported: JsBox = await rt.importBox(archive, 'imported');
+  void imported;
+  return m.commandsExecutedTotal + rm.boxesCreatedTotal + all.length + m.execErrorsTotal;
 }
 
 export async function code(): Promise<string> {
