@@ -180,10 +180,43 @@ type BoxConfig struct {
 	Network     NetworkSpec       `json:"network"`
 	Ports       []Port            `json:"ports,omitempty"`
 	Volumes     []Volume          `json:"volumes,omitempty"` // volume.go
+	KernelArgs  []string          `json:"kernel_args,omitempty"`
 }
 
 func defaultBoxConfig(image string) BoxConfig {
 	return BoxConfig{Image: image, MemoryMiB: 512, CPUs: 1, DiskSizeGB: 4, BootTimeout: 60 * time.Second}
+}
+
+// WithKernelArgs adds words to the guest kernel's command line, for
+// debugging the guest (say "loglevel=7") or tuning it ("sysctl.vm.swappiness=10").
+// Each is one word of printable ASCII. They come after the kernel defaults
+// (console, quiet, panic=-1, the clock's), so they override those (a box
+// with panic=0 hangs rather than stops when its kernel panics); boxlite's
+// own boxlite.* words cannot be set. Default: none.
+func WithKernelArgs(args ...string) BoxOption {
+	return func(c *BoxConfig) error { c.KernelArgs = append(c.KernelArgs, args...); return nil }
+}
+
+// maxKernelArgs bounds what WithKernelArgs adds (the whole line has 2047 bytes).
+const maxKernelArgs = 512
+
+func validKernelArgs(args []string) error {
+	n := 0
+	for _, a := range args {
+		n += len(a) + 1
+		switch {
+		case a == "":
+			return fmt.Errorf("kernel argument is empty")
+		case strings.HasPrefix(a, "boxlite."):
+			return fmt.Errorf("kernel argument %q: boxlite.* words are boxlite's own", a)
+		case strings.IndexFunc(a, func(r rune) bool { return r <= ' ' || r > '~' || r == '"' }) >= 0:
+			return fmt.Errorf("kernel argument %q: one word of printable ASCII without quotes, please", a)
+		}
+	}
+	if n > maxKernelArgs {
+		return fmt.Errorf("kernel arguments take %d bytes, at most %d", n, maxKernelArgs)
+	}
+	return nil
 }
 
 // WithName names the box; names are unique in a home. Default: none.
@@ -262,6 +295,9 @@ func (c *BoxConfig) validate() error {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return bad("env key %q is invalid", k)
 		}
+	}
+	if err := validKernelArgs(c.KernelArgs); err != nil {
+		return bad("%v", err)
 	}
 	if err := c.validateVolumes(); err != nil {
 		return err

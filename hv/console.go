@@ -42,6 +42,26 @@ func ConsoleTail(path string, maxBytes int) string {
 	return strings.TrimSpace(s)
 }
 
+// panicLine is the last "Kernel panic" line (not its end marker) near the end of the console
+// log at path, cut to 200 bytes ("" if none). The guest writes the log:
+// it is read bounded and cleaned like ConsoleTail.
+func panicLine(path string) string {
+	if path == "" {
+		return ""
+	}
+	lines := strings.Split(ConsoleTail(path, 16<<10), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if j := strings.Index(lines[i], "Kernel panic"); j >= 0 && !strings.Contains(lines[i], "---[ end") {
+			l := strings.TrimSpace(lines[i][j:])
+			if len(l) > 200 {
+				l = strings.ToValidUTF8(l[:200], "") + "..."
+			}
+			return l
+		}
+	}
+	return ""
+}
+
 // consoleLog appends the guest console to a file that it keeps under
 // ConsoleLogMax by renaming it to path+".1" when full. The console is the
 // guest's to write: nothing it prints may fill the host disk.

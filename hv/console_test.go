@@ -54,3 +54,14 @@ func TestConsoleLogCapped(t *testing.T) {
 		t.Fatalf("tail of %d bytes ends %q", len(tail), tail[max(len(tail)-20, 0):])
 	}
 }
+
+func TestPanicLine(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "console.log")
+	os.WriteFile(p, []byte("[ 1.0] boot\n[ 3.0] Kernel panic - not syncing: Out of memory: "+strings.Repeat("x", 300)+"\n[ 3.1] ---[ end Kernel panic - not syncing: Out of memory ]---\n[ 3.2] trailer\n"), 0o600)
+	if got := panicLine(p); !strings.HasPrefix(got, "Kernel panic - not syncing: Out of memory: xxx") || len(got) != 203 {
+		t.Fatalf("panicLine: %q (%d bytes)", got, len(got))
+	}
+	if got := panicLine(filepath.Join(t.TempDir(), "none")); got != "" {
+		t.Fatalf("no log: %q", got)
+	}
+}

@@ -158,6 +158,8 @@ type VM struct {
 	args []string
 	out  *tail // QEMU's stdout and stderr
 	qmp  net.Conn
+	// console is Config.ConsoleLog, where a panicking guest says why.
+	console string
 	// channel is the host end of the agent port, nil without one.
 	channel net.Conn
 	network net.Conn // the host end of the NIC, nil without one
@@ -276,6 +278,7 @@ func Start(cfg Config) (*VM, error) {
 		proc:    p,
 		args:    args,
 		out:     out,
+		console: cfg.ConsoleLog,
 		qmp:     qmp,
 		channel: agent,
 		network: network,
@@ -470,7 +473,11 @@ func (vm *VM) exitError(werr error) error {
 		return fmt.Errorf("hv: the host file system holding writable disk %s is full: the VM was stopped at its first write that did not fit "+
 			"(what the guest had not written yet is lost; its file system replays its journal on the next start): %w", nospace, errdefs.ErrLimit)
 	case panicked:
-		msg = "hv: the guest kernel panicked; " + msg[len("hv: "):]
+		why := ""
+		if line := panicLine(vm.console); line != "" {
+			why = " (" + line + ")"
+		}
+		msg = "hv: the guest kernel panicked" + why + "; " + msg[len("hv: "):]
 	case shutdown != "":
 		msg += " after " + shutdown
 	}

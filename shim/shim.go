@@ -149,7 +149,7 @@ func (s *shim) vmConfig() (hv.Config, string, error) {
 			"box %s: KVM is required (TCG is not a security boundary), but this host gives %s", c.BoxID, reason)
 	}
 	vm := hv.Config{QEMU: c.QEMU, Kernel: c.Kernel, Initrd: c.Initrd, MemoryMiB: c.MemoryMiB, CPUs: c.CPUs,
-		Channel: true, ConsoleLog: c.Path(shimapi.ConsoleFile), Accel: accel}
+		Channel: true, ConsoleLog: c.Path(shimapi.ConsoleFile), Accel: accel, Cmdline: strings.Join(c.KernelArgs, " ")}
 	for i, l := range c.Layers {
 		vm.Disks = append(vm.Disks, hv.Disk{Path: l, Serial: fmt.Sprintf("layer%d", i), ReadOnly: true})
 	}

@@ -60,6 +60,10 @@ type Config struct {
 	// with any.
 	Volumes   []Volume `json:"volumes,omitempty"`
 	Virtiofsd string   `json:"virtiofsd,omitempty"`
+
+	// KernelArgs are added to the guest kernel's command line, before
+	// boxlite's own words (validated by the runtime).
+	KernelArgs []string `json:"kernel_args,omitempty"`
 }
 
 // Network is a box's network: where it may connect (AllowNet, as

@@ -94,3 +94,36 @@ func TestHostDiskFull(t *testing.T) {
 		t.Fatalf("after the restart: %q %q", res.Stdout, res.Stderr)
 	}
 }
+
+// A guest kernel that panics while the box runs (here told to panic on
+// running out of memory) stops the box: the running exec and every later
+// call fail with the box-stopped kind naming the panic, and the box starts
+// again. Kernel arguments that would touch boxlite's own are refused.
+func TestGuestKernelPanic(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for _, bad := range [][]string{{"boxlite.net=1.2.3.4/24"}, {"a b"}, {""}, {"x=\"y\""}} {
+		if _, err := rt.Create(ctx, "alpine:latest", core.WithKernelArgs(bad...)); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Fatalf("kernel args %q: %v", bad, err)
+		}
+	}
+	b, err := rt.Create(ctx, "alpine:latest", core.WithMemoryMiB(128), core.WithKernelArgs("sysctl.vm.panic_on_oom=1"),
+		core.WithNetwork(core.NetworkSpec{Mode: core.NetworkDisabled}))
+	must(t, err)
+	defer b.Remove(context.Background(), true)
+	_, err = b.Run(ctx, sh(`awk 'BEGIN { s = "x"; while (1) s = s s }'`))
+	if !errors.Is(err, errdefs.ErrInvalidState) || !strings.Contains(err.Error(), "Kernel panic") {
+		t.Fatalf("the exec the panic ended: %v; want the box stopped, naming the kernel panic", err)
+	}
+	t.Log(err)
+	if _, err := b.Run(ctx, sh("true")); !errors.Is(err, errdefs.ErrInvalidState) || !strings.Contains(err.Error(), "Kernel panic") {
+		t.Fatalf("the next call: %v", err)
+	}
+	if res := runIn(t, shared, sh("echo unharmed")); string(res.Stdout) != "unharmed\n" {
+		t.Fatalf("another box: %q", res.Stdout)
+	}
+	must(t, b.Start(ctx))
+	if res := runIn(t, b, sh("cat /proc/sys/vm/panic_on_oom")); string(res.Stdout) != "1\n" {
+		t.Fatalf("after the restart: %q", res.Stdout)
+	}
+}
