@@ -125,7 +125,9 @@ soak: build $(ALPINE_IMAGE)
 
 bench: build $(TEST_IMAGES) node python
 	$(GO) run ./tests/bench
+	$(GO) run ./tests/bench -many 10
 	$(GO) run ./tests/bench -many 20
+	$(GO) run ./tests/bench -many 50
 	$(GO) run ./tests/bench -spin
 	$(GO) run ./tests/bench -net
 	$(GO) run ./tests/bench -volumes
