@@ -224,7 +224,10 @@ func (r *Runtime) checkOpen(op string) error {
 	return nil
 }
 
-// Create makes a box from an image and starts it. An image that is not in
+// Create registers a box made from an image and returns it configured, not
+// booted (as BoxLite's create): Start boots it, and so does the first
+// operation that needs its VM (Exec, Run, CopyIn, CopyOut, sessions). Its
+// options are checked here, so a bad one fails now. An image that is not in
 // the store is pulled first (see Pull); one in the store is used as it is,
 // even when the registry has a newer one under its name, as docker does.
 func (r *Runtime) Create(ctx context.Context, imageRef string, opts ...BoxOption) (*Box, error) {
@@ -258,16 +261,7 @@ func (r *Runtime) Create(ctx context.Context, imageRef string, opts ...BoxOption
 	if err != nil {
 		return nil, fmt.Errorf("create box: %w", err)
 	}
-	b, err := r.register(cfg, img.Digest)
-	if err != nil {
-		return nil, err
-	}
-	if err := b.Start(ctx); err != nil {
-		b.removeFiles()
-		r.forget(b)
-		return nil, err
-	}
-	return b, nil
+	return r.register(cfg, img.Digest)
 }
 
 // register writes a new box's directory under the home lock, so that names
@@ -313,7 +307,8 @@ func (r *Runtime) handle(rec record) *Box {
 	if b, ok := r.boxes[rec.ID]; ok {
 		return b
 	}
-	b := &Box{rt: r, rec: rec, dir: filepath.Join(r.home, "boxes", rec.ID), state: StateStopped}
+	b := &Box{rt: r, rec: rec, dir: filepath.Join(r.home, "boxes", rec.ID)}
+	b.state = b.restingState()
 	r.boxes[rec.ID] = b
 	return b
 }

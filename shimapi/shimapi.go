@@ -49,7 +49,8 @@ type Config struct {
 	// uids allocated to confined VMMs).
 	StateDir string `json:"state_dir"`
 	// AutoRemove: the box directory is deleted after the box ends because
-	// its creator died: nobody is left to remove it.
+	// its creator died, or, for a detached box (no parent-death pipe), after
+	// it ends at all: nobody may be left to remove it.
 	AutoRemove bool `json:"auto_remove,omitempty"`
 	// Network is the box's network; nil: none at all (only lo in the box,
 	// no network stack in the shim).
@@ -97,6 +98,10 @@ type Ready struct {
 
 // Exit records why a box ended, for the next client that asks.
 type Exit struct {
-	Reason string    `json:"reason"`
-	At     time.Time `json:"at"`
+	Reason string `json:"reason"`
+	// Fault: the box ended because something failed (its VMM, agent,
+	// network stack or volumes), not on request or with its creator; the
+	// runtime does not restart such a box on its own (see core.Box.Exec).
+	Fault bool      `json:"fault,omitempty"`
+	At    time.Time `json:"at"`
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
 func TestStreamsAndExitCode(t *testing.T) {
@@ -155,10 +156,10 @@ func TestBadRequests(t *testing.T) {
 	}
 	// A loopback registry that is not there (tests never reach out): its
 	// own kind, not not-found.
-	if _, err := rt.Create(ctx, "127.0.0.1:9/no-such-image:latest"); !errors.Is(err, errdefs.ErrUnreachable) {
+	if _, err := boxtest.CreateStarted(ctx, rt, "127.0.0.1:9/no-such-image:latest"); !errors.Is(err, errdefs.ErrUnreachable) {
 		t.Errorf("missing image, no registry: %v", err)
 	}
-	if _, err := rt.Create(ctx, "alpine:latest", core.WithMemoryMiB(1)); !errors.Is(err, errdefs.ErrInvalidArgument) {
+	if _, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithMemoryMiB(1)); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("bad memory: %v", err)
 	}
 	if _, err := rt.Get(ctx, "no-such-box"); !errors.Is(err, errdefs.ErrNotFound) {
@@ -173,7 +174,7 @@ func TestBadRequests(t *testing.T) {
 	// made to refuse one, and says so).
 	if total := hostMemMiB(t); total < 64<<10 {
 		start := time.Now()
-		if _, err := rt.Create(context.Background(), "alpine:latest", core.WithMemoryMiB(64<<10)); !errors.Is(err, errdefs.ErrLimit) {
+		if _, err := boxtest.CreateStarted(context.Background(), rt, "alpine:latest", core.WithMemoryMiB(64<<10)); !errors.Is(err, errdefs.ErrLimit) {
 			t.Errorf("a 64 GiB box on a %d MiB host: %v; want ErrLimit", total, err)
 		} else if d := time.Since(start); d > 10*time.Second {
 			t.Errorf("refusing a 64 GiB box took %v: it must not boot", d)
@@ -194,26 +195,50 @@ func waitGone(t *testing.T, what string, pid int) {
 	}
 }
 
-// One more box: its disk survives stop and start; then its VMM is killed and
-// the next call says so; rm leaves nothing behind.
+// One more box, through BoxLite's lifecycle: created configured (not
+// booted), started, stopped; an exec on the stopped box starts it again
+// with its disk as it was; then its VMM is killed, and the next call says
+// so instead of rebooting it; rm leaves nothing behind. Two boots.
 func TestLifecycle(t *testing.T) {
 	ctx := context.Background()
-	b, err := rt.Create(ctx, "alpine:latest")
+	b, err := rt.Create(ctx, "alpine:latest", core.WithName("lifecycle"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	runIn(t, b, sh("echo kept > /root/note && sync"))
-	if err := b.Stop(ctx); err != nil {
+	if bi := b.Info(); bi.State != core.StateConfigured || bi.Runtime != nil {
+		t.Fatalf("created box: state %s, runtime %+v; want configured with no runtime", bi.State, bi.Runtime)
+	}
+	if err := b.Stop(ctx); err != nil || b.State() != core.StateConfigured {
+		t.Fatalf("stop of a configured box: %v, state %s; want a no-op", err, b.State())
+	}
+	infos, err := rt.List(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Run(ctx, sh("true")); !errors.Is(err, errdefs.ErrInvalidState) || !strings.Contains(err.Error(), "stopped") {
-		t.Fatalf("exec on stopped box: %v", err)
+	for _, bi := range infos {
+		if bi.ID == b.ID() && bi.State != core.StateConfigured {
+			t.Errorf("list shows the created box %s", bi.State)
+		}
 	}
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if err := b.Start(ctx); err != nil || b.State() != core.StateRunning {
+		t.Fatalf("start of a running box: %v, state %s; want a no-op", err, b.State())
+	}
+	runIn(t, b, sh("echo kept > /root/note && sync"))
+	shim1 := b.Info().Runtime.ShimPid
+	if err := b.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := b.State(); s != core.StateStopped {
+		t.Fatalf("after stop: %s", s)
+	}
 	if res := runIn(t, b, sh("cat /root/note")); string(res.Stdout) != "kept\n" {
-		t.Fatalf("disk lost across stop/start: %q %q", res.Stdout, res.Stderr)
+		t.Fatalf("exec on the stopped box: disk lost across stop and start: %q %q", res.Stdout, res.Stderr)
+	}
+	if bi := b.Info(); bi.State != core.StateRunning || bi.Runtime == nil || bi.Runtime.ShimPid == shim1 {
+		t.Fatalf("exec on the stopped box did not start it again: %+v", bi)
 	}
 
 	info := b.Info().Runtime
@@ -232,6 +257,9 @@ func TestLifecycle(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("box dir left behind: %v", err)
+	}
+	if _, err := b.Run(ctx, sh("true")); !errors.Is(err, errdefs.ErrInvalidState) || !strings.Contains(err.Error(), "removed") {
+		t.Errorf("exec on the removed box: %v; want ErrInvalidState naming the state", err)
 	}
 	if _, err := rt.Get(ctx, b.ID()); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("removed box: %v", err)
@@ -333,7 +361,7 @@ func TestKillEndsTheGroup(t *testing.T) {
 // remove(force) of a running auto-remove box succeed.
 func TestStopAndRemoveAreIdempotent(t *testing.T) {
 	ctx := context.Background()
-	b, err := rt.Create(ctx, "alpine:latest", core.WithAutoRemove())
+	b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithAutoRemove())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
 // Two processes starting one stopped box at once get one VM: the second
@@ -29,7 +30,7 @@ func TestTwoProcessesStartOneBox(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	b, err := rt.Create(ctx, "alpine:latest", core.WithName("twostart"))
+	b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithName("twostart"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func doomed() {
 		_, err = r.Images().Load(ctx, os.Getenv("BOXLITE_TEST_IMAGE"))
 	}
 	if err == nil {
-		_, err = r.Create(ctx, "alpine:latest")
+		_, err = boxtest.CreateStarted(ctx, r, "alpine:latest")
 	}
 	if err != nil {
 		fmt.Println(err)
@@ -222,7 +223,7 @@ func leftovers(home string) []string {
 func TestShimKilledMeansStopped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	b, err := rt.Create(ctx, "alpine:latest")
+	b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest")
 	if err != nil {
 		t.Fatal(err)
 	}
