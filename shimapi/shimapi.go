@@ -52,6 +52,9 @@ type Config struct {
 	// its creator died, or, for a detached box (no parent-death pipe), after
 	// it ends at all: nobody may be left to remove it.
 	AutoRemove bool `json:"auto_remove,omitempty"`
+	// Detach: the box outlives its creator; there is no parent-death pipe
+	// on fd 4 (which then may be any fd the shim's own runtime opened).
+	Detach bool `json:"detach,omitempty"`
 	// Network is the box's network; nil: none at all (only lo in the box,
 	// no network stack in the shim).
 	Network *Network `json:"network,omitempty"`
