@@ -324,6 +324,12 @@ int main(void) {
   if (rc == BOXLITE_OK) {
     CHECK(strlen(boxlite_box_id(box)) == 12, "box id");
     json = NULL;
+    expect(boxlite_box_info(box, &json, &err), &err, BOXLITE_OK, "info of the created box");
+    CHECK(json && strstr(json, "\"state\":\"configured\"") && !strstr(json, "\"runtime\""), "created box is configured: %s", json ? json : "");
+    boxlite_string_free(json);
+    expect(boxlite_box_start(box, &err), &err, BOXLITE_OK, "start");
+    expect(boxlite_box_start(box, &err), &err, BOXLITE_OK, "start of a running box");
+    json = NULL;
     expect(boxlite_box_info(box, &json, &err), &err, BOXLITE_OK, "info");
     CHECK(json && strstr(json, "\"state\":\"running\"") && strstr(json, "\"accel\"") && strstr(json, "\"guest_ip\""), "info %s", json ? json : "");
     boxlite_string_free(json);
