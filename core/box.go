@@ -74,15 +74,18 @@ type Box struct {
 
 // BoxInfo describes a box.
 type BoxInfo struct {
-	ID        string          `json:"id"`
-	Name      string          `json:"name,omitempty"`
-	Image     string          `json:"image"`
-	State     State           `json:"state"`
-	CreatedAt time.Time       `json:"created_at"`
-	Config    BoxConfig       `json:"config"`
-	Dir       string          `json:"dir"`
-	LastExit  string          `json:"last_exit,omitempty"` // why the box last stopped
-	Runtime   *BoxRuntimeInfo `json:"runtime,omitempty"`
+	ID        string    `json:"id"`
+	Name      string    `json:"name,omitempty"`
+	Image     string    `json:"image"`
+	State     State     `json:"state"`
+	CreatedAt time.Time `json:"created_at"`
+	Config    BoxConfig `json:"config"`
+	Dir       string    `json:"dir"`
+	LastExit  string    `json:"last_exit,omitempty"` // why the box last stopped
+	// Faulted: its last run ended in a fault (see shimapi.Exit), so Exec
+	// does not start it; Start does.
+	Faulted bool            `json:"faulted,omitempty"`
+	Runtime *BoxRuntimeInfo `json:"runtime,omitempty"`
 }
 
 // BoxRuntimeInfo is what a running box reports about its VM.
@@ -129,7 +132,11 @@ func (b *Box) Info() BoxInfo {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	bi := BoxInfo{ID: b.rec.ID, Name: b.rec.Config.Name, Image: b.rec.Config.Image, State: b.state,
-		CreatedAt: b.rec.CreatedAt, Config: b.rec.Config, Dir: b.dir, LastExit: b.lastExit()}
+		CreatedAt: b.rec.CreatedAt, Config: b.rec.Config, Dir: b.dir}
+	if b.state == StateStopped {
+		e := b.exitRecord()
+		bi.LastExit, bi.Faulted = e.Reason, e.Fault || b.crashed.Load()
+	}
 	if b.state == StateRunning {
 		h := b.info.Hello
 		bi.Runtime = &BoxRuntimeInfo{Accel: b.info.Accel, AccelReason: b.info.AccelReason, Kernel: h.Kernel,

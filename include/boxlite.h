@@ -170,7 +170,9 @@ const char *boxlite_box_id(boxlite_box_t *box);
  * "stopping", "stopped"),"created_at","config",...,"runtime":{"accel",
  * "accel_reason","kernel","boot_ms",...,"network":{"guest_ip","gateway_ip",
  * "allow_net","ports":[{"protocol","host_ip","host_port","guest_port"}]}}}
- * ("runtime" only while running; "network" absent when disabled; ports as
+ * ("runtime" only while running; a stopped box has "last_exit", why it
+ * stopped, and "faulted": true when that was a fault, which exec does not
+ * restart; "network" absent when disabled; ports as
  * bound, with the host ports picked). */
 int boxlite_box_info(boxlite_box_t *box, char **out_json, boxlite_error_t **err);
 /* Boots a configured or stopped box; blocks until its agent is ready. A

@@ -145,8 +145,8 @@ func TestBadRequests(t *testing.T) {
 	if _, err := shared.Run(ctx, core.Command{Argv: []string{"no-such-command"}}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("missing command: %v", err)
 	}
-	if _, err := shared.Run(ctx, core.Command{}); !errors.Is(err, errdefs.ErrInvalidArgument) {
-		t.Errorf("empty argv: %v", err)
+	if _, err := shared.Run(ctx, core.Command{Argv: []string{""}}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("empty command: %v", err)
 	}
 	if _, err := shared.Run(ctx, core.Command{Argv: []string{"true"}, Cwd: "/no/such/dir"}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("bad cwd: %v", err)
@@ -201,7 +201,7 @@ func waitGone(t *testing.T, what string, pid int) {
 // so instead of rebooting it; rm leaves nothing behind. Two boots.
 func TestLifecycle(t *testing.T) {
 	ctx := context.Background()
-	b, err := rt.Create(ctx, "alpine:latest", core.WithName("lifecycle"))
+	b, err := rt.Create(ctx, "alpine:latest", core.WithName("lifecycle"), core.WithEntrypoint("echo", "entry"), core.WithCmd("and", "cmd"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,6 +225,10 @@ func TestLifecycle(t *testing.T) {
 	}
 	if err := b.Start(ctx); err != nil || b.State() != core.StateRunning {
 		t.Fatalf("start of a running box: %v, state %s; want a no-op", err, b.State())
+	}
+	// No command: the box's entrypoint and cmd (they override the image's /bin/sh).
+	if res := runIn(t, b, core.Command{}); string(res.Stdout) != "entry and cmd\n" {
+		t.Errorf("bare exec ran %q, want the box's entrypoint and cmd", res.Stdout)
 	}
 	runIn(t, b, sh("echo kept > /root/note && sync"))
 	shim1 := b.Info().Runtime.ShimPid

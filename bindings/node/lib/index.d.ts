@@ -89,8 +89,16 @@ export interface JsBoxOptions {
   autoRemove?: boolean;
   /** Bound on VM start to agent ready. Default 60. */
   bootTimeoutSecs?: number;
-  /** Only false: detached boxes are not implemented yet. */
-  detach?: false;
+  /**
+   * true: the box outlives this process (closing the runtime or exiting leaves
+   * it running; any process reattaches with runtime.get(id or name), to the
+   * same VM). Default false: it stops when the runtime that started it closes.
+   */
+  detach?: boolean;
+  /** Overrides the image's ENTRYPOINT (and drops its CMD, as docker's does). */
+  entrypoint?: string[];
+  /** Overrides the image's CMD. With entrypoint: what a bare exec (`boxlite run IMAGE`) runs; boxes have no main process. */
+  cmd?: string[];
   /** The box's network: 'enabled' (default) or 'disabled' (only lo), or a NetworkSpec. */
   network?: NetworkSpec | 'enabled' | 'disabled';
   /** Box ports published on the host. */
@@ -164,7 +172,7 @@ export interface JsBoxInfo {
   id: string;
   name?: string;
   image: string;
-  /** "stopped" | "starting" | "running" | "stopping" | "removed" */
+  /** "configured" (created, never started) | "starting" | "running" | "stopping" | "stopped" | "removed" */
   status: string;
   state: { status: string; running: boolean; pid?: number };
   createdAt: string;
@@ -206,6 +214,7 @@ export declare class JsBoxlite implements AsyncDisposable {
   /** Output collected per stream of a command run to completion (JsOptions.outputLimitBytes, default 64 MiB). */
   readonly outputLimitBytes: number;
   readonly images: { load(path: string): Promise<ImageInfo[]>; list(): Promise<ImageInfo[]> };
+  /** Creates a box, configured, not booted: box.start() (or its first exec, copy or session) boots it. */
   create(options: JsBoxOptions, name?: string | null): Promise<JsBox>;
   get(idOrName: string): Promise<JsBox | null>;
   getOrCreate(options: JsBoxOptions, name?: string | null): Promise<{ created: boolean; box: JsBox }>;

@@ -76,7 +76,11 @@ class JsBoxlite {
     return this._opening;
   }
 
-  /** Creates and boots a box; resolves once it accepts commands. */
+  /**
+   * Creates a box and resolves with it configured, not booted (as BoxLite's
+   * create): `await box.start()` boots it, and so does its first exec, copy or
+   * session. Options are checked, and a missing image pulled, here.
+   */
   async create(options, name) {
     const c = boxOptions(options, 'options');
     if (name !== undefined && name !== null) c.name = checkString(name, 'name');

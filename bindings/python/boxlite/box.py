@@ -480,6 +480,14 @@ class Box:
         InvalidStateError naming the fault until started here."""
         await blocking(raw.box_start, self._handle())
 
+    async def _start_if_resting(self) -> None:
+        """Starts a configured or stopped box in a worker thread: exec is a
+        non-blocking C call, which would otherwise boot the box on the event
+        loop. A faulted box is left to exec, which says why it stopped."""
+        d = json.loads(raw.box_info(self._handle()))
+        if d.get("state") == "configured" or (d.get("state") == "stopped" and not d.get("faulted")):
+            await self.start()
+
     async def stop(self) -> None:
         """Shuts the box down; with auto_remove it is deleted too. Stopping a
         stopped box does nothing."""
@@ -575,6 +583,7 @@ class Box:
             cols=cols,
         )
         limit = check_output_limit(output_limit_bytes) or self._runtime.output_limit_bytes
+        await self._start_if_resting()
         h = raw.box_exec(self._handle(), cmd_json)
         try:
             ex = Execution(self, h, argv, bool(stdin), output_limit_bytes=limit)
