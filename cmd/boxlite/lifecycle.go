@@ -25,11 +25,19 @@ func lifecycle(op string, args []string) (int, error) {
 	case "create":
 		return 0, cmdCreate(args)
 	case "start":
-		return 0, eachBox(args, func(rt *core.Runtime, b *core.Box) error { return b.Start(ctx) })
+		return 0, eachBox(args, func(rt *core.Runtime, b *core.Box) error {
+			if err := detached(b, "start"); err != nil {
+				return err
+			}
+			return b.Start(ctx)
+		})
 	case "stop":
 		return 0, eachBox(args, func(rt *core.Runtime, b *core.Box) error { return b.Stop(ctx) })
 	case "restart":
 		return 0, eachBox(args, func(rt *core.Runtime, b *core.Box) error {
+			if err := detached(b, "restart"); err != nil {
+				return err
+			}
 			if err := b.Stop(ctx); err != nil {
 				return err
 			}
@@ -41,6 +49,15 @@ func lifecycle(op string, args []string) (int, error) {
 		return 0, cmdLogs(args)
 	}
 	return 2, errdefs.Errorf(errdefs.ErrInvalidArgument, "unknown command %q", op)
+}
+
+// detached refuses to boot, for op, a box that would stop when this command
+// exits (one a program created without detach).
+func detached(b *core.Box, op string) error {
+	if b.Info().Config.Detach {
+		return nil
+	}
+	return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s: box %s is not detached: it would stop as soon as boxlite exits (start it from the program that made it, or exec into it)", op, b.ID())
 }
 
 // cmdCreate registers a box without booting it and prints its id. The box

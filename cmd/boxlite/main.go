@@ -42,9 +42,10 @@ const usage = `usage: boxlite COMMAND [ARGS]
                     register a box without booting it and print its id; CMD
                     replaces the image's cmd; the box is detached (as docker's):
                     started, it outlives this command
-  start BOX...      boot configured or stopped boxes (a running one is left as is)
+  start BOX...      boot configured or stopped detached boxes (as create makes; a
+                    running one is left as is)
   stop BOX...       stop boxes (their disks are kept)
-  restart BOX...    stop, then start boxes
+  restart BOX...    stop, then start detached boxes
   exec [-i] [-t] [-e K=V]... [-w DIR] [-u USER] [--timeout S] BOX [--] CMD [ARGS...]
                     run CMD in a box (a configured or stopped one is started
                     first) and exit with its exit code (128+N for signal N)
