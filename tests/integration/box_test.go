@@ -220,6 +220,17 @@ func TestLifecycle(t *testing.T) {
 			t.Errorf("list shows the created box %s", bi.State)
 		}
 	}
+	// An auto-remove box goes when it stops, not when it is merely configured.
+	auto, err := rt.Create(ctx, "alpine:latest", core.WithAutoRemove())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := auto.Stop(ctx); err != nil || auto.State() != core.StateConfigured {
+		t.Fatalf("stop of a configured auto-remove box: %v, state %s", err, auto.State())
+	}
+	if err := auto.Remove(ctx, false); err != nil {
+		t.Fatalf("remove of a configured box: %v", err)
+	}
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
