@@ -187,6 +187,8 @@ export interface JsBoxInfo {
   bootTimeoutSecs?: number;
   /** Why the box last stopped. */
   lastExit?: string;
+  /** The last run ended in a fault (crashed VMM, protocol violation): exec does not start the box again, start() does. */
+  faulted: boolean;
   /** 'enabled' or 'disabled', as configured. */
   networkMode: 'enabled' | 'disabled';
   /** The network while running, with the published ports as bound; null when disabled or stopped. */

@@ -248,6 +248,7 @@ function boxInfo(j) {
     volumes: (cfg.volumes || []).map((v) => ({ hostPath: v.host_path, guestPath: v.guest_path, readOnly: !!v.read_only })),
     bootTimeoutSecs: typeof cfg.boot_timeout === 'number' ? cfg.boot_timeout / 1e9 : undefined,
     lastExit: j.last_exit || undefined,
+    faulted: !!j.faulted,
     networkMode: (cfg.network && cfg.network.mode) || 'enabled',
     // The network while running, with the published ports as bound; null when disabled or stopped.
     network: (rt && rt.network) || null,

@@ -401,6 +401,8 @@ class BoxInfo:
         self.working_dir: Optional[str] = cfg.get("working_dir") or None
         self.auto_remove: bool = bool(cfg.get("auto_remove", False))
         self.last_exit: Optional[str] = data.get("last_exit") or None
+        # The last run ended in a fault (a crashed VM): exec does not start it again, start() does.
+        self.faulted: bool = bool(data.get("faulted"))
         self.accel: Optional[str] = rt.get("accel")
         self.accel_reason: Optional[str] = rt.get("accel_reason")
         self.kernel: Optional[str] = rt.get("kernel")
@@ -484,8 +486,8 @@ class Box:
         """Starts a configured or stopped box in a worker thread: exec is a
         non-blocking C call, which would otherwise boot the box on the event
         loop. A faulted box is left to exec, which says why it stopped."""
-        d = json.loads(raw.box_info(self._handle()))
-        if d.get("state") == "configured" or (d.get("state") == "stopped" and not d.get("faulted")):
+        info = self.info()
+        if info.status == "configured" or (info.status == "stopped" and not info.faulted):
             await self.start()
 
     async def stop(self) -> None:
