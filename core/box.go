@@ -193,6 +193,7 @@ func (b *Box) refresh() {
 	}
 	b.attach(c, info)
 	b.setState(StateRunning)
+	b.crashed.Store(false)
 }
 
 // attach adopts a shim connection; when it drops, the box is stopped.
@@ -236,6 +237,7 @@ func (b *Box) stoppedError() error {
 func (b *Box) Start(ctx context.Context) error {
 	b.refresh()
 	b.mu.Lock()
+	waited := false
 	for b.state == StateStarting {
 		ch := b.started
 		b.mu.Unlock()
@@ -245,10 +247,15 @@ func (b *Box) Start(ctx context.Context) error {
 			return errdefs.Errorf(errdefs.ErrTimeout, "start box %s: waiting for its start under way: %v", b.rec.ID, ctx.Err())
 		}
 		b.mu.Lock()
+		waited = true
 	}
 	if b.state == StateRunning {
 		b.mu.Unlock()
 		return nil
+	}
+	if waited { // one boot attempt for all who asked at once, not one each
+		b.mu.Unlock()
+		return fmt.Errorf("start box %s: the start under way failed: %w", b.rec.ID, b.stoppedError())
 	}
 	if err := b.setState(StateStarting); err != nil {
 		b.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -184,6 +185,24 @@ func TestBadRequests(t *testing.T) {
 	}
 }
 
+// shimsLogged counts the shims that have logged in a box directory (each
+// prefixes its lines with its pid).
+func shimsLogged(t *testing.T, dir string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "shim.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "shim["); ok {
+			pid, _, _ := strings.Cut(rest, "]")
+			pids[pid] = true
+		}
+	}
+	return len(pids)
+}
+
 func alive(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
 
 func waitGone(t *testing.T, what string, pid int) {
@@ -231,8 +250,18 @@ func TestLifecycle(t *testing.T) {
 	if err := auto.Remove(ctx, false); err != nil {
 		t.Fatalf("remove of a configured box: %v", err)
 	}
-	if err := b.Start(ctx); err != nil {
-		t.Fatal(err)
+	// Execs at once on the configured box start it, once.
+	errs := make(chan error, 3)
+	for i := 0; i < 3; i++ {
+		go func() { _, err := b.Run(ctx, sh("true")); errs <- err }()
+	}
+	for i := 0; i < 3; i++ {
+		if err := <-errs; err != nil {
+			t.Fatalf("exec on the configured box: %v", err)
+		}
+	}
+	if shims := shimsLogged(t, b.Info().Dir); shims != 1 {
+		t.Errorf("three execs at once on a configured box ran %d shims, want 1", shims)
 	}
 	if err := b.Start(ctx); err != nil || b.State() != core.StateRunning {
 		t.Fatalf("start of a running box: %v, state %s; want a no-op", err, b.State())
