@@ -164,7 +164,8 @@ func (r *Runtime) PruneImages(ctx context.Context, all bool) (image.GCResult, er
 }
 
 // Close stops the boxes this runtime started (they would die with the
-// process anyway) and releases its handles.
+// process anyway), except detached ones, which keep running, and releases
+// its handles.
 func (r *Runtime) Close() error {
 	r.mu.Lock()
 	if r.closed {

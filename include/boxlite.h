@@ -124,7 +124,7 @@ void boxlite_string_free(char *s);
  * stream of a collected result (boxlite_box_run, session results): the rest is
  * read and dropped, and the result says it was truncated. */
 int boxlite_runtime_new(const char *options_json, boxlite_runtime_t **out, boxlite_error_t **err);
-/* Stops the boxes this runtime started and frees the handle. NULL is a no-op. */
+/* Stops the boxes this runtime started (not detached ones, which keep running) and frees the handle. NULL is a no-op. */
 void boxlite_runtime_free(boxlite_runtime_t *rt);
 /* Imports an OCI layout directory or docker-archive tar; *out_json is a JSON
  * array of the loaded images. */

@@ -226,7 +226,7 @@ export declare class JsBoxlite implements AsyncDisposable {
   /** Imports an OCI layout directory or a docker-archive tar. */
   loadImage(path: string): Promise<ImageInfo[]>;
   listImages(): Promise<ImageInfo[]>;
-  /** Stops the boxes this runtime started and releases it. */
+  /** Stops the boxes this runtime started (not detached ones) and releases it. */
   close(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }

@@ -162,7 +162,7 @@ class JsBoxlite {
     return JSON.parse(native.imageList(rt)).map(lowerKeys);
   }
 
-  /** Stops the boxes this runtime started and releases it. Later calls fail with code "closed". */
+  /** Stops the boxes this runtime started (not detached ones) and releases it. Later calls fail with code "closed". */
   close() {
     if (this._closing) return this._closing;
     this._closed = true;

@@ -94,7 +94,7 @@ class Boxlite:
     ``Boxlite.default()`` is the process-wide runtime for $BOXLITE_HOME (or
     ~/.boxlite); ``Boxlite(Options(home_dir=...))`` opens another home.
     ``close()`` (or leaving ``with``/``async with``) releases the boxes it
-    opened and stops those this runtime started; so does the end of the
+    opened and stops those this runtime started (not detached ones); so does the end of the
     process."""
 
     _default: Optional["Boxlite"] = None
@@ -198,7 +198,7 @@ class Boxlite:
 
     def close(self) -> None:
         """Closes the boxes and executions opened through this runtime and
-        stops the boxes it started. Idempotent. Blocks until they stopped: in
+        stops the boxes it started (not detached ones). Idempotent. Blocks until they stopped: in
         async code prefer ``await runtime.shutdown()``."""
         for box in list(self._boxes):
             box.close()
