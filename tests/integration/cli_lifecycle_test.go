@@ -33,6 +33,22 @@ func running(pid int) bool {
 	return len(f) > 0 && f[0] != "Z"
 }
 
+// statField is field i (0: state, 1: ppid, 2: pgrp, 3: session) of
+// /proc/PID/stat after the command name.
+func statField(t *testing.T, pid, i int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if i >= len(f) {
+		t.Fatalf("/proc/%d/stat: %q", pid, s)
+	}
+	return f[i]
+}
+
 func awaitGone(t *testing.T, what string, pid int) {
 	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); running(pid); time.Sleep(50 * time.Millisecond) {
@@ -70,6 +86,11 @@ func TestCLILifecycleAndDetach(t *testing.T) {
 		t.Fatalf("the box after its CLI start exited: %+v", bi)
 	}
 	shimPid, vmmPid := bi.Runtime.ShimPid, bi.Runtime.VMMPid
+	// Its own session (and so process group): a terminal's SIGHUP or ^C to
+	// whoever started it never reaches it.
+	if sid := statField(t, shimPid, 3); sid != strconv.Itoa(shimPid) {
+		t.Errorf("shim %d is in session %s, want its own", shimPid, sid)
+	}
 	res := runIn(t, b, sh("cat /dev/shm/mark; kill -0 "+sleepPid+" && echo alive"))
 	if string(res.Stdout) != "in-ram\nalive\n" {
 		t.Fatalf("reattached: %q %q; want the RAM file and the background process (the same VM)", res.Stdout, res.Stderr)
