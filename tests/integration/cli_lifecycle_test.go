@@ -2,13 +2,16 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite/errdefs"
 )
 
 // mustCLI is cli for a command that must succeed.
@@ -134,5 +137,50 @@ func TestCLILifecycleAndDetach(t *testing.T) {
 	awaitGone(t, "VMM", vmmPid2)
 	if _, err := os.Stat(bi.Dir); !os.IsNotExist(err) {
 		t.Errorf("box dir left after rm -f: %v", err)
+	}
+}
+
+// A detached auto-remove box is removed when it stops, whoever stops it:
+// Stop (the client and the shim both remove it), or its VMM dying with no
+// client at all (its shim removes it). Two boxes, booted at once.
+func TestDetachedAutoRemove(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	boxes := make([]*core.Box, 2)
+	errs := make(chan error, 2)
+	for i := range boxes {
+		go func() {
+			b, err := rt.Create(ctx, "alpine:latest", core.WithDetach(), core.WithAutoRemove(), core.WithMemoryMiB(256))
+			if err == nil {
+				err = b.Start(ctx)
+			}
+			boxes[i] = b
+			errs <- err
+		}()
+	}
+	for range boxes {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	stopped, killed := boxes[0], boxes[1]
+	if err := stopped.Stop(ctx); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if s := stopped.State(); s != core.StateRemoved {
+		t.Errorf("after stop: %s, want removed", s)
+	}
+	info := killed.Info()
+	if err := syscall.Kill(info.Runtime.VMMPid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	awaitGone(t, "shim", info.Runtime.ShimPid)
+	for _, dir := range []string{stopped.Info().Dir, info.Dir} {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("box dir %s left: %v", dir, err)
+		}
+	}
+	if _, err := rt.Get(ctx, killed.ID()); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("the killed auto-remove box: %v; want not found", err)
 	}
 }
