@@ -37,6 +37,9 @@ type boxOptions struct {
 	User            string            `json:"user"`
 	BootTimeoutSecs *float64          `json:"boot_timeout_secs"`
 	AutoRemove      bool              `json:"auto_remove"`
+	Detach          bool              `json:"detach"`
+	Entrypoint      []string          `json:"entrypoint"`
+	Cmd             []string          `json:"cmd"`
 	Network         *core.NetworkSpec `json:"network"`
 	Ports           []core.Port       `json:"ports"`
 	Volumes         []core.Volume     `json:"volumes"` // {"host_path", "guest_path", "read_only"}
@@ -70,6 +73,15 @@ func (o boxOptions) options() []core.BoxOption {
 	}
 	if o.AutoRemove {
 		opts = append(opts, core.WithAutoRemove())
+	}
+	if o.Detach {
+		opts = append(opts, core.WithDetach())
+	}
+	if o.Entrypoint != nil {
+		opts = append(opts, core.WithEntrypoint(o.Entrypoint...))
+	}
+	if o.Cmd != nil {
+		opts = append(opts, core.WithCmd(o.Cmd...))
 	}
 	if o.Network != nil {
 		opts = append(opts, core.WithNetwork(*o.Network))

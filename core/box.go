@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -29,19 +30,24 @@ import (
 type State string
 
 const (
-	StateStopped  State = "stopped"  // not running; its disk is kept
-	StateStarting State = "starting" // shim and VM booting
-	StateRunning  State = "running"  // agent ready, accepting execs
-	StateStopping State = "stopping" // shutdown requested
-	StateRemoved  State = "removed"  // gone; the handle is dead
+	// StateConfigured: created (registered, image in the store) but never
+	// started; the first Start, or the first operation that needs the VM,
+	// boots it.
+	StateConfigured State = "configured"
+	StateStopped    State = "stopped"  // not running; its disk is kept
+	StateStarting   State = "starting" // shim and VM booting
+	StateRunning    State = "running"  // agent ready, accepting execs
+	StateStopping   State = "stopping" // shutdown requested
+	StateRemoved    State = "removed"  // gone; the handle is dead
 )
 
 // transitions lists the legal state changes; setState enforces them.
 var transitions = map[State][]State{
-	StateStopped:  {StateStarting, StateRunning, StateRemoved},
-	StateStarting: {StateRunning, StateStopped},
-	StateRunning:  {StateStopping, StateStopped},
-	StateStopping: {StateStopped},
+	StateConfigured: {StateStarting, StateRunning, StateRemoved},
+	StateStopped:    {StateStarting, StateRunning, StateRemoved},
+	StateStarting:   {StateRunning, StateStopped},
+	StateRunning:    {StateStopping, StateStopped},
+	StateStopping:   {StateStopped},
 }
 
 // Box is a handle on one box. Handles are shared per runtime and safe for
@@ -58,20 +64,28 @@ type Box struct {
 	info   protocol.Info
 	shim   *exec.Cmd // set when this process started the shim
 	shimCh chan struct{}
-	death  *os.File // write end of the shim's parent-death pipe
+	death  *os.File // write end of the shim's parent-death pipe; nil when detached
+	// started is closed when the start under way (state starting) ends.
+	started chan struct{}
+	// crashed: the shim's connection dropped with no exit record (the shim
+	// was killed); atomic, as stoppedError runs with and without b.mu.
+	crashed atomic.Bool
 }
 
 // BoxInfo describes a box.
 type BoxInfo struct {
-	ID        string          `json:"id"`
-	Name      string          `json:"name,omitempty"`
-	Image     string          `json:"image"`
-	State     State           `json:"state"`
-	CreatedAt time.Time       `json:"created_at"`
-	Config    BoxConfig       `json:"config"`
-	Dir       string          `json:"dir"`
-	LastExit  string          `json:"last_exit,omitempty"` // why the box last stopped
-	Runtime   *BoxRuntimeInfo `json:"runtime,omitempty"`
+	ID        string    `json:"id"`
+	Name      string    `json:"name,omitempty"`
+	Image     string    `json:"image"`
+	State     State     `json:"state"`
+	CreatedAt time.Time `json:"created_at"`
+	Config    BoxConfig `json:"config"`
+	Dir       string    `json:"dir"`
+	LastExit  string    `json:"last_exit,omitempty"` // why the box last stopped
+	// Faulted: its last run ended in a fault (see shimapi.Exit), so Exec
+	// does not start it; Start does.
+	Faulted bool            `json:"faulted,omitempty"`
+	Runtime *BoxRuntimeInfo `json:"runtime,omitempty"`
 }
 
 // BoxRuntimeInfo is what a running box reports about its VM.
@@ -118,7 +132,11 @@ func (b *Box) Info() BoxInfo {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	bi := BoxInfo{ID: b.rec.ID, Name: b.rec.Config.Name, Image: b.rec.Config.Image, State: b.state,
-		CreatedAt: b.rec.CreatedAt, Config: b.rec.Config, Dir: b.dir, LastExit: b.lastExit()}
+		CreatedAt: b.rec.CreatedAt, Config: b.rec.Config, Dir: b.dir}
+	if b.state == StateStopped {
+		e := b.exitRecord()
+		bi.LastExit, bi.Faulted = e.Reason, e.Fault || b.crashed.Load()
+	}
 	if b.state == StateRunning {
 		h := b.info.Hello
 		bi.Runtime = &BoxRuntimeInfo{Accel: b.info.Accel, AccelReason: b.info.AccelReason, Kernel: h.Kernel,
@@ -128,12 +146,30 @@ func (b *Box) Info() BoxInfo {
 	return bi
 }
 
-func (b *Box) lastExit() string {
+// exitRecord is why the box's last run ended (zero when none is recorded).
+func (b *Box) exitRecord() shimapi.Exit {
 	var e shimapi.Exit
 	if readJSON(b.path(shimapi.ExitFile), &e) != nil {
-		return ""
+		return shimapi.Exit{}
 	}
-	return e.Reason
+	return e
+}
+
+func (b *Box) lastExit() string { return b.exitRecord().Reason }
+
+// faulted: the box's last run ended in a failure (its VMM, agent or shim),
+// not on request; such a box is started again only by Start.
+func (b *Box) faulted() bool { return b.crashed.Load() || b.exitRecord().Fault }
+
+// restingState is the state of a box that no shim runs: configured until a
+// start has made its disk or left an exit record, stopped after.
+func (b *Box) restingState() State {
+	for _, f := range []string{shimapi.DiskFile, shimapi.ExitFile} {
+		if _, err := os.Lstat(b.path(f)); err == nil {
+			return StateStopped
+		}
+	}
+	return StateConfigured
 }
 
 func (b *Box) path(name string) string { return filepath.Join(b.dir, name) }
@@ -143,7 +179,7 @@ func (b *Box) path(name string) string { return filepath.Join(b.dir, name) }
 func (b *Box) refresh() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.state != StateStopped {
+	if b.state != StateStopped && b.state != StateConfigured {
 		return
 	}
 	c, err := dialShim(b.path(shimapi.SocketFile), b.stoppedError)
@@ -157,6 +193,7 @@ func (b *Box) refresh() {
 	}
 	b.attach(c, info)
 	b.setState(StateRunning)
+	b.crashed.Store(false)
 }
 
 // attach adopts a shim connection; when it drops, the box is stopped.
@@ -171,6 +208,9 @@ func (b *Box) attach(c *conn, info protocol.Info) {
 		}
 		// The shim went away on its own (VM crashed or was killed).
 		b.conn, b.state = nil, StateStopped
+		if b.lastExit() == "" {
+			b.crashed.Store(true)
+		}
 		if b.death != nil {
 			b.death.Close()
 		}
@@ -183,23 +223,46 @@ func (b *Box) stoppedError() error {
 	if why := b.lastExit(); why != "" {
 		return errdefs.Errorf(errdefs.ErrInvalidState, "box %s is stopped (%s)", b.rec.ID, why)
 	}
+	if b.crashed.Load() {
+		return errdefs.Errorf(errdefs.ErrInvalidState, "box %s is stopped (its shim exited without saying why)", b.rec.ID)
+	}
 	return errdefs.Errorf(errdefs.ErrInvalidState, "box %s is stopped", b.rec.ID)
 }
 
-// Start boots a stopped box. Its disk keeps what earlier runs wrote. A box
-// that another process started (or is starting) is joined instead: one box
-// never gets two VMs (its shim holds a lock on the box directory).
+// Start boots a configured or stopped box. Its disk keeps what earlier runs
+// wrote. Starting a running box is a no-op; a start under way in this
+// process is waited for. A box that another process started (or is
+// starting) is joined instead: one box never gets two VMs (its shim holds a
+// lock on the box directory).
 func (b *Box) Start(ctx context.Context) error {
 	b.refresh()
 	b.mu.Lock()
+	waited := false
+	for b.state == StateStarting {
+		ch := b.started
+		b.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return errdefs.Errorf(errdefs.ErrTimeout, "start box %s: waiting for its start under way: %v", b.rec.ID, ctx.Err())
+		}
+		b.mu.Lock()
+		waited = true
+	}
 	if b.state == StateRunning {
 		b.mu.Unlock()
 		return nil
+	}
+	if waited { // one boot attempt for all who asked at once, not one each
+		b.mu.Unlock()
+		return fmt.Errorf("start box %s: the start under way failed: %w", b.rec.ID, b.stoppedError())
 	}
 	if err := b.setState(StateStarting); err != nil {
 		b.mu.Unlock()
 		return fmt.Errorf("start: %w", err)
 	}
+	b.started = make(chan struct{})
+	b.crashed.Store(false)
 	b.mu.Unlock()
 	c, info, err := b.boot(ctx)
 	if errors.Is(err, errShimRunning) {
@@ -207,13 +270,41 @@ func (b *Box) Start(ctx context.Context) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	defer close(b.started)
 	if err != nil {
 		b.rt.counters.failed.Add(1)
-		b.setState(StateStopped)
+		b.setState(StateStopped) // it has tried: Info's last_exit says why it failed
 		return err
 	}
 	b.attach(c, info)
 	return b.setState(StateRunning)
+}
+
+// running returns the connection to the box's VM for op, starting a
+// configured or stopped box first (as BoxLite's exec does), unless its last
+// run ended in a fault (a crashed VMM, a protocol violation): that box only
+// says why until Start is called, so a failing box is not rebooted in a loop.
+func (b *Box) running(ctx context.Context, op string) (*conn, protocol.Info, error) {
+	for tried := false; ; tried = true {
+		b.mu.Lock()
+		c, state, info := b.conn, b.state, b.info
+		b.mu.Unlock()
+		switch {
+		case state == StateRunning && c != nil:
+			return c, info, nil
+		case state == StateStopped && b.faulted():
+			// Not restarted behind the caller's back: say what ended it.
+			return nil, info, fmt.Errorf("%s: %w; Start boots it again", op, b.stoppedError())
+		case (state == StateConfigured || state == StateStopped || state == StateStarting) && !tried:
+			if err := b.Start(ctx); err != nil {
+				return nil, info, fmt.Errorf("%s: %w", op, err)
+			}
+		case state == StateStopped:
+			return nil, info, fmt.Errorf("%s: %w", op, b.stoppedError()) // it stopped again at once
+		default:
+			return nil, info, errdefs.Errorf(errdefs.ErrInvalidState, "%s: box %s is %s", op, b.rec.ID, state)
+		}
+	}
 }
 
 // errShimRunning: the box's shim found another shim running the box.
@@ -276,7 +367,7 @@ func (b *Box) boot(ctx context.Context) (*conn, protocol.Info, error) {
 	sc := shimapi.Config{BoxID: b.rec.ID, Dir: b.dir, Kernel: b.rt.assets.kernel(), Initrd: b.rt.assets.initrd(),
 		QEMU: b.rt.qemu, MemoryMiB: cfg.MemoryMiB, CPUs: cfg.CPUs, Layers: layers, RequireKVM: b.rt.requireKVM,
 		BootTimeout: cfg.BootTimeout, StopTimeout: 10 * time.Second, OwnerUID: os.Getuid(),
-		StateDir: filepath.Join(b.rt.home, "state"), AutoRemove: cfg.AutoRemove, Network: cfg.shimNetwork(),
+		StateDir: filepath.Join(b.rt.home, "state"), AutoRemove: cfg.AutoRemove, Detach: cfg.Detach, Network: cfg.shimNetwork(),
 		KernelArgs: cfg.KernelArgs}
 	if len(cfg.Volumes) > 0 {
 		sc.Volumes, sc.Virtiofsd = cfg.Volumes, b.rt.assets.virtiofsd()
@@ -316,25 +407,33 @@ func (b *Box) spawnShim(ctx context.Context, deadline time.Duration) error {
 		return err
 	}
 	defer readyR.Close()
-	deathR, deathW, err := os.Pipe()
-	if err != nil {
-		readyW.Close()
-		return err
-	}
+	defer readyW.Close()
 	logf, err := os.OpenFile(b.path(shimapi.LogFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
+	defer logf.Close()
 	cmd := exec.Command(b.rt.assets.shim(), b.path(shimapi.ConfigFile))
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.ExtraFiles = []*os.File{readyW, deathR} // fds 3 and 4
+	cmd.ExtraFiles = []*os.File{readyW} // fd 3
+	// Its own session: a terminal's SIGHUP or ^C to the app never reaches it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// A box that is not detached stops when this process dies: the shim
+	// stops it at EOF on fd 4, which the kernel closes with the process.
+	var deathW *os.File
+	if !b.rec.Config.Detach {
+		deathR, w, err := os.Pipe()
+		if err != nil {
+			return err
+		}
+		defer deathR.Close()
+		deathW = w
+		cmd.ExtraFiles = append(cmd.ExtraFiles, deathR) // fd 4
+	}
 	err = cmd.Start()
 	readyW.Close()
-	deathR.Close()
-	logf.Close()
 	if err != nil {
-		deathW.Close()
+		closeFile(deathW)
 		return fmt.Errorf("start box %s: shim: %w", b.rec.ID, err)
 	}
 	exited := make(chan struct{})
@@ -369,7 +468,12 @@ func (b *Box) spawnShim(ctx context.Context, deadline time.Duration) error {
 		res.err = errdefs.New(errdefs.Kind(res.r.Kind), res.r.Error)
 	}
 	if res.err != nil {
-		deathW.Close() // the shim stops the VM and exits
+		// The shim stops the VM and exits (a detached one on SIGTERM).
+		if deathW != nil {
+			deathW.Close()
+		} else {
+			cmd.Process.Signal(syscall.SIGTERM)
+		}
 		select {
 		case <-exited:
 		case <-time.After(15 * time.Second):
@@ -382,14 +486,20 @@ func (b *Box) spawnShim(ctx context.Context, deadline time.Duration) error {
 	return nil
 }
 
+func closeFile(f *os.File) {
+	if f != nil {
+		f.Close()
+	}
+}
+
 // Stop shuts the box down: the agent syncs and unmounts, the VM powers off,
 // the shim exits. Stopping a stopped box is a no-op.
 func (b *Box) Stop(ctx context.Context) error {
 	b.refresh() // another handle or process may have stopped it
 	b.mu.Lock()
-	if b.state == StateStopped || b.state == StateRemoved {
+	if b.state == StateStopped || b.state == StateRemoved || b.state == StateConfigured {
 		b.mu.Unlock()
-		return nil // idempotent, as BoxLite's
+		return nil // idempotent, as BoxLite's; a configured box never ran, and an auto-remove one stays
 	}
 	if err := b.setState(StateStopping); err != nil {
 		b.mu.Unlock()
@@ -432,10 +542,11 @@ func (b *Box) Stop(ctx context.Context) error {
 	return err
 }
 
-// release is Runtime.Close's per-box step: stop what this process started.
+// release is Runtime.Close's per-box step: stop what this process started,
+// unless it is detached (it outlives its creator).
 func (b *Box) release() {
 	b.mu.Lock()
-	ours := b.shim != nil
+	ours := b.shim != nil && !b.rec.Config.Detach
 	c := b.conn
 	b.mu.Unlock()
 	if ours {
@@ -448,7 +559,7 @@ func (b *Box) release() {
 // Remove deletes the box and its disk. A running box needs force.
 func (b *Box) Remove(ctx context.Context, force bool) error {
 	b.refresh()
-	if s := b.State(); s != StateStopped {
+	if s := b.State(); s != StateStopped && s != StateConfigured {
 		if !force {
 			return errdefs.Errorf(errdefs.ErrInvalidState, "remove box %s: it is %s (stop it first, or force)", b.rec.ID, s)
 		}
@@ -481,9 +592,19 @@ func (b *Box) removeFiles() error {
 	return os.RemoveAll(b.dir)
 }
 
-// Exec starts a process in the box.
+// Exec starts a process in the box. A configured or stopped box is started
+// first, as BoxLite's exec does; one whose last run ended in a fault (see
+// shimapi.Exit) fails with ErrInvalidState naming it until Start, and a
+// removed one fails with ErrInvalidState.
 func (b *Box) Exec(ctx context.Context, cmd Command) (*Execution, error) {
-	if len(cmd.Argv) == 0 || cmd.Argv[0] == "" {
+	if len(cmd.Argv) == 0 {
+		argv, err := b.DefaultCommand()
+		if err != nil {
+			return nil, fmt.Errorf("exec: %w", err)
+		}
+		cmd.Argv = argv
+	}
+	if cmd.Argv[0] == "" {
 		return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "exec: empty command")
 	}
 	if cmd.Timeout < 0 || cmd.Grace < 0 {
@@ -506,15 +627,11 @@ func (b *Box) Exec(ctx context.Context, cmd Command) (*Execution, error) {
 			return nil, err
 		}
 	}
-	b.mu.Lock()
-	c, state, hello := b.conn, b.state, b.info.Hello
-	b.mu.Unlock()
-	if state != StateRunning || c == nil {
-		if state == StateStopped {
-			return nil, fmt.Errorf("exec: %w", b.stoppedError())
-		}
-		return nil, errdefs.Errorf(errdefs.ErrInvalidState, "exec: box %s is %s", b.rec.ID, state)
+	c, info, err := b.running(ctx, "exec")
+	if err != nil {
+		return nil, err
 	}
+	hello := info.Hello
 	if cmd.Tty && !hello.Has(protocol.FeatureTTY) {
 		// An older agent would ignore the field and run the process on pipes.
 		return nil, errdefs.Errorf(errdefs.ErrUnsupported, "exec: box %s runs an agent without terminal support (%s); restart the box to update it", b.rec.ID, hello.Agent)
@@ -580,6 +697,29 @@ func (b *Box) image() (image.Image, error) {
 		b.img = &img
 	}
 	return *b.img, nil
+}
+
+// DefaultCommand is what a bare exec runs: the box's entrypoint and cmd,
+// each defaulting to the image's, as docker run does (an entrypoint given
+// for the box drops the image's cmd). ErrInvalidArgument when both are empty.
+func (b *Box) DefaultCommand() ([]string, error) {
+	img, err := b.image()
+	if err != nil {
+		return nil, err
+	}
+	cfg := b.rec.Config
+	entry, args := img.Config.Entrypoint, img.Config.Cmd
+	if cfg.Entrypoint != nil {
+		entry, args = cfg.Entrypoint, nil
+	}
+	if cfg.Cmd != nil {
+		args = cfg.Cmd
+	}
+	argv := append(append([]string{}, entry...), args...)
+	if len(argv) == 0 {
+		return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "no command given, and box %s (image %s) has no entrypoint or cmd", b.rec.ID, cfg.Image)
+	}
+	return argv, nil
 }
 
 // request merges image, box and command settings into the agent's request.

@@ -98,7 +98,7 @@ func (b *Box) CopyIn(ctx context.Context, hostSrc, boxDst string, opts CopyOptio
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer dir.Close()
-	c, err := b.copyConn(what)
+	c, err := b.copyConn(ctx, what)
 	if err != nil {
 		return err
 	}
@@ -175,7 +175,7 @@ func (b *Box) CopyOut(ctx context.Context, boxSrc, hostDst string, opts CopyOpti
 			return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s: %s names no file; copy a directory's contents with ContentsOnly", what, boxSrc)
 		}
 	}
-	c, err := b.copyConn(what)
+	c, err := b.copyConn(ctx, what)
 	if err != nil {
 		return err
 	}
@@ -220,16 +220,13 @@ func (b *Box) CopyOut(ctx context.Context, boxSrc, hostDst string, opts CopyOpti
 }
 
 // copyConn is the box's connection for a copy, if its agent has the service.
-func (b *Box) copyConn(what string) (*conn, error) {
-	b.mu.Lock()
-	c, state, hello := b.conn, b.state, b.info.Hello
-	b.mu.Unlock()
-	if state != StateRunning || c == nil {
-		if state == StateStopped {
-			return nil, fmt.Errorf("%s: %w", what, b.stoppedError())
-		}
-		return nil, errdefs.Errorf(errdefs.ErrInvalidState, "%s: box %s is %s", what, b.rec.ID, state)
+// A configured or stopped box is started first.
+func (b *Box) copyConn(ctx context.Context, what string) (*conn, error) {
+	c, info, err := b.running(ctx, what)
+	if err != nil {
+		return nil, err
 	}
+	hello := info.Hello
 	if !hello.Has(protocol.FeatureCopy) {
 		return nil, errdefs.Errorf(errdefs.ErrUnsupported, "%s: box %s runs an agent without the copy service (%s); restart the box to update it", what, b.rec.ID, hello.Agent)
 	}

@@ -15,7 +15,8 @@ import (
 )
 
 // Command describes a process to run in a box. Argv is passed as is, never
-// joined into a shell string.
+// joined into a shell string; empty, it is the box's DefaultCommand (its
+// entrypoint and cmd).
 type Command struct {
 	Argv    []string
 	Env     map[string]string // added to the image's and the box's environment

@@ -177,10 +177,15 @@ type BoxConfig struct {
 	User        string            `json:"user,omitempty"`
 	BootTimeout time.Duration     `json:"boot_timeout"`
 	AutoRemove  bool              `json:"auto_remove,omitempty"`
-	Network     NetworkSpec       `json:"network"`
-	Ports       []Port            `json:"ports,omitempty"`
-	Volumes     []Volume          `json:"volumes,omitempty"` // volume.go
-	KernelArgs  []string          `json:"kernel_args,omitempty"`
+	// Detach: the box is not tied to the process that starts it (see WithDetach).
+	Detach bool `json:"detach,omitempty"`
+	// Entrypoint and Cmd override the image's (nil: the image's); see Box.DefaultCommand.
+	Entrypoint []string    `json:"entrypoint,omitempty"`
+	Cmd        []string    `json:"cmd,omitempty"`
+	Network    NetworkSpec `json:"network"`
+	Ports      []Port      `json:"ports,omitempty"`
+	Volumes    []Volume    `json:"volumes,omitempty"` // volume.go
+	KernelArgs []string    `json:"kernel_args,omitempty"`
 }
 
 func defaultBoxConfig(image string) BoxConfig {
@@ -267,9 +272,33 @@ func WithBootTimeout(d time.Duration) BoxOption {
 	return func(c *BoxConfig) error { c.BootTimeout = d; return nil }
 }
 
-// WithAutoRemove removes the box when it stops. Default false.
+// WithAutoRemove removes the box when it stops (Box.Stop, its VM exiting,
+// or, unless detached, its creator's exit), never while it is merely
+// configured. Default false.
 func WithAutoRemove() BoxOption {
 	return func(c *BoxConfig) error { c.AutoRemove = true; return nil }
+}
+
+// WithDetach lets the box outlive the process that starts it, as docker's
+// -d does: its shim is not tied to that process, Runtime.Close leaves it
+// running, and any process reattaches by id or name (Runtime.Get) to the
+// same VM; Box.Stop or Remove with force ends it. Default: the box stops
+// when the runtime that started it closes or its process dies.
+func WithDetach() BoxOption {
+	return func(c *BoxConfig) error { c.Detach = true; return nil }
+}
+
+// WithEntrypoint overrides the image's ENTRYPOINT (and drops its CMD, as
+// docker's --entrypoint does) for what a bare exec runs (Box.DefaultCommand).
+// Default: the image's.
+func WithEntrypoint(argv ...string) BoxOption {
+	return func(c *BoxConfig) error { c.Entrypoint = append([]string{}, argv...); return nil }
+}
+
+// WithCmd overrides the image's CMD, the arguments after the entrypoint of
+// what a bare exec runs (Box.DefaultCommand). Default: the image's.
+func WithCmd(argv ...string) BoxOption {
+	return func(c *BoxConfig) error { c.Cmd = append([]string{}, argv...); return nil }
 }
 
 // validate rejects bad and conflicting settings in one place.
@@ -298,6 +327,12 @@ func (c *BoxConfig) validate() error {
 	}
 	if err := validKernelArgs(c.KernelArgs); err != nil {
 		return bad("%v", err)
+	}
+	if len(c.Entrypoint) > 0 && c.Entrypoint[0] == "" {
+		return bad("entrypoint's executable is empty")
+	}
+	if len(c.Entrypoint) == 0 && len(c.Cmd) > 0 && c.Cmd[0] == "" {
+		return bad("cmd's first word is empty")
 	}
 	if err := c.validateVolumes(); err != nil {
 		return err

@@ -170,7 +170,8 @@ func (r *Runtime) PruneImages(ctx context.Context, all bool) (image.GCResult, er
 }
 
 // Close stops the boxes this runtime started (they would die with the
-// process anyway) and releases its handles.
+// process anyway), except detached ones, which keep running, and releases
+// its handles.
 func (r *Runtime) Close() error {
 	r.mu.Lock()
 	if r.closed {
@@ -230,7 +231,10 @@ func (r *Runtime) checkOpen(op string) error {
 	return nil
 }
 
-// Create makes a box from an image and starts it. An image that is not in
+// Create registers a box made from an image and returns it configured, not
+// booted (as BoxLite's create): Start boots it, and so does the first
+// operation that needs its VM (Exec, Run, CopyIn, CopyOut, sessions). Its
+// options are checked here, so a bad one fails now. An image that is not in
 // the store is pulled first (see Pull); one in the store is used as it is,
 // even when the registry has a newer one under its name, as docker does.
 func (r *Runtime) Create(ctx context.Context, imageRef string, opts ...BoxOption) (*Box, error) {
@@ -269,11 +273,6 @@ func (r *Runtime) Create(ctx context.Context, imageRef string, opts ...BoxOption
 		return nil, err
 	}
 	r.counters.created.Add(1)
-	if err := b.Start(ctx); err != nil {
-		b.removeFiles()
-		r.forget(b)
-		return nil, err
-	}
 	return b, nil
 }
 
@@ -320,7 +319,8 @@ func (r *Runtime) handle(rec record) *Box {
 	if b, ok := r.boxes[rec.ID]; ok {
 		return b
 	}
-	b := &Box{rt: r, rec: rec, dir: filepath.Join(r.home, "boxes", rec.ID), state: StateStopped}
+	b := &Box{rt: r, rec: rec, dir: filepath.Join(r.home, "boxes", rec.ID)}
+	b.state = b.restingState()
 	r.boxes[rec.ID] = b
 	return b
 }

@@ -124,7 +124,7 @@ void boxlite_string_free(char *s);
  * stream of a collected result (boxlite_box_run, session results): the rest is
  * read and dropped, and the result says it was truncated. */
 int boxlite_runtime_new(const char *options_json, boxlite_runtime_t **out, boxlite_error_t **err);
-/* Stops the boxes this runtime started and frees the handle. NULL is a no-op. */
+/* Stops the boxes this runtime started (not detached ones, which keep running) and frees the handle. NULL is a no-op. */
 void boxlite_runtime_free(boxlite_runtime_t *rt);
 /* Imports an OCI layout directory or docker-archive tar; *out_json is a JSON
  * array of the loaded images. */
@@ -136,10 +136,20 @@ int boxlite_box_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **e
 
 /* ---- boxes ---- */
 
-/* Creates and boots a box; blocks until its agent is ready. options_json:
+/* Creates a box and returns it configured, not booted (as BoxLite's create):
+ * its options are checked and its image pulled if the store lacks it;
+ * boxlite_box_start boots it, and so does the first exec, copy or session.
+ * options_json:
  * {"image": "alpine:latest" (required), "name": str, "memory_mib": 512,
  *  "cpus": 1, "disk_size_gb": 4, "env": {"K": "V"}, "working_dir": str,
- *  "user": str, "boot_timeout_secs": 60, "auto_remove": false,
+ *  "user": str, "boot_timeout_secs": 60,
+ *  "auto_remove": false (removed when it stops; never while only configured),
+ *  "detach": false (true: the box outlives the process that starts it, and
+ *                   boxlite_runtime_free leaves it running; any process
+ *                   reattaches with boxlite_box_get),
+ *  "entrypoint": [str], "cmd": [str] (override the image's; an entrypoint
+ *                   drops the image's cmd, as docker's --entrypoint does;
+ *                   they are what an exec with an empty "argv" runs),
  *  "network": {"mode": "enabled" (default) | "disabled" (only lo),
  *              "allow_net": ["pypi.org", "*.example.com", "10.0.0.0/8", "1.2.3.4:443",
  *                            "host.boxlite.internal"] (empty: anywhere)},
@@ -156,13 +166,23 @@ int boxlite_box_get(boxlite_runtime_t *rt, const char *id_or_name, boxlite_box_t
                     boxlite_error_t **err);
 /* The box id (12 hex digits); static for the handle's life, do not free. */
 const char *boxlite_box_id(boxlite_box_t *box);
-/* JSON: {"id","name","image","state","created_at","config",...,"runtime":{"accel",
+/* JSON: {"id","name","image","state" ("configured", "starting", "running",
+ * "stopping", "stopped"),"created_at","config",...,"runtime":{"accel",
  * "accel_reason","kernel","boot_ms",...,"network":{"guest_ip","gateway_ip",
  * "allow_net","ports":[{"protocol","host_ip","host_port","guest_port"}]}}}
- * ("runtime" only while running; "network" absent when disabled; ports as
+ * ("runtime" only while running; a stopped box has "last_exit", why it
+ * stopped, and "faulted": true when that was a fault, which exec does not
+ * restart; "network" absent when disabled; ports as
  * bound, with the host ports picked). */
 int boxlite_box_info(boxlite_box_t *box, char **out_json, boxlite_error_t **err);
+/* Boots a configured or stopped box; blocks until its agent is ready. A
+ * running box: a no-op success. Exec, copies and sessions on a configured
+ * or stopped box start it the same way, except a box whose last run ended
+ * in a fault (crashed VMM, protocol violation): that one fails with
+ * BOXLITE_ERR_INVALID_STATE naming the fault until started here. */
 int boxlite_box_start(boxlite_box_t *box, boxlite_error_t **err);
+/* Stops a running box (a configured or stopped one: no-op); an auto-remove
+ * box is removed. */
 int boxlite_box_stop(boxlite_box_t *box, boxlite_error_t **err);
 /* Deletes the box and its disk; a running box needs force != 0. The handle
  * must still be freed. */
@@ -283,7 +303,8 @@ int boxlite_runtime_import_box(boxlite_runtime_t *rt, const char *archive_path, 
 /* ---- executions ---- */
 
 /* Starts a process. command_json: {"argv": ["cmd", "arg", ...] (required,
- * never joined into a shell string), "env": {"K": "V"}, "cwd": str, "user":
+ * never joined into a shell string; [] runs the box's entrypoint and cmd;
+ * a configured or stopped box is started first, see boxlite_box_start), "env": {"K": "V"}, "cwd": str, "user":
  * str, "timeout_secs": 0 (none), "stdin": false (true keeps stdin open for
  * boxlite_execution_write), "tty": false, "rows": 24, "cols": 80,
  * "output_limit_bytes": N (boxlite_box_run only; default: the runtime's)}. A command

@@ -39,7 +39,7 @@ func Run(cfg shimapi.Config, ready io.WriteCloser, parent io.Reader) error {
 		running := errors.Is(err, errLocked)
 		writeReady(ready, shimapi.Ready{Kind: string(errdefs.KindOf(err)), Error: err.Error(), Running: running})
 		if !running { // otherwise the exit record is the running shim's
-			s.writeExit("boot failed: " + err.Error())
+			s.writeExit("boot failed: "+err.Error(), false)
 		}
 		return err
 	}
@@ -60,12 +60,17 @@ func Run(cfg shimapi.Config, ready io.WriteCloser, parent io.Reader) error {
 	go s.accept()
 	<-s.vm.Done()
 	s.teardown()
+	// Nobody is left to remove an auto-remove box that ended because its
+	// creator died, or a detached one that ended on its own.
 	select {
 	case <-orphaned:
 		if cfg.AutoRemove {
 			os.RemoveAll(cfg.Dir)
 		}
 	default:
+		if cfg.AutoRemove && parent == nil {
+			os.RemoveAll(cfg.Dir)
+		}
 	}
 	return nil
 }
@@ -109,6 +114,7 @@ type shim struct {
 	next     uint32
 	clients  map[*client]bool
 	reason   string // why the box is stopping; first one wins
+	fault    bool   // the box ended because something failed (see shimapi.Exit)
 	stopping bool
 }
 
@@ -379,7 +385,7 @@ func (s *shim) stop(reason string) {
 func (s *shim) kill(reason string) {
 	s.mu.Lock()
 	if s.reason == "" {
-		s.reason = reason
+		s.reason, s.fault = reason, true
 	}
 	s.stopping = true
 	s.mu.Unlock()
@@ -389,14 +395,14 @@ func (s *shim) kill(reason string) {
 
 func (s *shim) teardown() {
 	s.mu.Lock()
-	reason := s.reason
+	reason, fault := s.reason, s.fault
 	if reason == "" {
-		reason = fmt.Sprintf("VMM exited unexpectedly: %v", s.vm.Err())
+		reason, fault = fmt.Sprintf("VMM exited unexpectedly: %v", s.vm.Err()), true
 	}
 	clients := s.clients
 	s.clients = map[*client]bool{}
 	s.mu.Unlock()
-	s.writeExit(reason)
+	s.writeExit(reason, fault)
 	s.stopNetwork() // its published ports are free again
 	s.stopVolumes()
 	s.ln.Close()
@@ -408,8 +414,8 @@ func (s *shim) teardown() {
 	log.Printf("box ended: %s", reason)
 }
 
-func (s *shim) writeExit(reason string) {
-	b, _ := json.Marshal(shimapi.Exit{Reason: reason, At: time.Now().UTC()})
+func (s *shim) writeExit(reason string, fault bool) {
+	b, _ := json.Marshal(shimapi.Exit{Reason: reason, Fault: fault, At: time.Now().UTC()})
 	path := s.cfg.Path(shimapi.ExitFile)
 	if os.WriteFile(path+".tmp", b, 0o600) == nil {
 		os.Rename(path+".tmp", path)

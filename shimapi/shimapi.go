@@ -49,8 +49,12 @@ type Config struct {
 	// uids allocated to confined VMMs).
 	StateDir string `json:"state_dir"`
 	// AutoRemove: the box directory is deleted after the box ends because
-	// its creator died: nobody is left to remove it.
+	// its creator died, or, for a detached box (no parent-death pipe), after
+	// it ends at all: nobody may be left to remove it.
 	AutoRemove bool `json:"auto_remove,omitempty"`
+	// Detach: the box outlives its creator; there is no parent-death pipe
+	// on fd 4 (which then may be any fd the shim's own runtime opened).
+	Detach bool `json:"detach,omitempty"`
 	// Network is the box's network; nil: none at all (only lo in the box,
 	// no network stack in the shim).
 	Network *Network `json:"network,omitempty"`
@@ -101,6 +105,10 @@ type Ready struct {
 
 // Exit records why a box ended, for the next client that asks.
 type Exit struct {
-	Reason string    `json:"reason"`
-	At     time.Time `json:"at"`
+	Reason string `json:"reason"`
+	// Fault: the box ended because something failed (its VMM, agent,
+	// network stack or volumes), not on request or with its creator; the
+	// runtime does not restart such a box on its own (see core.Box.Exec).
+	Fault bool      `json:"fault,omitempty"`
+	At    time.Time `json:"at"`
 }

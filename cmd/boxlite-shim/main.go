@@ -35,10 +35,8 @@ func main() {
 	}
 	ready := os.NewFile(3, "ready")
 	var parent io.Reader // absent when the box is detached
-	if f := os.NewFile(4, "parent"); f != nil {
-		if _, err := f.Stat(); err == nil {
-			parent = f
-		}
+	if !cfg.Detach {
+		parent = os.NewFile(4, "parent")
 	}
 	if err := shim.Run(cfg, ready, parent); err != nil {
 		log.Printf("%v", err)

@@ -9,9 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -24,11 +22,14 @@ import (
 
 const usage = `usage: boxlite COMMAND [ARGS]
 
-  run [--rm] [--name N] [--memory MIB] [--cpus N] [--disk-size GB] [-e K=V]... [-w DIR]
+  run [--rm] [-d] [--name N] [--memory MIB] [--cpus N] [--disk-size GB] [-e K=V]... [-w DIR]
       [-u USER] [-v HOST:GUEST[:ro]]... [--timeout SECONDS] [-i] [-t] [--network enabled|disabled]
-      [--allow-net ENTRY[,ENTRY]]... [-p [[IP:]HOST:]GUEST[/udp]]... IMAGE [-- CMD [ARGS...]]
+      [--allow-net ENTRY[,ENTRY]]... [-p [[IP:]HOST:]GUEST[/udp]]... [--entrypoint EXEC]
+      IMAGE [-- CMD [ARGS...]]
                     boot a box from IMAGE, run CMD (default: the image's entrypoint
                     and cmd), stream its output and exit with its exit code;
+                    -d boots a detached box instead, starts CMD (if any) in its
+                    background with its output discarded, and prints the box id;
                     -i forwards stdin, -t gives CMD a terminal (-it: an interactive
                     shell, with this terminal in raw mode and its size followed);
                     --network disabled leaves the box only lo; --allow-net limits
@@ -37,16 +38,28 @@ const usage = `usage: boxlite COMMAND [ARGS]
                     picks a free port, printed on stderr); the box reaches the
                     host's 127.0.0.1 as host.boxlite.internal
                     -v mounts a host folder or file in the box (:ro read-only)
-  ls                list boxes
-  info BOX          describe a box (state, acceleration and why, boot timings)
+  create [--rm] [-e K=V]... [-w DIR] [-u USER] [box options as run] IMAGE [CMD [ARGS...]]
+                    register a box without booting it and print its id; CMD
+                    replaces the image's cmd; the box is detached (as docker's):
+                    started, it outlives this command
+  start BOX...      boot configured or stopped detached boxes (as create makes; a
+                    running one is left as is)
   stats [--json] [--no-stream] [BOX...]
                     print the metrics of running boxes (default: all) once: CPU %
                     and memory of the VMM, execs and those that failed to start,
                     the network's bytes; --json prints every metric
   stop BOX...       stop boxes (their disks are kept)
+  restart BOX...    stop, then start detached boxes
+  exec [-i] [-t] [-e K=V]... [-w DIR] [-u USER] [--timeout S] BOX [--] CMD [ARGS...]
+                    run CMD in a box (a configured or stopped one is started
+                    first) and exit with its exit code (128+N for signal N)
+  ls, ps            list boxes: configured, running or stopped
+  info, inspect BOX describe a box as JSON (state, acceleration and why, boot timings)
+  logs [-f] BOX     print the box's shim log and guest console; -f follows them
+                    until the box stops or ^C
   rm [-f] BOX...    remove boxes; -f stops running ones first
   cp [-L] [--no-overwrite] SRC DST
-                    copy files between the host and a running box, as docker cp
+                    copy files between the host and a box, as docker cp
                     does: BOX:PATH on one side (-L follows a symlink named as SRC)
   snapshot create BOX [NAME] | ls BOX | rm BOX NAME | restore BOX NAME
                     snapshots of a stopped box's disk (kept with the box);
@@ -64,9 +77,9 @@ const usage = `usage: boxlite COMMAND [ARGS]
   image prune [-a]  remove unnamed images (-a: all images) that no box uses, and
                     the blobs and layers nothing needs
 
-run pulls IMAGE when it is not in the store; one in the store is used as it is.
-Exit codes of run: the command's own; 124 when --timeout killed it; 125 when boxlite
-failed; 127 when the command was not found. BOXLITE_HOME sets the home (~/.boxlite).
+run and create pull IMAGE when it is not in the store; one in the store is used as it is.
+Exit codes of run and exec: the command's own; 124 when --timeout killed it; 125 when
+boxlite failed; 127 when the command was not found. BOXLITE_HOME sets the home (~/.boxlite).
 Registries: credentials from the docker config (docker login); BOXLITE_REGISTRY_MIRRORS
 (docker.io=http://127.0.0.1:5000,...), BOXLITE_INSECURE_REGISTRIES (host:port,...).
 `
@@ -91,8 +104,8 @@ func run(args []string) int {
 		err = cmdInfo(args[1:])
 	case "stats":
 		err = cmdStats(args[1:])
-	case "stop":
-		err = eachBox(args[1:], func(rt *core.Runtime, b *core.Box) error { return b.Stop(context.Background()) })
+	case "create", "start", "stop", "restart", "exec", "logs":
+		code, err = lifecycle(args[0], args[1:])
 	case "rm":
 		err = cmdRm(args[1:])
 	case "cp":
@@ -142,90 +155,158 @@ func parseVolume(s string) (host, guest string, ro bool, err error) {
 func (m *multi) String() string     { return strings.Join(*m, ",") }
 func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
 
-func cmdRun(args []string) (int, error) {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	rm := fs.Bool("rm", false, "remove the box when the command ends")
-	name := fs.String("name", "", "box name")
-	memory := fs.Int("memory", 512, "guest memory in MiB")
-	cpus := fs.Int("cpus", 1, "vCPUs")
-	disk := fs.Int("disk-size", 4, "writable disk size in GB (sparse)")
-	workdir := fs.String("w", "", "working directory in the box")
-	user := fs.String("u", "", "user (name, uid or uid:gid)")
-	timeout := fs.Float64("timeout", 0, "kill the command after SECONDS (TERM, then KILL 2s later)")
-	stdin := fs.Bool("i", false, "forward standard input")
-	tty := fs.Bool("t", false, "run the command on a terminal (with -i on a terminal: raw mode, size followed)")
-	var env multi
-	fs.Var(&env, "e", "environment KEY=VALUE (repeatable)")
-	network := fs.String("network", "", "enabled (default) or disabled (only lo)")
-	var allowNet, ports multi
-	fs.Var(&allowNet, "allow-net", "where the box may connect: names, *.wildcards, IPs, CIDRs, with :port (repeatable or comma-separated)")
-	fs.Var(&ports, "p", "publish a port: [[IP:]HOST:]GUEST[/tcp|udp] (repeatable; HOST 0 or none picks one)")
-	var vols multi
-	fs.Var(&vols, "v", "volume HOST:GUEST[:ro|:rw] (repeatable)")
-	if err := fs.Parse(splitShortFlags(fs, args)); err != nil {
-		return 2, nil
+// boxFlags are the box options create and run share.
+type boxFlags struct {
+	name                 *string
+	memory, cpus, disk   *int
+	network, entrypoint  *string
+	allowNet, ports, vol multi
+}
+
+func addBoxFlags(fs *flag.FlagSet) *boxFlags {
+	f := &boxFlags{
+		name:       fs.String("name", "", "box name"),
+		memory:     fs.Int("memory", 512, "guest memory in MiB"),
+		cpus:       fs.Int("cpus", 1, "vCPUs"),
+		disk:       fs.Int("disk-size", 4, "writable disk size in GB (sparse)"),
+		network:    fs.String("network", "", "enabled (default) or disabled (only lo)"),
+		entrypoint: fs.String("entrypoint", "", "override the image's entrypoint (and drop its cmd)"),
 	}
-	rest := fs.Args()
-	if len(rest) == 0 {
-		return 0, errdefs.Errorf(errdefs.ErrInvalidArgument, "run: IMAGE is missing")
+	fs.Var(&f.allowNet, "allow-net", "where the box may connect: names, *.wildcards, IPs, CIDRs, with :port (repeatable or comma-separated)")
+	fs.Var(&f.ports, "p", "publish a port: [[IP:]HOST:]GUEST[/tcp|udp] (repeatable; HOST 0 or none picks one)")
+	fs.Var(&f.vol, "v", "volume HOST:GUEST[:ro|:rw] (repeatable)")
+	return f
+}
+
+// options turns the flags into box options.
+func (f *boxFlags) options() ([]core.BoxOption, error) {
+	opts := []core.BoxOption{core.WithMemoryMiB(*f.memory), core.WithCPUs(*f.cpus), core.WithDiskSizeGB(*f.disk)}
+	if *f.name != "" {
+		opts = append(opts, core.WithName(*f.name))
 	}
-	imageRef, argv := rest[0], rest[1:]
-	if len(argv) > 0 && argv[0] == "--" {
-		argv = argv[1:]
+	if *f.entrypoint != "" {
+		opts = append(opts, core.WithEntrypoint(*f.entrypoint))
 	}
-	if *timeout < 0 {
-		return 0, errdefs.Errorf(errdefs.ErrInvalidArgument, "run: --timeout %v is negative", *timeout)
-	}
-	opts := []core.BoxOption{core.WithMemoryMiB(*memory), core.WithCPUs(*cpus), core.WithDiskSizeGB(*disk)}
-	if *name != "" {
-		opts = append(opts, core.WithName(*name))
-	}
-	netOpts, err := networkOptions(*network, allowNet, ports)
+	netOpts, err := networkOptions(*f.network, f.allowNet, f.ports)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	opts = append(opts, netOpts...)
-	for _, v := range vols {
+	for _, v := range f.vol {
 		host, guest, ro, err := parseVolume(v)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		opts = append(opts, core.WithVolume(host, guest, ro))
 	}
-	cmdEnv := map[string]string{}
-	for _, kv := range env {
+	return opts, nil
+}
+
+// execFlags are the process options exec and run share.
+type execFlags struct {
+	workdir, user *string
+	timeout       *float64
+	stdin, tty    *bool
+	env           multi
+}
+
+func addExecFlags(fs *flag.FlagSet) *execFlags {
+	f := &execFlags{
+		workdir: fs.String("w", "", "working directory in the box"),
+		user:    fs.String("u", "", "user (name, uid or uid:gid)"),
+		timeout: fs.Float64("timeout", 0, "kill the command after SECONDS (TERM, then KILL 2s later)"),
+		stdin:   fs.Bool("i", false, "forward standard input"),
+		tty:     fs.Bool("t", false, "run the command on a terminal (with -i on a terminal: raw mode, size followed)"),
+	}
+	fs.Var(&f.env, "e", "environment KEY=VALUE (repeatable)")
+	return f
+}
+
+// command is the process the flags describe (argv empty: the box's
+// entrypoint and cmd).
+func (f *execFlags) command(argv []string) (core.Command, error) {
+	if *f.timeout < 0 {
+		return core.Command{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "--timeout %v is negative", *f.timeout)
+	}
+	return core.Command{Argv: argv, Env: envMap(f.env), Cwd: *f.workdir, User: *f.user,
+		Timeout: time.Duration(*f.timeout * float64(time.Second)), Stdin: *f.stdin, Tty: *f.tty}, nil
+}
+
+// envMap reads -e KEY=VALUE flags; -e KEY passes the host's value, as docker does.
+func envMap(kvs []string) map[string]string {
+	env := map[string]string{}
+	for _, kv := range kvs {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
-			v = os.Getenv(k) // -e KEY passes the host's value, as docker does
+			v = os.Getenv(k)
 		}
-		cmdEnv[k] = v
+		env[k] = v
 	}
+	return env
+}
 
+// imageAndCommand splits IMAGE [--] [CMD...].
+func imageAndCommand(op string, rest []string) (string, []string, error) {
+	if len(rest) == 0 {
+		return "", nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "%s: IMAGE is missing", op)
+	}
+	argv := rest[1:]
+	if len(argv) > 0 && argv[0] == "--" {
+		argv = argv[1:]
+	}
+	return rest[0], argv, nil
+}
+
+func cmdRun(args []string) (int, error) {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	rm := fs.Bool("rm", false, "remove the box when the command ends")
+	detach := fs.Bool("d", false, "boot a detached box, start the command in it in the background, print the box id")
+	fs.BoolVar(detach, "detach", false, "same as -d")
+	bf := addBoxFlags(fs)
+	ef := addExecFlags(fs)
+	if err := fs.Parse(splitShortFlags(fs, args)); err != nil {
+		return 2, nil
+	}
+	imageRef, argv, err := imageAndCommand("run", fs.Args())
+	if err != nil {
+		return 0, err
+	}
+	cmd, err := ef.command(nil)
+	if err != nil {
+		return 0, fmt.Errorf("run: %w", err)
+	}
+	if *detach && (*rm || cmd.Stdin || cmd.Tty) {
+		return 0, errdefs.Errorf(errdefs.ErrInvalidArgument, "run: -d cannot be combined with --rm, -i or -t")
+	}
+	opts, err := bf.options()
+	if err != nil {
+		return 0, err
+	}
+	if len(argv) > 0 {
+		opts = append(opts, core.WithCmd(argv...)) // as docker run: the command replaces the image's cmd
+	}
+	if *detach {
+		opts = append(opts, core.WithDetach())
+	}
 	rt, err := core.NewRuntime()
 	if err != nil {
 		return 0, err
 	}
 	defer rt.Close()
-	img, err := ensureImage(rt, imageRef)
-	if err != nil {
+	if _, err := ensureImage(rt, imageRef); err != nil {
 		return 0, err
-	}
-	// As docker run: the image's entrypoint, then the given command or else
-	// the image's cmd.
-	if len(argv) == 0 {
-		argv = img.Config.Cmd
-	}
-	argv = append(append([]string{}, img.Config.Entrypoint...), argv...)
-	if len(argv) == 0 {
-		return 0, errdefs.Errorf(errdefs.ErrInvalidArgument, "run: no command given and image %s has no entrypoint or cmd", imageRef)
 	}
 	ctx := context.Background()
 	box, err := rt.Create(ctx, imageRef, opts...)
 	if err != nil {
 		return 0, err
 	}
-	if len(ports) > 0 {
-		fmt.Fprintf(os.Stderr, "boxlite: published %s\n", portsString(boxPorts(box.Info())))
+	if _, err := box.DefaultCommand(); err != nil && !*detach {
+		box.Remove(ctx, true) // nothing to run: leave nothing behind
+		return 0, fmt.Errorf("run: %w", err)
+	}
+	if *detach {
+		return 0, runDetached(ctx, box, cmd, len(bf.ports) > 0)
 	}
 	defer func() {
 		if *rm {
@@ -236,50 +317,13 @@ func cmdRun(args []string) (int, error) {
 			box.Stop(ctx)
 		}
 	}()
-
-	cmd := core.Command{Argv: argv, Env: cmdEnv, Cwd: *workdir, User: *user,
-		Timeout: time.Duration(*timeout * float64(time.Second)), Stdin: *stdin, Tty: *tty}
-	// The host terminal: the box's gets its size, and with -i its input in
-	// raw mode, so that keys (^C, ^D, arrows) reach the box's terminal as typed.
-	var host *hostTerminal
-	if *tty {
-		host = openHostTerminal(*stdin)
-		cmd.Rows, cmd.Cols = host.size()
+	if err := box.Start(ctx); err != nil {
+		return 0, err
 	}
-	e, err := box.Exec(ctx, cmd)
-	if err != nil {
-		return exitFor(err), err
+	if len(bf.ports) > 0 {
+		fmt.Fprintf(os.Stderr, "boxlite: published %s\n", portsString(boxPorts(box.Info())))
 	}
-	if host != nil {
-		if err := host.makeRaw(); err != nil {
-			fmt.Fprintf(os.Stderr, "boxlite: %v\n", err)
-		}
-		defer host.restore()
-		go host.followSize(e, cmd.Rows, cmd.Cols)
-	}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
-	go func() {
-		for sig := range sigs {
-			e.Signal(sig.(syscall.Signal))
-		}
-	}()
-	if *stdin {
-		go func() { io.Copy(e.Stdin, os.Stdin); e.Stdin.Close() }()
-	}
-	copied := make(chan struct{}, 2)
-	go func() { io.Copy(os.Stdout, e.Stdout); copied <- struct{}{} }()
-	go func() { io.Copy(os.Stderr, e.Stderr); copied <- struct{}{} }()
-	st, err := e.Wait(ctx)
-	<-copied
-	<-copied
-	host.restore() // before anything else is printed
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "boxlite: %v\n", err)
-		return exitFor(err), nil
-	}
-	return st.Code, nil
+	return streamExec(ctx, box, cmd), nil
 }
 
 // splitShortFlags turns combined one-letter boolean flags such as -it into

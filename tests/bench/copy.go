@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
 // copyBench copies a 256 MiB file and a tree of 10,000 small files into a
@@ -24,7 +25,7 @@ func copyBench() error {
 		return err
 	}
 	defer done()
-	box, err := rt.Create(ctx, "alpine:latest", core.WithMemoryMiB(512))
+	box, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithMemoryMiB(512))
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/boxlite/boxlite/hv"
 	"github.com/boxlite/boxlite/jail"
 	"github.com/boxlite/boxlite/protocol"
+	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
 const boots = 3
@@ -76,7 +77,7 @@ func run() error {
 	var box *core.Box
 	for i := range boots {
 		start := time.Now()
-		b, err := rt.Create(ctx, "alpine:latest")
+		b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest")
 		if err != nil {
 			return err
 		}
@@ -171,7 +172,7 @@ func pythonImage(ctx context.Context, archive string) error {
 	load := time.Since(start)
 	firstExec := func() (time.Duration, error) {
 		start := time.Now()
-		b, err := rt.Create(ctx, imgs[0].Name)
+		b, err := boxtest.CreateStarted(ctx, rt, imgs[0].Name)
 		if err != nil {
 			return 0, err
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
 // many starts n boxes (128 MiB each) at once in one process, while a box
@@ -24,7 +25,7 @@ func many(n int) error {
 		return err
 	}
 	defer done()
-	probe, err := rt.Create(ctx, "alpine:latest", core.WithMemoryMiB(128))
+	probe, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithMemoryMiB(128))
 	if err != nil {
 		return err
 	}
@@ -71,7 +72,7 @@ func many(n int) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b, err := rt.Create(ctx, "alpine:latest", core.WithMemoryMiB(128))
+			b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithMemoryMiB(128))
 			if err == nil {
 				var res *core.ExecResult
 				if res, err = b.Run(ctx, core.Command{Argv: []string{"echo", fmt.Sprint(i)}}); err == nil && string(res.Stdout) != fmt.Sprintf("%d\n", i) {
@@ -135,11 +136,11 @@ func spin() error {
 		return err
 	}
 	defer done()
-	quiet, err := rt.Create(ctx, "alpine:latest", core.WithMemoryMiB(128))
+	quiet, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithMemoryMiB(128))
 	if err != nil {
 		return err
 	}
-	busy, err := rt.Create(ctx, "alpine:latest", core.WithMemoryMiB(128))
+	busy, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithMemoryMiB(128))
 	if err != nil {
 		return err
 	}

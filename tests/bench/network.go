@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
 // network prints the box network's figures (bench -net), each against a
@@ -32,7 +33,7 @@ func network() error {
 			spec.Mode = core.NetworkEnabled
 		}
 		start := time.Now()
-		b, err := rt.Create(ctx, "alpine:latest", core.WithNetwork(spec))
+		b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithNetwork(spec))
 		if err != nil {
 			return err
 		}
@@ -60,7 +61,7 @@ func network() error {
 	if err != nil {
 		return err
 	}
-	pyBox, err := rt.Create(ctx, imgs[0].Name, core.WithPorts(core.Port{GuestPort: 5001}))
+	pyBox, err := boxtest.CreateStarted(ctx, rt, imgs[0].Name, core.WithPorts(core.Port{GuestPort: 5001}))
 	if err != nil {
 		return err
 	}
@@ -130,7 +131,7 @@ c.close()`}})
 	down := float64(n) / 1e6 / time.Since(start).Seconds()
 	fmt.Printf("network: TCP host -> box through a published port %.0f MB/s  (host loopback %.0f MB/s; ratio %.3fx)\n", down, loop, down/loop)
 
-	box, err := rt.Create(ctx, "alpine:latest")
+	box, err := boxtest.CreateStarted(ctx, rt, "alpine:latest")
 	if err != nil {
 		return err
 	}

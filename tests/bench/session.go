@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
 // sessionBench measures persistent sessions in a python:slim box: a cell
@@ -24,7 +25,7 @@ func sessionBench(ctx context.Context, archive string) error {
 	if err != nil {
 		return err
 	}
-	b, err := rt.Create(ctx, imgs[0].Name)
+	b, err := boxtest.CreateStarted(ctx, rt, imgs[0].Name)
 	if err != nil {
 		return err
 	}

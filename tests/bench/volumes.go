@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite/tests/internal/boxtest"
 	"github.com/boxlite/boxlite/tests/internal/proc"
 )
 
@@ -51,7 +52,7 @@ func volumes() error {
 				opts = append(opts, core.WithVolume(vol, "/vol", false))
 			}
 			t0 := time.Now()
-			b, err := rt.Create(ctx, "alpine:latest", opts...)
+			b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", opts...)
 			if err != nil {
 				return err
 			}
@@ -79,7 +80,7 @@ func volumes() error {
 	fmt.Printf("idle host RSS: with a volume shim %.0f + QEMU %.0f + virtiofsd %.0f MiB; without shim %.0f + QEMU %.0f MiB\n",
 		mib(volRSS[0]), mib(volRSS[1]), mib(volRSS[2]), mib(plainRSS[0]), mib(plainRSS[1]))
 
-	b, err := rt.Create(ctx, "alpine:latest", core.WithVolume(vol, "/vol", false))
+	b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithVolume(vol, "/vol", false))
 	if err != nil {
 		return err
 	}

@@ -33,7 +33,7 @@ static void test_bad_input(boxlite_runtime_t *rt, boxlite_box_t *box) {
   /* A box handle passed as a runtime, and made-up handles. */
   expect(boxlite_box_list((boxlite_runtime_t *)box, &json, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "mistyped handle");
   expect(boxlite_box_info((boxlite_box_t *)(uintptr_t)0xdeadbeef, &json, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "bogus handle");
-  expect(boxlite_box_exec(box, "{\"argv\":[]}", &ex, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "empty argv");
+  expect(boxlite_box_exec(box, "{\"argv\":[\"\"]}", &ex, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "empty command");
   expect(boxlite_box_exec(box, "{\"argv\":[\"true\"],\"timeout_secs\":-1}", &ex, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "negative timeout");
   /* errors may be ignored by passing NULL */
   CHECK(boxlite_box_info(NULL, &json, NULL) == BOXLITE_ERR_INVALID_ARGUMENT, "NULL err out-param");
@@ -391,6 +391,12 @@ int main(void) {
   expect(rc, &err, BOXLITE_OK, "box_create");
   if (rc == BOXLITE_OK) {
     CHECK(strlen(boxlite_box_id(box)) == 12, "box id");
+    json = NULL;
+    expect(boxlite_box_info(box, &json, &err), &err, BOXLITE_OK, "info of the created box");
+    CHECK(json && strstr(json, "\"state\":\"configured\"") && !strstr(json, "\"runtime\""), "created box is configured: %s", json ? json : "");
+    boxlite_string_free(json);
+    expect(boxlite_box_start(box, &err), &err, BOXLITE_OK, "start");
+    expect(boxlite_box_start(box, &err), &err, BOXLITE_OK, "start of a running box");
     json = NULL;
     expect(boxlite_box_info(box, &json, &err), &err, BOXLITE_OK, "info");
     CHECK(json && strstr(json, "\"state\":\"running\"") && strstr(json, "\"accel\"") && strstr(json, "\"guest_ip\""), "info %s", json ? json : "");

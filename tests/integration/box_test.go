@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
 func TestStreamsAndExitCode(t *testing.T) {
@@ -144,8 +146,8 @@ func TestBadRequests(t *testing.T) {
 	if _, err := shared.Run(ctx, core.Command{Argv: []string{"no-such-command"}}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("missing command: %v", err)
 	}
-	if _, err := shared.Run(ctx, core.Command{}); !errors.Is(err, errdefs.ErrInvalidArgument) {
-		t.Errorf("empty argv: %v", err)
+	if _, err := shared.Run(ctx, core.Command{Argv: []string{""}}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("empty command: %v", err)
 	}
 	if _, err := shared.Run(ctx, core.Command{Argv: []string{"true"}, Cwd: "/no/such/dir"}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("bad cwd: %v", err)
@@ -155,10 +157,10 @@ func TestBadRequests(t *testing.T) {
 	}
 	// A loopback registry that is not there (tests never reach out): its
 	// own kind, not not-found.
-	if _, err := rt.Create(ctx, "127.0.0.1:9/no-such-image:latest"); !errors.Is(err, errdefs.ErrUnreachable) {
+	if _, err := boxtest.CreateStarted(ctx, rt, "127.0.0.1:9/no-such-image:latest"); !errors.Is(err, errdefs.ErrUnreachable) {
 		t.Errorf("missing image, no registry: %v", err)
 	}
-	if _, err := rt.Create(ctx, "alpine:latest", core.WithMemoryMiB(1)); !errors.Is(err, errdefs.ErrInvalidArgument) {
+	if _, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithMemoryMiB(1)); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("bad memory: %v", err)
 	}
 	if _, err := rt.Get(ctx, "no-such-box"); !errors.Is(err, errdefs.ErrNotFound) {
@@ -173,7 +175,7 @@ func TestBadRequests(t *testing.T) {
 	// made to refuse one, and says so).
 	if total := hostMemMiB(t); total < 64<<10 {
 		start := time.Now()
-		if _, err := rt.Create(context.Background(), "alpine:latest", core.WithMemoryMiB(64<<10)); !errors.Is(err, errdefs.ErrLimit) {
+		if _, err := boxtest.CreateStarted(context.Background(), rt, "alpine:latest", core.WithMemoryMiB(64<<10)); !errors.Is(err, errdefs.ErrLimit) {
 			t.Errorf("a 64 GiB box on a %d MiB host: %v; want ErrLimit", total, err)
 		} else if d := time.Since(start); d > 10*time.Second {
 			t.Errorf("refusing a 64 GiB box took %v: it must not boot", d)
@@ -181,6 +183,24 @@ func TestBadRequests(t *testing.T) {
 	} else {
 		t.Logf("this host has %d MiB: a 64 GiB box fits, so the refusal is not checked here", total)
 	}
+}
+
+// shimsLogged counts the shims that have logged in a box directory (each
+// prefixes its lines with its pid).
+func shimsLogged(t *testing.T, dir string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "shim.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "shim["); ok {
+			pid, _, _ := strings.Cut(rest, "]")
+			pids[pid] = true
+		}
+	}
+	return len(pids)
 }
 
 func alive(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
@@ -194,26 +214,75 @@ func waitGone(t *testing.T, what string, pid int) {
 	}
 }
 
-// One more box: its disk survives stop and start; then its VMM is killed and
-// the next call says so; rm leaves nothing behind.
+// One more box, through BoxLite's lifecycle: created configured (not
+// booted), started, stopped; an exec on the stopped box starts it again
+// with its disk as it was; then its VMM is killed, and the next call says
+// so instead of rebooting it; rm leaves nothing behind. Two boots.
 func TestLifecycle(t *testing.T) {
 	ctx := context.Background()
-	b, err := rt.Create(ctx, "alpine:latest")
+	b, err := rt.Create(ctx, "alpine:latest", core.WithName("lifecycle"), core.WithEntrypoint("echo", "entry"), core.WithCmd("and", "cmd"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	if bi := b.Info(); bi.State != core.StateConfigured || bi.Runtime != nil {
+		t.Fatalf("created box: state %s, runtime %+v; want configured with no runtime", bi.State, bi.Runtime)
+	}
+	if err := b.Stop(ctx); err != nil || b.State() != core.StateConfigured {
+		t.Fatalf("stop of a configured box: %v, state %s; want a no-op", err, b.State())
+	}
+	infos, err := rt.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bi := range infos {
+		if bi.ID == b.ID() && bi.State != core.StateConfigured {
+			t.Errorf("list shows the created box %s", bi.State)
+		}
+	}
+	// An auto-remove box goes when it stops, not when it is merely configured.
+	auto, err := rt.Create(ctx, "alpine:latest", core.WithAutoRemove())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := auto.Stop(ctx); err != nil || auto.State() != core.StateConfigured {
+		t.Fatalf("stop of a configured auto-remove box: %v, state %s", err, auto.State())
+	}
+	if err := auto.Remove(ctx, false); err != nil {
+		t.Fatalf("remove of a configured box: %v", err)
+	}
+	// Execs at once on the configured box start it, once.
+	errs := make(chan error, 3)
+	for i := 0; i < 3; i++ {
+		go func() { _, err := b.Run(ctx, sh("true")); errs <- err }()
+	}
+	for i := 0; i < 3; i++ {
+		if err := <-errs; err != nil {
+			t.Fatalf("exec on the configured box: %v", err)
+		}
+	}
+	if shims := shimsLogged(t, b.Info().Dir); shims != 1 {
+		t.Errorf("three execs at once on a configured box ran %d shims, want 1", shims)
+	}
+	if err := b.Start(ctx); err != nil || b.State() != core.StateRunning {
+		t.Fatalf("start of a running box: %v, state %s; want a no-op", err, b.State())
+	}
+	// No command: the box's entrypoint and cmd (they override the image's /bin/sh).
+	if res := runIn(t, b, core.Command{}); string(res.Stdout) != "entry and cmd\n" {
+		t.Errorf("bare exec ran %q, want the box's entrypoint and cmd", res.Stdout)
+	}
 	runIn(t, b, sh("echo kept > /root/note && sync"))
+	shim1 := b.Info().Runtime.ShimPid
 	if err := b.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Run(ctx, sh("true")); !errors.Is(err, errdefs.ErrInvalidState) || !strings.Contains(err.Error(), "stopped") {
-		t.Fatalf("exec on stopped box: %v", err)
-	}
-	if err := b.Start(ctx); err != nil {
-		t.Fatal(err)
+	if s := b.State(); s != core.StateStopped {
+		t.Fatalf("after stop: %s", s)
 	}
 	if res := runIn(t, b, sh("cat /root/note")); string(res.Stdout) != "kept\n" {
-		t.Fatalf("disk lost across stop/start: %q %q", res.Stdout, res.Stderr)
+		t.Fatalf("exec on the stopped box: disk lost across stop and start: %q %q", res.Stdout, res.Stderr)
+	}
+	if bi := b.Info(); bi.State != core.StateRunning || bi.Runtime == nil || bi.Runtime.ShimPid == shim1 {
+		t.Fatalf("exec on the stopped box did not start it again: %+v", bi)
 	}
 
 	info := b.Info().Runtime
@@ -232,6 +301,9 @@ func TestLifecycle(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("box dir left behind: %v", err)
+	}
+	if _, err := b.Run(ctx, sh("true")); !errors.Is(err, errdefs.ErrInvalidState) || !strings.Contains(err.Error(), "removed") {
+		t.Errorf("exec on the removed box: %v; want ErrInvalidState naming the state", err)
 	}
 	if _, err := rt.Get(ctx, b.ID()); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("removed box: %v", err)
@@ -333,7 +405,7 @@ func TestKillEndsTheGroup(t *testing.T) {
 // remove(force) of a running auto-remove box succeed.
 func TestStopAndRemoveAreIdempotent(t *testing.T) {
 	ctx := context.Background()
-	b, err := rt.Create(ctx, "alpine:latest", core.WithAutoRemove())
+	b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithAutoRemove())
 	if err != nil {
 		t.Fatal(err)
 	}

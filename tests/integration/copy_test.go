@@ -17,6 +17,7 @@ import (
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/protocol"
+	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
 // copyTree makes the test's host tree: a 64 MiB random file, an
@@ -249,7 +250,7 @@ func TestCopyHostileAgent(t *testing.T) {
 	defer frt.Close()
 	loadTestImage(t, frt)
 	ctx := copyCtx(t)
-	b, err := frt.Create(ctx, "alpine:latest", core.WithBootTimeout(10*time.Second))
+	b, err := boxtest.CreateStarted(ctx, frt, "alpine:latest", core.WithBootTimeout(10*time.Second))
 	must(t, err)
 	cases := []struct {
 		src  string

@@ -18,6 +18,7 @@ import (
 
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
 // Two processes starting one stopped box at once get one VM: the second
@@ -29,7 +30,7 @@ func TestTwoProcessesStartOneBox(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	b, err := rt.Create(ctx, "alpine:latest", core.WithName("twostart"))
+	b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithName("twostart"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func doomed() {
 		_, err = r.Images().Load(ctx, os.Getenv("BOXLITE_TEST_IMAGE"))
 	}
 	if err == nil {
-		_, err = r.Create(ctx, "alpine:latest")
+		_, err = boxtest.CreateStarted(ctx, r, "alpine:latest")
 	}
 	if err != nil {
 		fmt.Println(err)
@@ -217,12 +218,12 @@ func leftovers(home string) []string {
 }
 
 // A box whose shim is killed is stopped, and every later call says so with
-// the box-stopped kind (never a broken pipe); removing it leaves no VMM
-// cgroup behind.
+// the box-stopped kind (never a broken pipe) instead of rebooting it; Start
+// boots it again; removing it leaves no VMM cgroup behind.
 func TestShimKilledMeansStopped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	b, err := rt.Create(ctx, "alpine:latest")
+	b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,6 +245,28 @@ func TestShimKilledMeansStopped(t *testing.T) {
 		}
 	}
 	waitGone(t, "VMM", info.VMMPid)
+	// Recovery: another runtime of the home sees it stopped (the killed
+	// shim's socket is stale), and an explicit Start boots it again past that
+	// socket and the lock the dead shim held.
+	other, err := core.NewRuntime(core.WithHome(rt.Home()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	ob, err := other.Get(ctx, b.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := ob.State(); s != core.StateStopped {
+		t.Fatalf("another runtime sees the box of the killed shim as %s; want stopped", s)
+	}
+	if _, err := os.Stat(filepath.Join(b.Info().Dir, "shim.sock")); err != nil {
+		t.Logf("no stale socket to recover from: %v", err)
+	}
+	if err := b.Start(ctx); err != nil {
+		t.Fatalf("start after the shim was killed: %v", err)
+	}
+	runIn(t, b, sh("true"))
 	before, _ := filepath.Glob("/sys/fs/cgroup/*/*/*/boxlite-" + b.ID())
 	t.Logf("VMM cgroups the killed shim left: %q", before)
 	if err := b.Remove(ctx, true); err != nil {

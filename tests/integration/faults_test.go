@@ -14,6 +14,7 @@ import (
 
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
 // A box that runs out of memory loses the process that asked for it (the
@@ -21,7 +22,7 @@ import (
 func TestGuestOOM(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	b, err := rt.Create(ctx, "alpine:latest", core.WithMemoryMiB(128))
+	b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithMemoryMiB(128))
 	if err != nil {
 		t.Fatal(err)
 	}

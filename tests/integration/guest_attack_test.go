@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
 // attackScript runs as root in a box and tries what code in a box must not
@@ -251,7 +252,7 @@ func TestGuestAttack(t *testing.T) {
 	}
 	needPython(t)
 	ctx := context.Background()
-	b, err := rt.Create(ctx, "python:slim")
+	b, err := boxtest.CreateStarted(ctx, rt, "python:slim")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/protocol"
+	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
 // The guest is hostile: its kernel and root may be the attacker's, so the
@@ -79,7 +80,7 @@ func TestHostileAgent(t *testing.T) {
 			loadTestImage(t, rt)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			b, err := rt.Create(ctx, "alpine:latest", core.WithBootTimeout(10*time.Second))
+			b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithBootTimeout(10*time.Second))
 			if c.noBoot {
 				if !errors.Is(err, errdefs.ErrBootFailed) || !strings.Contains(err.Error(), c.want) {
 					t.Fatalf("create: %v; want a boot failure naming %q", err, c.want)

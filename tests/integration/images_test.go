@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
 // The python:slim stand-in (tests/images/python-image.sh) is loaded once, by
@@ -86,7 +87,7 @@ func TestPythonBox(t *testing.T) {
 	needPython(t)
 	ctx := context.Background()
 	start := time.Now()
-	b, err := rt.Create(ctx, "python:slim")
+	b, err := boxtest.CreateStarted(ctx, rt, "python:slim")
 	if err != nil {
 		t.Fatal(err)
 	}

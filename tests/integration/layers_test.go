@@ -24,6 +24,7 @@ import (
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/image"
+	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
 // A layer entry: a tar header with defaults (root, the layer's mtime, PAX), and a body.
@@ -282,7 +283,7 @@ func TestLayers(t *testing.T) {
 	loadLayered(t, "boxlite-test/layers:latest", layers)
 
 	ref := referenceListing(t, fslist, filepath.Join(tmp, "ref"), layers[1:])
-	b, err := rt.Create(ctx, "boxlite-test/layers")
+	b, err := boxtest.CreateStarted(ctx, rt, "boxlite-test/layers")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
 var (
@@ -63,7 +64,7 @@ func run(m *testing.M) int {
 	if child {
 		return m.Run()
 	}
-	if shared, err = rt.Create(ctx, "alpine:latest", core.WithName("shared")); err != nil {
+	if shared, err = boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithName("shared")); err != nil {
 		fmt.Println("create shared box:", err)
 		return 1
 	}

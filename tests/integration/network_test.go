@@ -16,6 +16,7 @@ import (
 
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/tests/internal/boxtest"
 	"github.com/boxlite/boxlite/tests/internal/proc"
 )
 
@@ -68,7 +69,7 @@ func netBox(t *testing.T, image string, opts ...core.BoxOption) *core.Box {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	b, err := rt.Create(ctx, image, opts...)
+	b, err := boxtest.CreateStarted(ctx, rt, image, opts...)
 	if err != nil {
 		t.Fatalf("create %s: %v", image, err)
 	}
@@ -300,7 +301,7 @@ func TestNetwork(t *testing.T) {
 		}
 
 		// A port in use is a typed error naming it, before anything boots.
-		_, err = rt.Create(ctx, "alpine:latest", core.WithPorts(core.Port{HostPort: ports[0].HostPort, GuestPort: 80}))
+		_, err = boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithPorts(core.Port{HostPort: ports[0].HostPort, GuestPort: 80}))
 		if !errors.Is(err, errdefs.ErrAlreadyExists) || !strings.Contains(err.Error(), fmt.Sprint(ports[0].HostPort)) {
 			t.Errorf("publishing a port in use: %v", err)
 		}
@@ -332,7 +333,7 @@ func TestNetwork(t *testing.T) {
 			core.WithPorts(core.Port{GuestPort: 0}),
 			core.WithPorts(core.Port{GuestPort: 80, Protocol: "sctp"}),
 		} {
-			if _, err := rt.Create(ctx, "alpine:latest", opt); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			if _, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", opt); !errors.Is(err, errdefs.ErrInvalidArgument) {
 				t.Errorf("want invalid argument, got %v", err)
 			}
 		}

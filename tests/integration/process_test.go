@@ -15,6 +15,7 @@ import (
 
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
 // The CLI, as a user runs it.
@@ -88,7 +89,7 @@ func TestBoxDiesWithCreator(t *testing.T) {
 
 // creator runs in a child test process: it makes a box, reports it and waits to be killed.
 func creator() {
-	b, err := rt.Create(context.Background(), "alpine:latest", core.WithAutoRemove())
+	b, err := boxtest.CreateStarted(context.Background(), rt, "alpine:latest", core.WithAutoRemove())
 	if err != nil {
 		fmt.Println("create:", err)
 		os.Exit(1)
@@ -114,7 +115,7 @@ func TestBootFailureShowsConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	_, err = r.Create(context.Background(), "alpine:latest", core.WithBootTimeout(40*time.Second))
+	_, err = boxtest.CreateStarted(context.Background(), r, "alpine:latest", core.WithBootTimeout(40*time.Second))
 	if !errors.Is(err, errdefs.ErrBootFailed) || !strings.Contains(err.Error(), "console") || !strings.Contains(err.Error(), "Kernel panic") {
 		t.Fatalf("want boot failure with the console tail, got %v", err)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
 // startRegistry serves go-containerregistry's in-process registry over plain
@@ -93,7 +94,7 @@ func TestRegistryRunByNameThroughMirror(t *testing.T) {
 	}
 
 	start := time.Now()
-	box, err := r.Create(ctx, "mirrored:1") // not in the store: pulled through the mirror
+	box, err := boxtest.CreateStarted(ctx, r, "mirrored:1") // not in the store: pulled through the mirror
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +171,7 @@ func TestRegistryPullByDigestAndErrors(t *testing.T) {
 			t.Errorf("Pull(%q) = %v, want %v naming %q", c.ref, err, c.kind, c.msg)
 		}
 		// Create pulls what the store lacks, and fails the same way, registering no box.
-		_, err = c.rt.Create(ctx, c.ref)
+		_, err = boxtest.CreateStarted(ctx, c.rt, c.ref)
 		if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("Create(%q) = %v, want %v", c.ref, err, c.kind)
 		}
@@ -200,7 +201,7 @@ func BenchmarkCreateToFirstExec(b *testing.B) {
 		return r
 	}
 	firstExec := func(b *testing.B, r *core.Runtime) {
-		box, err := r.Create(ctx, "bench:1")
+		box, err := boxtest.CreateStarted(ctx, r, "bench:1")
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
 // Persistent Python sessions in one python:slim box (one boot for all).
@@ -18,7 +19,7 @@ func TestPythonSession(t *testing.T) {
 	t.Parallel()
 	needPython(t)
 	ctx := context.Background()
-	b, err := rt.Create(ctx, "python:slim")
+	b, err := boxtest.CreateStarted(ctx, rt, "python:slim")
 	if err != nil {
 		t.Fatal(err)
 	}

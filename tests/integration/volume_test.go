@@ -14,6 +14,7 @@ import (
 
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/tests/internal/boxtest"
 	"github.com/boxlite/boxlite/tests/internal/proc"
 )
 
@@ -47,7 +48,7 @@ func TestVolume(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	b, err := rt.Create(ctx, "alpine:latest", opts...)
+	b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", opts...)
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
@@ -177,12 +178,12 @@ func TestVolume(t *testing.T) {
 
 func TestVolumeMissingHostPath(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "no-such-dir")
-	_, err := rt.Create(context.Background(), "alpine:latest", core.WithVolume(missing, "/data", false))
+	_, err := boxtest.CreateStarted(context.Background(), rt, "alpine:latest", core.WithVolume(missing, "/data", false))
 	if !errors.Is(err, errdefs.ErrNotFound) || !strings.Contains(fmt.Sprint(err), missing) {
 		t.Fatalf("err %v, want not found naming %s", err, missing)
 	}
 	for _, g := range []string{"data", "/", "/proc/x", "/a/../b"} {
-		_, err := rt.Create(context.Background(), "alpine:latest", core.WithVolume(t.TempDir(), g, false))
+		_, err := boxtest.CreateStarted(context.Background(), rt, "alpine:latest", core.WithVolume(t.TempDir(), g, false))
 		if !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Fatalf("guest path %q: err %v, want invalid argument", g, err)
 		}

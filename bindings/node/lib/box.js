@@ -89,6 +89,11 @@ class Box {
     if (o.outputLimitBytes !== undefined) {
       throw new TypeError('exec: outputLimitBytes caps collected output (run(), SimpleBox.exec); an Execution streams it all');
     }
+    // boxExec does not block, but would boot a configured or stopped box on
+    // the event loop: start it on a worker first. A faulted box is left to
+    // boxExec, which says why it stopped.
+    const st = JSON.parse(native.boxInfo(this._handle('exec')));
+    if (st.state === 'configured' || (st.state === 'stopped' && !st.faulted)) await this.start();
     const h = native.boxExec(this._handle('exec'), commandJson(o));
     return new Execution(h, o.argv, !!o.stdin);
   }
@@ -128,6 +133,12 @@ class Box {
     await native.boxCopyOut(this._handle('copyOut'), boxSrc, hostDest, copyOptionsJson(options));
   }
 
+  /**
+   * Boots a configured or stopped box (a running one: no-op). exec, copies
+   * and sessions start a configured or stopped box themselves, except one
+   * whose last run ended in a fault (a crashed VM): that one rejects with
+   * code "invalid_state" naming the fault until started here.
+   */
   async start() {
     await native.boxStart(this._handle('start'));
   }

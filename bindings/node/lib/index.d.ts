@@ -89,8 +89,16 @@ export interface JsBoxOptions {
   autoRemove?: boolean;
   /** Bound on VM start to agent ready. Default 60. */
   bootTimeoutSecs?: number;
-  /** Only false: detached boxes are not implemented yet. */
-  detach?: false;
+  /**
+   * true: the box outlives this process (closing the runtime or exiting leaves
+   * it running; any process reattaches with runtime.get(id or name), to the
+   * same VM). Default false: it stops when the runtime that started it closes.
+   */
+  detach?: boolean;
+  /** Overrides the image's ENTRYPOINT (and drops its CMD, as docker's does). */
+  entrypoint?: string[];
+  /** Overrides the image's CMD. With entrypoint: what a bare exec (`boxlite run IMAGE`) runs; boxes have no main process. */
+  cmd?: string[];
   /** The box's network: 'enabled' (default) or 'disabled' (only lo), or a NetworkSpec. */
   network?: NetworkSpec | 'enabled' | 'disabled';
   /** Box ports published on the host. */
@@ -164,7 +172,7 @@ export interface JsBoxInfo {
   id: string;
   name?: string;
   image: string;
-  /** "stopped" | "starting" | "running" | "stopping" | "removed" */
+  /** "configured" (created, never started) | "starting" | "running" | "stopping" | "stopped" | "removed" */
   status: string;
   state: { status: string; running: boolean; pid?: number };
   createdAt: string;
@@ -179,6 +187,8 @@ export interface JsBoxInfo {
   bootTimeoutSecs?: number;
   /** Why the box last stopped. */
   lastExit?: string;
+  /** The last run ended in a fault (crashed VMM, protocol violation): exec does not start the box again, start() does. */
+  faulted: boolean;
   /** 'enabled' or 'disabled', as configured. */
   networkMode: 'enabled' | 'disabled';
   /** The network while running, with the published ports as bound; null when disabled or stopped. */
@@ -264,6 +274,7 @@ export declare class JsBoxlite implements AsyncDisposable {
   /** Output collected per stream of a command run to completion (JsOptions.outputLimitBytes, default 64 MiB). */
   readonly outputLimitBytes: number;
   readonly images: { load(path: string): Promise<ImageInfo[]>; list(): Promise<ImageInfo[]> };
+  /** Creates a box, configured, not booted: box.start() (or its first exec, copy or session) boots it. */
   create(options: JsBoxOptions, name?: string | null): Promise<JsBox>;
   get(idOrName: string): Promise<JsBox | null>;
   getOrCreate(options: JsBoxOptions, name?: string | null): Promise<{ created: boolean; box: JsBox }>;
@@ -281,7 +292,7 @@ export declare class JsBoxlite implements AsyncDisposable {
   listImages(): Promise<ImageInfo[]>;
   /** This runtime's counters since it opened. */
   metrics(): Promise<RuntimeMetrics>;
-  /** Stops the boxes this runtime started and releases it. */
+  /** Stops the boxes this runtime started (not detached ones) and releases it. */
   close(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }

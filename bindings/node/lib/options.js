@@ -76,15 +76,12 @@ function normalizeEnv(env, name) {
 const NOT_YET = {
   rootfsPath: { ok: (v) => v === undefined || v === null, why: 'boxes boot from images in the store (load one with runtime.images.load)' },
   secrets: { ok: (v) => v === undefined || v === null || (Array.isArray(v) && v.length === 0), why: 'secret substitution is not implemented yet' },
-  entrypoint: { ok: (v) => v === undefined || v === null, why: 'entrypoint/cmd overrides are not implemented yet' },
-  cmd: { ok: (v) => v === undefined || v === null, why: 'entrypoint/cmd overrides are not implemented yet' },
   security: { ok: (v) => v === undefined || v === null, why: 'jailer and seccomp options are not implemented yet' },
   advanced: { ok: (v) => v === undefined || v === null, why: 'capability options are not implemented yet' },
-  detach: { ok: (v) => v === undefined || v === null || v === false, why: 'detached boxes are not implemented yet: a box stops when the process that created it exits' },
 };
 
 const BOX_KEYS = ['image', 'name', 'cpus', 'memoryMib', 'diskSizeGb', 'env', 'workingDir', 'user', 'autoRemove', 'bootTimeoutSecs',
-  'network', 'ports', 'volumes'];
+  'network', 'ports', 'volumes', 'detach', 'entrypoint', 'cmd'];
 
 function checkKeys(o, known, where) {
   for (const k of Object.keys(o)) {
@@ -171,6 +168,12 @@ function boxOptions(o, where = 'options', extra = []) {
   const volumes = normalizeVolumes(o.volumes, `${where}.volumes`);
   if (volumes && volumes.length) c.volumes = volumes;
   if (o.autoRemove !== undefined) c.auto_remove = checkBool(o.autoRemove, `${where}.autoRemove`);
+  if (o.detach !== undefined && o.detach !== null) c.detach = checkBool(o.detach, `${where}.detach`);
+  for (const k of ['entrypoint', 'cmd']) {
+    if (o[k] === undefined || o[k] === null) continue;
+    if (!Array.isArray(o[k])) throw new TypeError(`${where}.${k} must be an array of strings, got ${typeOf(o[k])}`);
+    c[k] = o[k].map((a, i) => checkString(a, `${where}.${k}[${i}]`, { allowEmpty: i > 0 }));
+  }
   if (o.bootTimeoutSecs !== undefined) {
     c.boot_timeout_secs = checkSeconds(o.bootTimeoutSecs, `${where}.bootTimeoutSecs`);
     if (c.boot_timeout_secs === 0) throw new RangeError(`${where}.bootTimeoutSecs must be > 0`);
@@ -251,6 +254,7 @@ function boxInfo(j) {
     volumes: (cfg.volumes || []).map((v) => ({ hostPath: v.host_path, guestPath: v.guest_path, readOnly: !!v.read_only })),
     bootTimeoutSecs: typeof cfg.boot_timeout === 'number' ? cfg.boot_timeout / 1e9 : undefined,
     lastExit: j.last_exit || undefined,
+    faulted: !!j.faulted,
     networkMode: (cfg.network && cfg.network.mode) || 'enabled',
     // The network while running, with the published ports as bound; null when disabled or stopped.
     network: (rt && rt.network) || null,

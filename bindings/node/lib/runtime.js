@@ -76,7 +76,11 @@ class JsBoxlite {
     return this._opening;
   }
 
-  /** Creates and boots a box; resolves once it accepts commands. */
+  /**
+   * Creates a box and resolves with it configured, not booted (as BoxLite's
+   * create): `await box.start()` boots it, and so does its first exec, copy or
+   * session. Options are checked, and a missing image pulled, here.
+   */
   async create(options, name) {
     const c = boxOptions(options, 'options');
     if (name !== undefined && name !== null) c.name = checkString(name, 'name');
@@ -175,7 +179,7 @@ class JsBoxlite {
     return JSON.parse(native.imageList(rt)).map(lowerKeys);
   }
 
-  /** Stops the boxes this runtime started and releases it. Later calls fail with code "closed". */
+  /** Stops the boxes this runtime started (not detached ones) and releases it. Later calls fail with code "closed". */
   close() {
     if (this._closing) return this._closing;
     this._closed = true;

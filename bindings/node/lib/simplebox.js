@@ -51,7 +51,13 @@ class SimpleBox {
           this._created = r.created;
           return r.box;
         }
-        const box = await this._runtime.create(opts, this._name);
+        const box = await this._runtime.create(opts, this._name); // configured
+        try {
+          await box.start();
+        } catch (e) {
+          await box.remove(true).catch(() => {}); // a failed first start leaves nothing; e says why
+          throw e;
+        }
         this._created = true;
         return box;
       })();
@@ -206,6 +212,9 @@ function camelOptions(c) {
   if (c.working_dir !== undefined) o.workingDir = c.working_dir;
   if (c.user !== undefined) o.user = c.user;
   if (c.auto_remove !== undefined) o.autoRemove = c.auto_remove;
+  if (c.detach !== undefined) o.detach = c.detach;
+  if (c.entrypoint !== undefined) o.entrypoint = c.entrypoint;
+  if (c.cmd !== undefined) o.cmd = c.cmd;
   if (c.boot_timeout_secs !== undefined) o.bootTimeoutSecs = c.boot_timeout_secs;
   if (c.network !== undefined) o.network = { mode: c.network.mode, allowNet: c.network.allow_net };
   if (c.ports !== undefined) {

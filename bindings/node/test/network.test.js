@@ -90,8 +90,13 @@ test('network', { skip, ...T }, async (t) => {
     await new Promise((resolve) => busy.listen(0, '127.0.0.1', resolve));
     try {
       const port = busy.address().port;
-      const e = await rejection(runtime.create({ image: 'alpine:latest', memoryMib: 256, autoRemove: true, ports: [{ hostPort: port, guestPort: 80 }] }));
-      assert.ok(e instanceof BoxliteError && e.code === 'already_exists' && e.message.includes(String(port)), String(e));
+      const box = await runtime.create({ image: 'alpine:latest', memoryMib: 256, autoRemove: true, ports: [{ hostPort: port, guestPort: 80 }] });
+      try {
+        const e = await rejection(box.start()); // created configured: the port is bound at start
+        assert.ok(e instanceof BoxliteError && e.code === 'already_exists' && e.message.includes(String(port)), String(e));
+      } finally {
+        await box.remove(true); // a failed first start leaves the box removable
+      }
     } finally {
       busy.close();
     }

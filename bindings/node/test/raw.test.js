@@ -137,7 +137,7 @@ test('raw layer against a real box', { skip: missingImage('alpine:latest'), ...T
 
   await t.test('bad arguments of a valid handle', async () => {
     assert.equal(code(() => raw.boxExec(box, '{not json')), 'Error:invalid_argument');
-    assert.equal(code(() => raw.boxExec(box, json({ argv: [] }))), 'Error:invalid_argument');
+    assert.equal(code(() => raw.boxExec(box, json({ argv: [''] }))), 'Error:invalid_argument');
     assert.equal(code(() => raw.boxExec(box, json({ argv: ['true'], bogus: 1 }))), 'Error:invalid_argument');
     assert.equal(code(() => raw.boxExec(box, 'a\0b')), 'TypeError:invalid_argument');
     // not in the store: not_found, or whatever the pull says when no registry is reachable

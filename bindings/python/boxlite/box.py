@@ -290,7 +290,15 @@ class BoxOptions:
     """How to create a box (``Boxlite.create``). Unset fields take the
     library's defaults: 1 CPU, 512 MiB, a 4 GB disk, the image's working dir,
     user and env. ``auto_remove`` (default True, as in BoxLite) deletes the box
-    and its disk when it stops. ``network`` is a NetworkSpec or "enabled" /
+    and its disk when it stops (never while it is only configured).
+    ``detach=True`` lets the box outlive this process: closing the runtime or
+    exiting leaves it running, and any process reattaches with
+    ``Boxlite.get(id or name)`` to the same VM (a detached auto-remove box is
+    deleted whenever it stops, by whoever stops it). ``entrypoint`` and
+    ``cmd`` (lists of str) override the image's ENTRYPOINT and CMD (an
+    entrypoint drops the image's CMD, as docker's does): they are what
+    ``boxlite run IMAGE`` with no command, or a C exec with an empty argv,
+    runs; boxes have no main process of their own. ``network`` is a NetworkSpec or "enabled" /
     "disabled" (default enabled); ``ports`` publishes box ports on the host's
     127.0.0.1: ``[(host_port, guest_port), (host_port, guest_port, "udp")]``,
     host_port 0 or None picking a free one (``BoxInfo.ports`` shows it), or
@@ -319,11 +327,8 @@ class BoxOptions:
         """The options as the C ABI's JSON; raises TypeError /
         InvalidArgumentError / UnsupportedError for what cannot be honoured
         (``what`` prefixes the parameter names in messages)."""
-        for key in ("rootfs_path", "entrypoint", "cmd"):
-            if getattr(self, key):
-                raise UnsupportedError(f"{what}{key} is not supported yet")
-        if self.detach:
-            raise UnsupportedError(f"{what}detach is not supported yet: a box stops when the process that created it exits")
+        if self.rootfs_path:
+            raise UnsupportedError(f"{what}rootfs_path is not supported yet")
         if self.image is None:
             raise InvalidArgumentError(f"{what}image is required (e.g. 'alpine:latest')")
         o: Dict[str, Any] = {"image": check_str(self.image, f"{what}image")}
@@ -351,6 +356,16 @@ class BoxOptions:
         if not isinstance(auto, bool):
             raise TypeError(f"{what}auto_remove must be bool, not {type(auto).__name__}")
         o["auto_remove"] = auto
+        if self.detach is not None:
+            if not isinstance(self.detach, bool):
+                raise TypeError(f"{what}detach must be bool, not {type(self.detach).__name__}")
+            o["detach"] = self.detach
+        for key in ("entrypoint", "cmd"):
+            v = getattr(self, key)
+            if v is not None:
+                if isinstance(v, (str, bytes)) or not isinstance(v, (list, tuple)):
+                    raise TypeError(f"{what}{key} must be a list of str, not {type(v).__name__}")
+                o[key] = [check_str(a, f"{what}{key}[{i}]", allow_empty=i > 0) for i, a in enumerate(v)]
         network = network_json(self.network, f"{what}network")
         if network is not None:
             o["network"] = network
@@ -362,7 +377,7 @@ class BoxOptions:
 
 @dataclass(frozen=True)
 class BoxStateInfo:
-    status: str  # "running", "stopped", "starting", "stopping", "removed"
+    status: str  # "configured", "starting", "running", "stopping", "stopped", "removed"
     running: bool
     pid: Optional[int] = None  # the VMM's pid while running
 
@@ -388,6 +403,8 @@ class BoxInfo:
         self.working_dir: Optional[str] = cfg.get("working_dir") or None
         self.auto_remove: bool = bool(cfg.get("auto_remove", False))
         self.last_exit: Optional[str] = data.get("last_exit") or None
+        # The last run ended in a fault (a crashed VM): exec does not start it again, start() does.
+        self.faulted: bool = bool(data.get("faulted"))
         self.accel: Optional[str] = rt.get("accel")
         self.accel_reason: Optional[str] = rt.get("accel_reason")
         self.kernel: Optional[str] = rt.get("kernel")
@@ -460,8 +477,20 @@ class Box:
     # ---- lifecycle ----
 
     async def start(self) -> None:
-        """Boots a stopped box (its disk keeps what earlier runs wrote)."""
+        """Boots a configured or stopped box (its disk keeps what earlier runs
+        wrote); a running box is left as it is. ``exec``, ``run``, copies and
+        sessions start a configured or stopped box themselves, except one
+        whose last run ended in a fault (a crashed VM): that one raises
+        InvalidStateError naming the fault until started here."""
         await blocking(raw.box_start, self._handle())
+
+    async def _start_if_resting(self) -> None:
+        """Starts a configured or stopped box in a worker thread: exec is a
+        non-blocking C call, which would otherwise boot the box on the event
+        loop. A faulted box is left to exec, which says why it stopped."""
+        info = self.info()
+        if info.status == "configured" or (info.status == "stopped" and not info.faulted):
+            await self.start()
 
     async def stop(self) -> None:
         """Shuts the box down; with auto_remove it is deleted too. Stopping a
@@ -584,6 +613,7 @@ class Box:
             cols=cols,
         )
         limit = check_output_limit(output_limit_bytes) or self._runtime.output_limit_bytes
+        await self._start_if_resting()
         h = raw.box_exec(self._handle(), cmd_json)
         try:
             ex = Execution(self, h, argv, bool(stdin), output_limit_bytes=limit)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -37,8 +38,11 @@ class Options:
         if self.image_registries:
             raise UnsupportedError("Options.image_registries is not supported yet: load images with runtime.images.load()")
         o: Dict[str, Any] = {}
-        if self.home_dir is not None:
-            o["home"] = check_str(self.home_dir, "Options.home_dir")
+        # $BOXLITE_HOME as this process sees it now: the library reads only
+        # the environment the process started with.
+        home = self.home_dir if self.home_dir is not None else os.environ.get("BOXLITE_HOME") or None
+        if home is not None:
+            o["home"] = check_str(home, "Options.home_dir")
         if self.assets_dir is not None:
             o["assets"] = check_str(self.assets_dir, "Options.assets_dir")
         limit = check_output_limit(self.output_limit_bytes, "Options.output_limit_bytes")
@@ -91,7 +95,7 @@ class Boxlite:
     ``Boxlite.default()`` is the process-wide runtime for $BOXLITE_HOME (or
     ~/.boxlite); ``Boxlite(Options(home_dir=...))`` opens another home.
     ``close()`` (or leaving ``with``/``async with``) releases the boxes it
-    opened and stops those this runtime started; so does the end of the
+    opened and stops those this runtime started (not detached ones); so does the end of the
     process."""
 
     _default: Optional["Boxlite"] = None
@@ -136,7 +140,10 @@ class Boxlite:
         return self._output_limit
 
     async def create(self, options: BoxOptions, name: Optional[str] = None) -> Box:
-        """Creates a box and boots it (blocks a worker thread, not the loop)."""
+        """Creates a box and returns it configured, not booted (as BoxLite's
+        create): ``await box.start()`` boots it, and so does its first exec,
+        copy or session. Options are checked and a missing image is pulled
+        here (in a worker thread, not the loop)."""
         if not isinstance(options, BoxOptions):
             raise TypeError(f"options must be boxlite.BoxOptions, not {type(options).__name__}")
         opts = options.to_json(name)
@@ -203,7 +210,7 @@ class Boxlite:
 
     def close(self) -> None:
         """Closes the boxes and executions opened through this runtime and
-        stops the boxes it started. Idempotent. Blocks until they stopped: in
+        stops the boxes it started (not detached ones). Idempotent. Blocks until they stopped: in
         async code prefer ``await runtime.shutdown()``."""
         for box in list(self._boxes):
             box.close()

@@ -70,8 +70,13 @@ class SimpleBox:
         if self._reuse_existing:
             self._box, self._created = await rt.get_or_create(self._box_options, self._name)
         else:
-            self._box = await rt.create(self._box_options, self._name)
-            self._created = True
+            box = await rt.create(self._box_options, self._name)
+            try:
+                await box.start()
+            except BaseException:
+                await _discard(box)
+                raise
+            self._box, self._created = box, True
         self._started = True
         return self
 
@@ -198,3 +203,14 @@ class SimpleBox:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(image={self._box_options.image!r}, {'started' if self._started else 'not started'})"
+
+
+async def _discard(box: Box) -> None:
+    """Removes a box whose first start failed (the error says why), so that a
+    failed ``async with`` leaves nothing behind."""
+    try:
+        await box.remove(force=True)
+    except Exception:
+        pass
+    finally:
+        box.close()

@@ -97,9 +97,21 @@ def test_boot_failure_is_typed(tmp_path):
     (assets / "guest" / "vmlinuz").write_bytes(b"not a kernel" * 1000)
     (assets / "guest" / "initramfs.cpio").write_bytes(b"")
     rt = boxlite.Boxlite(boxlite.Options(assets_dir=str(assets)))
+
+    async def first_start_fails():
+        box = await rt.create(boxlite.BoxOptions(image="alpine:latest", boot_timeout=30))  # configured: no boot yet
+        try:
+            with pytest.raises(boxlite.BootFailedError, match="kernel"):
+                await box.start()
+            assert box.info().status == "stopped"
+            with pytest.raises(boxlite.BootFailedError, match="kernel"):
+                await box.exec("true")  # starts it again, and says why that fails too
+        finally:
+            await box.remove()  # a box whose first start failed is removable
+        assert await rt.get(box.id) is None
+
     try:
-        with pytest.raises(boxlite.BootFailedError, match="kernel"):
-            asyncio.run(rt.create(boxlite.BoxOptions(image="alpine:latest", boot_timeout=30)))
+        asyncio.run(first_start_fails())
     finally:
         rt.close()
     missing = boxlite.Boxlite(boxlite.Options(assets_dir=str(tmp_path / "none")))

@@ -1,0 +1,299 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/hv"
+	"github.com/boxlite/boxlite/shimapi"
+)
+
+// lifecycle runs create, start, stop, restart, exec and logs.
+func lifecycle(op string, args []string) (int, error) {
+	ctx := context.Background()
+	switch op {
+	case "create":
+		return 0, cmdCreate(args)
+	case "start":
+		return 0, eachBox(args, func(rt *core.Runtime, b *core.Box) error {
+			if err := detached(b, "start"); err != nil {
+				return err
+			}
+			return b.Start(ctx)
+		})
+	case "stop":
+		return 0, eachBox(args, func(rt *core.Runtime, b *core.Box) error { return b.Stop(ctx) })
+	case "restart":
+		return 0, eachBox(args, func(rt *core.Runtime, b *core.Box) error {
+			if err := detached(b, "restart"); err != nil {
+				return err
+			}
+			if err := b.Stop(ctx); err != nil {
+				return err
+			}
+			return b.Start(ctx)
+		})
+	case "exec":
+		return cmdExec(args)
+	case "logs":
+		return 0, cmdLogs(args)
+	}
+	return 2, errdefs.Errorf(errdefs.ErrInvalidArgument, "unknown command %q", op)
+}
+
+// detached refuses to boot, for op, a box that would stop when this command
+// exits (one a program created without detach).
+func detached(b *core.Box, op string) error {
+	if b.Info().Config.Detach {
+		return nil
+	}
+	return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s: box %s is not detached: it would stop as soon as boxlite exits (start it from the program that made it, or exec into it)", op, b.ID())
+}
+
+// cmdCreate registers a box without booting it and prints its id. The box
+// is detached, as docker's are: a later start or exec boots a VM that
+// outlives the CLI.
+func cmdCreate(args []string) error {
+	fs := flag.NewFlagSet("create", flag.ContinueOnError)
+	fs.Bool("d", true, "detached (always: a CLI box outlives the CLI)")
+	fs.Bool("detach", true, "same as -d")
+	rm := fs.Bool("rm", false, "remove the box when it stops")
+	bf := addBoxFlags(fs)
+	workdir := fs.String("w", "", "default working directory of the box's processes")
+	user := fs.String("u", "", "default user of the box's processes")
+	var env multi
+	fs.Var(&env, "e", "environment KEY=VALUE of every process of the box (repeatable)")
+	if err := fs.Parse(splitShortFlags(fs, args)); err != nil {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "create: %v", err)
+	}
+	imageRef, argv, err := imageAndCommand("create", fs.Args())
+	if err != nil {
+		return err
+	}
+	opts, err := bf.options()
+	if err != nil {
+		return err
+	}
+	opts = append(opts, core.WithDetach(), core.WithWorkingDir(*workdir), core.WithUser(*user))
+	if *rm {
+		opts = append(opts, core.WithAutoRemove())
+	}
+	if len(argv) > 0 {
+		opts = append(opts, core.WithCmd(argv...))
+	}
+	for k, v := range envMap(env) {
+		opts = append(opts, core.WithEnv(k, v))
+	}
+	rt, err := core.NewRuntime()
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	if _, err := ensureImage(rt, imageRef); err != nil {
+		return err
+	}
+	b, err := rt.Create(context.Background(), imageRef, opts...)
+	if err != nil {
+		return err
+	}
+	fmt.Println(b.ID())
+	return nil
+}
+
+// cmdExec runs a command in a box (started first when configured or
+// stopped) and exits with its exit code, 128+N when signal N ended it.
+func cmdExec(args []string) (int, error) {
+	fs := flag.NewFlagSet("exec", flag.ContinueOnError)
+	ef := addExecFlags(fs)
+	if err := fs.Parse(splitShortFlags(fs, args)); err != nil {
+		return 2, nil
+	}
+	name, argv, err := imageAndCommand("exec", fs.Args())
+	if err != nil || len(argv) == 0 {
+		return 0, errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite exec [-i] [-t] [-e K=V]... [-w DIR] [-u USER] [--timeout S] BOX [--] CMD [ARGS...]")
+	}
+	cmd, err := ef.command(argv)
+	if err != nil {
+		return 0, fmt.Errorf("exec: %w", err)
+	}
+	rt, err := core.NewRuntime()
+	if err != nil {
+		return 0, err
+	}
+	defer rt.Close()
+	ctx := context.Background()
+	b, err := rt.Get(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	return streamExec(ctx, b, cmd), nil
+}
+
+// streamExec runs cmd in b with this process's stdio and returns its exit
+// code (see usage for those boxlite itself uses).
+func streamExec(ctx context.Context, b *core.Box, cmd core.Command) int {
+	// The host terminal: the box's gets its size, and with -i its input in
+	// raw mode, so that keys (^C, ^D, arrows) reach the box's terminal as typed.
+	var host *hostTerminal
+	if cmd.Tty {
+		host = openHostTerminal(cmd.Stdin)
+		cmd.Rows, cmd.Cols = host.size()
+	}
+	e, err := b.Exec(ctx, cmd)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "boxlite: %v\n", err)
+		return exitFor(err)
+	}
+	if host != nil {
+		if err := host.makeRaw(); err != nil {
+			fmt.Fprintf(os.Stderr, "boxlite: %v\n", err)
+		}
+		defer host.restore()
+		go host.followSize(e, cmd.Rows, cmd.Cols)
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	go func() {
+		for sig := range sigs {
+			e.Signal(sig.(syscall.Signal))
+		}
+	}()
+	if cmd.Stdin {
+		go func() { io.Copy(e.Stdin, os.Stdin); e.Stdin.Close() }()
+	}
+	copied := make(chan struct{}, 2)
+	go func() { io.Copy(os.Stdout, e.Stdout); copied <- struct{}{} }()
+	go func() { io.Copy(os.Stderr, e.Stderr); copied <- struct{}{} }()
+	st, err := e.Wait(ctx)
+	<-copied
+	<-copied
+	host.restore() // before anything else is printed
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "boxlite: %v\n", err)
+		return exitFor(err)
+	}
+	return st.Code
+}
+
+// runDetached is run -d: boot the (detached) box, start its command, if it
+// has one, in the background of the box (its output discarded: it must
+// outlive this process, and an exec ends with its client), print the id.
+func runDetached(ctx context.Context, b *core.Box, cmd core.Command, published bool) error {
+	argv, noCommand := b.DefaultCommand()
+	if err := b.Start(ctx); err != nil {
+		return err
+	}
+	if published {
+		fmt.Fprintf(os.Stderr, "boxlite: published %s\n", portsString(boxPorts(b.Info())))
+	}
+	if noCommand == nil {
+		cmd.Argv = append([]string{"/bin/sh", "-c", `"$@" </dev/null >/dev/null 2>&1 &`, "boxlite-run"}, argv...)
+		res, err := b.Run(ctx, cmd)
+		if err == nil && res.Code != 0 {
+			err = fmt.Errorf("run -d: starting %q in the box failed (exit %d): %s", argv, res.Code, res.Stderr)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	fmt.Println(b.ID())
+	return nil
+}
+
+// logsChunk bounds one read of a followed log.
+const logsChunk = 64 << 10
+
+// cmdLogs prints a box's shim log and guest console (the last MiB of each;
+// the box directory keeps at most two console files), then with -f follows
+// them until the box stops or ^C.
+func cmdLogs(args []string) error {
+	fs := flag.NewFlagSet("logs", flag.ContinueOnError)
+	follow := fs.Bool("f", false, "follow until the box stops or ^C")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite logs [-f] BOX")
+	}
+	return eachBox(fs.Args(), func(rt *core.Runtime, b *core.Box) error {
+		dir := b.Info().Dir
+		files := []string{filepath.Join(dir, shimapi.LogFile), filepath.Join(dir, shimapi.ConsoleFile)}
+		offsets := make([]int64, len(files))
+		for i, f := range files {
+			if st, err := os.Stat(f); err == nil {
+				offsets[i] = st.Size()
+				fmt.Fprintf(os.Stderr, "==> %s <==\n", filepath.Base(f))
+				fmt.Println(printable(hv.ConsoleTail(f, hv.ConsoleLogMax)))
+			}
+		}
+		if !*follow {
+			return nil
+		}
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+		defer signal.Stop(sigs)
+		for b.State() == core.StateRunning {
+			for i, f := range files {
+				offsets[i] = copyNew(f, offsets[i])
+			}
+			select {
+			case <-sigs:
+				return nil
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		for i, f := range files { // what the box wrote as it stopped
+			copyNew(f, offsets[i])
+		}
+		return nil
+	})
+}
+
+// copyNew prints what was appended to path since offset (at most logsChunk)
+// and returns the new offset; a file that shrank (the console log rotates)
+// is read from its start.
+func copyNew(path string, offset int64) int64 {
+	f, err := os.Open(path)
+	if err != nil {
+		return offset
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return offset
+	}
+	if st.Size() < offset {
+		offset = 0
+	}
+	buf := make([]byte, logsChunk)
+	n, _ := f.ReadAt(buf, offset)
+	if n > 0 {
+		os.Stdout.WriteString(printable(string(buf[:n])))
+	}
+	return offset + int64(n)
+}
+
+// printable drops carriage returns and replaces the other control
+// characters (but newlines and tabs) that the guest wrote, so that a box
+// cannot drive the user's terminal.
+func printable(s string) string {
+	out := make([]rune, 0, len(s))
+	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
+		switch {
+		case r == '\r':
+			continue
+		case (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f || (r >= 0x80 && r < 0xa0):
+			r = '?'
+		}
+		out = append(out, r)
+	}
+	return string(out)
+}
