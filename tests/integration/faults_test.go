@@ -69,6 +69,7 @@ func TestHostDiskFull(t *testing.T) {
 	b, err := frt.Create(ctx, "alpine:latest", core.WithMemoryMiB(256), core.WithNetwork(core.NetworkSpec{Mode: core.NetworkDisabled}))
 	must(t, err)
 	defer b.Remove(context.Background(), true)
+	must(t, b.Start(ctx)) // its disk is made: now fill the host
 	// Leave the box 200 MiB of host space: ballast takes the rest.
 	var st syscall.Statfs_t
 	must(t, syscall.Statfs(mnt, &st))

@@ -45,8 +45,8 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("missing cwd: %v", err)
 	}
 	// Refused before it reaches the box: counted nowhere.
-	if _, err := shared.Run(ctx, core.Command{}); !errors.Is(err, errdefs.ErrInvalidArgument) {
-		t.Fatalf("empty argv: %v", err)
+	if _, err := shared.Run(ctx, core.Command{Argv: []string{"true"}, Timeout: -time.Second}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Fatalf("negative timeout: %v", err)
 	}
 
 	box1, err := shared.Metrics(ctx)

@@ -23,8 +23,10 @@ export async function simple(): Promise<string> {
 
 export async function native(): Promise<number> {
   const rt = new JsBoxlite({ homeDir: '/tmp/h' });
-  const box: JsBox = await rt.create({ image: 'alpine:latest', network: { mode: 'enabled', allowNet: ['pypi.org'] } }, 'named');
+  const box: JsBox = await rt.create({ image: 'alpine:latest', network: { mode: 'enabled', allowNet: ['pypi.org'] }, detach: true, entrypoint: ['/bin/sh'], cmd: ['-c', 'true'] }, 'named');
   await box.start();
+  const faulted: boolean = (await box.info()).faulted;
+  void faulted;
   const ex: JsExecution = await box.exec('sh', [], null, true);
   const ex2 = await box.exec({ argv: ['cat'], stdin: true, tty: true, rows: 24, cols: 80 });
   const id: string = await ex.id();
