@@ -81,21 +81,36 @@ def check_timeout(value: Any, what: str = "timeout") -> Optional[float]:
 
 
 def check_volumes(volumes: Any, what: str) -> List[Dict[str, Any]]:
-    """BoxLite's volumes: (host_path, guest_path) or (host_path, guest_path,
-    "ro" | "rw") tuples, read-write unless "ro"."""
+    """BoxLite's volumes: (host_path, guest_path[, read_only]) tuples, where
+    read_only is a bool or "ro" / "rw" (both spellings are BoxLite's), or
+    dicts with host_path (or host), guest_path (or guest) and read_only (or
+    ro); read-write unless said otherwise."""
     if volumes is None:
         return []
     if isinstance(volumes, (str, bytes, Mapping)) or not isinstance(volumes, (list, tuple)):
-        raise TypeError(f"{what} must be a list of (host_path, guest_path[, 'ro'|'rw']) tuples, not {type(volumes).__name__}")
+        raise TypeError(f"{what} must be a list of (host_path, guest_path[, read_only]) tuples, not {type(volumes).__name__}")
     out: List[Dict[str, Any]] = []
     for i, v in enumerate(volumes):
-        if not isinstance(v, (tuple, list)) or len(v) not in (2, 3):
-            raise TypeError(f"{what}[{i}] must be a (host_path, guest_path[, 'ro'|'rw']) tuple, not {v!r:.60}")
-        mode = v[2] if len(v) == 3 else "rw"
-        if mode not in ("ro", "rw"):
-            raise InvalidArgumentError(f"{what}[{i}] mode must be 'ro' or 'rw', not {mode!r:.20}")
-        out.append({"host_path": check_str(v[0], f"{what}[{i}] host_path"),
-                    "guest_path": check_str(v[1], f"{what}[{i}] guest_path"), "read_only": mode == "ro"})
+        where = f"{what}[{i}]"
+        if isinstance(v, Mapping):
+            unknown = set(v) - {"host", "host_path", "guest", "guest_path", "read_only", "ro"}
+            if unknown:
+                raise TypeError(f"{where} has unknown keys {sorted(unknown)}")
+            host, guest = v.get("host_path", v.get("host")), v.get("guest_path", v.get("guest"))
+            mode = v.get("read_only", v.get("ro", False))
+        elif isinstance(v, (tuple, list)) and len(v) in (2, 3):
+            host, guest = v[0], v[1]
+            mode = v[2] if len(v) == 3 else False
+        else:
+            raise TypeError(f"{where} must be a (host_path, guest_path[, read_only]) tuple, not {v!r:.60}")
+        if isinstance(mode, bool):
+            read_only = mode
+        elif mode in ("ro", "rw"):
+            read_only = mode == "ro"
+        else:
+            raise InvalidArgumentError(f"{where} read_only must be a bool or 'ro' / 'rw', not {mode!r:.20}")
+        out.append({"host_path": check_str(host, f"{where} host_path"),
+                    "guest_path": check_str(guest, f"{where} guest_path"), "read_only": read_only})
     return out
 
 
@@ -311,7 +326,7 @@ class BoxOptions:
     disk_size_gb: Optional[int] = None
     working_dir: Optional[str] = None
     env: List[Tuple[str, str]] = field(default_factory=list)
-    # (host_path, guest_path[, "ro" | "rw"]): host folders or files in the box.
+    # (host_path, guest_path[, read_only: bool | "ro" | "rw"]) or dicts: host folders or files in the box.
     volumes: List[Any] = field(default_factory=list)
     network: Union[NetworkSpec, str, None] = None
     ports: List[Any] = field(default_factory=list)

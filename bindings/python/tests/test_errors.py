@@ -4,6 +4,7 @@ No box boots here (one fails to, on purpose)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 
@@ -37,10 +38,18 @@ def test_constructor_types():
         boxlite.SimpleBox(image="alpine\0latest")
     with pytest.raises(boxlite.InvalidArgumentError, match="'='"):
         boxlite.SimpleBox(image="alpine:latest", env=[("A=B", "1")])
-    with pytest.raises(boxlite.InvalidArgumentError, match="'ro' or 'rw'"):
+    with pytest.raises(boxlite.InvalidArgumentError, match="read_only must be a bool or 'ro' / 'rw'"):
         boxlite.SimpleBox(image="alpine:latest", volumes=[("/a", "/b", "readonly")])
     with pytest.raises(TypeError, match="volumes"):
         boxlite.SimpleBox(image="alpine:latest", volumes=["/a:/b"])
+    with pytest.raises(TypeError, match="unknown keys"):
+        boxlite.SimpleBox(image="alpine:latest", volumes=[{"host_path": "/a", "guest_path": "/b", "mode": "ro"}])
+    # BoxLite's spellings of a volume: a bool or "ro"/"rw", tuples or dicts
+    vols = [("/a", "/b", True), ("/c", "/d", False), ("/e", "/f", "ro"), ("/g", "/h"),
+            {"host": "/i", "guest": "/j", "ro": True}, {"host_path": "/k", "guest_path": "/l"}]
+    got = json.loads(boxlite.BoxOptions(image="alpine:latest", volumes=vols).to_json())["volumes"]
+    assert [v["read_only"] for v in got] == [True, False, True, False, True, False]
+    assert [v["host_path"] for v in got] == ["/a", "/c", "/e", "/g", "/i", "/k"]
     with pytest.raises(TypeError, match="tty"):
         boxlite.InteractiveBox(image="alpine:latest", tty="yes")
     with pytest.raises(TypeError):
