@@ -508,11 +508,18 @@ async function forwardTerminal(ex) {
   const raw = !!input.isTTY && typeof input.setRawMode === 'function';
   const stdin = ex.stdin;
   let typing = Promise.resolve();
+  // The end of input types ^D, which a shell only sees as EOF once its line
+  // editor reads (typed earlier, the terminal's mode change can drop it):
+  // so not before its first output.
+  let shown;
+  const firstOutput = new Promise((resolve) => {
+    shown = resolve;
+  });
   const onData = (b) => {
     typing = typing.then(() => stdin.write(b)).catch(() => {}); // the shell has exited
   };
   const onEnd = () => {
-    typing = typing.then(() => stdin.close()).catch(() => {});
+    typing = typing.then(() => firstOutput).then(() => stdin.close()).catch(() => {});
   };
   const onResize = () => {
     ex.resizeTty(out.rows, out.columns).catch(() => {});
@@ -525,8 +532,10 @@ async function forwardTerminal(ex) {
   try {
     for await (const b of ex.stdout.buffers()) {
       if (!out.write(b)) await new Promise((resolve) => out.once('drain', resolve));
+      setTimeout(shown, 200); // the prompt is out, and the line editor set up
     }
   } finally {
+    shown();
     if (out.isTTY) out.off('resize', onResize);
     input.off('data', onData);
     input.off('end', onEnd);

@@ -7,7 +7,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { execFileSync, spawnSync } = require('node:child_process');
+const { spawnSync } = require('node:child_process');
 const { pkg, home, images, missingImage } = require('./helpers');
 
 const skip = missingImage('alpine:latest');
@@ -71,6 +71,22 @@ test('InteractiveBox({tty: true}) hands the terminal to the box shell', { skip, 
     assert.match(shown, /^program-rc=0\s*$/m);
   } finally {
     t('kill-server'); // our own server, on our own socket
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('InteractiveBox({tty: true}) with stdin at its end (</dev/null) ends the shell', { skip, timeout: 240_000 }, () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'boxlite-tty-'));
+  try {
+    const prog = path.join(dir, 'prog.js');
+    fs.writeFileSync(prog, PROGRAM);
+    const r = spawnSync(process.execPath, [prog], {
+      stdio: [fs.openSync('/dev/null', 'r'), 'pipe', 'pipe'], encoding: 'utf8', timeout: 180_000,
+      env: { ...process.env, BOXLITE_ASSETS: '' },
+    });
+    assert.equal(r.status, 0, `${r.error || ''} ${r.stderr}`);
+    assert.match(r.stdout, /PROGRAM-DONE exit=0/, 'the ^D the end of input types reaches the shell');
+  } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });

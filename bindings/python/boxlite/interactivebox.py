@@ -183,11 +183,17 @@ async def _forward(ex: Execution) -> ExitStatus:
     out = getattr(sys.stdout, "buffer", None)
     out_fd = _fileno(sys.stdout)
 
+    # The end of input types ^D, which a shell only sees as EOF once its line
+    # editor reads (typed earlier, the terminal's mode change can drop it):
+    # so not before its first output.
+    shown = asyncio.Event()
+
     async def type_keys() -> None:
         while True:
             data = await keys.get()
             try:
                 if data is None:
+                    await shown.wait()
                     await stdin.close()  # types ^D
                     return
                 await stdin.write(data)
@@ -196,6 +202,8 @@ async def _forward(ex: Execution) -> ExitStatus:
 
     async def show_output() -> None:
         async for chunk in ex.stdout().iter_bytes():
+            if not shown.is_set():
+                loop.call_later(0.2, shown.set)  # the prompt is out, the line editor set up
             if out is not None:
                 out.write(chunk)
                 out.flush()

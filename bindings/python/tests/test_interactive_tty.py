@@ -82,3 +82,14 @@ def test_interactive_tty_in_tmux(tmp_path):
         assert re.search(r"^program-rc=0\s*$", shown, re.M), shown
     finally:
         t("kill-server")  # our own server, on our own socket
+
+
+def test_interactive_tty_stdin_at_its_end(tmp_path):
+    # </dev/null: the ^D the end of input types must reach the shell, which
+    # then exits, rather than be lost while its line editor starts.
+    need_image("alpine:latest")
+    prog = tmp_path / "prog.py"
+    prog.write_text(PROGRAM)
+    r = subprocess.run([sys.executable, str(prog)], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert "PROGRAM-DONE exit=0" in r.stdout
