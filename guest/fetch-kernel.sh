@@ -8,7 +8,7 @@ set -eu
 KVER=6.1.0-57-cloud-amd64
 PKG=linux-image-$KVER
 # Modules the agent loads (guest/agent/modules.go); ext4 and devtmpfs are built in.
-MODULES="virtio_ring virtio virtio_mmio virtio_blk virtio_console overlay pvpanic pvpanic-mmio failover net_failover virtio_net fuse virtiofs"
+MODULES="virtio_ring virtio virtio_mmio virtio_blk virtio_console overlay pvpanic pvpanic-mmio failover net_failover virtio_net fuse virtiofs virtio_balloon"
 
 [ $# -eq 1 ] || { echo "usage: $0 OUTDIR" >&2; exit 2; }
 out=$1

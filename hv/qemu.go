@@ -844,6 +844,10 @@ func buildArgs(cfg Config, tscKHz, qmpFD, agentFD, consoleFD, netFD int, diskFDs
 	}
 	a = append(a, fsArgs(cfg.FS, fsFDs)...)
 	return append(a,
+		// The guest hands the pages it frees back to the host (free page
+		// reporting): booting touches more RAM than an idle box keeps.
+		// Last, so the other devices keep their guest names.
+		"-device", "virtio-balloon-device,free-page-reporting=on",
 		"-chardev", "socket,id=qmp,fd="+strconv.Itoa(qmpFD),
 		"-mon", "chardev=qmp,mode=control",
 	)
