@@ -172,22 +172,31 @@ func (b *Box) findSnapshot(name string) (SnapshotInfo, error) {
 	return SnapshotInfo{}, errdefs.Errorf(errdefs.ErrNotFound, "snapshot %q of box %s", name, b.rec.ID)
 }
 
+// lockedSnapshot finds snapshot name with the box's disk locked for op;
+// unlock releases it.
+func (b *Box) lockedSnapshot(op, name string) (si SnapshotInfo, unlock func(), err error) {
+	if err := checkSnapshotName(op, name); err != nil {
+		return si, nil, err
+	}
+	if unlock, err = b.lockDisk(op); err != nil {
+		return si, nil, err
+	}
+	if si, err = b.findSnapshot(name); err != nil {
+		unlock()
+		return si, nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return si, unlock, nil
+}
+
 // RemoveSnapshot deletes a snapshot (BoxLite's box.snapshot.remove). It
 // disappears at once (a rename); its files are deleted after.
 func (b *Box) RemoveSnapshot(ctx context.Context, name string) error {
 	const op = "snapshot remove"
-	if err := checkSnapshotName(op, name); err != nil {
-		return err
-	}
-	unlock, err := b.lockDisk(op)
+	si, unlock, err := b.lockedSnapshot(op, name)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	si, err := b.findSnapshot(name)
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
 	root := b.path(snapshotDir)
 	tmp := filepath.Join(root, tmpPrefix+si.ID)
 	if err := os.Rename(filepath.Join(root, si.ID), tmp); err != nil {
@@ -200,18 +209,11 @@ func (b *Box) RemoveSnapshot(ctx context.Context, name string) error {
 // box.snapshot.restore); the box must be stopped. The snapshot stays.
 func (b *Box) RestoreSnapshot(ctx context.Context, name string) error {
 	const op = "snapshot restore"
-	if err := checkSnapshotName(op, name); err != nil {
-		return err
-	}
-	unlock, err := b.lockDisk(op)
+	si, unlock, err := b.lockedSnapshot(op, name)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	si, err := b.findSnapshot(name)
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
 	disk := b.path(shimapi.DiskFile)
 	if err := replaceDisk(ctx, filepath.Join(b.path(snapshotDir), si.ID, shimapi.DiskFile), disk); err != nil {
 		return fmt.Errorf("%s %q of box %s: %w", op, name, b.rec.ID, err)
