@@ -512,6 +512,7 @@ async function forwardTerminal(ex) {
   // editor reads (typed earlier, the terminal's mode change can drop it):
   // so not before its first output.
   let shown;
+  let timer = null;
   const firstOutput = new Promise((resolve) => {
     shown = resolve;
   });
@@ -532,9 +533,10 @@ async function forwardTerminal(ex) {
   try {
     for await (const b of ex.stdout.buffers()) {
       if (!out.write(b)) await new Promise((resolve) => out.once('drain', resolve));
-      setTimeout(shown, 200); // the prompt is out, and the line editor set up
+      timer ??= setTimeout(shown, 200); // once: the prompt is out, the line editor set up
     }
   } finally {
+    clearTimeout(timer);
     shown();
     if (out.isTTY) out.off('resize', onResize);
     input.off('data', onData);

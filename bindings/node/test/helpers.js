@@ -13,9 +13,13 @@ const images = {
   'python:slim': process.env.BOXLITE_TEST_PYTHON_IMAGE || path.join(build, 'images', 'python.tar'),
 };
 
-/** Why a test needing `name` must skip, or false. */
+/**
+ * The `skip` of a test needing image `name`: always false. A missing image
+ * fails the test file (never a suite that passes having tested nothing).
+ */
 function missingImage(name) {
-  return fs.existsSync(images[name]) ? false : `${name} test image not found at ${images[name]} (make images builds it)`;
+  if (!fs.existsSync(images[name])) throw new Error(`${name} test image not found at ${images[name]}: \`make images\` builds it`);
+  return false;
 }
 
 /** Loads the image into the runtime's store unless it is there. */

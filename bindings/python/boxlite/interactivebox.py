@@ -7,7 +7,7 @@ import os
 import shutil
 import signal
 import sys
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from ._aio import blocking
 from .box import check_argv, check_str, check_timeout
@@ -187,6 +187,7 @@ async def _forward(ex: Execution) -> ExitStatus:
     # editor reads (typed earlier, the terminal's mode change can drop it):
     # so not before its first output.
     shown = asyncio.Event()
+    shown_timer: List[asyncio.TimerHandle] = []
 
     async def type_keys() -> None:
         while True:
@@ -202,8 +203,8 @@ async def _forward(ex: Execution) -> ExitStatus:
 
     async def show_output() -> None:
         async for chunk in ex.stdout().iter_bytes():
-            if not shown.is_set():
-                loop.call_later(0.2, shown.set)  # the prompt is out, the line editor set up
+            if not shown_timer:  # once: the prompt is out, the line editor set up
+                shown_timer.append(loop.call_later(0.2, shown.set))
             if out is not None:
                 out.write(chunk)
                 out.flush()
