@@ -596,7 +596,7 @@ func (vm *VM) event(m qmpMessage) {
 		if json.Unmarshal(m.Data, &d) == nil && d.NoSpace && d.Action == "stop" && vm.nospace == "" {
 			// Paused for lack of host space: end it (vm.proc.kill, not
 			// Kill, which would call it the caller's doing).
-			vm.nospace = d.Device
+			vm.nospace = strings.ToValidUTF8(d.Device[:min(len(d.Device), 64)], "?") // QEMU is confined, not trusted
 			go vm.proc.kill()
 		}
 	}
