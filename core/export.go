@@ -22,6 +22,7 @@ import (
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/image"
 	"github.com/boxlite/boxlite/shimapi"
+	"github.com/boxlite/boxlite/sparse"
 )
 
 // A box archive (BoxLite's .boxlite file) is a zstd-compressed tar of, in order:
@@ -61,9 +62,9 @@ type archiveManifest struct {
 }
 
 type archivedDisk struct {
-	Size    int64    `json:"size"`    // logical bytes
-	Extents []extent `json:"extents"` // data runs, in order; disk.data is their bytes
-	SHA256  string   `json:"sha256"`  // of disk.data
+	Size    int64           `json:"size"`    // logical bytes
+	Extents []sparse.Extent `json:"extents"` // data runs, in order; disk.data is their bytes
+	SHA256  string          `json:"sha256"`  // of disk.data
 }
 
 // Export writes the box, stopped, to one archive file (BoxLite's export):
@@ -143,7 +144,7 @@ func openDisk(path string) (*sparseDisk, error) {
 			return err
 		}
 		d.Size = fi.Size()
-		if d.Extents, err = dataExtents(f, d.Size); err != nil {
+		if d.Extents, err = sparse.Extents(f, d.Size); err != nil {
 			return err
 		}
 		h := sha256.New()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/shimapi"
+	"github.com/boxlite/boxlite/sparse"
 )
 
 // SnapshotInfo describes a snapshot of a box's disk, as BoxLite's does.
@@ -336,99 +336,13 @@ func sweepTmp(dir string) {
 	}
 }
 
-// copyDiskIfAny copies the disk src to the new file dst (see copyDisk); a
+// copyDiskIfAny copies the disk src to the new file dst (see sparse.Copy); a
 // missing src (a box never booted) copies nothing and reports false.
 func copyDiskIfAny(ctx context.Context, src, dst string) (bool, error) {
 	if _, err := os.Lstat(src); errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
-	return true, copyDisk(ctx, src, dst)
-}
-
-// copyDisk copies the regular file src to the new file dst: a reflink
-// (FICLONE) where the file system shares blocks, else only src's data
-// extents (SEEK_DATA/SEEK_HOLE), leaving holes as holes. dst is synced; on
-// error it is removed.
-func copyDisk(ctx context.Context, src, dst string) (err error) {
-	in, err := os.OpenFile(src, os.O_RDONLY|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	fi, err := in.Stat()
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() {
-		return errdefs.Errorf(errdefs.ErrInvalidState, "disk %s is not a regular file", src)
-	}
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := out.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			os.Remove(dst)
-		}
-	}()
-	if unix.IoctlFileClone(int(out.Fd()), int(in.Fd())) == nil {
-		return out.Sync()
-	}
-	exts, err := dataExtents(in, fi.Size())
-	if err != nil {
-		return err
-	}
-	buf := make([]byte, 1<<20)
-	for _, e := range exts {
-		if err := ctx.Err(); err != nil {
-			return errdefs.Errorf(errdefs.ErrTimeout, "disk copy cancelled: %v", err)
-		}
-		if _, err := io.CopyBuffer(io.NewOffsetWriter(out, e.Off), io.NewSectionReader(in, e.Off, e.Len), buf); err != nil {
-			return err
-		}
-	}
-	if err := out.Truncate(fi.Size()); err != nil {
-		return err
-	}
-	return out.Sync()
-}
-
-// extent is a run of data in a sparse file.
-type extent struct {
-	Off int64 `json:"off"`
-	Len int64 `json:"len"`
-}
-
-// dataExtents lists f's data, in order, up to size. On a file system
-// without SEEK_DATA the whole file is one extent.
-func dataExtents(f *os.File, size int64) ([]extent, error) {
-	var out []extent
-	fd := int(f.Fd())
-	for off := int64(0); off < size; {
-		data, err := unix.Seek(fd, off, unix.SEEK_DATA)
-		if errors.Is(err, unix.ENXIO) {
-			break // only a hole is left
-		}
-		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) {
-			return []extent{{0, size}}, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		hole, err := unix.Seek(fd, data, unix.SEEK_HOLE)
-		if err != nil {
-			return nil, err
-		}
-		hole = min(hole, size)
-		if hole > data {
-			out = append(out, extent{data, hole - data})
-		}
-		off = hole
-	}
-	return out, nil
+	return true, sparse.Copy(ctx, src, dst)
 }
 
 // diskSizes is what the file at path takes on the host, and its logical size.
