@@ -33,7 +33,8 @@ var guestModules = []string{
 // testInit is the guest's PID 1. The mode comes from boxlite.test= on the
 // kernel command line: "echo" (default) sends READY, echoes one line from the
 // host to the console and reboots; "hang" stays up after the echo; "panic"
-// crashes the kernel after loading the modules.
+// crashes the kernel after loading the modules; "count" answers each line
+// from the host with "N=<lines so far> <line>", for as long as it runs.
 const testInit = `#!/bin/busybox sh
 /bin/busybox --install -s /bin
 export PATH=/bin
@@ -59,6 +60,7 @@ done
 echo "agent port: $port"
 exec 3<>"$port"
 echo "READY port=$port$disks up=$(cut -d' ' -f1 /proc/uptime)" >&3
+if [ "$mode" = count ]; then n=0; while read -r line <&3; do n=$((n+1)); echo "N=$n $line" >&3; done; fi
 read -r line <&3
 echo "GOT: $line"
 if [ "$mode" = hang ]; then while :; do sleep 3600; done; fi

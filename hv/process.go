@@ -61,6 +61,10 @@ func startProcess(cfg Config, bin string, args []string, files []*os.File, out i
 			spec.Binds = append(spec.Binds, jail.Bind{Host: f})
 		}
 	}
+	if cfg.RAM != nil {
+		// QEMU opens guest RAM through its own descriptor (see ramArgs).
+		spec.Binds = append(spec.Binds, jail.Bind{Host: "/proc/self/fd", Inside: "/proc/self/fd"})
+	}
 	c, err := jail.Command(cfg.Jail.Helper, spec)
 	if err != nil {
 		return nil, fmt.Errorf("hv: jail qemu: %w", err)

@@ -110,6 +110,16 @@ type Config struct {
 	NIC *NIC
 	// Jail, when set, confines QEMU with package jail. Default: none.
 	Jail *Jail
+	// RAM, when set, is guest memory in the caller's file (see RAM), for
+	// saving a VM (Shared) or starting one from a saved state (not Shared).
+	// Default: QEMU's own anonymous memory (a memfd with FS).
+	RAM *RAM
+	// Incoming, when set, is a state VM.Save wrote: the VM starts from it
+	// instead of booting, RAM holding the memory saved with it. Start
+	// returns once it runs. Default: a boot.
+	Incoming *os.File
+
+	ramFD int // RAM.File as QEMU inherits it, set by Start
 }
 
 // NIC is the guest's network device.
@@ -173,6 +183,10 @@ type VM struct {
 	panicked bool   // QMP GUEST_PANICKED seen
 	shutdown string // reason of the QMP SHUTDOWN event
 	nospace  string // the disk whose write found the host file system full
+
+	ram     *RAM
+	cmdMu   sync.Mutex    // one QMP command at a time (see command)
+	pending chan qmpReply // the running command's answer, under mu
 }
 
 // Start validates cfg, builds the QEMU command line and starts QEMU. It
@@ -267,6 +281,12 @@ func Start(cfg Config) (*VM, error) {
 		}
 	}
 
+	if cfg.RAM != nil {
+		if cfg.ramFD, err = fds.dupConn("ram", cfg.RAM.File); err != nil {
+			return fail(err)
+		}
+	}
+
 	out := &tail{max: 64 << 10}
 	args := append([]string{bin}, buildArgs(cfg, tscKHz, qmpFD, agentFD, consoleFD, netFD, diskFDs, fsFDs...)...)
 	p, err := startProcess(cfg, bin, args, fds.files, out)
@@ -284,6 +304,7 @@ func Start(cfg Config) (*VM, error) {
 		network: network,
 		done:    make(chan struct{}),
 		qmpDone: make(chan struct{}),
+		ram:     cfg.RAM,
 	}
 	if console != nil {
 		go logw.copyFrom(console)
@@ -303,6 +324,12 @@ func Start(cfg Config) (*VM, error) {
 		return nil, vm.startFailed(err)
 	}
 	go vm.readEvents(dec)
+	if cfg.Incoming != nil {
+		if err := vm.restore(cfg.Incoming, startTimeout); err != nil {
+			vm.Kill()
+			return nil, fmt.Errorf("%w (qemu: %s)", err, lastLines(vm.out.String(), 1024))
+		}
+	}
 	return vm, nil
 }
 
@@ -570,6 +597,8 @@ func (vm *VM) readEvents(dec *json.Decoder) {
 		}
 		if m.Event != "" {
 			vm.event(m)
+		} else {
+			vm.reply(m)
 		}
 	}
 }
@@ -682,6 +711,9 @@ func prepare(cfg Config) (_ Config, bin string, tscKHz int, err error) {
 	if err := checkFS(cfg.FS); err != nil {
 		return cfg, "", 0, err
 	}
+	if err := checkRAM(cfg); err != nil {
+		return cfg, "", 0, err
+	}
 	if cfg.ConsoleLog != "" {
 		if cfg.ConsoleLog, err = filepath.Abs(cfg.ConsoleLog); err != nil {
 			return cfg, "", 0, fmt.Errorf("hv: Config.ConsoleLog: %v: %w", err, errdefs.ErrInvalidArgument)
@@ -763,7 +795,8 @@ func buildArgs(cfg Config, tscKHz, qmpFD, agentFD, consoleFD, netFD int, diskFDs
 	// virtio-mmio devices and the IOAPIC through ACPI; the Debian kernel
 	// has neither virtio_mmio.device= support nor MP tables.
 	machine := "microvm,x-option-roms=off,isa-serial=on,rtc=on,acpi=on"
-	if len(cfg.FS) > 0 {
+	ram := ramArgs(cfg)
+	if ram != nil {
 		machine += ",memory-backend=mem"
 	}
 	a := []string{
@@ -781,8 +814,9 @@ func buildArgs(cfg Config, tscKHz, qmpFD, agentFD, consoleFD, netFD int, diskFDs
 		a = append(a, "-accel", "tcg,tb-size="+strconv.Itoa(tbSizeMiB),
 			"-cpu", "qemu64,+ssse3,+sse4.1,+sse4.2,+popcnt,+cx16")
 	}
-	if len(cfg.FS) > 0 {
-		a = append(a, sharedMemoryArgs(cfg.MemoryMiB)...)
+	a = append(a, ram...)
+	if cfg.Incoming != nil {
+		a = append(a, "-incoming", "defer")
 	}
 	a = append(a,
 		"-m", strconv.Itoa(cfg.MemoryMiB),

@@ -57,6 +57,10 @@ const (
 	// FeatureCopy): the agent sends a tar stream as TStdout frames within
 	// the window (the host credits fd 1), then TCopyDone or TError.
 	TCopyOut Type = 24
+	// TIdentity, stream 0 (needs FeatureIdentity): Identity, what makes the
+	// box its own machine; the agent answers with an empty TIdentity on
+	// stream 0, or TError.
+	TIdentity Type = 25
 
 	// Host to shim, answered by the shim on the same stream.
 	TInfo Type = 32 // request: no body; reply: Info
@@ -66,7 +70,7 @@ var typeNames = map[Type]string{
 	THello: "hello", TStarted: "started", TStdout: "stdout", TStderr: "stderr", TExit: "exit",
 	TError: "error", TCredit: "credit", TExec: "exec", TStdin: "stdin", TStdinClose: "stdin-close",
 	TSignal: "signal", TCancel: "cancel", TShutdown: "shutdown", TResize: "resize", TInfo: "info",
-	TCopyDone: "copy-done", TCopyIn: "copy-in", TCopyOut: "copy-out",
+	TCopyDone: "copy-done", TCopyIn: "copy-in", TCopyOut: "copy-out", TIdentity: "identity",
 }
 
 // Last reports whether a frame of type t from the agent ends its stream.
@@ -89,6 +93,8 @@ const (
 	// FeatureCopy: TCopyIn and TCopyOut are implemented (no tar or shell
 	// needed in the image).
 	FeatureCopy = "copy"
+	// FeatureIdentity: TIdentity is implemented.
+	FeatureIdentity = "identity"
 )
 
 // Hello is the agent's first frame: who it is and how long boot took, as
@@ -140,6 +146,51 @@ func (h Hello) Has(feature string) bool {
 		}
 	}
 	return false
+}
+
+// Identity is what makes a box its own machine. The host sends it once the
+// agent has said hello, and again after every start from a template, whose
+// memory is a copy of another VM's: the same kernel RNG state, clock and
+// hostname, until this arrives.
+type Identity struct {
+	// UnixNano is the host's wall clock; the guest steps its own to it.
+	UnixNano int64 `msgpack:"unix_nano"`
+	// Seed is host randomness (MinSeed to MaxSeed bytes) the guest mixes
+	// into its kernel RNG, crediting it, before it reseeds the RNG.
+	Seed []byte `msgpack:"seed"`
+	// Hostname is the box's (1 to 64 bytes, a DNS label's characters).
+	Hostname string `msgpack:"hostname"`
+}
+
+// Bounds of Identity.Seed.
+const (
+	MinSeed = 32
+	MaxSeed = 512
+)
+
+// Check reports what is wrong with id, as errdefs.ErrInvalidArgument.
+func (id Identity) Check() error {
+	if n := len(id.Seed); n < MinSeed || n > MaxSeed {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "identity: seed of %d bytes, want %d to %d", n, MinSeed, MaxSeed)
+	}
+	if !ValidHostname(id.Hostname) {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "identity: hostname %q: want 1 to 64 of [A-Za-z0-9-], not starting or ending with -", id.Hostname)
+	}
+	return nil
+}
+
+// ValidHostname reports whether s is a hostname a box can have: one DNS
+// label of at most 64 bytes (the kernel's limit).
+func ValidHostname(s string) bool {
+	if len(s) == 0 || len(s) > 64 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // Exec starts a process. Argv is never joined into a shell string. Env replaces
@@ -260,6 +311,11 @@ type Info struct {
 	ShimPid     int     `msgpack:"shim_pid"`
 	VMMPid      int     `msgpack:"vmm_pid"`
 	BootMs      float64 `msgpack:"boot_ms"` // host wall time from VMM start to hello
+	// Start is how the VM came up: StartBoot, StartTemplate or
+	// StartNewTemplate; StartNote says why a box that could have started
+	// from a template booted instead.
+	Start     string `msgpack:"start,omitempty"`
+	StartNote string `msgpack:"start_note,omitempty"`
 	// Warnings name what weakens this box's isolation: TCG, a confinement
 	// layer the host could not give the VMM.
 	Warnings []string `msgpack:"warnings,omitempty"`
@@ -269,6 +325,13 @@ type Info struct {
 	// for; nil from a shim that predates them.
 	Metrics *ShimMetrics `msgpack:"metrics,omitempty"`
 }
+
+// Info.Start values.
+const (
+	StartBoot        = "boot"         // booted its kernel
+	StartTemplate    = "template"     // restored from a template (a warm start)
+	StartNewTemplate = "new-template" // booted a template VM, saved it, then restored from it
+)
 
 // ShimMetrics is what a box's shim counts and samples. The shim counts
 // on its side of the channel, for every client of the box, and takes no

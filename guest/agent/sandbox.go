@@ -39,9 +39,21 @@ type Sandbox struct {
 	logf func(string, ...any)
 	prog []unix.SockFilter
 
-	mu     sync.Mutex
-	gen    *sandboxGen
-	closed bool
+	mu       sync.Mutex
+	gen      *sandboxGen
+	closed   bool
+	hostname string // set by SetHostname; empty: the init's boxHostname
+}
+
+// SetHostname names the live sandbox and every one started after it.
+func (sb *Sandbox) SetHostname(name string) error {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	sb.hostname = name
+	if sb.gen == nil || sb.gen.down() {
+		return nil // the next start names it
+	}
+	return setHostnameOf(sb.gen.initPid, name)
 }
 
 // sandboxGen is one sandbox init and the thread in its namespaces. If the
@@ -168,6 +180,11 @@ func (sb *Sandbox) start() (*sandboxGen, error) {
 		return fail(errors.New("sandbox init exited before it was ready"))
 	case string(msg) != "ok":
 		return fail(fmt.Errorf("sandbox init: %s", msg))
+	}
+	if sb.hostname != "" {
+		if err := setHostnameOf(pid, sb.hostname); err != nil {
+			return fail(fmt.Errorf("the sandbox's hostname: %w", err))
+		}
 	}
 	ready := make(chan error, 1)
 	go g.forkThread(func() error { return enterSandbox(pid, sb.prog) }, ready)

@@ -19,7 +19,7 @@ import (
 var Version = "dev"
 
 // features are what this agent adds to protocol version 1 (Hello.Features).
-var features = []string{protocol.FeatureTTY, protocol.FeatureNetwork, protocol.FeatureCopy}
+var features = []string{protocol.FeatureTTY, protocol.FeatureNetwork, protocol.FeatureCopy, protocol.FeatureIdentity}
 
 // DefaultMaxExecs caps the execs one connection may run at once.
 const DefaultMaxExecs = 1024
@@ -211,6 +211,8 @@ func (s *server) handle(f protocol.Frame) (shutdown bool) {
 		s.startExec(f)
 	case protocol.TCopyIn, protocol.TCopyOut:
 		s.startCopy(f)
+	case protocol.TIdentity:
+		s.applyIdentity(f)
 	case protocol.TShutdown:
 		if f.Stream != 0 {
 			s.failStream(f.Stream, errdefs.Errorf(errdefs.ErrInvalidArgument, "shutdown frame on stream %d: it belongs on stream 0", f.Stream))

@@ -1,0 +1,116 @@
+//go:build linux
+
+package agent
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/protocol"
+)
+
+// The random driver's ioctls (linux/random.h), the same on every
+// architecture boxlite builds for.
+const (
+	rndAddEntropy = 0x40085203 // _IOW('R', 0x03, int[2])
+	rndReseedCRNG = 0x5207     // _IO('R', 0x07)
+)
+
+// applyIdentity makes the box its own machine (see protocol.Identity): a VM
+// started from a template runs on another VM's memory, whose kernel RNG
+// would hand every copy the same "random" bytes until it reseeds by
+// itself, whose clock is the template's and whose hostname is not its own.
+func (s *server) applyIdentity(f protocol.Frame) {
+	if f.Stream != 0 {
+		s.failStream(f.Stream, errdefs.Errorf(errdefs.ErrInvalidArgument, "identity frame on stream %d: it belongs on stream 0", f.Stream))
+		return
+	}
+	var id protocol.Identity
+	err := protocol.Decode(f, &id)
+	if err == nil {
+		err = id.Check()
+	}
+	if err == nil {
+		err = seedRNG(id.Seed)
+	}
+	if err == nil {
+		ts := unix.NsecToTimespec(id.UnixNano)
+		if cerr := unix.ClockSettime(unix.CLOCK_REALTIME, &ts); cerr != nil {
+			err = errdefs.Errorf(errdefs.ErrInternal, "identity: set the clock: %v", cerr)
+		}
+	}
+	if err == nil {
+		err = s.setHostname(id.Hostname)
+	}
+	if err != nil {
+		s.sendError(0, err)
+		return
+	}
+	reply, _ := protocol.Encode(protocol.TIdentity, 0, nil)
+	_ = s.write(reply)
+}
+
+// seedRNG mixes seed into the kernel's entropy pool, credited in full, and
+// makes the kernel rekey its CRNG from the pool at once (not at its next
+// scheduled reseed), so nothing read after this repeats another copy's.
+func seedRNG(seed []byte) error {
+	f, err := os.OpenFile("/dev/urandom", os.O_WRONLY, 0)
+	if err != nil {
+		return errdefs.Errorf(errdefs.ErrInternal, "identity: %v", err)
+	}
+	defer f.Close()
+	// struct rand_pool_info { int entropy_count; int buf_size; __u32 buf[]; }
+	info := make([]byte, 8+len(seed))
+	*(*int32)(unsafe.Pointer(&info[0])) = int32(8 * len(seed))
+	*(*int32)(unsafe.Pointer(&info[4])) = int32(len(seed))
+	copy(info[8:], seed)
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), rndAddEntropy, uintptr(unsafe.Pointer(&info[0]))); e != 0 {
+		return errdefs.Errorf(errdefs.ErrInternal, "identity: add entropy: %v", e)
+	}
+	runtime.KeepAlive(info)
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), rndReseedCRNG, 0); e != 0 {
+		return errdefs.Errorf(errdefs.ErrInternal, "identity: reseed the CRNG: %v", e)
+	}
+	return nil
+}
+
+// setHostname names the agent's UTS namespace and the sandbox's, and every
+// sandbox started after (see Sandbox.SetHostname).
+func (s *server) setHostname(name string) error {
+	if err := unix.Sethostname([]byte(name)); err != nil {
+		return errdefs.Errorf(errdefs.ErrInternal, "identity: hostname: %v", err)
+	}
+	if s.cfg.Sandbox != nil {
+		if err := s.cfg.Sandbox.SetHostname(name); err != nil {
+			return errdefs.Errorf(errdefs.ErrInternal, "identity: the sandbox's hostname: %v", err)
+		}
+	}
+	return nil
+}
+
+// setHostnameOf sets the hostname of pid's UTS namespace from a thread of
+// its own, which joins that namespace and then ends (it is never unlocked,
+// so the Go runtime ends it with the goroutine).
+func setHostnameOf(pid int, name string) error {
+	errc := make(chan error, 1)
+	go func() {
+		lockOffMainThread()
+		fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/uts", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer unix.Close(fd)
+		if err := unix.Setns(fd, unix.CLONE_NEWUTS); err != nil {
+			errc <- err
+			return
+		}
+		errc <- unix.Sethostname([]byte(name))
+	}()
+	return <-errc
+}
