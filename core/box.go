@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -98,6 +99,12 @@ type BoxRuntimeInfo struct {
 	GuestReadyMs  float64 `json:"guest_ready_ms"`  // guest clock: boot to ready
 	ShimPid       int     `json:"shim_pid"`
 	VMMPid        int     `json:"vmm_pid"`
+	// Start is how the VM came up: "boot", "template" (restored from the
+	// template of its shape: a warm start) or "new-template" (the box made
+	// that template first); StartNote says why a box that could have
+	// started from a template booted.
+	Start     string `json:"start,omitempty"`
+	StartNote string `json:"start_note,omitempty"`
 	// Warnings name what weakens the box's isolation (TCG, a confinement
 	// layer the host could not give its VMM); see docs/SECURITY.md.
 	Warnings []string `json:"warnings,omitempty"`
@@ -141,7 +148,7 @@ func (b *Box) Info() BoxInfo {
 		h := b.info.Hello
 		bi.Runtime = &BoxRuntimeInfo{Accel: b.info.Accel, AccelReason: b.info.AccelReason, Kernel: h.Kernel,
 			BootMs: b.info.BootMs, GuestKernelMs: h.KernelMs, GuestReadyMs: h.ReadyMs, ShimPid: b.info.ShimPid, VMMPid: b.info.VMMPid,
-			Warnings: b.info.Warnings, Network: b.info.Network}
+			Warnings: b.info.Warnings, Network: b.info.Network, Start: b.info.Start, StartNote: b.info.StartNote}
 	}
 	return bi
 }
@@ -360,6 +367,8 @@ func (b *Box) boot(ctx context.Context) (*conn, protocol.Info, error) {
 		return nil, none, fmt.Errorf("start box %s: %w", b.rec.ID, err)
 	}
 	stages.lap(&stages.rec.ImagePrepareMs)
+	_, err = os.Lstat(b.path(shimapi.DiskFile))
+	firstStart := errors.Is(err, fs.ErrNotExist)
 	if err := makeDisk(b.path(shimapi.DiskFile), cfg.DiskSizeGB); err != nil {
 		return nil, none, fmt.Errorf("start box %s: %w", b.rec.ID, err)
 	}
@@ -371,6 +380,10 @@ func (b *Box) boot(ctx context.Context) (*conn, protocol.Info, error) {
 		KernelArgs: cfg.KernelArgs}
 	if len(cfg.Volumes) > 0 {
 		sc.Volumes, sc.Virtiofsd = cfg.Volumes, b.rt.assets.virtiofsd()
+	} else if firstStart && b.rt.templates {
+		// A template's disk replaces the fresh one; a disk that has
+		// been used keeps its data, so later starts boot.
+		sc.Templates = b.rt.templateDir(b.rec.ImageDigest)
 	}
 	if err := writeJSON(b.path(shimapi.ConfigFile), sc); err != nil {
 		return nil, none, err

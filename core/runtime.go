@@ -34,6 +34,7 @@ type Runtime struct {
 	requireKVM  bool
 	maxBoots    int   // VMs booting at once, across the processes of this home
 	memReserve  int64 // MiB of available host memory box starts leave alone
+	templates   bool  // warm starts (WithTemplates)
 
 	counters runtimeCounters // RuntimeMetrics (metrics.go)
 
@@ -58,6 +59,11 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 	}
 	if o.memReserve == 0 {
 		o.memReserve = defaultMemoryReserveMiB()
+	}
+	if o.noTemplate == nil {
+		v := strings.ToLower(strings.TrimSpace(os.Getenv("BOXLITE_TEMPLATES")))
+		off := v == "0" || v == "off"
+		o.noTemplate = &off
 	}
 	if strings.EqualFold(strings.TrimSpace(os.Getenv("BOXLITE_ACCEL")), "kvm") {
 		o.requireKVM = true
@@ -88,7 +94,8 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 		o.output = DefaultOutputLimit
 	}
 	return &Runtime{home: home, assets: findAssets(o.assets), images: images, pull: pull, outputLimit: o.output,
-		qemu: o.qemu, requireKVM: o.requireKVM, maxBoots: o.maxBoots, memReserve: o.memReserve, boxes: map[string]*Box{}}, nil
+		qemu: o.qemu, requireKVM: o.requireKVM, maxBoots: o.maxBoots, memReserve: o.memReserve, templates: !*o.noTemplate,
+		boxes: map[string]*Box{}}, nil
 }
 
 // defaultHome is $BOXLITE_HOME, else ~/.boxlite. There is no fallback to a
@@ -166,7 +173,40 @@ func (r *Runtime) PruneImages(ctx context.Context, all bool) (image.GCResult, er
 	for _, rec := range recs {
 		inUse = append(inUse, rec.ImageDigest)
 	}
-	return r.images.GC(ctx, image.GCOptions{InUse: inUse, All: all})
+	res, err := r.images.GC(ctx, image.GCOptions{InUse: inUse, All: all})
+	r.dropTemplates()
+	return res, err
+}
+
+// templateDir holds the warm-start templates of the image with digest d.
+func (r *Runtime) templateDir(d string) string {
+	return filepath.Join(r.home, "templates", strings.TrimPrefix(d, "sha256:"))
+}
+
+// RemoveImage removes the image name or digest ref from the store (see
+// image.Store.Remove), and the templates of an image left without a name.
+func (r *Runtime) RemoveImage(ref string) error {
+	err := r.images.Remove(ref)
+	r.dropTemplates()
+	return err
+}
+
+// dropTemplates removes the templates of images the store no longer lists.
+func (r *Runtime) dropTemplates() {
+	imgs, err := r.images.List()
+	if err != nil {
+		return
+	}
+	keep := map[string]bool{}
+	for _, i := range imgs {
+		keep[filepath.Base(r.templateDir(i.Digest))] = true
+	}
+	ents, _ := os.ReadDir(filepath.Join(r.home, "templates"))
+	for _, e := range ents {
+		if !keep[e.Name()] {
+			os.RemoveAll(filepath.Join(r.home, "templates", e.Name()))
+		}
+	}
 }
 
 // Close stops the boxes this runtime started (they would die with the

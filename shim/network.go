@@ -170,7 +170,7 @@ func (s *shim) serveNetwork() error {
 	go func() {
 		p.err = p.cmd.Wait()
 		close(p.done)
-		if !s.exitedSoon() {
+		if !exitedSoon(s.vm) {
 			s.kill(fmt.Sprintf("the network stack exited: %v", p.err))
 		}
 	}()

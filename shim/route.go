@@ -25,7 +25,7 @@ func (s *shim) serveAgent() {
 			stopping := s.stopping
 			s.mu.Unlock()
 			// The channel ends when the VMM does: then teardown says why.
-			if !stopping && !s.exitedSoon() {
+			if !stopping && !exitedSoon(s.vm) {
 				s.kill(fmt.Sprintf("agent channel failed: %v", err))
 			}
 			return

@@ -33,6 +33,9 @@ func Run(cfg shimapi.Config, ready io.WriteCloser, parent io.Reader) error {
 		if s.releaseUID != nil {
 			s.releaseUID()
 		}
+		if s.releaseRAM != nil {
+			s.releaseRAM()
+		}
 	}()
 	err := s.boot()
 	if err != nil {
@@ -95,6 +98,8 @@ type shim struct {
 	vmcfg       hv.Config
 	releaseUID  func()   // the VMM's uid, when the shim allocated one
 	lock        *os.File // the box's lock (shimapi.LockFile)
+	releaseRAM  func()   // the template memory the VM maps (template.go); nil without
+	startNote   string   // why a box that could start from a template booted
 	vm          *hv.VM
 	agent       net.Conn
 	agentReader *protocol.Reader
@@ -222,52 +227,19 @@ func (s *shim) boot() error {
 	os.Truncate(vmcfg.ConsoleLog, 0)
 	os.Remove(vmcfg.ConsoleLog + ".1")
 	start := time.Now()
-	s.vm, err = hv.Start(vmcfg)
-	s.closeFSConns() // QEMU has its own
+	h, r, how, err := s.startVM(vmcfg, start)
 	if err != nil {
-		s.stopVolumes()
 		return err
 	}
-	s.watchVolumes()
 	fail := func(what string, err error) error {
-		s.vm.Kill()
 		s.stopVolumes()
-		return fmt.Errorf("boot: %s after %.1fs: %v: %w\n--- console (last lines) ---\n%s",
-			what, time.Since(start).Seconds(), err, errdefs.ErrBootFailed, hv.ConsoleTail(vmcfg.ConsoleLog, 2048))
-	}
-	if err := s.serveNetwork(); err != nil {
-		return fail("network", err)
-	}
-	ch := s.vm.Channel() // reads EOF if the VMM exits
-	s.agent = ch
-	s.w = protocol.NewWriter(ch)
-	r := protocol.NewReader(ch)
-	f, err := s.awaitHello(r, start)
-	if err != nil {
-		if s.exitedSoon() {
-			err = fmt.Errorf("VMM exited: %v", s.vm.Err())
-		}
-		return fail("no hello from the guest agent", err)
-	}
-	if f.Type == protocol.TError {
-		var e protocol.Error
-		protocol.Decode(f, &e)
-		return fail("guest agent failed", e.Err())
-	}
-	var h protocol.Hello
-	if f.Type != protocol.THello {
-		return fail("guest agent protocol", fmt.Errorf("first frame is %s, not hello", f.Type))
-	}
-	if err := protocol.Decode(f, &h); err != nil {
-		return fail("guest agent protocol", err)
-	}
-	if h.Version != protocol.Version {
-		return fail("guest agent protocol", fmt.Errorf("agent speaks version %d, host %d", h.Version, protocol.Version))
+		return s.bootFailed(s.vm, vmcfg.ConsoleLog, what, start, err)
 	}
 	h.Bound()
 	s.agentReader = r
 	s.info = protocol.Info{Hello: h, Accel: string(vmcfg.Accel), AccelReason: reason,
-		ShimPid: os.Getpid(), VMMPid: s.vm.Pid(), BootMs: float64(time.Since(start).Microseconds()) / 1000}
+		ShimPid: os.Getpid(), VMMPid: s.vm.Pid(), BootMs: float64(time.Since(start).Microseconds()) / 1000,
+		Start: how, StartNote: s.startNote}
 	s.info.Network = s.netInfo
 	if vmcfg.Accel == hv.TCG {
 		s.info.Warnings = append(s.info.Warnings, TCGWarning)
@@ -295,12 +267,12 @@ func (s *shim) boot() error {
 	return nil
 }
 
-// awaitHello reads the agent's first frame. The boot is judged by the CPU
+// awaitFrame reads the agent's next frame during the boot. The boot is judged by the CPU
 // time its VMM used, not by the wall clock alone: with many boxes booting on
 // few cores, a guest can take minutes of wall time to use the seconds of CPU
 // its boot needs, and it is not stuck; a guest that spins its budget away
 // without a hello is.
-func (s *shim) awaitHello(r *protocol.Reader, start time.Time) (protocol.Frame, error) {
+func (s *shim) awaitFrame(vm *hv.VM, r *protocol.Reader, start time.Time) (protocol.Frame, error) {
 	type result struct {
 		f   protocol.Frame
 		err error
@@ -315,11 +287,11 @@ func (s *shim) awaitHello(r *protocol.Reader, start time.Time) (protocol.Frame, 
 		case res := <-got:
 			return res.f, res.err
 		case <-tick.C:
-			cpu, wall := s.vm.CPUTime(), time.Since(start)
+			cpu, wall := vm.CPUTime(), time.Since(start)
 			if cpu < budget && wall < wallMax {
 				continue
 			}
-			s.vm.Kill() // the reader then sees the channel end
+			vm.Kill() // the reader then sees the channel end
 			<-got
 			return protocol.Frame{}, errdefs.Errorf(errdefs.ErrTimeout, "the VMM used %.1fs of CPU in %.1fs (the boot's budget: %s of CPU, %s of wall time)",
 				cpu.Seconds(), wall.Seconds(), budget, wallMax)
@@ -329,9 +301,9 @@ func (s *shim) awaitHello(r *protocol.Reader, start time.Time) (protocol.Frame, 
 
 // exitedSoon reports whether the VMM exits within a moment, to tell a dead
 // VM from a silent agent.
-func (s *shim) exitedSoon() bool {
+func exitedSoon(vm *hv.VM) bool {
 	select {
-	case <-s.vm.Done():
+	case <-vm.Done():
 		return true
 	case <-time.After(200 * time.Millisecond):
 		return false

@@ -68,6 +68,13 @@ type Config struct {
 	// KernelArgs are added to the guest kernel's command line, before
 	// boxlite's own words (validated by the runtime).
 	KernelArgs []string `json:"kernel_args,omitempty"`
+
+	// Templates, when set, is the directory of the image's warm-start
+	// templates (package template): the box starts from the template of
+	// its shape, which the shim makes first if there is none. The runtime
+	// sets it only for a box's first start (its disk is the fresh one a
+	// template's replaces) without volumes. Empty: the VM boots.
+	Templates string `json:"templates,omitempty"`
 }
 
 // Network is a box's network: where it may connect (AllowNet, as

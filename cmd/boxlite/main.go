@@ -583,7 +583,7 @@ func cmdImage(args []string) error {
 		}
 		var errs []error
 		for _, ref := range args[1:] {
-			if err := store.Remove(ref); err != nil {
+			if err := rt.RemoveImage(ref); err != nil {
 				errs = append(errs, err)
 			} else {
 				fmt.Printf("Removed %s\n", ref)
