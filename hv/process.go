@@ -45,6 +45,12 @@ func startProcess(cfg Config, bin string, args []string, files []*os.File, out i
 		Cgroup: &jail.CgroupSpec{Name: cfg.Jail.Cgroup, PidsMax: jailPidsMax, CPUWeight: 100,
 			MemoryMaxBytes: int64(cfg.MemoryMiB+jailOverheadMiB) << 20},
 	}
+	if cfg.RAM != nil && !cfg.RAM.Shared {
+		// A guest page that is a hole in the template file costs a page
+		// of the file too when the guest first touches it (shmem fills
+		// holes on a private mapping's faults), charged to this VMM.
+		spec.Cgroup.MemoryMaxBytes += int64(cfg.MemoryMiB) << 20
+	}
 	if cfg.Accel == KVM {
 		spec.Devices = append(spec.Devices, devKVM)
 	} else {

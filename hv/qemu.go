@@ -877,11 +877,17 @@ func buildArgs(cfg Config, tscKHz, qmpFD, agentFD, consoleFD, netFD int, diskFDs
 		a = append(a, "-drive", drive, "-device", dev)
 	}
 	a = append(a, fsArgs(cfg.FS, fsFDs)...)
-	return append(a,
+	if cfg.RAM == nil {
 		// The guest hands the pages it frees back to the host (free page
 		// reporting): booting touches more RAM than an idle box keeps.
-		// Last, so the other devices keep their guest names.
-		"-device", "virtio-balloon-device,free-page-reporting=on",
+		// Last, so the other devices keep their guest names. Not with
+		// RAM: QEMU 7.2 discards a file's pages by punching holes in the
+		// file, which a sealed template refuses (and which would take
+		// the pages from every VM mapping it), never from a private
+		// mapping; a VM saved with the device is restored with it.
+		a = append(a, "-device", "virtio-balloon-device,free-page-reporting=on")
+	}
+	return append(a,
 		"-chardev", "socket,id=qmp,fd="+strconv.Itoa(qmpFD),
 		"-mon", "chardev=qmp,mode=control",
 	)

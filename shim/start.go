@@ -8,6 +8,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/boxlite/boxlite/errdefs"
@@ -204,7 +205,7 @@ func (s *shim) buildTemplate(dir string, vmcfg hv.Config, start time.Time) (temp
 	}
 	defer ram.Close()
 	tcfg.RAM = &hv.RAM{File: ram, Shared: true}
-	tcfg.ConsoleLog = filepath.Join(dir, "console.log")
+	tcfg.ConsoleLog = filepath.Join(dir, template.ConsoleFile)
 	if vmcfg.Jail != nil {
 		j := *vmcfg.Jail
 		j.Cgroup += "-template"
@@ -234,10 +235,24 @@ func (s *shim) buildTemplate(dir string, vmcfg hv.Config, start time.Time) (temp
 	return template.Built{Hello: h, BootMs: bootMs}, nil
 }
 
+// laps returns a function that records how long each step since start
+// took and returns them all so far, for a log line.
+func laps(start time.Time) func(step string) string {
+	var out string
+	last := start
+	return func(step string) string {
+		now := time.Now()
+		out += fmt.Sprintf("%s %.0f ms, ", step, float64(now.Sub(last).Microseconds())/1000)
+		last = now
+		return out
+	}
+}
+
 // restore starts the box's VM from t on a copy of the template's disk in
 // place of the box's fresh one (put back if the restore fails).
 func (s *shim) restore(vmcfg hv.Config, t *template.Template, start time.Time) (protocol.Hello, *protocol.Reader, error) {
 	h := t.Hello
+	lap := laps(start)
 	ram, release, err := t.RAM()
 	if err != nil {
 		return h, nil, err
@@ -248,6 +263,7 @@ func (s *shim) restore(vmcfg hv.Config, t *template.Template, start time.Time) (
 		return h, nil, err
 	}
 	defer state.Close()
+	lap("memory")
 	disk := s.cfg.Path(shimapi.DiskFile)
 	fresh := disk + ".fresh"
 	undo := func() {
@@ -263,6 +279,10 @@ func (s *shim) restore(vmcfg hv.Config, t *template.Template, start time.Time) (
 		undo()
 		return h, nil, err
 	}
+	lap("disk")
+	// The box's log starts with the boot it continues.
+	boot := hv.ConsoleTail(filepath.Join(t.Dir, template.ConsoleFile), 256<<10)
+	os.WriteFile(vmcfg.ConsoleLog, []byte(fmt.Sprintf("boxlite: this box started from template %s; its boot log follows\n%s\nboxlite: restored\n", t.Key, boot)), 0o600)
 	vmcfg.RAM = &hv.RAM{File: ram}
 	vmcfg.Incoming = state
 	if s.vm, err = hv.Start(vmcfg); err != nil {
@@ -274,17 +294,20 @@ func (s *shim) restore(vmcfg hv.Config, t *template.Template, start time.Time) (
 		undo()
 		return h, nil, fmt.Errorf("%s: %w", what, err)
 	}
+	lap("vmm")
 	if err := s.serveNetwork(); err != nil {
 		s.vm.Kill()
 		undo()
 		return h, nil, noRetry{fmt.Errorf("network: %w", err)}
 	}
+	lap("network")
 	s.agent = s.vm.Channel()
 	s.w = protocol.NewWriter(s.agent)
 	r := protocol.NewReader(s.agent)
 	if err := s.identify(s.vm, r, h, start); err != nil {
 		return fail("identity after the restore", err)
 	}
+	log.Printf("restored from template %s: %s", t.Key, strings.TrimSuffix(lap("identity"), ", "))
 	os.Remove(fresh)
 	s.releaseRAM = release
 	return h, r, nil

@@ -1,10 +1,10 @@
 package sparse
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -47,8 +47,13 @@ func Extents(f *os.File, size int64) ([]Extent, error) {
 	return out, nil
 }
 
-// CopyData copies src's data extents up to size into dst at the same
-// offsets (dst's holes stay holes) and sizes dst to size.
+// page is the unit CopyData skips when it holds only zeros.
+const page = 4096
+
+// CopyData copies src's data up to size into the empty file dst at the
+// same offsets and sizes dst to size. It skips src's holes and the pages of
+// its data that hold only zeros (guest memory is mostly such pages), so
+// dst's holes read as they did in src.
 func CopyData(ctx context.Context, dst, src *os.File, size int64) error {
 	exts, err := Extents(src, size)
 	if err != nil {
@@ -56,15 +61,47 @@ func CopyData(ctx context.Context, dst, src *os.File, size int64) error {
 	}
 	buf := make([]byte, 1<<20)
 	for _, e := range exts {
-		if err := ctx.Err(); err != nil {
-			return errdefs.Errorf(errdefs.ErrTimeout, "copy of %s cancelled: %v", src.Name(), err)
-		}
-		if _, err := io.CopyBuffer(io.NewOffsetWriter(dst, e.Off), io.NewSectionReader(src, e.Off, e.Len), buf); err != nil {
-			return err
+		for off := e.Off; off < e.Off+e.Len; {
+			if err := ctx.Err(); err != nil {
+				return errdefs.Errorf(errdefs.ErrTimeout, "copy of %s cancelled: %v", src.Name(), err)
+			}
+			n, err := src.ReadAt(buf[:min(int64(len(buf)), e.Off+e.Len-off)], off)
+			if n == 0 && err != nil {
+				return err
+			}
+			if err := writeNonZero(dst, buf[:n], off); err != nil {
+				return err
+			}
+			off += int64(n)
 		}
 	}
 	return dst.Truncate(size)
 }
+
+// writeNonZero writes b at off, leaving out its runs of zero pages.
+func writeNonZero(dst *os.File, b []byte, off int64) error {
+	for i := 0; i < len(b); {
+		j := i
+		for j < len(b) && !zero(b[j:min(j+page, len(b))]) {
+			j += page
+		}
+		j = min(j, len(b))
+		if j > i {
+			if _, err := dst.WriteAt(b[i:j], off+int64(i)); err != nil {
+				return err
+			}
+		}
+		for j < len(b) && zero(b[j:min(j+page, len(b))]) {
+			j += page
+		}
+		i = min(j, len(b))
+	}
+	return nil
+}
+
+var zeros [page]byte
+
+func zero(b []byte) bool { return bytes.Equal(b, zeros[:len(b)]) }
 
 // Copy copies the regular file src to the new file dst: a reflink
 // (FICLONE) where the file system shares blocks, else only src's data

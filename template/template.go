@@ -43,12 +43,13 @@ const MaxPerImage = 4
 
 // Files of a template directory.
 const (
-	metaFile  = "template.json"
-	stateFile = "state"
-	ramFile   = "ram"
-	DiskFile  = "disk.ext4"
-	holderDir = "holders"
-	lockFile  = ".lock"
+	metaFile    = "template.json"
+	stateFile   = "state"
+	ramFile     = "ram"
+	DiskFile    = "disk.ext4"
+	ConsoleFile = "console.log" // the template VM's boot
+	holderDir   = "holders"
+	lockFile    = ".lock"
 )
 
 // maxState bounds a state file (about 70 KB with the guest's memory left out).
