@@ -272,8 +272,12 @@ func (b *Box) Start(ctx context.Context) error {
 	b.crashed.Store(false)
 	b.mu.Unlock()
 	c, info, err := b.boot(ctx)
-	if errors.Is(err, errShimRunning) {
-		c, info, err = b.join(ctx)
+	for tries := 0; errors.Is(err, errShimRunning) && tries < 3; tries++ {
+		if c, info, err = b.join(ctx); errors.Is(err, errShimGone) {
+			// The shim that held the box was ending (a box that just
+			// stopped), or another process's start failed: start anew.
+			c, info, err = b.boot(ctx)
+		}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -317,6 +321,10 @@ func (b *Box) running(ctx context.Context, op string) (*conn, protocol.Info, err
 // errShimRunning: the box's shim found another shim running the box.
 var errShimRunning = errors.New("another shim runs the box")
 
+// errShimGone: the shim that held the box when its start began has ended
+// without serving it.
+var errShimGone = errors.New("the box's other shim ended")
+
 // join waits for the start of the box by another process to finish, and
 // connects to its shim.
 func (b *Box) join(ctx context.Context) (*conn, protocol.Info, error) {
@@ -331,7 +339,7 @@ func (b *Box) join(ctx context.Context) (*conn, protocol.Info, error) {
 			c.Close()
 		}
 		if !shimLocked(b.path(shimapi.LockFile)) {
-			return nil, protocol.Info{}, fmt.Errorf("start box %s: another process started it, and its start failed: %w", b.rec.ID, b.stoppedError())
+			return nil, protocol.Info{}, fmt.Errorf("start box %s: another process started it, and its start failed: %w (%w)", b.rec.ID, b.stoppedError(), errShimGone)
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return nil, protocol.Info{}, errdefs.Errorf(errdefs.ErrTimeout, "start box %s: another process is starting it and has not finished", b.rec.ID)

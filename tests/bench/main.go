@@ -36,6 +36,7 @@ var modes = map[string]func() error{
 	"-volumes": volumes,
 	"-copy":    copyBench,
 	"-spin":    spin,
+	"-warm":    warm,
 }
 
 func main() {
@@ -53,7 +54,7 @@ func main() {
 		case len(os.Args) == 1:
 			return run()
 		}
-		return fmt.Errorf("usage: bench [-many N | -net | -volumes | -copy | -spin]")
+		return fmt.Errorf("usage: bench [-many N | -net | -volumes | -copy | -spin | -warm]")
 	}()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -63,7 +64,8 @@ func main() {
 
 func run() error {
 	ctx := context.Background()
-	rt, done, err := freshRuntime()
+	// Cold figures: every box boots (warm starts are -warm's).
+	rt, done, err := freshRuntime(core.WithTemplates(false))
 	if err != nil {
 		return err
 	}
@@ -204,12 +206,12 @@ func pythonImage(ctx context.Context, archive string) error {
 }
 
 // freshRuntime opens a runtime on a temporary home; done closes and removes it.
-func freshRuntime() (*core.Runtime, func(), error) {
+func freshRuntime(opts ...core.Option) (*core.Runtime, func(), error) {
 	home, err := os.MkdirTemp("", "bxb")
 	if err != nil {
 		return nil, nil, err
 	}
-	rt, err := core.NewRuntime(core.WithHome(home))
+	rt, err := core.NewRuntime(append([]core.Option{core.WithHome(home)}, opts...)...)
 	if err != nil {
 		os.RemoveAll(home)
 		return nil, nil, err

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite/tests/internal/boxtest"
+)
+
+// warm measures warm starts from templates in a fresh home: create to the
+// first exec result of a box restored from its template against bare QEMU
+// booting the same kernel to the agent's hello (and against a cold start in
+// the same run), where a restore's time goes (the shim's log line), and the
+// host memory of N idle boxes of one template against one.
+func warm() error {
+	ctx := context.Background()
+	rt, done, err := freshRuntime()
+	if err != nil {
+		return err
+	}
+	defer done()
+	if _, err := rt.Images().Load(ctx, os.Getenv("BOXLITE_TEST_IMAGE")); err != nil {
+		return err
+	}
+	firstExec := func(opts ...core.BoxOption) (*core.Box, time.Duration, error) {
+		start := time.Now()
+		b, err := rt.Create(ctx, "alpine:latest", opts...)
+		if err != nil {
+			return nil, 0, err
+		}
+		if _, err := b.Run(ctx, core.Command{Argv: []string{"true"}}); err != nil {
+			return nil, 0, err
+		}
+		return b, time.Since(start), nil
+	}
+	first, made, err := firstExec()
+	if err != nil {
+		return err
+	}
+	if s := first.Info().Runtime.Start; s != "new-template" {
+		return fmt.Errorf("the first box started by %q (%s), want new-template", s, first.Info().Runtime.StartNote)
+	}
+	var warm []time.Duration
+	var last *core.Box
+	for range 5 {
+		b, d, err := firstExec()
+		if err != nil {
+			return err
+		}
+		if s := b.Info().Runtime.Start; s != "template" {
+			return fmt.Errorf("a box started by %q (%s), want template", s, b.Info().Runtime.StartNote)
+		}
+		warm = append(warm, d)
+		if last != nil {
+			last.Remove(ctx, true)
+		}
+		last = b
+	}
+	restoreLine := lastLogLine(last, "restored from template")
+	stages, _ := os.ReadFile(filepath.Join(last.Info().Dir, "stages.json"))
+	last.Remove(ctx, true)
+
+	cold, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithMemoryMiB(first.Info().Config.MemoryMiB), core.WithDiskSizeGB(5))
+	if err != nil { // another disk size: another shape, which has no template yet, so this one boots
+		return err
+	}
+	bare, _, err := bareBoots(rt, cold)
+	if err != nil {
+		return err
+	}
+	cold.Remove(ctx, true)
+	accel := first.Info().Runtime
+	fmt.Printf("acceleration: %s (%s)\n", accel.Accel, accel.AccelReason)
+	fmt.Printf("warm start (from a template) to first exec result: median %s of %d  (bare QEMU to agent hello: median %s; ratio %.3fx)\n",
+		ms(median(warm)), len(warm), ms(median(bare)), float64(median(warm))/float64(median(bare)))
+	fmt.Printf("  the first box, which made the template: %s (%.2fx bare QEMU)\n", ms(made), float64(made)/float64(median(bare)))
+	fmt.Printf("  shim: %s\n  core stages: %s\n", restoreLine, strings.Join(strings.Fields(string(stages)), " "))
+
+	// Memory: one idle box of the template, then ten.
+	mem := func(boxes []*core.Box) (total, shared float64) {
+		time.Sleep(3 * time.Second)
+		for _, b := range boxes {
+			i := b.Info().Runtime
+			total += smapsMiB(i.VMMPid, "Pss:") + smapsMiB(i.ShimPid, "Pss:")
+		}
+		// The template memory no VMM maps (the shims hold it) is in no Pss.
+		shared = templateMemMiB(rt.Home()) - sharedMappedMiB(boxes)
+		return total + shared, shared
+	}
+	one, oneShared := mem([]*core.Box{first})
+	boxes := []*core.Box{first}
+	for len(boxes) < 10 {
+		b, _, err := firstExec()
+		if err != nil {
+			return err
+		}
+		boxes = append(boxes, b)
+	}
+	ten, tenShared := mem(boxes)
+	fmt.Printf("host memory of idle boxes of one template (Pss of QEMU and shim, plus template memory no VMM maps): 1 box %.0f MiB (%.0f unmapped), 10 boxes %.0f MiB (%.0f unmapped); ratio %.2fx one box\n",
+		one, oneShared, ten, tenShared, ten/one)
+	i := boxes[1].Info().Runtime
+	fmt.Printf("  one restored box: QEMU Rss %.0f MiB (template memory %.0f MiB of it, its own anonymous memory %.0f MiB), Pss %.0f MiB; shim Rss %.0f MiB\n",
+		smapsMiB(i.VMMPid, "Rss:"), statusMiB(i.VMMPid, "RssShmem:"), smapsMiB(i.VMMPid, "Anonymous:"), smapsMiB(i.VMMPid, "Pss:"), smapsMiB(i.ShimPid, "Rss:"))
+	for _, b := range boxes {
+		b.Remove(ctx, true)
+	}
+	return nil
+}
+
+// smapsMiB is a field of /proc/PID/smaps_rollup, in MiB.
+func smapsMiB(pid int, field string) float64 {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == field {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// templateMemMiB is the memory of the template memfds the shims of a home
+// hold (each template's, once).
+func templateMemMiB(home string) float64 {
+	holders, _ := filepath.Glob(filepath.Join(home, "templates", "*", "*", "holders", "*"))
+	seen := map[string]bool{}
+	var total float64
+	for _, h := range holders {
+		pid, fd, _ := strings.Cut(filepath.Base(h), "-")
+		path := "/proc/" + pid + "/fd/" + fd
+		fi, err := os.Stat(path)
+		if err != nil {
+			continue
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok || seen[fmt.Sprint(st.Dev, st.Ino)] {
+			continue
+		}
+		seen[fmt.Sprint(st.Dev, st.Ino)] = true
+		total += float64(st.Blocks*512) / (1 << 20)
+	}
+	return total
+}
+
+// sharedMappedMiB is a lower bound of the template memory the boxes' VMMs
+// map (in their Pss already): the most one of them maps. The total then
+// errs high.
+func sharedMappedMiB(boxes []*core.Box) float64 {
+	var most float64
+	for _, b := range boxes {
+		most = max(most, statusMiB(b.Info().Runtime.VMMPid, "RssShmem:"))
+	}
+	return most
+}
+
+// statusMiB is a field of /proc/PID/status, in MiB.
+func statusMiB(pid int, field string) float64 {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == field {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// lastLogLine is the last line of the box's shim log that holds s.
+func lastLogLine(b *core.Box, s string) string {
+	log, _ := os.ReadFile(filepath.Join(b.Info().Dir, "shim.log"))
+	var out string
+	for _, l := range strings.Split(string(log), "\n") {
+		if strings.Contains(l, s) {
+			out = l
+		}
+	}
+	return out
+}
