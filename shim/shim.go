@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -47,6 +48,9 @@ func Run(cfg shimapi.Config, ready io.WriteCloser, parent io.Reader) error {
 		return err
 	}
 	writeReady(ready, shimapi.Ready{Info: &s.info})
+	// The boot's buffers (template copies, the jails' set-up) are garbage
+	// now: give the memory back while the box idles.
+	debug.FreeOSMemory()
 	orphaned := make(chan struct{})
 	if parent != nil {
 		go func() {

@@ -295,19 +295,23 @@ func (s *shim) restore(vmcfg hv.Config, t *template.Template, start time.Time) (
 		return h, nil, fmt.Errorf("%s: %w", what, err)
 	}
 	lap("vmm")
-	if err := s.serveNetwork(); err != nil {
-		s.vm.Kill()
-		undo()
-		return h, nil, noRetry{fmt.Errorf("network: %w", err)}
-	}
-	lap("network")
+	// The network stack starts while the box takes its identity.
+	netErr := make(chan error, 1)
+	go func() { netErr <- s.serveNetwork() }()
 	s.agent = s.vm.Channel()
 	s.w = protocol.NewWriter(s.agent)
 	r := protocol.NewReader(s.agent)
-	if err := s.identify(s.vm, r, h, start); err != nil {
+	err = s.identify(s.vm, r, h, start)
+	lap("identity")
+	if nerr := <-netErr; nerr != nil {
+		s.vm.Kill()
+		undo()
+		return h, nil, noRetry{fmt.Errorf("network: %w", nerr)}
+	}
+	if err != nil {
 		return fail("identity after the restore", err)
 	}
-	log.Printf("restored from template %s: %s", t.Key, strings.TrimSuffix(lap("identity"), ", "))
+	log.Printf("restored from template %s: %s", t.Key, strings.TrimSuffix(lap("network"), ", "))
 	os.Remove(fresh)
 	s.releaseRAM = release
 	return h, r, nil

@@ -215,7 +215,12 @@ func (s Store) Create(key string, build func(dir string) (Built, error)) (*Templ
 		return t, nil // made while this one waited
 	}
 	s.Remove(key)
-	tmp, err := os.MkdirTemp(s.Dir, ".new-")
+	// What a builder of this key that died left (the lock is ours now).
+	stale, _ := filepath.Glob(filepath.Join(s.Dir, ".new-"+key+"-*"))
+	for _, d := range stale {
+		os.RemoveAll(d)
+	}
+	tmp, err := os.MkdirTemp(s.Dir, ".new-"+key+"-")
 	if err != nil {
 		return nil, err
 	}
