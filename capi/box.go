@@ -43,6 +43,7 @@ type boxOptions struct {
 	Network         *core.NetworkSpec `json:"network"`
 	Ports           []core.Port       `json:"ports"`
 	Volumes         []core.Volume     `json:"volumes"` // {"host_path", "guest_path", "read_only"}
+	Hostname        string            `json:"hostname"`
 }
 
 func (o boxOptions) options() []core.BoxOption {
@@ -67,6 +68,9 @@ func (o boxOptions) options() []core.BoxOption {
 	}
 	if o.User != "" {
 		opts = append(opts, core.WithUser(o.User))
+	}
+	if o.Hostname != "" {
+		opts = append(opts, core.WithHostname(o.Hostname))
 	}
 	if o.BootTimeoutSecs != nil {
 		opts = append(opts, core.WithBootTimeout(time.Duration(*o.BootTimeoutSecs*float64(time.Second))))

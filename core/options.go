@@ -10,6 +10,7 @@ import (
 
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/image"
+	"github.com/boxlite/boxlite/protocol"
 )
 
 // Option configures a Runtime.
@@ -201,7 +202,13 @@ type BoxConfig struct {
 	Ports      []Port      `json:"ports,omitempty"`
 	Volumes    []Volume    `json:"volumes,omitempty"` // volume.go
 	KernelArgs []string    `json:"kernel_args,omitempty"`
+	// Hostname is the box's (see WithHostname); empty: DefaultHostname.
+	Hostname string `json:"hostname,omitempty"`
 }
+
+// DefaultHostname is a box's hostname unless WithHostname sets one, as in
+// BoxLite.
+const DefaultHostname = "boxlite"
 
 func defaultBoxConfig(image string) BoxConfig {
 	return BoxConfig{Image: image, MemoryMiB: 512, CPUs: 1, DiskSizeGB: 4, BootTimeout: 60 * time.Second}
@@ -273,6 +280,20 @@ func WithEnv(key, value string) BoxOption {
 // WithWorkingDir sets the default cwd of processes. Default: the image's WorkingDir, else /.
 func WithWorkingDir(dir string) BoxOption {
 	return func(c *BoxConfig) error { c.WorkingDir = dir; return nil }
+}
+
+// WithHostname sets the box's hostname: one DNS label of 1 to 64 bytes
+// ([A-Za-z0-9-], not starting or ending with -). Default: DefaultHostname
+// ("boxlite"). Every box gets its own when it starts, a box started from a
+// template too.
+func WithHostname(name string) BoxOption {
+	return func(c *BoxConfig) error {
+		if !protocol.ValidHostname(name) {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "hostname %q: want 1 to 64 bytes of [A-Za-z0-9-], not starting or ending with -", name)
+		}
+		c.Hostname = name
+		return nil
+	}
 }
 
 // WithUser sets the default user of processes. Default: the image's User, else root.

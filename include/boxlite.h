@@ -142,7 +142,7 @@ int boxlite_box_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **e
  * options_json:
  * {"image": "alpine:latest" (required), "name": str, "memory_mib": 512,
  *  "cpus": 1, "disk_size_gb": 4, "env": {"K": "V"}, "working_dir": str,
- *  "user": str, "boot_timeout_secs": 60,
+ *  "user": str, "boot_timeout_secs": 60, "hostname": "boxlite" (a DNS label),
  *  "auto_remove": false (removed when it stops; never while only configured),
  *  "detach": false (true: the box outlives the process that starts it, and
  *                   boxlite_runtime_free leaves it running; any process

@@ -122,15 +122,15 @@ func (s *shim) readHello(vm *hv.VM, r *protocol.Reader, console string, start ti
 }
 
 // identify gives the box its own identity (protocol.Identity): the host's
-// clock, fresh entropy, its hostname (its id). An agent without the
-// feature keeps the template's, which is why templates need it.
+// clock, fresh entropy, its hostname. An agent without the feature keeps
+// the template's, which is why templates need it.
 func (s *shim) identify(vm *hv.VM, r *protocol.Reader, h protocol.Hello, start time.Time) error {
 	if !h.Has(protocol.FeatureIdentity) {
 		return nil
 	}
-	id := protocol.Identity{UnixNano: time.Now().UnixNano(), Seed: make([]byte, 64), Hostname: s.cfg.BoxID}
-	if !protocol.ValidHostname(id.Hostname) {
-		id.Hostname = "boxlite"
+	id := protocol.Identity{UnixNano: time.Now().UnixNano(), Seed: make([]byte, 64), Hostname: s.cfg.Hostname}
+	if id.Hostname == "" {
+		id.Hostname = "boxlite" // a runtime that predates Config.Hostname
 	}
 	rand.Read(id.Seed)
 	f, err := protocol.Encode(protocol.TIdentity, 0, id)

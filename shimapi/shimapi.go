@@ -69,6 +69,9 @@ type Config struct {
 	// boxlite's own words (validated by the runtime).
 	KernelArgs []string `json:"kernel_args,omitempty"`
 
+	// Hostname is the box's (the runtime's default when it sets none).
+	Hostname string `json:"hostname,omitempty"`
+
 	// Templates, when set, is the directory of the image's warm-start
 	// templates (package template): the box starts from the template of
 	// its shape, which the shim makes first if there is none. The runtime

@@ -32,9 +32,9 @@ func TestTemplates(t *testing.T) {
 		t.Fatal(err)
 	}
 	// start creates a box, runs a command in it and checks how it started.
-	start := func(rt *core.Runtime, image, want string) (*core.Box, string) {
+	start := func(rt *core.Runtime, image, want string, opts ...core.BoxOption) (*core.Box, string) {
 		t.Helper()
-		b, err := rt.Create(ctx, image)
+		b, err := rt.Create(ctx, image, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,19 +52,18 @@ func TestTemplates(t *testing.T) {
 	}
 
 	_, first := start(trt, "alpine:latest", "new-template")
-	b, outB := start(trt, "alpine:latest", "template")
-	c, outC := start(trt, "alpine:latest", "template")
+	b, outB := start(trt, "alpine:latest", "template", core.WithHostname("box-b"))
+	c, outC := start(trt, "alpine:latest", "template", core.WithHostname("box-c"))
 	seen := map[string]string{}
 	for _, o := range []struct {
-		box *core.Box
-		out string
-	}{{nil, first}, {b, outB}, {c, outC}} {
+		host, out string
+	}{{core.DefaultHostname, first}, {"box-b", outB}, {"box-c", outC}} {
 		f := strings.Fields(o.out)
 		if len(f) != 4 {
 			t.Fatalf("box said %q", o.out)
 		}
-		if o.box != nil && f[0] != o.box.ID() {
-			t.Errorf("hostname %q, want the box id %s", f[0], o.box.ID())
+		if f[0] != o.host {
+			t.Errorf("hostname %q, want %s", f[0], o.host)
 		}
 		for i, what := range []string{"hostname", "boot id", "random bytes"} {
 			if prev, dup := seen[f[i]]; dup {

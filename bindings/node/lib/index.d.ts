@@ -85,6 +85,8 @@ export interface JsBoxOptions {
   workingDir?: string;
   /** Default user of processes: name, uid or uid:gid. */
   user?: string;
+  /** The box's hostname (a DNS label). Default "boxlite", as BoxLite's. */
+  hostname?: string;
   /** Remove the box when it stops. Default false here, true in SimpleBox. */
   autoRemove?: boolean;
   /** Bound on VM start to agent ready. Default 60. */
@@ -182,6 +184,7 @@ export interface JsBoxInfo {
   autoRemove: boolean;
   workingDir?: string;
   user?: string;
+  hostname: string;
   env: Record<string, string>;
   volumes: Volume[];
   bootTimeoutSecs?: number;

@@ -211,6 +211,7 @@ function camelOptions(c) {
   if (c.env !== undefined) o.env = c.env;
   if (c.working_dir !== undefined) o.workingDir = c.working_dir;
   if (c.user !== undefined) o.user = c.user;
+  if (c.hostname !== undefined) o.hostname = c.hostname;
   if (c.auto_remove !== undefined) o.autoRemove = c.auto_remove;
   if (c.detach !== undefined) o.detach = c.detach;
   if (c.entrypoint !== undefined) o.entrypoint = c.entrypoint;

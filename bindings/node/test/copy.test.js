@@ -13,7 +13,7 @@ test('copyIn / copyOut', { timeout: 300_000 }, async (t) => {
   assert.equal(missingImage('alpine:latest'), false, 'the alpine test image must exist (make images)');
   const runtime = new JsBoxlite({ homeDir: home });
   await ensureImage(runtime, 'alpine:latest');
-  const box = new SimpleBox({ image: 'alpine:latest', memoryMib: 256, runtime });
+  const box = new SimpleBox({ image: 'alpine:latest', memoryMib: 256, runtime, hostname: 'node-copy' });
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bx-node-copy-'));
   t.after(async () => {
     await box.stop();
@@ -27,6 +27,9 @@ test('copyIn / copyOut', { timeout: 300_000 }, async (t) => {
   fs.writeFileSync(path.join(src, 'sub', 'blob'), blob);
   fs.writeFileSync(path.join(src, 'run.sh'), '#!/bin/sh\necho ran\n', { mode: 0o755 });
   fs.symlinkSync('sub/blob', path.join(src, 'link'));
+
+  const h = await box.exec('hostname');
+  assert.equal(h.stdout, 'node-copy\n', 'the box takes the hostname it was given');
 
   await box.copyIn(src, '/root/node/');
   const r = await box.exec('sh', '-c', 'cd /root/node/tree && ./run.sh && readlink link && sha256sum sub/blob');

@@ -337,6 +337,8 @@ class BoxOptions:
     user: Optional[str] = None
     name: Optional[str] = None
     boot_timeout: Optional[float] = None
+    # The box's hostname (default "boxlite", as BoxLite's).
+    hostname: Optional[str] = None
 
     def to_json(self, name: Optional[str] = None, what: str = "BoxOptions.") -> str:
         """The options as the C ABI's JSON; raises TypeError /
@@ -361,6 +363,8 @@ class BoxOptions:
             o["working_dir"] = check_str(self.working_dir, f"{what}working_dir")
         if self.user is not None:
             o["user"] = check_str(self.user, f"{what}user")
+        if self.hostname is not None:
+            o["hostname"] = check_str(self.hostname, f"{what}hostname")
         volumes = check_volumes(self.volumes, f"{what}volumes")
         if volumes:
             o["volumes"] = volumes
@@ -416,6 +420,7 @@ class BoxInfo:
         self.memory_mib: int = cfg.get("memory_mib", 0)
         self.disk_size_gb: int = cfg.get("disk_size_gb", 0)
         self.working_dir: Optional[str] = cfg.get("working_dir") or None
+        self.hostname: str = cfg.get("hostname") or "boxlite"
         self.auto_remove: bool = bool(cfg.get("auto_remove", False))
         self.last_exit: Optional[str] = data.get("last_exit") or None
         # The last run ended in a fault (a crashed VM): exec does not start it again, start() does.

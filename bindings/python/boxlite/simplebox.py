@@ -16,7 +16,7 @@ __all__ = ["SimpleBox"]
 
 # BoxOptions fields SimpleBox passes through from **kwargs.
 _BOX_KWARGS = {
-    "env", "working_dir", "disk_size_gb", "user", "volumes", "ports", "network",
+    "env", "working_dir", "disk_size_gb", "user", "volumes", "ports", "network", "hostname",
     "detach", "entrypoint", "cmd", "boot_timeout",
 }
 

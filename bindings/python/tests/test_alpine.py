@@ -34,6 +34,21 @@ def test_uname(box, run):
     assert r.stdout.startswith("Linux ") and r.stderr == ""
 
 
+def test_hostname_is_boxlites(box, run):
+    r = run(box.exec("hostname"))
+    assert r.stdout == "boxlite\n", r
+
+
+def test_hostname_option(run):
+    async def go():
+        async with boxlite.SimpleBox(image="alpine:latest", memory_mib=256, hostname="py-box") as b:
+            r = await b.exec("hostname")
+            return r.stdout, b.info().hostname
+    assert run(go()) == ("py-box\n", "py-box")
+    with pytest.raises(boxlite.InvalidArgumentError, match="hostname"):
+        run(boxlite.SimpleBox(image="alpine:latest", hostname="no_underscores").__aenter__())
+
+
 def test_failing_command(box, run):
     r = run(box.exec("ls", "/no/such/path"))
     assert r.exit_code == 1
