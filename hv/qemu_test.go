@@ -290,7 +290,7 @@ func TestBuildArgs(t *testing.T) {
 	for _, want := range []string{
 		"-M microvm,x-option-roms=off,isa-serial=on,rtc=on,acpi=on",
 		"-nodefaults -no-user-config -display none -no-reboot",
-		"-accel tcg,tb-size=256",
+		"-accel tcg,tb-size=32",
 		"-m 512 -smp 2 -kernel /k/vmlinuz -initrd /k/initrd",
 		"-append console=ttyS0 quiet panic=-1 reboot=t tsc_early_khz=2300000 tsc=reliable foo=1 ",
 		"-chardev socket,id=con,fd=5 -serial chardev:con",
