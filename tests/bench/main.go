@@ -84,9 +84,17 @@ func run() error {
 		return err
 	}
 
-	// Cold start: Create (shim, QEMU, kernel, agent) to the first exec result.
+	// Cold start: Create (shim, QEMU, kernel, agent) to the first exec
+	// result, each box followed by a round of bare boots, so that the load
+	// of this shared machine weighs on both alike.
 	var cold []time.Duration
 	var box *core.Box
+	var bare bareBoots
+	defer func() {
+		if bare.close != nil {
+			bare.close()
+		}
+	}()
 	for i := range boots {
 		start := time.Now()
 		b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest")
@@ -102,10 +110,14 @@ func run() error {
 		} else {
 			box = b
 		}
-	}
-	bare, err := bareBoot(rt, box)
-	if err != nil {
-		return err
+		if i == 0 {
+			if bare, err = newBareBoots(rt, b.Info().Config.MemoryMiB); err != nil {
+				return err
+			}
+		}
+		if err := bare.round(); err != nil {
+			return err
+		}
 	}
 	info := box.Info().Runtime
 	if info.Accel != string(rec.accel) {
@@ -237,17 +249,21 @@ type bareBoots struct {
 	stock  []time.Duration // Debian's kernel as shipped (bzImage), the cold-start baseline
 	plain  []time.Duration // the box's kernel
 	jailed []time.Duration // the box's kernel, QEMU jailed as boxes run it
+
+	cfgs  [3]hv.Config // stock, plain, jailed
+	close func()
 }
 
-// bareBoot boots the box's initramfs and disks with hv alone (no shim, no
-// runtime) to the agent's hello: with Debian's stock kernel, with the
-// box's kernel, and with the box's kernel jailed, in turn.
-func bareBoot(rt *core.Runtime, box *core.Box) (bb bareBoots, err error) {
+// newBareBoots prepares boots of the box's initramfs and alpine's layers
+// with hv alone (no shim, no runtime): with Debian's stock kernel, with the
+// box's kernel, and with the box's kernel jailed. close cleans up.
+func newBareBoots(rt *core.Runtime, memMiB int) (bb bareBoots, err error) {
+	bb.close = func() {}
 	dir, err := os.MkdirTemp("", "bxq")
 	if err != nil {
 		return bb, err
 	}
-	defer os.RemoveAll(dir)
+	bb.close = func() { os.RemoveAll(dir) }
 	img, err := rt.Images().Get("alpine:latest")
 	if err != nil {
 		return bb, err
@@ -258,7 +274,7 @@ func bareBoot(rt *core.Runtime, box *core.Box) (bb bareBoots, err error) {
 	}
 	assets := os.Getenv("BOXLITE_ASSETS")
 	cfg := hv.Config{Kernel: filepath.Join(assets, "guest", "vmlinuz"), Initrd: filepath.Join(assets, "guest", "initramfs.cpio"),
-		MemoryMiB: box.Info().Config.MemoryMiB, CPUs: 1, Channel: true,
+		MemoryMiB: memMiB, CPUs: 1, Channel: true,
 		ConsoleLog: filepath.Join(dir, "console.log"), Accel: rec.accel}
 	for i, l := range layers {
 		cfg.Disks = append(cfg.Disks, hv.Disk{Path: l, Serial: fmt.Sprintf("layer%d", i), ReadOnly: true})
@@ -271,37 +287,41 @@ func bareBoot(rt *core.Runtime, box *core.Box) (bb bareBoots, err error) {
 		if err != nil {
 			return bb, err
 		}
-		defer release()
+		bb.close = func() { release(); os.RemoveAll(dir) }
 		j.UID, j.GID = uid, uid
 	}
 	jailed := cfg
 	jailed.Jail = j
-	boot := func(c hv.Config, into *[]time.Duration) error {
-		start := time.Now()
-		vm, err := hv.Start(c)
+	bb.cfgs = [3]hv.Config{stock, cfg, jailed}
+	return bb, nil
+}
+
+// round boots each configuration once.
+func (bb *bareBoots) round() error {
+	for i, into := range []*[]time.Duration{&bb.stock, &bb.plain, &bb.jailed} {
+		d, err := bareBoot(bb.cfgs[i])
 		if err != nil {
 			return err
 		}
-		defer vm.Kill()
-		ch := vm.Channel()
-		ch.SetReadDeadline(time.Now().Add(time.Minute))
-		if _, err = protocol.NewReader(ch).ReadFrame(); err != nil {
-			return fmt.Errorf("bare boot of %s: %v", c.Kernel, err)
-		}
-		*into = append(*into, time.Since(start))
-		return nil
+		*into = append(*into, d)
 	}
-	for range boots {
-		for _, b := range []struct {
-			c    hv.Config
-			into *[]time.Duration
-		}{{stock, &bb.stock}, {cfg, &bb.plain}, {jailed, &bb.jailed}} {
-			if err := boot(b.c, b.into); err != nil {
-				return bb, err
-			}
-		}
+	return nil
+}
+
+// bareBoot is the time from hv.Start to the agent's hello.
+func bareBoot(c hv.Config) (time.Duration, error) {
+	start := time.Now()
+	vm, err := hv.Start(c)
+	if err != nil {
+		return 0, err
 	}
-	return bb, nil
+	defer vm.Kill()
+	ch := vm.Channel()
+	ch.SetReadDeadline(time.Now().Add(time.Minute))
+	if _, err = protocol.NewReader(ch).ReadFrame(); err != nil {
+		return 0, fmt.Errorf("bare boot of %s: %v", c.Kernel, err)
+	}
+	return time.Since(start), nil
 }
 
 // stockKernel is Debian's kernel as guest/fetch-kernel.sh fetched it

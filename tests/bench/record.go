@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,10 +109,13 @@ func rowLine(row Row) string {
 }
 
 func num(v float64, unit string) string {
-	if v == float64(int64(v)) {
-		return fmt.Sprintf("%d %s", int64(v), unit)
+	switch a := math.Abs(v); {
+	case a >= 100 || v == math.Trunc(v):
+		return fmt.Sprintf("%.0f %s", v, unit)
+	case a >= 10:
+		return fmt.Sprintf("%.1f %s", v, unit)
 	}
-	return fmt.Sprintf("%.3g %s", v, unit)
+	return fmt.Sprintf("%.2f %s", v, unit)
 }
 
 // table prints every row of the run, goals last.
