@@ -1,14 +1,22 @@
 // Command bench prints boxlite's figures, each next to a baseline measured in
 // the same run (these machines are noisy, so ratios are what to compare):
 //
-//   - cold start to first exec result vs. bare QEMU booting the same kernel,
-//     initramfs and disks to the agent's hello;
+//   - cold start to first exec result vs. bare QEMU booting Debian's stock
+//     kernel (the bzImage) with the same initramfs and disks to the agent's
+//     hello, and bare boots of the box's own kernel, plain and jailed;
 //   - exec round trip of `true` (p50/p99) vs. the agent's in-guest spawn;
 //   - stdout throughput into the host vs. the same bytes through a pipe in the guest;
-//   - host RSS of an idle box (shim + QEMU);
-//   - the VMM jail's cost: QEMU start to the agent's hello, jailed vs. not.
+//   - host RSS of an idle box (shim + QEMU, QEMU's smaps by kind), after
+//     boot and after an exec that allocated and freed 300 MiB.
 //
-// Run it with `make bench`.
+// Every figure is a row (record.go) with its unit, baseline, ratio, issue
+// 12's goal where it has one, and the acceleration measured (hv.DetectAccel).
+// The table is printed at the end, and the rows go to build/bench.json under
+// the mode's name ("main", "mem", "net", "volumes", "copy", "spin",
+// "many-N"): one file, each run replacing its own mode's entry.
+//
+// Run it with `make bench`; `bench -mem` is the memory rows alone, with the
+// guest's free lists and QEMU's largest mappings.
 package main
 
 import (
