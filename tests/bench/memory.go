@@ -61,6 +61,9 @@ func memoryRows(ctx context.Context, box *core.Box, what string) {
 	for _, k := range smapsKinds {
 		rec.add("    "+k, float64(kinds[k])/1024, "MiB", nil)
 	}
+	// Files are page cache that every box maps alike (QEMU, its libraries,
+	// the kernel and initramfs): what a box costs on its own is the rest.
+	rec.add("  of it, the box's own (less QEMU's file pages)", float64(shim+vmm-kinds[filesKind])/1024, "MiB", nil)
 	res, err := box.Run(ctx, core.Command{Argv: []string{"sh", "-c", "grep -E '^(MemTotal|MemAvailable):' /proc/meminfo"}})
 	if err == nil {
 		var total, avail int
@@ -81,7 +84,9 @@ func memoryRows(ctx context.Context, box *core.Box, what string) {
 }
 
 // smapsKinds are the kinds smapsByKind sorts QEMU's mappings into.
-var smapsKinds = []string{"guest RAM", "TCG translation cache", "heap", "other anonymous", "files (binary, libraries, kernel, initrd)"}
+var smapsKinds = []string{"guest RAM", "TCG translation cache", "heap", "other anonymous", filesKind}
+
+const filesKind = "files (binary, libraries, kernel, initrd)"
 
 // smapsByKind sums the Rss (kB) of pid's mappings by kind: the mapping of
 // the guest's RAM size is guest RAM; an anonymous rwx one is TCG's code
@@ -127,7 +132,7 @@ func mappingKind(header []string, memMiB int) string {
 	case path == "[heap]":
 		return "heap"
 	case strings.HasPrefix(path, "/"):
-		return "files (binary, libraries, kernel, initrd)"
+		return filesKind
 	case strings.HasPrefix(header[1], "rwx"):
 		return "TCG translation cache"
 	}
