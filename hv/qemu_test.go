@@ -290,9 +290,9 @@ func TestBuildArgs(t *testing.T) {
 	for _, want := range []string{
 		"-M microvm,x-option-roms=off,isa-serial=on,rtc=on,acpi=on",
 		"-nodefaults -no-user-config -display none -no-reboot",
-		"-accel tcg,tb-size=256",
+		"-accel tcg,tb-size=32",
 		"-m 512 -smp 2 -kernel /k/vmlinuz -initrd /k/initrd",
-		"-append console=ttyS0 quiet panic=-1 reboot=t tsc_early_khz=2300000 tsc=reliable foo=1 ",
+		"-append console=ttyS0 quiet panic=-1 reboot=t cryptomgr.notests initcall_blacklist=crypto_kdf108_init tsc_early_khz=2300000 tsc=reliable foo=1 ",
 		"-chardev socket,id=con,fd=5 -serial chardev:con",
 		"-device pvpanic -action panic=exit-failure",
 		"-device virtio-serial-device -chardev socket,id=agent,fd=4 -device virtserialport,chardev=agent,name=boxlite.agent",
@@ -308,7 +308,7 @@ func TestBuildArgs(t *testing.T) {
 
 	cfg = Config{Kernel: "/k/vmlinuz", MemoryMiB: 256, CPUs: 1, Accel: KVM}
 	args = strings.Join(buildArgs(cfg, 0, 3, -1, -1, -1, nil), " ")
-	for _, want := range []string{"-accel kvm -cpu host", "-append console=ttyS0 quiet panic=-1 reboot=t -chardev null,id=con"} {
+	for _, want := range []string{"-accel kvm -cpu host", "-append console=ttyS0 quiet panic=-1 reboot=t cryptomgr.notests initcall_blacklist=crypto_kdf108_init -chardev null,id=con"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("kvm args lack %q:\n%s", want, args)
 		}

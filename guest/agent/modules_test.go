@@ -37,3 +37,21 @@ func TestModinfoDepends(t *testing.T) {
 		t.Fatalf("virtio_mmio depends on %q", deps)
 	}
 }
+
+// The guest end is checked in a real box (TestFreedGuestMemoryReturnsToHost);
+// here: what is written, and that a kernel without page reporting is fine.
+func TestTunePageReporting(t *testing.T) {
+	param := filepath.Join(t.TempDir(), "page_reporting_order")
+	if err := os.WriteFile(param, []byte("9\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := tunePageReporting(param); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(param); string(b) != "5\n" {
+		t.Errorf("wrote %q, want \"5\\n\"", b)
+	}
+	if err := tunePageReporting(filepath.Join(t.TempDir(), "absent")); err != nil {
+		t.Errorf("without page reporting: %v", err)
+	}
+}

@@ -94,6 +94,9 @@ func Main() {
 		}
 		bootFailed(port, err, nil)
 	}
+	if err := tunePageReporting(pageReportingParam); err != nil {
+		logf("free page reporting: %v", err) // the box works, keeping more host memory
+	}
 	modulesMs := boottimeMs()
 	type portResult struct {
 		f   *os.File

@@ -92,9 +92,10 @@ func copyBench() error {
 			return err
 		}
 		mbs := func(d time.Duration) float64 { return c.bytes / 1e6 / d.Seconds() }
-		fmt.Printf("copy %s: host cp -a %s, guest cp -a+sync %s (%.1f MB/s); copy in %s (%.1f MB/s, %.1fx host cp, %.2fx guest cp); copy out %s (%.1f MB/s, %.1fx host cp, %.2fx guest cp)\n",
-			c.name, ms(hostCp), ms(guestCp), mbs(guestCp), ms(in), mbs(in), float64(in)/float64(hostCp), float64(in)/float64(guestCp),
-			ms(out), mbs(out), float64(out)/float64(hostCp), float64(out)/float64(guestCp))
+		rec.vs("copy "+c.name+" into the box", mbs(in), "MB/s", "guest cp -a+sync", mbs(guestCp), nil)
+		rec.vs("copy "+c.name+" out of the box", mbs(out), "MB/s", "guest cp -a+sync", mbs(guestCp), nil)
+		rec.vs("copy "+c.name+" into the box, time", msf(in), "ms", "host cp -a", msf(hostCp), nil)
+		rec.vs("copy "+c.name+" out of the box, time", msf(out), "ms", "host cp -a", msf(hostCp), nil)
 	}
 	return nil
 }

@@ -1,14 +1,22 @@
 // Command bench prints boxlite's figures, each next to a baseline measured in
 // the same run (these machines are noisy, so ratios are what to compare):
 //
-//   - cold start to first exec result vs. bare QEMU booting the same kernel,
-//     initramfs and disks to the agent's hello;
+//   - cold start to first exec result vs. bare QEMU booting Debian's stock
+//     kernel (the bzImage) with the same initramfs and disks to the agent's
+//     hello, and bare boots of the box's own kernel, plain and jailed;
 //   - exec round trip of `true` (p50/p99) vs. the agent's in-guest spawn;
 //   - stdout throughput into the host vs. the same bytes through a pipe in the guest;
-//   - host RSS of an idle box (shim + QEMU);
-//   - the VMM jail's cost: QEMU start to the agent's hello, jailed vs. not.
+//   - host RSS of an idle box (shim + QEMU, QEMU's smaps by kind), after
+//     boot and after an exec that allocated and freed 300 MiB.
 //
-// Run it with `make bench`.
+// Every figure is a row (record.go) with its unit, baseline, ratio, issue
+// 12's goal where it has one, and the acceleration measured (hv.DetectAccel).
+// The table is printed at the end, and the rows go to build/bench.json under
+// the mode's name ("main", "mem", "net", "volumes", "copy", "spin",
+// "many-N"): one file, each run replacing its own mode's entry.
+//
+// Run it with `make bench`; `bench -mem` is the memory rows alone, with the
+// guest's free lists and QEMU's largest mappings.
 package main
 
 import (
@@ -36,25 +44,37 @@ var modes = map[string]func() error{
 	"-volumes": volumes,
 	"-copy":    copyBench,
 	"-spin":    spin,
+	"-mem":     memOnly,
 	"-warm":    warm,
 }
 
 func main() {
 	jail.Main() // the jailed bare boots re-execute this binary
 	err := func() error {
+		var f func() error
+		mode := "main"
 		switch {
 		case len(os.Args) == 3 && os.Args[1] == "-many": // only the many-boxes-at-once figure, for N boxes
 			n, err := strconv.Atoi(os.Args[2])
 			if err != nil {
 				return err
 			}
-			return many(n)
+			f, mode = func() error { return many(n) }, "many-"+os.Args[2]
 		case len(os.Args) == 2 && modes[os.Args[1]] != nil:
-			return modes[os.Args[1]]()
+			f, mode = modes[os.Args[1]], os.Args[1][1:]
 		case len(os.Args) == 1:
-			return run()
+			f = run
+		default:
+			return fmt.Errorf("usage: bench [-many N | -net | -volumes | -copy | -spin | -mem | -warm]")
 		}
-		return fmt.Errorf("usage: bench [-many N | -net | -volumes | -copy | -spin | -warm]")
+		var err error
+		if rec, err = newRecorder(mode); err != nil {
+			return err
+		}
+		if err := f(); err != nil {
+			return err
+		}
+		return rec.save()
 	}()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -74,9 +94,17 @@ func run() error {
 		return err
 	}
 
-	// Cold start: Create (shim, QEMU, kernel, agent) to the first exec result.
-	var cold []time.Duration
+	// Cold start: Create (shim, QEMU, kernel, agent) to the first exec
+	// result, each box followed by a round of bare boots, so that the load
+	// of this shared machine weighs on both alike.
+	var cold, boot, rest []time.Duration // create to first exec; of it, VMM start to hello; the rest
 	var box *core.Box
+	var bare bareBoots
+	defer func() {
+		if bare.close != nil {
+			bare.close()
+		}
+	}()
 	for i := range boots {
 		start := time.Now()
 		b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest")
@@ -87,23 +115,34 @@ func run() error {
 			return err
 		}
 		cold = append(cold, time.Since(start))
+		vmmBoot := time.Duration(b.Info().Runtime.BootMs * float64(time.Millisecond))
+		boot, rest = append(boot, vmmBoot), append(rest, cold[i]-vmmBoot)
 		if i < boots-1 {
 			b.Remove(ctx, true)
 		} else {
 			box = b
 		}
+		if i == 0 {
+			if bare, err = newBareBoots(rt, b.Info().Config.MemoryMiB); err != nil {
+				return err
+			}
+		}
+		if err := bare.round(); err != nil {
+			return err
+		}
 	}
-	bare, jailed, err := bareBoots(rt, box)
-	if err != nil {
-		return err
+	info := box.Info().Runtime
+	if info.Accel != string(rec.accel) {
+		return fmt.Errorf("the box runs under %s, the bench measured %s", info.Accel, rec.accel)
 	}
-	accel := box.Info().Runtime
-	fmt.Printf("acceleration: %s (%s)\n", accel.Accel, accel.AccelReason)
-	fmt.Printf("cold start to first exec result: median %s  (bare QEMU to agent hello: median %s; ratio %.2fx)\n",
-		ms(median(cold)), ms(median(bare)), float64(median(cold))/float64(median(bare)))
-	fmt.Printf("  guest clock: kernel %.0f ms, agent ready %.0f ms\n", accel.GuestKernelMs, accel.GuestReadyMs)
-	fmt.Printf("VMM jail: QEMU start to agent hello jailed median %s vs plain %s (ratio %.2fx)\n",
-		ms(median(jailed)), ms(median(bare)), float64(median(jailed))/float64(median(bare)))
+	stock := median(bare.stock)
+	rec.vs("cold start, create to first exec result", msf(median(cold)), "ms", "bare QEMU, stock kernel, to agent hello", msf(stock), atMost(0.7))
+	rec.add("  of it, VMM start to agent ready", msf(median(boot)), "ms", nil)
+	rec.add("  of it, the rest (runtime, shim, disks, first exec)", msf(median(rest)), "ms", nil)
+	rec.vs("bare QEMU, box kernel, to agent hello", msf(median(bare.plain)), "ms", "stock kernel", msf(stock), nil)
+	rec.vs("bare QEMU jailed, box kernel, to agent hello", msf(median(bare.jailed)), "ms", "not jailed", msf(median(bare.plain)), nil)
+	rec.add("guest clock: boot to agent start", info.GuestKernelMs, "ms", nil)
+	rec.add("guest clock: boot to agent ready", info.GuestReadyMs, "ms", nil)
 
 	// Exec round trip.
 	var rtt []time.Duration
@@ -119,8 +158,8 @@ func run() error {
 		return err
 	}
 	sort.Slice(rtt, func(i, j int) bool { return rtt[i] < rtt[j] })
-	fmt.Printf("exec round trip of true: p50 %s p99 %s  (spawn+wait of true inside the guest: %s; ratio %.2fx)\n",
-		ms(rtt[len(rtt)/2]), ms(rtt[len(rtt)*99/100]), ms(inGuest), float64(rtt[len(rtt)/2])/float64(inGuest))
+	rec.vs("exec of true, p50", msf(rtt[len(rtt)/2]), "ms", "spawn+wait of true in the guest", msf(inGuest), atMost(1.2))
+	rec.vs("exec of true, p99", msf(rtt[len(rtt)*99/100]), "ms", "spawn+wait of true in the guest", msf(inGuest), nil)
 
 	// Throughput.
 	// dd with 64 KiB blocks: busybox head copies so slowly under TCG that it,
@@ -137,14 +176,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("stdout throughput: %.0f MB/s into the host  (same bytes through a pipe to cat in the guest: %.0f MB/s; ratio %.2fx)\n",
-		float64(size)/1e6/host.Seconds(), float64(size)/1e6/(float64(ns)/1e9), host.Seconds()/(float64(ns)/1e9))
+	rec.vs("stdout into the host", float64(size)/1e6/host.Seconds(), "MB/s", "a pipe to cat in the guest",
+		float64(size)/1e6/(float64(ns)/1e9), atLeast(0.5))
 
-	// Memory of the idle box.
-	time.Sleep(2 * time.Second)
-	shimKB, vmmKB := rssKB(accel.ShimPid), rssKB(accel.VMMPid)
-	fmt.Printf("host RSS of an idle box (%d MiB guest): %.0f MiB = shim %.0f MiB + QEMU %.0f MiB\n",
-		box.Info().Config.MemoryMiB, float64(shimKB+vmmKB)/1024, float64(shimKB)/1024, float64(vmmKB)/1024)
+	if err := idleMemory(ctx, box); err != nil {
+		return err
+	}
 	if err := box.Remove(ctx, true); err != nil {
 		return err
 	}
@@ -200,8 +237,10 @@ func pythonImage(ctx context.Context, archive string) error {
 			ext4 += st.Size()
 		}
 	}
-	fmt.Printf("python:slim: load %s, blobs %.0f MB, ext4 %.0f MB; create to first `python3 -c pass`: %s unconverted vs %s converted (ratio %.2fx)\n",
-		ms(load), float64(imgs[0].Size)/1e6, float64(ext4)/1e6, ms(cold), ms(warm), float64(cold)/float64(warm))
+	rec.add("python:slim load", msf(load), "ms", nil)
+	rec.add("python:slim blobs", float64(imgs[0].Size)/1e6, "MB", nil)
+	rec.add("python:slim ext4", float64(ext4)/1e6, "MB", nil)
+	rec.vs("python:slim create to first `python3 -c pass`, unconverted", msf(cold), "ms", "converted", msf(warm), nil)
 	return nil
 }
 
@@ -219,70 +258,94 @@ func freshRuntime(opts ...core.Option) (*core.Runtime, func(), error) {
 	return rt, func() { rt.Close(); os.RemoveAll(home) }, nil
 }
 
-// bareBoots boots the box's kernel, initramfs and disks with hv alone (no
-// shim, no runtime) to the agent's hello, plain and jailed in turn.
-func bareBoots(rt *core.Runtime, box *core.Box) (plain, jailed []time.Duration, err error) {
+// bareBoots are hv's boots to the agent's hello, without shim or runtime.
+type bareBoots struct {
+	stock  []time.Duration // Debian's kernel as shipped (bzImage), the cold-start baseline
+	plain  []time.Duration // the box's kernel
+	jailed []time.Duration // the box's kernel, QEMU jailed as boxes run it
+
+	cfgs  [3]hv.Config // stock, plain, jailed
+	close func()
+}
+
+// newBareBoots prepares boots of the box's initramfs and alpine's layers
+// with hv alone (no shim, no runtime): with Debian's stock kernel, with the
+// box's kernel, and with the box's kernel jailed. close cleans up.
+func newBareBoots(rt *core.Runtime, memMiB int) (bb bareBoots, err error) {
+	bb.close = func() {}
 	dir, err := os.MkdirTemp("", "bxq")
 	if err != nil {
-		return nil, nil, err
+		return bb, err
 	}
-	defer os.RemoveAll(dir)
+	bb.close = func() { os.RemoveAll(dir) }
 	img, err := rt.Images().Get("alpine:latest")
 	if err != nil {
-		return nil, nil, err
+		return bb, err
 	}
 	layers, err := rt.Images().Rootfs(context.Background(), img)
 	if err != nil {
-		return nil, nil, err
-	}
-	accel, _, err := hv.DetectAccel()
-	if err != nil {
-		return nil, nil, err
+		return bb, err
 	}
 	assets := os.Getenv("BOXLITE_ASSETS")
 	cfg := hv.Config{Kernel: filepath.Join(assets, "guest", "vmlinuz"), Initrd: filepath.Join(assets, "guest", "initramfs.cpio"),
-		MemoryMiB: box.Info().Config.MemoryMiB, CPUs: 1, Channel: true,
-		ConsoleLog: filepath.Join(dir, "console.log"), Accel: accel}
+		MemoryMiB: memMiB, CPUs: 1, Channel: true,
+		ConsoleLog: filepath.Join(dir, "console.log"), Accel: rec.accel}
 	for i, l := range layers {
 		cfg.Disks = append(cfg.Disks, hv.Disk{Path: l, Serial: fmt.Sprintf("layer%d", i), ReadOnly: true})
 	}
+	stock := cfg
+	stock.Kernel = stockKernel(assets)
 	j := &hv.Jail{Cgroup: fmt.Sprintf("boxlite-bench-%d", os.Getpid())}
 	if os.Geteuid() == 0 {
 		uid, release, err := jail.AllocUID(filepath.Join(dir, "uids"), jail.UIDRangeLo, jail.UIDRangeHi)
 		if err != nil {
-			return nil, nil, err
+			return bb, err
 		}
-		defer release()
+		bb.close = func() { release(); os.RemoveAll(dir) }
 		j.UID, j.GID = uid, uid
 	}
-	boot := func(c hv.Config) (time.Duration, error) {
-		start := time.Now()
-		vm, err := hv.Start(c)
+	jailed := cfg
+	jailed.Jail = j
+	bb.cfgs = [3]hv.Config{stock, cfg, jailed}
+	return bb, nil
+}
+
+// round boots each configuration once.
+func (bb *bareBoots) round() error {
+	for i, into := range []*[]time.Duration{&bb.stock, &bb.plain, &bb.jailed} {
+		d, err := bareBoot(bb.cfgs[i])
 		if err != nil {
-			return 0, err
+			return err
 		}
-		defer vm.Kill()
-		ch := vm.Channel()
-		ch.SetReadDeadline(time.Now().Add(time.Minute))
-		if _, err = protocol.NewReader(ch).ReadFrame(); err != nil {
-			return 0, fmt.Errorf("bare boot: %v", err)
-		}
-		return time.Since(start), nil
+		*into = append(*into, d)
 	}
-	for range boots {
-		d, err := boot(cfg)
-		if err != nil {
-			return nil, nil, err
-		}
-		plain = append(plain, d)
-		jc := cfg
-		jc.Jail = j
-		if d, err = boot(jc); err != nil {
-			return nil, nil, err
-		}
-		jailed = append(jailed, d)
+	return nil
+}
+
+// bareBoot is the time from hv.Start to the agent's hello.
+func bareBoot(c hv.Config) (time.Duration, error) {
+	start := time.Now()
+	vm, err := hv.Start(c)
+	if err != nil {
+		return 0, err
 	}
-	return plain, jailed, nil
+	defer vm.Kill()
+	ch := vm.Channel()
+	ch.SetReadDeadline(time.Now().Add(time.Minute))
+	if _, err = protocol.NewReader(ch).ReadFrame(); err != nil {
+		return 0, fmt.Errorf("bare boot of %s: %v", c.Kernel, err)
+	}
+	return time.Since(start), nil
+}
+
+// stockKernel is Debian's kernel as guest/fetch-kernel.sh fetched it
+// (BOXLITE_GUEST_KERNEL, default BOXLITE_ASSETS/guest/kernel).
+func stockKernel(assets string) string {
+	dir := os.Getenv("BOXLITE_GUEST_KERNEL")
+	if dir == "" {
+		dir = filepath.Join(assets, "guest", "kernel")
+	}
+	return filepath.Join(dir, "vmlinuz")
 }
 
 // guestSpawn times spawns of true inside the guest, per spawn.
@@ -322,5 +385,8 @@ func median(d []time.Duration) time.Duration {
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s[len(s)/2]
 }
+
+// msf is d in milliseconds, for rows.
+func msf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }

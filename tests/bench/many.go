@@ -118,10 +118,12 @@ func many(n int) error {
 		}
 		return d[min(len(d)*q/100, len(d)-1)]
 	}
-	fmt.Printf("%d boxes at once (128 MiB each): %d up and answering after %s, %d failed; host RSS %.0f MiB per box\n",
-		n, n-failed, ms(up), failed, float64(rss)/1024/float64(max(n-failed, 1)))
-	fmt.Printf("  exec of true in a running box meanwhile: p50 %s p99 %s (idle: p50 %s; ratio %.2fx)\n",
-		ms(p(busy, 50)), ms(p(busy, 99)), ms(p(idle, 50)), float64(p(busy, 50))/float64(p(idle, 50)))
+	what := fmt.Sprintf("%d boxes at once (128 MiB each)", n)
+	rec.add(what+": all up and answering after", msf(up), "ms", nil)
+	rec.add(what+": failed", float64(failed), "boxes", nil)
+	rec.add(what+": host RSS per box", float64(rss)/1024/float64(max(n-failed, 1)), "MiB", nil)
+	rec.vs(what+": exec of true in a running box meanwhile, p50", msf(p(busy, 50)), "ms", "idle", msf(p(idle, 50)), nil)
+	rec.vs(what+": exec of true in a running box meanwhile, p99", msf(p(busy, 99)), "ms", "idle p50", msf(p(idle, 50)), nil)
 	return nil
 }
 
@@ -170,8 +172,7 @@ func spin() error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("a box spinning its CPU: exec of true in another box p50 %s vs %s before (ratio %.2fx)\n",
-		ms(during), ms(before), float64(during)/float64(before))
+	rec.vs("a box spinning its CPU: exec of true in another box, p50", msf(during), "ms", "before", msf(before), nil)
 	return nil
 }
 

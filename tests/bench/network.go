@@ -48,8 +48,7 @@ func network() error {
 			off = append(off, d)
 		}
 	}
-	fmt.Printf("network: create to first exec with a NIC median %s vs disabled %s (ratio %.2fx)\n",
-		ms(median(on)), ms(median(off)), float64(median(on))/float64(median(off)))
+	rec.vs("network: create to first exec with a NIC", msf(median(on)), "ms", "network disabled", msf(median(off)), nil)
 
 	// Throughput from a python:slim box: busybox nc writes 1 KiB at a
 	// time, which measures nc, not the network.
@@ -102,7 +101,7 @@ s.close()`, port, size>>20)
 		return fmt.Errorf("box -> host: %v %s", err, res.Stderr)
 	}
 	up := <-got
-	fmt.Printf("network: TCP box -> host %.0f MB/s  (host loopback %.0f MB/s; ratio %.3fx)\n", up, loop, up/loop)
+	rec.vs("network: TCP box -> host", up, "MB/s", "host loopback", loop, nil)
 
 	// Host -> box through the published port.
 	sink, err := pyBox.Exec(ctx, core.Command{Argv: []string{"python3", "-c", `import socket
@@ -129,7 +128,7 @@ c.close()`}})
 	io.Copy(io.Discard, c) // until the sink closes
 	c.Close()
 	down := float64(n) / 1e6 / time.Since(start).Seconds()
-	fmt.Printf("network: TCP host -> box through a published port %.0f MB/s  (host loopback %.0f MB/s; ratio %.3fx)\n", down, loop, down/loop)
+	rec.vs("network: TCP host -> box through a published port", down, "MB/s", "host loopback", loop, nil)
 
 	box, err := boxtest.CreateStarted(ctx, rt, "alpine:latest")
 	if err != nil {
@@ -174,8 +173,7 @@ c.close()`}})
 	if err != nil {
 		return err
 	}
-	fmt.Printf("network: TCP connect+close to the host %s each  (to the guest's own loopback: %s; ratio %.2fx)\n",
-		ms(natConn), ms(localConn), float64(natConn)/float64(localConn))
+	rec.vs("network: TCP connect+close to the host", msf(natConn), "ms", "to the guest's own loopback", msf(localConn), nil)
 	dns, err := perOp("nslookup -type=a host.boxlite.internal >/dev/null")
 	if err != nil {
 		return err
@@ -184,7 +182,7 @@ c.close()`}})
 	if err != nil {
 		return err
 	}
-	fmt.Printf("network: DNS lookup (busybox nslookup) %s each  (spawning true in the guest: %s)\n", ms(dns), ms(spawn))
+	rec.vs("network: DNS lookup (busybox nslookup)", msf(dns), "ms", "spawning true in the guest", msf(spawn), nil)
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -54,15 +55,21 @@ func sessionBench(ctx context.Context, archive string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("python session: run(\"pass\") p50 %s p99 %s in a warm session vs `python3 -c pass` exec %s in the same box (%.0fx faster); session start %s\n",
-		ms(pct(cells, 50)), ms(pct(cells, 99)), ms(pct(execs, 50)), float64(pct(execs, 50))/float64(pct(cells, 50)), ms(startup))
+	rec.vs("python session: run(\"pass\"), p50", msf(pct(cells, 50)), "ms", "`python3 -c pass` exec in the same box", msf(pct(execs, 50)), nil)
+	rec.vs("python session: run(\"pass\"), p99", msf(pct(cells, 99)), "ms", "`python3 -c pass` exec in the same box", msf(pct(execs, 50)), nil)
+	rec.add("python session: start", msf(startup), "ms", nil)
 
-	rss := func(pid string) string {
+	rss := func(pid string) float64 { // MiB, 0 when the guest cannot tell
 		res, err := b.Run(ctx, core.Command{Argv: []string{"sh", "-c", `grep VmRSS /proc/` + pid + `/status`}})
 		if err != nil {
-			return "?"
+			return 0
 		}
-		return strings.Join(strings.Fields(strings.TrimPrefix(string(res.Stdout), "VmRSS:")), " ")
+		f := strings.Fields(strings.TrimPrefix(string(res.Stdout), "VmRSS:"))
+		if len(f) == 0 {
+			return 0
+		}
+		kb, _ := strconv.ParseFloat(f[0], 64)
+		return kb / 1024
 	}
 	bare, err := b.Run(ctx, core.Command{Argv: []string{"python3", "-c", "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmRSS')][0], 'kB')"}})
 	if err != nil {
@@ -71,8 +78,8 @@ func sessionBench(ctx context.Context, archive string) error {
 	if _, err := s.Run(ctx, "import json, re, collections", 0); err != nil {
 		return err
 	}
-	fmt.Printf("python session memory in the guest: interpreter VmRSS %s (a bare `python3 -c` measures %s)\n",
-		rss(fmt.Sprint(s.Pid())), strings.TrimSpace(string(bare.Stdout)))
+	bareKB, _ := strconv.ParseFloat(strings.Fields(string(bare.Stdout) + " 0")[0], 64)
+	rec.vs("python session: interpreter VmRSS in the guest", rss(fmt.Sprint(s.Pid())), "MiB", "a bare `python3 -c`", bareKB/1024, nil)
 
 	sh, err := b.NewShellSession(ctx, core.SessionOptions{})
 	if err != nil {
@@ -87,8 +94,8 @@ func sessionBench(ctx context.Context, archive string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("shell session: exec true p50 %s vs an exec of `true` %s in the same box (%.0fx faster); shell VmRSS %s\n",
-		ms(pct(shells, 50)), ms(pct(plain, 50)), float64(pct(plain, 50))/float64(pct(shells, 50)), rss(fmt.Sprint(sh.Pid())))
+	rec.vs("shell session: exec true, p50", msf(pct(shells, 50)), "ms", "an exec of `true` in the same box", msf(pct(plain, 50)), nil)
+	rec.add("shell session: shell VmRSS in the guest", rss(fmt.Sprint(sh.Pid())), "MiB", nil)
 	return nil
 }
 

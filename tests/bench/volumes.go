@@ -74,11 +74,11 @@ func volumes() error {
 			b.Remove(ctx, true)
 		}
 	}
-	fmt.Printf("create to first exec (512 MiB guest): with a volume %s vs without %s (ratio %.2fx)\n",
-		ms(median(volBoot)), ms(median(plainBoot)), float64(median(volBoot))/float64(median(plainBoot)))
+	rec.vs("create to first exec (512 MiB guest) with a volume", msf(median(volBoot)), "ms", "without", msf(median(plainBoot)), nil)
 	mib := func(kb int) float64 { return float64(kb) / 1024 }
-	fmt.Printf("idle host RSS: with a volume shim %.0f + QEMU %.0f + virtiofsd %.0f MiB; without shim %.0f + QEMU %.0f MiB\n",
-		mib(volRSS[0]), mib(volRSS[1]), mib(volRSS[2]), mib(plainRSS[0]), mib(plainRSS[1]))
+	rec.vs("idle host RSS with a volume (shim + QEMU + virtiofsd)", mib(volRSS[0]+volRSS[1]+volRSS[2]), "MiB", "without (shim + QEMU)", mib(plainRSS[0]+plainRSS[1]), nil)
+	rec.vs("  QEMU RSS with a volume", mib(volRSS[1]), "MiB", "without", mib(plainRSS[1]), nil)
+	rec.add("  virtiofsd RSS", mib(volRSS[2]), "MiB", nil)
 
 	b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithVolume(vol, "/vol", false))
 	if err != nil {
@@ -103,12 +103,10 @@ func volumes() error {
 	}
 	const mb = 256
 	ratio := func(what string, box, base time.Duration, disk time.Duration) {
-		ctx := ""
+		rec.vs(what+": volume", msf(box), "ms", "host", msf(base), nil)
 		if disk > 0 {
-			ctx = "; box disk " + ms(disk)
+			rec.vs(what+": box disk", msf(disk), "ms", "host", msf(base), nil)
 		}
-		fmt.Printf("%s: volume %s (%.0f MiB/s) vs host %s (ratio %.2fx)%s\n", what, ms(box),
-			mb/box.Seconds(), ms(base), float64(box)/float64(base), ctx)
 	}
 	dd := "busybox dd if=/dev/zero of=%s bs=1M count=" + strconv.Itoa(mb) + " conv=fsync 2>/dev/null"
 	wBox, err := inBox(fmt.Sprintf(strings.Replace(dd, "busybox ", "", 1), "/vol/w"))
@@ -162,8 +160,9 @@ func volumes() error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("untar %d files (%s): volume %s vs host %s (ratio %.2fx); box disk %s\n", files, src, ms(xBox), ms(xHost),
-		float64(xBox)/float64(xHost), ms(xDisk))
+	name := fmt.Sprintf("untar %d files (%s)", files, src)
+	rec.vs(name+": volume", msf(xBox), "ms", "host", msf(xHost), nil)
+	rec.vs(name+": box disk", msf(xDisk), "ms", "host", msf(xHost), nil)
 	return nil
 }
 
