@@ -167,19 +167,24 @@ func (s *shim) warmStart(vmcfg hv.Config, start time.Time) (protocol.Hello, *pro
 	t, err := store.Get(key)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		how = protocol.StartNewTemplate
-		t, err = store.Create(key, func(dir string) (template.Built, error) { return s.buildTemplate(dir, vmcfg, start) })
+		// Boxes of a shape started at once wait for the one that makes
+		// its template, within the boot's own budget.
+		t, err = store.Create(key, s.cfg.BootTimeout, func(dir string) (template.Built, error) { return s.buildTemplate(dir, vmcfg, start) })
 	} else if err != nil {
-		log.Printf("template %s: %v; making it again", key, err)
-		store.Remove(key)
+		log.Printf("template %s: %v; removing it", key, err)
+		store.Remove(key) // the next box makes a new one
 		return protocol.Hello{}, nil, "", err
 	}
 	if err != nil {
 		return protocol.Hello{}, nil, "", err
 	}
 	h, r, err := s.restore(vmcfg, t, time.Now())
-	if err != nil {
+	var nr noRetry
+	if err != nil && !errors.As(err, &nr) {
 		log.Printf("template %s: restore failed, removing it: %v", key, err)
 		store.Remove(key) // the next box makes a new one
+	}
+	if err != nil {
 		return h, nil, "", err
 	}
 	return h, r, how, nil

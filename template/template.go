@@ -195,10 +195,11 @@ type Built struct {
 }
 
 // Create makes the template of key: build boots a VM of that shape and
-// saves it into dir with SaveInto. One process builds a key at a time:
-// another that finds it being built gets errdefs.ErrAlreadyExists and boots
-// on its own. The oldest templates beyond MaxPerImage are removed.
-func (s Store) Create(key string, build func(dir string) (Built, error)) (*Template, error) {
+// saves it into dir with SaveInto. One process builds a key at a time: one
+// that finds it being built waits up to wait for that build, and returns
+// its template, or errdefs.ErrAlreadyExists if it is not done by then (or
+// failed). The oldest templates beyond MaxPerImage are removed.
+func (s Store) Create(key string, wait time.Duration, build func(dir string) (Built, error)) (*Template, error) {
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -207,7 +208,16 @@ func (s Store) Create(key string, build func(dir string) (Built, error)) (*Templ
 		return nil, err
 	}
 	defer lock.Close()
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		for deadline := time.Now().Add(wait); time.Now().Before(deadline); {
+			time.Sleep(50 * time.Millisecond)
+			if unix.Flock(int(lock.Fd()), unix.LOCK_SH|unix.LOCK_NB) == nil {
+				if t, err := s.Get(key); err == nil {
+					return t, nil
+				}
+				break // the build failed: this box does not try again
+			}
+		}
 		return nil, errdefs.Errorf(errdefs.ErrAlreadyExists, "template %s is being made by another box", key)
 	}
 	defer os.Remove(lock.Name())

@@ -39,7 +39,7 @@ func TestCreateGetState(t *testing.T) {
 	if _, err := s.Get("k"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("Get of nothing = %v, want not found", err)
 	}
-	tm, err := s.Create("k", fake(t))
+	tm, err := s.Create("k", 0, fake(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestCreateGetState(t *testing.T) {
 	}
 	f.Close()
 	// A second Create finds it: the build does not run.
-	if _, err := s.Create("k", func(string) (Built, error) { t.Fatal("built again"); return Built{}, nil }); err != nil {
+	if _, err := s.Create("k", 0, func(string) (Built, error) { t.Fatal("built again"); return Built{}, nil }); err != nil {
 		t.Fatal(err)
 	}
 	// A state that does not match its digest is refused.
@@ -74,7 +74,7 @@ func TestCreateLockedAndFailed(t *testing.T) {
 	in, release := make(chan struct{}), make(chan struct{})
 	done := make(chan error)
 	go func() {
-		_, err := s.Create("k", func(dir string) (Built, error) {
+		_, err := s.Create("k", 0, func(dir string) (Built, error) {
 			close(in)
 			<-release
 			return fake(t)(dir)
@@ -82,16 +82,26 @@ func TestCreateLockedAndFailed(t *testing.T) {
 		done <- err
 	}()
 	<-in
-	if _, err := s.Create("k", fake(t)); !errors.Is(err, errdefs.ErrAlreadyExists) {
-		t.Errorf("Create while another builds = %v, want already exists", err)
+	if _, err := s.Create("k", 0, fake(t)); !errors.Is(err, errdefs.ErrAlreadyExists) {
+		t.Errorf("Create while another builds, not waiting = %v, want already exists", err)
 	}
+	// One that waits gets the other's template, built once.
+	waited := make(chan error)
+	go func() {
+		_, err := s.Create("k", time.Minute, func(string) (Built, error) { t.Error("built twice"); return Built{}, nil })
+		waited <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	if err := <-waited; err != nil {
+		t.Errorf("Create that waited = %v", err)
+	}
 	// A failed build leaves nothing behind, and neither does a dead one's.
 	os.Mkdir(filepath.Join(s.Dir, ".new-j-123"), 0o700)
-	if _, err := s.Create("j", func(string) (Built, error) { return Built{}, errors.New("boom") }); err == nil {
+	if _, err := s.Create("j", 0, func(string) (Built, error) { return Built{}, errors.New("boom") }); err == nil {
 		t.Fatal("failed build: no error")
 	}
 	ents, _ := os.ReadDir(s.Dir)
@@ -103,13 +113,13 @@ func TestCreateLockedAndFailed(t *testing.T) {
 func TestPrune(t *testing.T) {
 	s := Store{Dir: t.TempDir()}
 	for i := 0; i <= MaxPerImage; i++ {
-		if _, err := s.Create("k"+strconv.Itoa(i), fake(t)); err != nil {
+		if _, err := s.Create("k"+strconv.Itoa(i), 0, fake(t)); err != nil {
 			t.Fatal(err)
 		}
 		old := time.Now().Add(time.Duration(i-10) * time.Minute)
 		os.Chtimes(filepath.Join(s.Dir, "k"+strconv.Itoa(i), metaFile), old, old)
 	}
-	if _, err := s.Create("new", fake(t)); err != nil {
+	if _, err := s.Create("new", 0, fake(t)); err != nil {
 		t.Fatal(err)
 	}
 	// The new one and the MaxPerImage-1 most recent others stay.
@@ -129,7 +139,7 @@ func TestPrune(t *testing.T) {
 // offers it; the next opens the same one; once released, it is gone.
 func TestRAMShared(t *testing.T) {
 	s := Store{Dir: t.TempDir()}
-	tm, err := s.Create("k", fake(t))
+	tm, err := s.Create("k", 0, fake(t))
 	if err != nil {
 		t.Fatal(err)
 	}
