@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/boxlite/boxlite/errdefs"
 )
@@ -116,5 +117,56 @@ func TestResolveInStaysInRoot(t *testing.T) {
 	}
 	if _, err := resolveIn(root, "/nope"); !os.IsNotExist(err) {
 		t.Errorf("missing: %v", err)
+	}
+}
+
+// The parsed /etc/passwd is kept while the file stays the same, and read
+// again once it changes; a file changed within dbSettle is not kept, as a
+// rewrite of the same size in the same clock tick would look unchanged.
+func TestUserDBCache(t *testing.T) {
+	root := t.TempDir()
+	passwd := filepath.Join(root, "etc", "passwd")
+	if err := os.MkdirAll(filepath.Dir(passwd), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(passwd, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	home := func() string {
+		t.Helper()
+		who, err := resolveUser(root, "app")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return who.Home
+	}
+	cached := func() bool {
+		dbs.mu.Lock()
+		defer dbs.mu.Unlock()
+		_, ok := dbs.m[passwd]
+		return ok
+	}
+	write("app:x:1000:1000::/home/one:/bin/sh\n")
+	if home() != "/home/one" || cached() {
+		t.Fatalf("a file changed just now: home %q, cached %v", home(), cached())
+	}
+
+	defer func(d time.Duration) { dbSettle = d }(dbSettle)
+	dbSettle = 0
+	if home() != "/home/one" || !cached() {
+		t.Fatalf("a settled file: home %q, cached %v", home(), cached())
+	}
+	write("app:x:1000:1000::/home/second:/bin/sh\n") // another size
+	if got := home(); got != "/home/second" {
+		t.Fatalf("after a change: home %q", got)
+	}
+	if err := os.Rename(passwd, passwd+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resolveUser(root, "app"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("after the file went: %v", err)
 	}
 }
