@@ -184,12 +184,18 @@ func (s *server) spawn(id uint32, req protocol.Exec) (*execution, error) {
 		if gen == nil {
 			return syscall.ForkExec(argv0, req.Argv, attr)
 		}
-		// In the sandbox; the host is told the pid the box knows it by.
+		// In the sandbox; the host is told the pid the box knows it by,
+		// which the child's pidfd tells (-1 from a kernel without them).
+		pidfd := -1
+		sys.PidFD = &pidfd
 		pid, err := gen.forkExec(argv0, req.Argv, attr)
 		if err == nil {
-			if e.boxPid, err = nsPid(pid); err != nil {
+			if e.boxPid, err = nsPid(pid, pidfd); err != nil {
 				s.cfg.Logf("exec %d: %v", id, err)
 				e.boxPid, err = 0, nil
+			}
+			if pidfd >= 0 {
+				unix.Close(pidfd)
 			}
 		}
 		return pid, err
