@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/boxlite/boxlite/errdefs"
 )
@@ -29,9 +30,10 @@ type Frame struct {
 	Payload []byte
 }
 
-// Writer serialises frames onto w. It is not safe for concurrent use; callers
-// that share a connection serialise with a mutex.
+// Writer serialises frames onto w, each in one Write call when w is
+// unbuffered, so frames from different goroutines never interleave.
 type Writer struct {
+	mu  sync.Mutex // for buf, and the order of frames
 	w   io.Writer
 	buf []byte // joins header and payload; kept between frames up to keptBuffer
 }
@@ -43,13 +45,14 @@ const keptBuffer = HeaderSize + MaxChunk
 
 func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
 
-// WriteFrame writes f in one Write call when w is unbuffered (header and payload
-// are joined), so frames from different goroutines never interleave mid-frame
-// as long as calls are serialised.
+// WriteFrame writes f in one Write call when w is unbuffered (header and
+// payload are joined).
 func (w *Writer) WriteFrame(f Frame) error {
 	if len(f.Payload) > MaxPayload {
 		return errdefs.Errorf(errdefs.ErrLimit, "frame %s: payload of %d bytes exceeds %d", f.Type, len(f.Payload), MaxPayload)
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	n := HeaderSize + len(f.Payload)
 	buf := w.buf
 	switch {
@@ -62,7 +65,9 @@ func (w *Writer) WriteFrame(f Frame) error {
 	}
 	buf = buf[:n]
 	copy(buf[HeaderSize:], f.Payload)
-	return w.WriteHeaded(f.Type, f.Stream, buf)
+	putHeader(buf, f.Type, f.Stream, len(f.Payload))
+	_, err := w.w.Write(buf)
+	return err
 }
 
 // WriteHeaded writes a frame whose payload is b[HeaderSize:], filling in
@@ -76,6 +81,8 @@ func (w *Writer) WriteHeaded(t Type, stream uint32, b []byte) error {
 		return errdefs.Errorf(errdefs.ErrLimit, "frame %s: payload of %d bytes exceeds %d", t, len(b)-HeaderSize, MaxPayload)
 	}
 	putHeader(b, t, stream, len(b)-HeaderSize)
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	_, err := w.w.Write(b)
 	return err
 }

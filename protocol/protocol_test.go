@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf8"
 
@@ -205,5 +206,46 @@ func TestWriterReusesBuffer(t *testing.T) {
 	}
 	if cap(w.buf) > keptBuffer {
 		t.Fatalf("writer kept a %d-byte buffer, at most %d", len(w.buf), keptBuffer)
+	}
+}
+
+// Frames written from many goroutines arrive whole: the Writer serialises
+// them (its join buffer is shared).
+func TestWriterConcurrent(t *testing.T) {
+	pr, pw := io.Pipe()
+	w := NewWriter(pw)
+	const writers, frames = 8, 100
+	go func() {
+		var wg sync.WaitGroup
+		for g := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range frames {
+					p := bytes.Repeat([]byte{byte(g)}, (i*997)%MaxChunk)
+					w.WriteFrame(Frame{Type: TStdout, Stream: uint32(g), Payload: p})
+				}
+			}()
+		}
+		wg.Wait()
+		pw.Close()
+	}()
+	r := NewReader(pr)
+	n := 0
+	for {
+		f, err := r.ReadFrame()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("frame %d: %v", n, err)
+		}
+		if len(f.Payload) > 0 && (f.Payload[0] != byte(f.Stream) || f.Payload[len(f.Payload)-1] != byte(f.Stream)) {
+			t.Fatalf("frame %d of stream %d holds another stream's bytes", n, f.Stream)
+		}
+		n++
+	}
+	if n != writers*frames {
+		t.Fatalf("%d frames, want %d", n, writers*frames)
 	}
 }
