@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,5 +169,29 @@ func TestUserDBCache(t *testing.T) {
 	}
 	if _, err := resolveUser(root, "app"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("after the file went: %v", err)
+	}
+}
+
+// A database larger than maxCachedDBSize is read each time, never kept.
+func TestUserDBCacheSkipsLargeFiles(t *testing.T) {
+	defer func(d time.Duration) { dbSettle = d }(dbSettle)
+	dbSettle = 0
+	root := t.TempDir()
+	passwd := filepath.Join(root, "etc", "passwd")
+	if err := os.MkdirAll(filepath.Dir(passwd), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("#"+strings.Repeat("x", 1023)+"\n", maxCachedDBSize/1024+1) + "app:x:7:7::/h:/bin/sh\n"
+	if err := os.WriteFile(passwd, []byte(big), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if who, err := resolveUser(root, "app"); err != nil || who.Uid != 7 {
+		t.Fatalf("%+v, %v", who, err)
+	}
+	dbs.mu.Lock()
+	_, kept := dbs.m[passwd]
+	dbs.mu.Unlock()
+	if kept {
+		t.Fatalf("a %d-byte file was cached (limit %d)", len(big), maxCachedDBSize)
 	}
 }
