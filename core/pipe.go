@@ -8,16 +8,25 @@ import (
 	"github.com/boxlite/boxlite/protocol"
 )
 
+// creditBatch is how many bytes a window's reader consumes before it returns
+// them to the agent in one Credit. Each Credit wakes the guest's agent,
+// which under emulation costs about as much as moving a data frame; one per
+// read (io.Copy reads 32 KiB) was two per 64 KiB frame. Holding back less
+// than the window never stalls the agent: with nothing unread it still has
+// InitialWindow-creditBatch to send.
+const creditBatch = protocol.InitialWindow / 4
+
 // window is a flow-controlled receive buffer for one output fd of an exec.
 // The connection's reader appends what the agent sent; Read hands bytes to the
-// user and returns their window to the agent through credit. An honest agent
-// never has more than protocol.InitialWindow bytes unread here; push refuses
-// a frame that would overrun it, so the buffer stays bounded whatever the
-// guest sends.
+// user and returns their window to the agent through credit, in batches of
+// creditBatch. An honest agent never has more than protocol.InitialWindow
+// bytes unread here; push refuses a frame that would overrun it, so the
+// buffer stays bounded whatever the guest sends.
 type window struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
 	buf    []byte
+	owed   int   // bytes read and not yet credited (less than creditBatch)
 	err    error // set once no more data will come (io.EOF or a failure)
 	credit func(n int)
 	notify func() // optional: called after data or the end arrives
@@ -91,10 +100,14 @@ func (w *window) read(p []byte, block bool) (int, error) {
 	if len(w.buf) == 0 {
 		w.buf = nil // let the backing array go
 	}
-	open := w.err == nil
+	w.owed += n
+	give := 0
+	if w.owed >= creditBatch && w.err == nil {
+		give, w.owed = w.owed, 0
+	}
 	w.mu.Unlock()
-	if open {
-		w.credit(n)
+	if give > 0 {
+		w.credit(give)
 	}
 	return n, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/boxlite/boxlite/errdefs"
 )
@@ -29,29 +30,68 @@ type Frame struct {
 	Payload []byte
 }
 
-// Writer serialises frames onto w. It is not safe for concurrent use; callers
-// that share a connection serialise with a mutex.
+// Writer serialises frames onto w, each in one Write call when w is
+// unbuffered, so frames from different goroutines never interleave.
 type Writer struct {
+	mu  sync.Mutex // for buf, and the order of frames
 	w   io.Writer
-	hdr [HeaderSize]byte
+	buf []byte // joins header and payload; kept between frames up to keptBuffer
 }
+
+// keptBuffer is the largest join buffer a Writer keeps for the next frame:
+// a data frame's worth. Larger frames (a big exec request) get a buffer of
+// their own.
+const keptBuffer = HeaderSize + MaxChunk
 
 func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
 
-// WriteFrame writes f in one Write call when w is unbuffered (header and payload
-// are joined), so frames from different goroutines never interleave mid-frame
-// as long as calls are serialised.
+// WriteFrame writes f in one Write call when w is unbuffered (header and
+// payload are joined).
 func (w *Writer) WriteFrame(f Frame) error {
 	if len(f.Payload) > MaxPayload {
 		return errdefs.Errorf(errdefs.ErrLimit, "frame %s: payload of %d bytes exceeds %d", f.Type, len(f.Payload), MaxPayload)
 	}
-	buf := make([]byte, HeaderSize+len(f.Payload))
-	binary.BigEndian.PutUint32(buf[0:4], uint32(len(f.Payload)))
-	buf[4] = byte(f.Type)
-	binary.BigEndian.PutUint32(buf[5:9], f.Stream)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := HeaderSize + len(f.Payload)
+	buf := w.buf
+	switch {
+	case n <= cap(buf):
+	case n <= keptBuffer:
+		buf = make([]byte, keptBuffer)
+		w.buf = buf
+	default:
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
 	copy(buf[HeaderSize:], f.Payload)
+	putHeader(buf, f.Type, f.Stream, len(f.Payload))
 	_, err := w.w.Write(buf)
 	return err
+}
+
+// WriteHeaded writes a frame whose payload is b[HeaderSize:], filling in
+// b[:HeaderSize] with its header: a sender that reads its data into a buffer
+// after HeaderSize free bytes sends it in one Write without a copy.
+func (w *Writer) WriteHeaded(t Type, stream uint32, b []byte) error {
+	if len(b) < HeaderSize {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "frame %s: %d bytes leave no room for its header", t, len(b))
+	}
+	if len(b)-HeaderSize > MaxPayload {
+		return errdefs.Errorf(errdefs.ErrLimit, "frame %s: payload of %d bytes exceeds %d", t, len(b)-HeaderSize, MaxPayload)
+	}
+	putHeader(b, t, stream, len(b)-HeaderSize)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, err := w.w.Write(b)
+	return err
+}
+
+// putHeader writes the header of a frame with n payload bytes into b.
+func putHeader(b []byte, t Type, stream uint32, n int) {
+	binary.BigEndian.PutUint32(b[0:4], uint32(n))
+	b[4] = byte(t)
+	binary.BigEndian.PutUint32(b[5:9], stream)
 }
 
 // Reader reads frames from r.

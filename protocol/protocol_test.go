@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf8"
 
@@ -170,5 +171,81 @@ func TestHelloBound(t *testing.T) {
 	h.Bound()
 	if len(h.Agent) != maxHelloString || !utf8.ValidString(h.Kernel) || len(h.Features) != maxHelloFeatures || h.KernelMs != 0 || h.Layers != 0 {
 		t.Fatalf("bounded hello: agent %d bytes, kernel %q, %d features, kernel_ms %v, layers %d", len(h.Agent), h.Kernel, len(h.Features), h.KernelMs, h.Layers)
+	}
+}
+
+// A Writer reuses its join buffer: frames of every size after one another
+// arrive whole, and WriteHeaded sends a payload read after the header's room.
+func TestWriterReusesBuffer(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	sizes := []int{MaxChunk, 3, 0, MaxChunk + 1000, 17, MaxChunk - HeaderSize}
+	for i, n := range sizes {
+		p := bytes.Repeat([]byte{byte('a' + i)}, n)
+		if err := w.WriteFrame(Frame{Type: TStdout, Stream: uint32(i), Payload: p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	headed := append(make([]byte, HeaderSize), "in place"...)
+	if err := w.WriteHeaded(TStderr, 9, headed); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteHeaded(TStderr, 9, make([]byte, HeaderSize-1)); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Fatalf("a buffer shorter than a header: %v", err)
+	}
+	r := NewReader(&buf)
+	for i, n := range sizes {
+		f, err := r.ReadFrame()
+		if err != nil || f.Stream != uint32(i) || !bytes.Equal(f.Payload, bytes.Repeat([]byte{byte('a' + i)}, n)) {
+			t.Fatalf("frame %d: stream %d, %d bytes, %v; want %d bytes of %c", i, f.Stream, len(f.Payload), err, n, 'a'+i)
+		}
+	}
+	f, err := r.ReadFrame()
+	if err != nil || f.Type != TStderr || f.Stream != 9 || string(f.Payload) != "in place" {
+		t.Fatalf("headed frame %+v, %v", f, err)
+	}
+	if cap(w.buf) > keptBuffer {
+		t.Fatalf("writer kept a %d-byte buffer, at most %d", len(w.buf), keptBuffer)
+	}
+}
+
+// Frames written from many goroutines arrive whole: the Writer serialises
+// them (its join buffer is shared).
+func TestWriterConcurrent(t *testing.T) {
+	pr, pw := io.Pipe()
+	w := NewWriter(pw)
+	const writers, frames = 8, 100
+	go func() {
+		var wg sync.WaitGroup
+		for g := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range frames {
+					p := bytes.Repeat([]byte{byte(g)}, (i*997)%MaxChunk)
+					w.WriteFrame(Frame{Type: TStdout, Stream: uint32(g), Payload: p})
+				}
+			}()
+		}
+		wg.Wait()
+		pw.Close()
+	}()
+	r := NewReader(pr)
+	n := 0
+	for {
+		f, err := r.ReadFrame()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("frame %d: %v", n, err)
+		}
+		if len(f.Payload) > 0 && (f.Payload[0] != byte(f.Stream) || f.Payload[len(f.Payload)-1] != byte(f.Stream)) {
+			t.Fatalf("frame %d of stream %d holds another stream's bytes", n, f.Stream)
+		}
+		n++
+	}
+	if n != writers*frames {
+		t.Fatalf("%d frames, want %d", n, writers*frames)
 	}
 }

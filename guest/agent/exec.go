@@ -23,6 +23,18 @@ const maxWindow = 1 << 30
 // group may hold them open for ever).
 const outputLinger = time.Second
 
+// outChunk is the most output one frame carries: header and data are then
+// exactly MaxChunk, two of the virtio console's writes (its driver takes at
+// most 32 KiB per write; a frame a few bytes over took a third write, each
+// a copy and a VM exit).
+const outChunk = protocol.MaxChunk - protocol.HeaderSize
+
+// outPipeSize is the capacity asked for an exec's output pipes: the
+// window's worth, so a writer keeps going while the agent sends, instead of
+// waking it for every 64 KiB (the default).
+const outPipeSize = protocol.InitialWindow
+
+// bufPool holds output buffers: a frame header's room, then outChunk bytes.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, protocol.MaxChunk); return &b }}
 
 // execution is one exec stream: a process, its pipes and flow-control windows.
@@ -145,6 +157,17 @@ func (e *execution) send(f protocol.Frame) {
 		return
 	}
 	_ = e.s.writeLocked(f)
+}
+
+// sendHeaded writes one frame of type t whose payload is b[HeaderSize:],
+// unless the stream is over.
+func (e *execution) sendHeaded(t protocol.Type, b []byte) {
+	e.s.wmu.Lock()
+	defer e.s.wmu.Unlock()
+	if e.over.Load() {
+		return
+	}
+	_ = e.s.writeHeadedLocked(t, e.id, b)
 }
 
 // finish writes the stream's last frame, once.
@@ -300,13 +323,14 @@ func (e *execution) waitWindow(fd int) int {
 	if e.released || e.over.Load() {
 		return 0
 	}
-	return int(min(e.win[fd], protocol.MaxChunk))
+	return int(min(e.win[fd], outChunk))
 }
 
 // pump moves one output pipe to the host within the window. When the window
 // is empty it stops reading, so the pipe fills and the writer blocks.
 // Buffers come from a pool and are taken only once the pipe is readable, so
-// idle execs hold none.
+// idle execs hold none; data is read after a header's room, so a frame goes
+// out without a copy.
 func (e *execution) pump(fd int, f *os.File, t protocol.Type) {
 	defer e.outputs.Done()
 	defer f.Close()
@@ -328,7 +352,7 @@ func (e *execution) pump(fd int, f *os.File, t protocol.Type) {
 		err := rc.Read(func(sysfd uintptr) bool {
 			buf = bufPool.Get().(*[]byte)
 			for {
-				k, rerr = unix.Read(int(sysfd), (*buf)[:n])
+				k, rerr = unix.Read(int(sysfd), (*buf)[protocol.HeaderSize:protocol.HeaderSize+n])
 				if rerr != unix.EINTR {
 					break
 				}
@@ -350,7 +374,7 @@ func (e *execution) pump(fd int, f *os.File, t protocol.Type) {
 			e.mu.Lock()
 			e.win[fd] -= int64(k)
 			e.mu.Unlock()
-			e.send(protocol.Frame{Type: t, Stream: e.id, Payload: (*buf)[:k]})
+			e.sendHeaded(t, (*buf)[:protocol.HeaderSize+k])
 		}
 		bufPool.Put(buf)
 		if rerr != nil || k <= 0 {

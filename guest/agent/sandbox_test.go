@@ -179,12 +179,20 @@ func TestForkThread(t *testing.T) {
 }
 
 func TestNsPid(t *testing.T) {
-	pid, err := nsPid(os.Getpid())
+	pid, err := nsPid(os.Getpid(), -1)
 	if err != nil || pid != os.Getpid() {
 		t.Fatalf("nsPid(self) = %d, %v", pid, err)
 	}
-	if _, err := nsPid(1 << 30); err == nil {
+	if _, err := nsPid(1<<30, -1); err == nil {
 		t.Fatal("nsPid of no process")
+	}
+	pidfd, err := unix.PidfdOpen(os.Getpid(), 0)
+	if err != nil {
+		t.Fatalf("pidfd_open: %v", err)
+	}
+	defer unix.Close(pidfd)
+	if pid, err := nsPid(1<<30, pidfd); err != nil || pid != os.Getpid() {
+		t.Fatalf("nsPid through a pidfd = %d, %v; want %d", pid, err, os.Getpid())
 	}
 }
 

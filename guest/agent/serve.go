@@ -132,12 +132,25 @@ func (s *server) writeLocked(f protocol.Frame) error {
 	if s.werr != nil {
 		return s.werr
 	}
-	if err := s.w.WriteFrame(f); err != nil {
+	return s.wrote(s.w.WriteFrame(f))
+}
+
+// writeHeadedLocked writes a frame whose payload is b[HeaderSize:] (see
+// protocol.Writer.WriteHeaded).
+func (s *server) writeHeadedLocked(t protocol.Type, stream uint32, b []byte) error {
+	if s.werr != nil {
+		return s.werr
+	}
+	return s.wrote(s.w.WriteHeaded(t, stream, b))
+}
+
+// wrote records the first failed write: the channel is then unusable.
+func (s *server) wrote(err error) error {
+	if err != nil {
 		s.werr = err
 		s.cfg.Logf("channel write failed: %v", err)
-		return err
 	}
-	return nil
+	return err
 }
 
 // sendError ends a stream that has no live exec with an Error frame.

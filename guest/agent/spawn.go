@@ -168,28 +168,34 @@ func (s *server) spawn(id uint32, req protocol.Exec) (*execution, error) {
 		defer f.Close() // the child has its own copies
 		files = []uintptr{f.Fd(), f.Fd(), f.Fd()}
 	} else {
-		f, err := s.startPipes(e, req)
+		child, err := s.startPipes(e, req)
 		if err != nil {
 			return nil, err
 		}
-		for _, c := range f {
-			if c != s.devNull {
-				defer c.Close()
-			}
-			files = append(files, c.Fd())
+		defer closeFds(child[:]) // the child has its own copies
+		stdin := s.devNull.Fd()
+		if child[0] >= 0 {
+			stdin = uintptr(child[0])
 		}
+		files = []uintptr{stdin, uintptr(child[1]), uintptr(child[2])}
 	}
 	attr := &syscall.ProcAttr{Dir: dir, Env: env, Files: files, Sys: sys}
 	pid, err := s.reaper.spawn(func() (int, error) {
 		if gen == nil {
 			return syscall.ForkExec(argv0, req.Argv, attr)
 		}
-		// In the sandbox; the host is told the pid the box knows it by.
+		// In the sandbox; the host is told the pid the box knows it by,
+		// which the child's pidfd tells (-1 from a kernel without them).
+		pidfd := -1
+		sys.PidFD = &pidfd
 		pid, err := gen.forkExec(argv0, req.Argv, attr)
 		if err == nil {
-			if e.boxPid, err = nsPid(pid); err != nil {
+			if e.boxPid, err = nsPid(pid, pidfd); err != nil {
 				s.cfg.Logf("exec %d: %v", id, err)
 				e.boxPid, err = 0, nil
+			}
+			if pidfd >= 0 {
+				unix.Close(pidfd)
 			}
 		}
 		return pid, err
@@ -207,31 +213,62 @@ func (s *server) spawn(id uint32, req protocol.Exec) (*execution, error) {
 }
 
 // startPipes makes e's stdout and stderr pipes, and its stdin pipe when the
-// exec asked for one, and returns the child's ends (stdin is /dev/null
-// without one).
-func (s *server) startPipes(e *execution, req protocol.Exec) ([]*os.File, error) {
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return nil, errdefs.Errorf(errdefs.ErrLimit, "exec: pipe: %v", err)
+// exec asked for one, and returns the child's ends: stdin (-1 without one:
+// the child reads /dev/null), stdout, stderr.
+func (s *server) startPipes(e *execution, req protocol.Exec) ([3]int, error) {
+	child := [3]int{-1, -1, -1}
+	fail := func(err error) ([3]int, error) {
+		closeFds(child[:])
+		e.closeOutputs()
+		e.closeInput()
+		return [3]int{-1, -1, -1}, errdefs.Errorf(errdefs.ErrLimit, "exec: pipe: %v", err)
 	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return nil, errdefs.Errorf(errdefs.ErrLimit, "exec: pipe: %v", err)
+	var err error
+	if e.stdout, child[1], err = pipe(false, outPipeSize); err != nil {
+		return fail(err)
 	}
-	childIn := s.devNull
+	if e.stderr, child[2], err = pipe(false, outPipeSize); err != nil {
+		return fail(err)
+	}
 	if req.Stdin {
-		if childIn, e.stdin, err = os.Pipe(); err != nil {
-			outR.Close()
-			outW.Close()
-			errR.Close()
-			errW.Close()
-			return nil, errdefs.Errorf(errdefs.ErrLimit, "exec: pipe: %v", err)
+		if e.stdin, child[0], err = pipe(true, 0); err != nil {
+			return fail(err)
 		}
 	}
-	e.stdout, e.stderr = outR, errR
-	return []*os.File{childIn, outW, errW}, nil
+	return child, nil
+}
+
+// pipe makes a pipe whose agent end is a pollable *os.File (the write end
+// when agentWrites, else the read end) and whose child end is a plain
+// blocking fd, as a child expects its stdio to be. size, if not 0, asks for
+// that capacity (best effort: the kernel caps it at pipe-max-size). Raw
+// calls: os.Pipe registers both ends with the poller, and Fd() takes the
+// child's end out again, four system calls more per pipe.
+func pipe(agentWrites bool, size int) (agent *os.File, child int, err error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		return nil, -1, err
+	}
+	mine, theirs := p[0], p[1]
+	if agentWrites {
+		mine, theirs = p[1], p[0]
+	}
+	if _, err := unix.FcntlInt(uintptr(theirs), unix.F_SETFL, 0); err != nil {
+		closeFds(p[:])
+		return nil, -1, err
+	}
+	if size > 0 {
+		_, _ = unix.FcntlInt(uintptr(mine), unix.F_SETPIPE_SZ, size)
+	}
+	return os.NewFile(uintptr(mine), "pipe"), theirs, nil
+}
+
+func closeFds(fds []int) {
+	for _, fd := range fds {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
 }
 
 // startTTY gives e a pseudo-terminal and returns its slave, which becomes

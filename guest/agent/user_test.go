@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/boxlite/boxlite/errdefs"
 )
@@ -116,5 +118,80 @@ func TestResolveInStaysInRoot(t *testing.T) {
 	}
 	if _, err := resolveIn(root, "/nope"); !os.IsNotExist(err) {
 		t.Errorf("missing: %v", err)
+	}
+}
+
+// The parsed /etc/passwd is kept while the file stays the same, and read
+// again once it changes; a file changed within dbSettle is not kept, as a
+// rewrite of the same size in the same clock tick would look unchanged.
+func TestUserDBCache(t *testing.T) {
+	root := t.TempDir()
+	passwd := filepath.Join(root, "etc", "passwd")
+	if err := os.MkdirAll(filepath.Dir(passwd), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(passwd, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	home := func() string {
+		t.Helper()
+		who, err := resolveUser(root, "app")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return who.Home
+	}
+	cached := func() bool {
+		dbs.mu.Lock()
+		defer dbs.mu.Unlock()
+		_, ok := dbs.m[passwd]
+		return ok
+	}
+	write("app:x:1000:1000::/home/one:/bin/sh\n")
+	if home() != "/home/one" || cached() {
+		t.Fatalf("a file changed just now: home %q, cached %v", home(), cached())
+	}
+
+	defer func(d time.Duration) { dbSettle = d }(dbSettle)
+	dbSettle = 0
+	if home() != "/home/one" || !cached() {
+		t.Fatalf("a settled file: home %q, cached %v", home(), cached())
+	}
+	write("app:x:1000:1000::/home/second:/bin/sh\n") // another size
+	if got := home(); got != "/home/second" {
+		t.Fatalf("after a change: home %q", got)
+	}
+	if err := os.Rename(passwd, passwd+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resolveUser(root, "app"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("after the file went: %v", err)
+	}
+}
+
+// A database larger than maxCachedDBSize is read each time, never kept.
+func TestUserDBCacheSkipsLargeFiles(t *testing.T) {
+	defer func(d time.Duration) { dbSettle = d }(dbSettle)
+	dbSettle = 0
+	root := t.TempDir()
+	passwd := filepath.Join(root, "etc", "passwd")
+	if err := os.MkdirAll(filepath.Dir(passwd), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("#"+strings.Repeat("x", 1023)+"\n", maxCachedDBSize/1024+1) + "app:x:7:7::/h:/bin/sh\n"
+	if err := os.WriteFile(passwd, []byte(big), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if who, err := resolveUser(root, "app"); err != nil || who.Uid != 7 {
+		t.Fatalf("%+v, %v", who, err)
+	}
+	dbs.mu.Lock()
+	_, kept := dbs.m[passwd]
+	dbs.mu.Unlock()
+	if kept {
+		t.Fatalf("a %d-byte file was cached (limit %d)", len(big), maxCachedDBSize)
 	}
 }
