@@ -176,9 +176,9 @@ func spin() error {
 	return nil
 }
 
-// imageRuntime is a fresh runtime with the test image loaded.
-func imageRuntime(ctx context.Context) (*core.Runtime, func(), error) {
-	rt, done, err := freshRuntime()
+// imageRuntime is a fresh runtime (with opts) with the test image loaded.
+func imageRuntime(ctx context.Context, opts ...core.Option) (*core.Runtime, func(), error) {
+	rt, done, err := freshRuntime(opts...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -144,7 +144,8 @@ func mappingKind(header []string, memMiB int) string {
 func memOnly() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	rt, done, err := imageRuntime(ctx)
+	// Booted boxes: a box restored from a template has no balloon.
+	rt, done, err := imageRuntime(ctx, core.WithTemplates(false))
 	if err != nil {
 		return err
 	}
