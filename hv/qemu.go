@@ -188,9 +188,11 @@ type VM struct {
 	shutdown string // reason of the QMP SHUTDOWN event
 	nospace  string // the disk whose write found the host file system full
 
-	ram     *RAM
-	cmdMu   sync.Mutex    // one QMP command at a time (see command)
-	pending chan qmpReply // the running command's answer, under mu
+	ram       *RAM
+	cmdMu     sync.Mutex    // one QMP command at a time (see command)
+	cmdSeq    uint64        // the last command's number, under cmdMu
+	pending   chan qmpReply // the running command's answer, under mu
+	pendingID string        // and its id
 }
 
 // Start validates cfg, builds the QEMU command line and starts QEMU. It
@@ -581,6 +583,7 @@ func (vm *VM) startFailed(herr error) error {
 }
 
 type qmpMessage struct {
+	ID     json.RawMessage `json:"id"`
 	Event  string          `json:"event"`
 	Data   json.RawMessage `json:"data"`
 	Return json.RawMessage `json:"return"`

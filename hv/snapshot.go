@@ -88,7 +88,11 @@ type qmpReply struct {
 func (vm *VM) command(name string, args any, fd *os.File) (json.RawMessage, error) {
 	vm.cmdMu.Lock()
 	defer vm.cmdMu.Unlock()
-	msg := map[string]any{"execute": name}
+	// The id ties the answer to this command: one that timed out may
+	// still be answered, during the next one.
+	vm.cmdSeq++
+	id := "boxlite-" + strconv.FormatUint(vm.cmdSeq, 10)
+	msg := map[string]any{"execute": name, "id": id}
 	if args != nil {
 		msg["arguments"] = args
 	}
@@ -98,7 +102,7 @@ func (vm *VM) command(name string, args any, fd *os.File) (json.RawMessage, erro
 	}
 	reply := make(chan qmpReply, 1)
 	vm.mu.Lock()
-	vm.pending = reply
+	vm.pending, vm.pendingID = reply, id
 	vm.mu.Unlock()
 	defer func() {
 		vm.mu.Lock()
@@ -132,13 +136,16 @@ func (vm *VM) command(name string, args any, fd *os.File) (json.RawMessage, erro
 
 // reply hands a command's answer to the waiting command, if any.
 func (vm *VM) reply(m qmpMessage) {
+	var id string
+	json.Unmarshal(m.ID, &id)
 	vm.mu.Lock()
 	ch := vm.pending
+	if ch == nil || id != vm.pendingID {
+		vm.mu.Unlock()
+		return // an answer nobody waits for any more
+	}
 	vm.pending = nil
 	vm.mu.Unlock()
-	if ch == nil {
-		return
-	}
 	r := qmpReply{ret: m.Return}
 	if m.Error != nil {
 		r.err = errors.New(m.Error.Class + ": " + m.Error.Desc)
