@@ -45,7 +45,7 @@ func TestFreedGuestMemoryReturnsToHost(t *testing.T) {
 		t.Fatalf("dd: exit %d: %s", res.Code, res.Stderr)
 	}
 	peak := vmRSSMiB(t, pid)
-	if peak < before+150 {
+	if peak < before+100 { // some of the 200 MiB may have been resident already
 		t.Fatalf("QEMU RSS %d MiB after touching 200 MiB (was %d): the test did not touch guest memory", peak, before)
 	}
 	deadline := time.Now().Add(30 * time.Second)
