@@ -164,6 +164,10 @@ export interface BoxRuntimeInfo {
   guestReadyMs: number;
   shimPid: number;
   vmmPid: number;
+  /** How the VM came up: 'template' (a warm start), 'new-template' (this box made its shape's template first) or 'boot'. */
+  start?: 'boot' | 'template' | 'new-template';
+  /** Why a box that could have started from a template booted. */
+  startNote?: string;
   /** What weakens this box's isolation (TCG, a missing VMM confinement layer); see docs/SECURITY.md. */
   warnings?: string[];
   /** The box's network (absent when disabled). */

@@ -30,6 +30,8 @@ test('copyIn / copyOut', { timeout: 300_000 }, async (t) => {
 
   const h = await box.exec('hostname');
   assert.equal(h.stdout, 'node-copy\n', 'the box takes the hostname it was given');
+  const rt = (await box.getInfo()).runtime;
+  assert.ok(['template', 'new-template'].includes(rt.start), `a fresh box starts warm, not ${rt.start} (${rt.startNote})`);
 
   await box.copyIn(src, '/root/node/');
   const r = await box.exec('sh', '-c', 'cd /root/node/tree && ./run.sh && readlink link && sha256sum sub/blob');

@@ -429,6 +429,11 @@ class BoxInfo:
         self.accel_reason: Optional[str] = rt.get("accel_reason")
         self.kernel: Optional[str] = rt.get("kernel")
         self.boot_ms: Optional[float] = rt.get("boot_ms")
+        # How the VM came up: "template" (a warm start), "new-template" (this
+        # box made its shape's template first) or "boot"; start_note says why
+        # a box that could have started warm booted.
+        self.start: Optional[str] = rt.get("start") or None
+        self.start_note: Optional[str] = rt.get("start_note") or None
         # What weakens the box's isolation (TCG, a missing VMM confinement
         # layer); see docs/SECURITY.md.
         self.warnings: List[str] = list(rt.get("warnings") or [])
