@@ -300,21 +300,19 @@ func (s *shim) restore(vmcfg hv.Config, t *template.Template, start time.Time) (
 		return h, nil, fmt.Errorf("%s: %w", what, err)
 	}
 	lap("vmm")
-	// The network stack starts while the box takes its identity.
-	netErr := make(chan error, 1)
-	go func() { netErr <- s.serveNetwork() }()
 	s.agent = s.vm.Channel()
 	s.w = protocol.NewWriter(s.agent)
 	r := protocol.NewReader(s.agent)
-	err = s.identify(s.vm, r, h, start)
+	if err := s.identify(s.vm, r, h, start); err != nil {
+		return fail("identity after the restore", err)
+	}
 	lap("identity")
-	if nerr := <-netErr; nerr != nil {
+	// Only now: the network stack takes the box's published ports for
+	// good, and a box whose restore failed boots with them.
+	if err := s.serveNetwork(); err != nil {
 		s.vm.Kill()
 		undo()
-		return h, nil, noRetry{fmt.Errorf("network: %w", nerr)}
-	}
-	if err != nil {
-		return fail("identity after the restore", err)
+		return h, nil, noRetry{fmt.Errorf("network: %w", err)}
 	}
 	log.Printf("restored from template %s: %s", t.Key, strings.TrimSuffix(lap("network"), ", "))
 	os.Remove(fresh)

@@ -74,7 +74,9 @@ func (t *Template) sharedRAM(dir string) *os.File {
 			continue
 		}
 		want, _ := os.ReadFile(path)
-		f, err := os.Open("/proc/" + pid + "/fd/" + fd)
+		// Non-blocking: a reused pid's descriptor may be a pipe, whose
+		// open would wait for a writer.
+		f, err := os.OpenFile("/proc/"+pid+"/fd/"+fd, os.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 		if err != nil {
 			if p, perr := strconv.Atoi(pid); perr == nil && unix.Kill(p, 0) == unix.ESRCH {
 				os.Remove(path)

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -98,9 +99,12 @@ func Key(vm hv.Config, extra ...string) (string, error) {
 	if qemu == "" {
 		qemu = hv.DefaultQEMU
 	}
-	if !strings.Contains(qemu, "/") {
-		put("qemu", qemu) // resolved on PATH by hv
-	} else if err := ident("qemu", qemu); err != nil {
+	// The binary hv will run (an upgraded QEMU may not load an older state).
+	bin, err := exec.LookPath(qemu)
+	if err != nil {
+		return "", fmt.Errorf("template key: qemu %s: %w", qemu, err)
+	}
+	if err := ident("qemu", bin); err != nil {
 		return "", err
 	}
 	if err := ident("kernel", vm.Kernel); err != nil {
