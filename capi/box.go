@@ -44,6 +44,7 @@ type boxOptions struct {
 	Ports           []core.Port       `json:"ports"`
 	Volumes         []core.Volume     `json:"volumes"` // {"host_path", "guest_path", "read_only"}
 	Hostname        string            `json:"hostname"`
+	Prestart        []string          `json:"prestart"`
 }
 
 func (o boxOptions) options() []core.BoxOption {
@@ -71,6 +72,9 @@ func (o boxOptions) options() []core.BoxOption {
 	}
 	if o.Hostname != "" {
 		opts = append(opts, core.WithHostname(o.Hostname))
+	}
+	if len(o.Prestart) > 0 {
+		opts = append(opts, core.WithPrestart(o.Prestart...))
 	}
 	if o.BootTimeoutSecs != nil {
 		opts = append(opts, core.WithBootTimeout(time.Duration(*o.BootTimeoutSecs*float64(time.Second))))

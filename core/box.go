@@ -392,6 +392,7 @@ func (b *Box) boot(ctx context.Context) (*conn, protocol.Info, error) {
 		// A template's disk replaces the fresh one; a disk that has
 		// been used keeps its data, so later starts boot.
 		sc.Templates = b.rt.templateDir(b.rec.ImageDigest)
+		sc.Park = b.parkRequests(cfg)
 	}
 	if err := writeJSON(b.path(shimapi.ConfigFile), sc); err != nil {
 		return nil, none, err

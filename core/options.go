@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"os"
+	"path"
 	"strings"
 	"time"
 
@@ -204,6 +205,9 @@ type BoxConfig struct {
 	KernelArgs []string    `json:"kernel_args,omitempty"`
 	// Hostname is the box's (see WithHostname); empty: DefaultHostname.
 	Hostname string `json:"hostname,omitempty"`
+	// Prestart names the sessions a box started from a template finds
+	// started (see WithPrestart).
+	Prestart []string `json:"prestart,omitempty"`
 }
 
 // DefaultHostname is a box's hostname unless WithHostname sets one, as in
@@ -296,6 +300,48 @@ func WithHostname(name string) BoxOption {
 	}
 }
 
+// Prestart kinds (WithPrestart).
+const (
+	PrestartPython = "python" // NewPythonSession's interpreter, its driver loaded
+	PrestartShell  = "shell"  // NewShellSession's /bin/sh; "shell:PATH" names another shell
+)
+
+// WithPrestart asks for sessions that are already started when the box
+// starts from a template: the template VM starts them before it is saved,
+// so the box's first NewPythonSession or NewShellSession with default
+// options (no env, cwd, user or interpreter of its own) takes over a
+// started interpreter instead of waiting for one. CodeBox and
+// InteractiveBox in the SDKs ask for theirs. Boxes with their own env,
+// working directory or user, and boxes that boot (templates off, volumes,
+// a later start), start their sessions as usual. Every box of the
+// template shares the interpreter's start: Python's hash seed and the
+// address layout (the random module is reseeded on the first cell).
+// Default: none.
+func WithPrestart(kinds ...string) BoxOption {
+	return func(c *BoxConfig) error { c.Prestart = append(c.Prestart, kinds...); return nil }
+}
+
+func validPrestart(kinds []string) error {
+	if len(kinds) > 2 {
+		return fmt.Errorf("prestart lists %d sessions, at most 2 (python, shell)", len(kinds))
+	}
+	seen := map[string]bool{}
+	for _, k := range kinds {
+		kind, shell, custom := strings.Cut(k, ":")
+		switch {
+		case kind == PrestartPython && !custom:
+		case kind == PrestartShell && (!custom || path.IsAbs(shell) && len(shell) <= 256 && !strings.ContainsRune(shell, 0)):
+		default:
+			return fmt.Errorf("prestart %q: want %q, %q or \"shell:/ABSOLUTE/PATH\"", k, PrestartPython, PrestartShell)
+		}
+		if seen[kind] {
+			return fmt.Errorf("prestart lists %s twice", kind)
+		}
+		seen[kind] = true
+	}
+	return nil
+}
+
 // WithUser sets the default user of processes. Default: the image's User, else root.
 func WithUser(user string) BoxOption {
 	return func(c *BoxConfig) error { c.User = user; return nil }
@@ -362,6 +408,9 @@ func (c *BoxConfig) validate() error {
 		}
 	}
 	if err := validKernelArgs(c.KernelArgs); err != nil {
+		return bad("%v", err)
+	}
+	if err := validPrestart(c.Prestart); err != nil {
 		return bad("%v", err)
 	}
 	if len(c.Entrypoint) > 0 && c.Entrypoint[0] == "" {

@@ -37,6 +37,9 @@ var driverMagic = []byte("\x00\x01BOXLITE-SESSION-1\n")
 // Python interpreters a session tries, in order, when SessionOptions.Python is empty.
 var defaultPythons = []string{"/usr/local/bin/python3", "python3", "python"}
 
+// defaultShell is a shell session's unless SessionOptions.Shell names one.
+const defaultShell = "/bin/sh"
+
 const (
 	defaultSessionGrace = 3 * time.Second
 	sessionStartTimeout = 2 * time.Minute
@@ -517,8 +520,13 @@ func (s *Session) launch(ctx context.Context) (*pyProc, error) {
 	return nil, errdefs.Errorf(errdefs.ErrNotFound, "python session: no Python interpreter in the box (tried %s)", strings.Join(tried, ", "))
 }
 
+// pythonArgv runs the session driver in python.
+func pythonArgv(python string) []string {
+	return []string{python, "-u", "-c", driverBoot, driverSource}
+}
+
 func (s *Session) launchOne(ctx context.Context, python string) (*pyProc, error) {
-	argv := []string{python, "-u", "-c", driverBoot, driverSource}
+	argv := pythonArgv(python)
 	sp, err := s.start(ctx, argv, s.opts)
 	if err != nil {
 		return nil, fmt.Errorf("python session: start %s: %w", python, err)

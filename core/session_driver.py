@@ -56,6 +56,20 @@ _real_exit = os._exit
 class _State:
     running = False
     diag = 2  # where the driver's own failures go: the exec's stderr
+    reseeded = False
+
+
+def _reseed():
+    # A driver a template VM started (a prestarted session) is the same in
+    # every box restored from it: so would the random module's state be,
+    # seeded when the driver's imports loaded it. The box's kernel RNG was
+    # reseeded by the host since, so seed from it again.
+    r = sys.modules.get("random")
+    if r is not None:
+        r.seed()
+    t = sys.modules.get("tempfile")
+    if t is not None:
+        t._name_sequence = None
 
 
 def _write_all(fd, data):
@@ -246,6 +260,9 @@ def main(state):
         code = msg.get("code", "")
         result = {"id": cid, "value": None, "error": None, "exit_code": 0}
         drain_sigint()
+        if not state.reseeded:
+            state.reseeded = True
+            _reseed()
         std = std_streams()
         try:
             importlib.invalidate_caches()  # packages a cell pip-installed

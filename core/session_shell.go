@@ -361,10 +361,7 @@ func (s *ShellSession) ensure(ctx context.Context) (*shProc, error) {
 func (s *ShellSession) launch(ctx context.Context) (*shProc, error) {
 	ctx, cancel := context.WithTimeout(ctx, sessionStartTimeout)
 	defer cancel()
-	shell := s.opts.Shell
-	if shell == "" {
-		shell = "/bin/sh"
-	}
+	shell := firstNonEmpty(s.opts.Shell, defaultShell)
 	var tok [16]byte
 	rand.Read(tok[:])
 	token := "bxs" + hex.EncodeToString(tok[:])

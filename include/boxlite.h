@@ -155,7 +155,12 @@ int boxlite_box_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **e
  *                            "host.boxlite.internal"] (empty: anywhere)},
  *  "ports": [{"guest_port": 80 (required), "host_port": 0 (0 picks a free one),
  *             "protocol": "tcp" | "udp", "host_ip": "127.0.0.1"}],
- *  "volumes": [{"host_path": str, "guest_path": str, "read_only": false}]}
+ *  "volumes": [{"host_path": str, "guest_path": str, "read_only": false}],
+ *  "prestart": ["python", "shell" | "shell:/bin/bash"] (sessions a box
+ *                   started from a template finds started: its first
+ *                   session of that kind with default options takes over an
+ *                   interpreter the template VM started; CodeBox and
+ *                   InteractiveBox ask for theirs)}
  * The box reaches the host's 127.0.0.1 as host.boxlite.internal (only when
  * listed, if allow_net is set). A host port already in use fails with
  * BOXLITE_ERR_ALREADY_EXISTS; a bad network or port with INVALID_ARGUMENT. */

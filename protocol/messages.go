@@ -40,6 +40,7 @@ const (
 
 	// Guest to host.
 	TCopyDone Type = 8 // CopyDone: the copy on this stream succeeded; last frame of a copy stream
+	TParked   Type = 9 // Started: the process of a TPark is up and idle; last frame of its stream
 
 	// Host to guest.
 	TExec       Type = 16 // Exec: start a process on a new stream
@@ -61,6 +62,12 @@ const (
 	// box its own machine; the agent answers with an empty TIdentity on
 	// stream 0, or TError.
 	TIdentity Type = 25
+	// TPark (needs FeaturePark): Exec, a process to start now and hold,
+	// its pipes unread, until a TExec asks for exactly the same request;
+	// that exec then gets this process instead of a new one (its output so
+	// far included). The agent answers TParked once the process sits idle,
+	// or TError. How a template carries a started session interpreter.
+	TPark Type = 26
 
 	// Host to shim, answered by the shim on the same stream.
 	TInfo Type = 32 // request: no body; reply: Info
@@ -71,10 +78,11 @@ var typeNames = map[Type]string{
 	TError: "error", TCredit: "credit", TExec: "exec", TStdin: "stdin", TStdinClose: "stdin-close",
 	TSignal: "signal", TCancel: "cancel", TShutdown: "shutdown", TResize: "resize", TInfo: "info",
 	TCopyDone: "copy-done", TCopyIn: "copy-in", TCopyOut: "copy-out", TIdentity: "identity",
+	TPark: "park", TParked: "parked",
 }
 
 // Last reports whether a frame of type t from the agent ends its stream.
-func (t Type) Last() bool { return t == TExit || t == TError || t == TCopyDone }
+func (t Type) Last() bool { return t == TExit || t == TError || t == TCopyDone || t == TParked }
 
 // Features an agent lists in Hello.Features. A host checks for one before it
 // uses a request field that an older agent would silently ignore.
@@ -95,6 +103,8 @@ const (
 	FeatureCopy = "copy"
 	// FeatureIdentity: TIdentity is implemented.
 	FeatureIdentity = "identity"
+	// FeaturePark: TPark is implemented.
+	FeaturePark = "park"
 )
 
 // Hello is the agent's first frame: who it is and how long boot took, as

@@ -3,6 +3,7 @@ package shim
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
@@ -158,7 +159,12 @@ func (s *shim) identify(vm *hv.VM, r *protocol.Reader, h protocol.Hello, start t
 // template first if there is none.
 func (s *shim) warmStart(vmcfg hv.Config, start time.Time) (protocol.Hello, *protocol.Reader, string, error) {
 	exe, _ := os.Executable()
-	key, err := template.Key(vmcfg, template.FileIdentity(exe))
+	extra := []string{template.FileIdentity(exe)}
+	if len(s.cfg.Park) > 0 {
+		b, _ := json.Marshal(s.cfg.Park)
+		extra = append(extra, "park="+string(b))
+	}
+	key, err := template.Key(vmcfg, extra...)
 	if err != nil {
 		return protocol.Hello{}, nil, "", err
 	}
@@ -233,11 +239,62 @@ func (s *shim) buildTemplate(dir string, vmcfg hv.Config, start time.Time) (temp
 		return template.Built{}, errdefs.Errorf(errdefs.ErrUnsupported, "the agent cannot take an identity (an older agent)")
 	}
 	bootMs := float64(time.Since(start).Microseconds()) / 1000
+	if err := s.park(vm, r, h, start); err != nil {
+		return template.Built{}, err
+	}
 	if err := template.SaveInto(dir, vm, ram, saveTimeout); err != nil {
 		return template.Built{}, err
 	}
 	log.Printf("template saved in %s: boot %.0f ms, saved after %.0f ms", dir, bootMs, float64(time.Since(start).Microseconds())/1000)
 	return template.Built{Hello: h, BootMs: bootMs}, nil
+}
+
+// park starts the execs the runtime wants a restored box to find started
+// (Config.Park) in the template VM, each on a stream of its own, and waits
+// until they settle: of each entry's alternatives, the first the agent
+// parks. One the agent refuses or that exits (an image without that
+// interpreter) is left out with a log line, and the box then starts that
+// session itself. An error is the VM's (it died or ran out of budget).
+func (s *shim) park(vm *hv.VM, r *protocol.Reader, h protocol.Hello, start time.Time) error {
+	if len(s.cfg.Park) == 0 {
+		return nil
+	}
+	if !h.Has(protocol.FeaturePark) {
+		log.Printf("template: the agent cannot park processes; the template has none")
+		return nil
+	}
+	w := protocol.NewWriter(vm.Channel())
+	id := uint32(0)
+	for _, alts := range s.cfg.Park {
+		for _, req := range alts {
+			t0 := time.Now()
+			id++
+			f, err := protocol.Encode(protocol.TPark, id, req)
+			if err == nil {
+				err = w.WriteFrame(f)
+			}
+			if err == nil {
+				f, err = s.awaitFrame(vm, r, start)
+			}
+			if err != nil {
+				return fmt.Errorf("template: park %s: %w", req.Argv[0], err)
+			}
+			if f.Stream != id || (f.Type != protocol.TParked && f.Type != protocol.TError) {
+				return fmt.Errorf("template: guest agent protocol: %s frame on stream %d answers park on stream %d", f.Type, f.Stream, id)
+			}
+			if f.Type == protocol.TError {
+				var e protocol.Error
+				protocol.Decode(f, &e)
+				log.Printf("template: park %s: %v", req.Argv[0], e.Err())
+				continue
+			}
+			var st protocol.Started
+			protocol.Decode(f, &st)
+			log.Printf("template: parked %s as pid %d in %.0f ms", req.Argv[0], st.Pid, float64(time.Since(t0).Microseconds())/1000)
+			break
+		}
+	}
+	return nil
 }
 
 // laps returns a function that records how long each step since start

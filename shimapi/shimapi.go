@@ -78,6 +78,12 @@ type Config struct {
 	// sets it only for a box's first start (its disk is the fresh one a
 	// template's replaces) without volumes. Empty: the VM boots.
 	Templates string `json:"templates,omitempty"`
+	// Park lists execs a template VM starts before it is saved (protocol.TPark:
+	// a session's interpreter), so that a box restored from it finds them
+	// started; each entry is alternatives, tried in order until one parks
+	// (the interpreters a session would try). They are part of the
+	// template's shape. Only with Templates.
+	Park [][]protocol.Exec `json:"park,omitempty"`
 }
 
 // Network is a box's network: where it may connect (AllowNet, as

@@ -19,7 +19,7 @@ import (
 var Version = "dev"
 
 // features are what this agent adds to protocol version 1 (Hello.Features).
-var features = []string{protocol.FeatureTTY, protocol.FeatureNetwork, protocol.FeatureCopy, protocol.FeatureIdentity}
+var features = []string{protocol.FeatureTTY, protocol.FeatureNetwork, protocol.FeatureCopy, protocol.FeatureIdentity, protocol.FeaturePark}
 
 // DefaultMaxExecs caps the execs one connection may run at once.
 const DefaultMaxExecs = 1024
@@ -60,6 +60,7 @@ type server struct {
 	mu     sync.Mutex
 	execs  map[uint32]*execution
 	copies map[uint32]*copyOp
+	parked []parkedExec // park.go
 }
 
 // Serve sends cfg.Hello on rw, then serves requests until rw fails or the host
@@ -191,6 +192,7 @@ func (s *server) remove(e *execution) {
 }
 
 func (s *server) cancelAll() {
+	s.dropParked()
 	s.mu.Lock()
 	all := make([]*execution, 0, len(s.execs))
 	for _, e := range s.execs {
@@ -226,6 +228,8 @@ func (s *server) handle(f protocol.Frame) (shutdown bool) {
 		s.startCopy(f)
 	case protocol.TIdentity:
 		s.applyIdentity(f)
+	case protocol.TPark:
+		s.park(f)
 	case protocol.TShutdown:
 		if f.Stream != 0 {
 			s.failStream(f.Stream, errdefs.Errorf(errdefs.ErrInvalidArgument, "shutdown frame on stream %d: it belongs on stream 0", f.Stream))
@@ -313,10 +317,13 @@ func (s *server) startExec(f protocol.Frame) {
 		s.sendError(id, errdefs.Errorf(errdefs.ErrLimit, "exec: %d execs are running, the limit", n))
 		return
 	}
-	e, err := s.spawn(id, req)
-	if err != nil {
-		s.sendError(id, err)
-		return
+	e := s.adopt(id, req)
+	if e == nil {
+		var err error
+		if e, err = s.spawn(id, req); err != nil {
+			s.sendError(id, err)
+			return
+		}
 	}
 	s.mu.Lock()
 	s.execs[id] = e

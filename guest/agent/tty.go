@@ -3,13 +3,11 @@
 package agent
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -188,18 +186,13 @@ func sessionGroups(sid int) []int {
 		if name[0] < '0' || name[0] > '9' {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + name + "/stat")
+		pid, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		f, err := procStat(pid) // state ppid pgrp session ...
 		if err != nil {
 			continue // gone
-		}
-		// pid (comm) state ppid pgrp session ...; comm may hold anything.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 4 {
-			continue
 		}
 		pg, err1 := strconv.Atoi(f[2])
 		s, err2 := strconv.Atoi(f[3])

@@ -27,7 +27,7 @@ func needPython(t *testing.T) {
 	t.Helper()
 	path := os.Getenv("BOXLITE_TEST_PYTHON_IMAGE")
 	if path == "" {
-		t.Skip("BOXLITE_TEST_PYTHON_IMAGE is not set: `make test` builds the python:slim test image (tests/images/python-image.sh, as root) and sets it")
+		t.Fatal("BOXLITE_TEST_PYTHON_IMAGE is not set: `make test` builds the python:slim test image (tests/images/python-image.sh, as root) and sets it")
 	}
 	pythonLoad.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

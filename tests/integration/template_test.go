@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
 // TestTemplates, in a home of its own: the first box of a shape makes its
@@ -181,4 +182,107 @@ func templateDirs(t *testing.T, home string) []string {
 		out = append(out, e.Name())
 	}
 	return out
+}
+
+// TestPrestartedSessions: a box that asks for prestarted sessions finds a
+// Python driver and a shell that its template VM started, and its first
+// default sessions take them over (the same pids in every box of the
+// template); a session with options of its own starts fresh; each box's
+// interpreter is its own (random state, hostname).
+func TestPrestartedSessions(t *testing.T) {
+	needPython(t)
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	// parked returns the pids of the box's processes whose command line
+	// contains pattern (grep's basic regexp over NUL-separated words).
+	parked := func(b *core.Box, pattern string) string {
+		t.Helper()
+		res, err := b.Run(ctx, core.Command{Argv: []string{"sh", "-c",
+			`for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline 2>/dev/null | grep -q -e "$1" && echo ${p#/proc/}; done; true`, "sh", pattern}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(res.Stdout))
+	}
+	cell := func(s *core.Session) string {
+		t.Helper()
+		r, err := s.Run(ctx, "import random, socket\nprint(random.getrandbits(64), socket.gethostname())", time.Minute)
+		if err != nil || r.Error != nil {
+			t.Fatalf("cell: %v %+v %s", err, r.Error, r.Stderr)
+		}
+		return strings.TrimSpace(string(r.Stdout))
+	}
+	box := func(name string) (*core.Box, string, string) {
+		t.Helper()
+		b, err := boxtest.CreateStarted(ctx, rt, "python:slim", core.WithPrestart(core.PrestartPython, core.PrestartShell), core.WithHostname(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Remove(context.Background(), true) })
+		if st := b.Info().Runtime.Start; st != "new-template" && st != "template" {
+			t.Fatalf("box %s started by %q (%s)", name, st, b.Info().Runtime.StartNote)
+		}
+		py, sh := parked(b, "boxlite-sessio[n]"), parked(b, "^/bin/sh $") // [n]: not the grep itself
+		if py == "" || strings.Contains(py, "\n") || sh == "" || strings.Contains(sh, "\n") {
+			t.Fatalf("box %s: parked python %q, shell %q; want one of each", name, py, sh)
+		}
+		return b, py, sh
+	}
+
+	a, pyA, shA := box("pre-a")
+	t0 := time.Now()
+	sa, err := a.NewPythonSession(ctx, core.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sa.Close()
+	t.Logf("a prestarted python session answered in %.0f ms", float64(time.Since(t0).Microseconds())/1000)
+	if got := strconv.Itoa(sa.Pid()); got != pyA {
+		t.Fatalf("the session's interpreter is pid %s, the parked one %s", got, pyA)
+	}
+	outA := cell(sa)
+	sh, err := a.NewShellSession(ctx, core.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Close()
+	if got := strconv.Itoa(sh.Pid()); got != shA {
+		t.Fatalf("the shell session is pid %s, the parked shell %s", got, shA)
+	}
+	if res, err := sh.Exec(ctx, []string{"sh", "-c", "cd /tmp && echo $(hostname) $PWD"}, nil, time.Minute); err != nil || strings.TrimSpace(string(res.Stdout)) != "pre-a /tmp" {
+		t.Fatalf("shell session: %v %+v", err, res)
+	}
+
+	b, pyB, _ := box("pre-b")
+	if st := b.Info().Runtime.Start; st != "template" {
+		t.Fatalf("the second box started by %q, want template", st)
+	}
+	// Options of its own: a fresh interpreter, the parked one stays.
+	t0 = time.Now()
+	own, err := b.NewPythonSession(ctx, core.SessionOptions{Env: map[string]string{"OWN": "1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a fresh python session answered in %.0f ms", float64(time.Since(t0).Microseconds())/1000)
+	if strconv.Itoa(own.Pid()) == pyB {
+		t.Fatalf("a session with its own env took over the parked interpreter")
+	}
+	own.Close()
+	sb, err := b.NewPythonSession(ctx, core.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	if got := strconv.Itoa(sb.Pid()); got != pyB || pyB != pyA {
+		t.Fatalf("box b's session is pid %s, its parked one %s, box a's %s: want one restored pid", got, pyB, pyA)
+	}
+	outB := cell(sb)
+	fa, fb := strings.Fields(outA), strings.Fields(outB)
+	if len(fa) != 2 || len(fb) != 2 || fa[1] != "pre-a" || fb[1] != "pre-b" {
+		t.Fatalf("cells said %q and %q, want random bits and the box's hostname", outA, outB)
+	}
+	if fa[0] == fb[0] {
+		t.Fatalf("two boxes' prestarted interpreters drew the same random bits %s", fa[0])
+	}
 }
