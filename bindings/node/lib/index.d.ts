@@ -87,6 +87,13 @@ export interface JsBoxOptions {
   user?: string;
   /** The box's hostname (a DNS label). Default "boxlite", as BoxLite's. */
   hostname?: string;
+  /**
+   * Sessions a box started from a template finds started: 'python' and/or
+   * 'shell' ('shell:/bin/bash' for another shell). Its first default session
+   * of that kind takes over an interpreter the template VM started. CodeBox
+   * asks for 'python', InteractiveBox (without a terminal) for its shell.
+   */
+  prestart?: string[];
   /** Remove the box when it stops. Default false here, true in SimpleBox. */
   autoRemove?: boolean;
   /** Bound on VM start to agent ready. Default 60. */
@@ -189,6 +196,8 @@ export interface JsBoxInfo {
   workingDir?: string;
   user?: string;
   hostname: string;
+  /** The sessions the box asked to find started (BoxOptions.prestart). */
+  prestart: string[];
   env: Record<string, string>;
   volumes: Volume[];
   bootTimeoutSecs?: number;

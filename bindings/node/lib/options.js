@@ -81,7 +81,7 @@ const NOT_YET = {
 };
 
 const BOX_KEYS = ['image', 'name', 'cpus', 'memoryMib', 'diskSizeGb', 'env', 'workingDir', 'user', 'autoRemove', 'bootTimeoutSecs',
-  'network', 'ports', 'volumes', 'detach', 'entrypoint', 'cmd', 'hostname'];
+  'network', 'ports', 'volumes', 'detach', 'entrypoint', 'cmd', 'hostname', 'prestart'];
 
 function checkKeys(o, known, where) {
   for (const k of Object.keys(o)) {
@@ -166,6 +166,10 @@ function boxOptions(o, where = 'options', extra = []) {
   if (o.workingDir !== undefined && o.workingDir !== null) c.working_dir = checkString(o.workingDir, `${where}.workingDir`);
   if (o.user !== undefined && o.user !== null) c.user = checkString(o.user, `${where}.user`);
   if (o.hostname !== undefined && o.hostname !== null) c.hostname = checkString(o.hostname, `${where}.hostname`);
+  if (o.prestart !== undefined && o.prestart !== null) {
+    if (!Array.isArray(o.prestart)) throw new TypeError(`${where}.prestart must be an array of strings, got ${typeOf(o.prestart)}`);
+    c.prestart = o.prestart.map((k, i) => checkString(k, `${where}.prestart[${i}]`));
+  }
   const volumes = normalizeVolumes(o.volumes, `${where}.volumes`);
   if (volumes && volumes.length) c.volumes = volumes;
   if (o.autoRemove !== undefined) c.auto_remove = checkBool(o.autoRemove, `${where}.autoRemove`);
@@ -252,6 +256,7 @@ function boxInfo(j) {
     workingDir: cfg.working_dir || undefined,
     user: cfg.user || undefined,
     hostname: cfg.hostname || 'boxlite',
+    prestart: cfg.prestart || [],
     env: cfg.env || {},
     volumes: (cfg.volumes || []).map((v) => ({ hostPath: v.host_path, guestPath: v.guest_path, readOnly: !!v.read_only })),
     bootTimeoutSecs: typeof cfg.boot_timeout === 'number' ? cfg.boot_timeout / 1e9 : undefined,

@@ -212,6 +212,7 @@ function camelOptions(c) {
   if (c.working_dir !== undefined) o.workingDir = c.working_dir;
   if (c.user !== undefined) o.user = c.user;
   if (c.hostname !== undefined) o.hostname = c.hostname;
+  if (c.prestart !== undefined) o.prestart = c.prestart;
   if (c.auto_remove !== undefined) o.autoRemove = c.auto_remove;
   if (c.detach !== undefined) o.detach = c.detach;
   if (c.entrypoint !== undefined) o.entrypoint = c.entrypoint;
@@ -249,7 +250,8 @@ class CodeBox extends SimpleBox {
    * variables, imports and definitions of one call are there for the next.
    */
   constructor(options = {}) {
-    super(options);
+    // A box started from a template finds run()'s interpreter started.
+    super(isPlainObject(options) && options.prestart === undefined ? { ...options, prestart: ['python'] } : options);
     this._session = null; // Promise of the default session
     this._sessions = [];
   }
@@ -385,9 +387,14 @@ class InteractiveBox extends SimpleBox {
     if (!isPlainObject(options)) throw new TypeError(`options must be an object, got ${typeOf(options)}`);
     const { shell = '/bin/sh', tty, ...rest } = options;
     if (tty !== undefined && tty !== null && typeof tty !== 'boolean') throw new TypeError(`options.tty must be a boolean, got ${typeOf(tty)}`);
+    const onTty = tty ?? !!process.stdin.isTTY;
+    if (!onTty && typeof shell === 'string' && shell.startsWith('/') && rest.prestart === undefined) {
+      // A box started from a template finds exec()'s shell started.
+      rest.prestart = [shell === '/bin/sh' ? 'shell' : `shell:${shell}`];
+    }
     super(rest);
     this._shell = checkString(shell, 'options.shell');
-    this._tty = tty ?? !!process.stdin.isTTY;
+    this._tty = onTty;
     this._execution = null;
     this._forwarding = null; // Promise of the terminal hand-over, with tty
     this._sh = null; // Promise of the shell session exec() runs in

@@ -88,6 +88,16 @@ test('CodeBox', { skip, ...T }, async (t) => {
     fs.rmSync(proj, { recursive: true, force: true });
   });
 
+  await t.test('the first run takes over the interpreter the template VM started', async () => {
+    const info = await codebox.getInfo();
+    assert.deepEqual(info.prestart, ['python']);
+    const ps = await codebox.exec('sh', '-c',
+      "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null | grep -q boxlite-sessio[n] && echo ${p#/proc/}; done; true");
+    const parked = ps.stdout.split(/\s+/).filter(Boolean);
+    assert.equal(parked.length, 1, ps.stdout);
+    assert.equal((await codebox.run('import os; print(os.getpid())')).trim(), parked[0]);
+  });
+
   await t.test('run returns stdout', async () => {
     assert.equal(await codebox.run('import math\nprint(f"Pi is approximately {math.pi}")'), 'Pi is approximately 3.141592653589793\n');
     assert.equal(await codebox.run('print("héllo, wörld ✓")'), 'héllo, wörld ✓\n');

@@ -339,6 +339,11 @@ class BoxOptions:
     boot_timeout: Optional[float] = None
     # The box's hostname (default "boxlite", as BoxLite's).
     hostname: Optional[str] = None
+    # Sessions a box started from a template finds started: "python" and/or
+    # "shell" ("shell:/bin/bash" for another shell). Its first default
+    # session of that kind takes over an interpreter the template VM
+    # started. CodeBox asks for "python", InteractiveBox for its shell.
+    prestart: Optional[List[str]] = None
 
     def to_json(self, name: Optional[str] = None, what: str = "BoxOptions.") -> str:
         """The options as the C ABI's JSON; raises TypeError /
@@ -365,6 +370,10 @@ class BoxOptions:
             o["user"] = check_str(self.user, f"{what}user")
         if self.hostname is not None:
             o["hostname"] = check_str(self.hostname, f"{what}hostname")
+        if self.prestart is not None:
+            if isinstance(self.prestart, (str, bytes)) or not isinstance(self.prestart, (list, tuple)):
+                raise TypeError(f"{what}prestart must be a list of str, not {type(self.prestart).__name__}")
+            o["prestart"] = [check_str(k, f"{what}prestart[{i}]") for i, k in enumerate(self.prestart)]
         volumes = check_volumes(self.volumes, f"{what}volumes")
         if volumes:
             o["volumes"] = volumes
@@ -421,6 +430,7 @@ class BoxInfo:
         self.disk_size_gb: int = cfg.get("disk_size_gb", 0)
         self.working_dir: Optional[str] = cfg.get("working_dir") or None
         self.hostname: str = cfg.get("hostname") or "boxlite"
+        self.prestart: List[str] = list(cfg.get("prestart") or [])
         self.auto_remove: bool = bool(cfg.get("auto_remove", False))
         self.last_exit: Optional[str] = data.get("last_exit") or None
         # The last run ended in a fault (a crashed VM): exec does not start it again, start() does.

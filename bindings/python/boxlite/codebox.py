@@ -37,6 +37,8 @@ class CodeBox(SimpleBox):
         runtime: Optional[Boxlite] = None,
         **kwargs: Any,
     ):
+        # A box started from a template finds run()'s interpreter started.
+        kwargs.setdefault("prestart", ["python"])
         super().__init__(image=image, memory_mib=memory_mib, cpus=cpus, runtime=runtime, **kwargs)
         self._session: Optional[PythonSession] = None
         self._session_lock: Optional[asyncio.Lock] = None

@@ -64,6 +64,9 @@ class InteractiveBox(SimpleBox):
             tty = bool(sys.stdin is not None and sys.stdin.isatty())
         if not isinstance(tty, bool):
             raise TypeError(f"tty must be bool or None, not {type(tty).__name__}")
+        if not tty and isinstance(shell, str) and shell.startswith("/"):
+            # A box started from a template finds exec()'s shell started.
+            kwargs.setdefault("prestart", ["shell" if shell == "/bin/sh" else f"shell:{shell}"])
         super().__init__(image=image, memory_mib=memory_mib, cpus=cpus, runtime=runtime, name=name,
                          auto_remove=auto_remove, **kwargs)
         self._shell = check_str(shell, "shell")

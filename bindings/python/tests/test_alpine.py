@@ -34,6 +34,13 @@ def test_uname(box, run):
     assert r.stdout.startswith("Linux ") and r.stderr == ""
 
 
+def test_asks_for_its_shell_prestarted(box, run):
+    # A box started from a template finds exec()'s shell started (the Go
+    # suite's TestPrestartedSessions shows the take-over).
+    assert box.info().prestart == ["shell"]
+    assert run(box.exec("sh", "-c", "echo ok")).stdout == "ok\n"
+
+
 def test_hostname_is_boxlites(box, run):
     r = run(box.exec("hostname"))
     assert r.stdout == "boxlite\n", r

@@ -277,3 +277,23 @@ def test_run_output_truncated_marker(cb, run):
     assert run(cb.run("print('small')")) == "small\n"
     r = run(cb.run_cell("print('small')"))
     assert not r.stdout_truncated and not r.stderr_truncated
+
+
+def test_run_takes_over_the_prestarted_interpreter(run):
+    """A CodeBox started from a template finds run()'s interpreter started
+    (its template VM parked it): the first run() is answered by a process
+    that was there before it."""
+    need_image("python:slim")
+
+    async def main():
+        async with boxlite.CodeBox(memory_mib=512) as box:
+            info = box.info()
+            assert info.prestart == ["python"]
+            assert info.start in ("template", "new-template"), (info.start, info.start_note)
+            r = await box.exec("sh", "-c", "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null"
+                               " | grep -q boxlite-sessio[n] && echo ${p#/proc/}; done; true")
+            parked = r.stdout.split()
+            assert len(parked) == 1, r.stdout
+            assert (await box.run("import os; print(os.getpid())")).strip() == parked[0]
+
+    run(main())
