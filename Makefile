@@ -138,6 +138,8 @@ bench: build $(TEST_IMAGES) node python
 	$(GO) run ./tests/bench -net
 	$(GO) run ./tests/bench -volumes
 	$(GO) run ./tests/bench -copy
+	$(GO) run ./tests/bench -warm
+	$(GO) run ./tests/bench -mem
 	$(GO) test -run XXX -bench CreateToFirstExec -benchtime 3x ./tests/integration
 	cd bindings/python && python3 bench.py
 	cd bindings/node && node bench.js

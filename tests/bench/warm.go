@@ -72,6 +72,9 @@ func warm() error {
 		}
 		last = b
 	}
+	if err := codeBoxRows(ctx, rt, &bare); err != nil {
+		return err
+	}
 	restoreLine := lastLogLine(last, "restored from template")
 	stages, _ := os.ReadFile(filepath.Join(last.Info().Dir, "stages.json"))
 	last.Remove(ctx, true)
@@ -113,6 +116,75 @@ func warm() error {
 	for _, b := range boxes {
 		b.Remove(ctx, true)
 	}
+	return nil
+}
+
+// codeBoxRows measures what CodeBox() then run() costs on python:slim: a
+// box created with a prestarted Python session (as CodeBox asks) to the
+// first cell's result, restored from its template, against bare QEMU
+// booting the stock kernel in the same rounds, and the same box shape
+// without the prestart (its interpreter starts in the box).
+func codeBoxRows(ctx context.Context, rt *core.Runtime, bare *bareBoots) error {
+	imgs, err := rt.Images().Load(ctx, os.Getenv("BOXLITE_TEST_PYTHON_IMAGE"))
+	if err != nil {
+		return err
+	}
+	firstRun := func(want string, opts ...core.BoxOption) (time.Duration, error) {
+		start := time.Now()
+		b, err := rt.Create(ctx, imgs[0].Name, opts...)
+		if err != nil {
+			return 0, err
+		}
+		defer b.Remove(ctx, true)
+		s, err := b.NewPythonSession(ctx, core.SessionOptions{})
+		if err != nil {
+			return 0, err
+		}
+		defer s.Close()
+		r, err := s.Run(ctx, "print(sum(range(100)))", time.Minute)
+		if err != nil {
+			return 0, err
+		}
+		if strings.TrimSpace(string(r.Stdout)) != "4950" {
+			return 0, fmt.Errorf("the cell printed %q", r.Stdout)
+		}
+		d := time.Since(start)
+		if s := b.Info().Runtime.Start; s != want {
+			return 0, fmt.Errorf("a python box started by %q (%s), want %s", s, b.Info().Runtime.StartNote, want)
+		}
+		return d, nil
+	}
+	prestart := core.WithPrestart(core.PrestartPython)
+	made, err := firstRun("new-template", prestart)
+	if err != nil {
+		return err
+	}
+	if _, err := firstRun("new-template"); err != nil {
+		return err
+	}
+	n := len(bare.stock)
+	var pre, plain []time.Duration
+	for range boots {
+		d, err := firstRun("template", prestart)
+		if err != nil {
+			return err
+		}
+		pre = append(pre, d)
+		if d, err = firstRun("template"); err != nil {
+			return err
+		}
+		plain = append(plain, d)
+		if err := bare.round(); err != nil {
+			return err
+		}
+	}
+	stock := msf(median(bare.stock[n:]))
+	rec.vs("CodeBox() to first run() result (prestarted session, warm start)", msf(median(pre)), "ms",
+		"bare QEMU, stock kernel, to agent hello", stock, atMost(0.10))
+	rec.vs("  the same without the prestarted session (the interpreter starts in the box)", msf(median(plain)), "ms",
+		"bare QEMU, stock kernel, to agent hello", stock, nil)
+	rec.vs("  the first CodeBox of its shape, which makes the template", msf(made), "ms",
+		"bare QEMU, stock kernel, to agent hello", stock, nil)
 	return nil
 }
 
