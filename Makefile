@@ -43,9 +43,10 @@ $(GUEST)/kernel/vmlinux: $(GUEST)/kernel/vmlinuz $(wildcard guest/internal/pvhke
 $(GUEST)/vmlinuz: $(GUEST)/kernel/vmlinux
 	cp $< $@
 
-$(BUILD)/boxlite $(BUILD)/boxlite-shim: $(GO_SRC) | $(BUILD)/.setup
+$(BUILD)/boxlite $(BUILD)/boxlite-shim $(BUILD)/boxlite-net: $(GO_SRC) | $(BUILD)/.setup
 	$(GO) build -o $(BUILD)/boxlite ./cmd/boxlite
 	$(GO) build -o $(BUILD)/boxlite-shim ./cmd/boxlite-shim
+	$(GO) build -o $(BUILD)/boxlite-net ./cmd/boxlite-net
 
 $(BUILD)/libboxlite.so: $(GO_SRC) include/boxlite.h capi/capi.h | $(BUILD)/.setup
 	$(GO) build -buildmode=c-shared -o $@ ./capi
@@ -60,7 +61,7 @@ $(BUILD)/virtiofsd: | $(BUILD)/.setup
 	cargo install --locked --quiet virtiofsd --version $(VIRTIOFSD_VERSION) --root $(BUILD)/cargo-virtiofsd
 	cp $(BUILD)/cargo-virtiofsd/bin/virtiofsd $@.tmp && mv $@.tmp $@
 
-build: $(BUILD)/boxlite $(BUILD)/boxlite-shim $(GUEST)/vmlinuz $(GUEST)/initramfs.cpio $(BUILD)/libboxlite.so $(BUILD)/virtiofsd
+build: $(BUILD)/boxlite $(BUILD)/boxlite-shim $(BUILD)/boxlite-net $(GUEST)/vmlinuz $(GUEST)/initramfs.cpio $(BUILD)/libboxlite.so $(BUILD)/virtiofsd
 lib: $(BUILD)/libboxlite.so
 
 # Test images, built offline (see tests/images/): alpine:latest is a busybox-based stand-in,

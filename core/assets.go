@@ -8,9 +8,10 @@ import (
 	"github.com/boxlite/boxlite/errdefs"
 )
 
-// assets are the files a box needs besides its image: the shim binary and the
-// guest kernel and initramfs. They sit together, as `make build` lays them out:
-// DIR/boxlite-shim, DIR/guest/vmlinuz, DIR/guest/initramfs.cpio.
+// assets are the files a box needs besides its image: the shim binary, the
+// network stack's and the guest kernel and initramfs. They sit together, as
+// `make build` lays them out: DIR/boxlite-shim, DIR/boxlite-net,
+// DIR/guest/vmlinuz, DIR/guest/initramfs.cpio.
 type assets struct {
 	dir      string
 	searched []string
@@ -41,11 +42,12 @@ func findAssets(dir string) assets {
 	return a
 }
 
-func (a assets) shim() string   { return filepath.Join(a.dir, "boxlite-shim") }
-func (a assets) kernel() string { return filepath.Join(a.dir, "guest", "vmlinuz") }
-func (a assets) initrd() string { return filepath.Join(a.dir, "guest", "initramfs.cpio") }
+func (a assets) shim() string     { return filepath.Join(a.dir, "boxlite-shim") }
+func (a assets) netstack() string { return filepath.Join(a.dir, "boxlite-net") }
+func (a assets) kernel() string   { return filepath.Join(a.dir, "guest", "vmlinuz") }
+func (a assets) initrd() string   { return filepath.Join(a.dir, "guest", "initramfs.cpio") }
 func (a assets) missing() string {
-	for _, p := range []string{a.shim(), a.kernel(), a.initrd()} {
+	for _, p := range []string{a.shim(), a.netstack(), a.kernel(), a.initrd()} {
 		if _, err := os.Stat(p); err != nil {
 			return p
 		}

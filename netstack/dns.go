@@ -2,6 +2,7 @@ package netstack
 
 import (
 	"context"
+	"github.com/boxlite/boxlite/boxnet"
 	"net"
 	"net/netip"
 	"strings"
@@ -28,7 +29,7 @@ const (
 // on). Names the policy does not allow are NXDOMAIN; A answers come from the
 // host's resolver, and the policy learns them.
 func (n *Stack) serveDNS() error {
-	addr := tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4(GatewayIP.As4()), Port: 53}
+	addr := tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4(boxnet.GatewayIP.As4()), Port: 53}
 	pc, err := gonet.DialUDP(n.stack, &addr, nil, ipv4.ProtocolNumber)
 	if err != nil {
 		return err
@@ -69,7 +70,7 @@ func (n *Stack) answer(w dns.ResponseWriter, q *dns.Msg) {
 		m.Rcode = dns.RcodeNotImplemented
 	case name == netpolicy.HostAlias:
 		if question.Qtype == dns.TypeA {
-			m.Answer = append(m.Answer, aRecord(question.Name, HostIP))
+			m.Answer = append(m.Answer, aRecord(question.Name, boxnet.HostIP))
 		}
 	case question.Qtype == dns.TypeA:
 		select {

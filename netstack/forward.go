@@ -1,6 +1,7 @@
 package netstack
 
 import (
+	"github.com/boxlite/boxlite/boxnet"
 	"net"
 	"net/netip"
 	"strconv"
@@ -28,7 +29,7 @@ var blockedNets = []netip.Prefix{
 // why it goes nowhere.
 func (n *Stack) route(proto string, dst netip.Addr, port uint16) (string, string) {
 	switch {
-	case dst == HostIP:
+	case dst == boxnet.HostIP:
 		if !n.cfg.Policy.AllowAddr(dst, port) {
 			return "", "not in allow_net"
 		}
@@ -36,7 +37,7 @@ func (n *Stack) route(proto string, dst netip.Addr, port uint16) (string, string
 			return "", "a box's published port"
 		}
 		return net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port))), ""
-	case Subnet.Contains(dst):
+	case boxnet.Subnet.Contains(dst):
 		return "", "the box network has no such host"
 	}
 	for _, p := range blockedNets {

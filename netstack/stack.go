@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/boxlite/boxlite/boxnet"
 	"io"
 	"net"
 	"net/netip"
@@ -46,12 +47,12 @@ const (
 type Config struct {
 	// Policy limits where the box may connect (nil: anywhere).
 	Policy *netpolicy.Policy
-	// Ports are the published ports as Publish bound them, and Listeners
+	// Ports are the published ports as boxnet.Publish bound them, and Listeners
 	// their sockets (New takes them over).
 	Ports     []protocol.Port
 	Listeners []*os.File
 	// Published, when set, tells whether a box on this host publishes a
-	// port (Registry.Published, or a question to whoever holds it), so that
+	// port (boxnet.Registry.Published, or a question to whoever holds it), so that
 	// no box reaches another's (or its own) through the host.
 	Published func(proto string, port uint16) bool
 	// Logf logs what the stack does for the box's log (rate-limited here).
@@ -107,7 +108,7 @@ func New(cfg Config) (*Stack, error) {
 	if err := n.listen(); err != nil {
 		return nil, err
 	}
-	link, err := tap.NewLinkEndpoint(false, MTU, GatewayMAC, GatewayIP.String(), []string{HostIP.String()})
+	link, err := tap.NewLinkEndpoint(false, boxnet.MTU, boxnet.GatewayMAC, boxnet.GatewayIP.String(), []string{boxnet.HostIP.String()})
 	if err != nil {
 		return nil, fmt.Errorf("network: link: %w", err)
 	}
@@ -121,7 +122,7 @@ func New(cfg Config) (*Stack, error) {
 	if terr := n.stack.CreateNIC(1, link); terr != nil {
 		return nil, fmt.Errorf("network: nic: %s", terr)
 	}
-	for _, a := range []netip.Addr{GatewayIP, HostIP} {
+	for _, a := range []netip.Addr{boxnet.GatewayIP, boxnet.HostIP} {
 		if terr := n.stack.AddProtocolAddress(1, tcpip.ProtocolAddress{
 			Protocol:          ipv4.ProtocolNumber,
 			AddressWithPrefix: tcpip.AddrFrom4(a.As4()).WithPrefix(),
@@ -133,7 +134,7 @@ func New(cfg Config) (*Stack, error) {
 	// the guest sends to: that is how its connections are NATed.
 	n.stack.SetSpoofing(1, true)
 	n.stack.SetPromiscuousMode(1, true)
-	sub, _ := tcpip.NewSubnet(tcpip.AddrFrom4(Subnet.Addr().As4()), tcpip.MaskFromBytes(net.CIDRMask(Subnet.Bits(), 32)))
+	sub, _ := tcpip.NewSubnet(tcpip.AddrFrom4(boxnet.Subnet.Addr().As4()), tcpip.MaskFromBytes(net.CIDRMask(boxnet.Subnet.Bits(), 32)))
 	n.stack.SetRouteTable([]tcpip.Route{{Destination: sub, NIC: 1}})
 	bufs := tcpip.TCPReceiveBufferSizeRangeOption{Min: 4 << 10, Default: 128 << 10, Max: tcpBuffer}
 	n.stack.SetTransportProtocolOption(tcp.ProtocolNumber, &bufs)
@@ -175,7 +176,7 @@ type guestFrames struct {
 	dropped *atomic.Uint64
 }
 
-var guestMAC = func() net.HardwareAddr { m, _ := net.ParseMAC(GuestMAC); return m }()
+var guestMAC = func() net.HardwareAddr { m, _ := net.ParseMAC(boxnet.GuestMAC); return m }()
 
 func (g guestFrames) Read(p []byte) (int, error) {
 	for {

@@ -2,6 +2,7 @@ package netstack
 
 import (
 	"context"
+	"github.com/boxlite/boxlite/boxnet"
 	"io"
 	"net"
 	"os"
@@ -47,8 +48,8 @@ func guest(t *testing.T, cfg Config) (*stack.Stack, *Stack) {
 	}
 	go n.Serve(conn)
 
-	mac, _ := net.ParseMAC(GuestMAC)
-	link, err := fdbased.New(&fdbased.Options{FDs: []int{fds[1]}, MTU: MTU, EthernetHeader: true, Address: tcpip.LinkAddress(mac)})
+	mac, _ := net.ParseMAC(boxnet.GuestMAC)
+	link, err := fdbased.New(&fdbased.Options{FDs: []int{fds[1]}, MTU: boxnet.MTU, EthernetHeader: true, Address: tcpip.LinkAddress(mac)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,8 +64,8 @@ func guest(t *testing.T, cfg Config) (*stack.Stack, *Stack) {
 		t.Fatal(err)
 	}
 	g.AddProtocolAddress(1, tcpip.ProtocolAddress{Protocol: ipv4.ProtocolNumber,
-		AddressWithPrefix: tcpip.AddrFrom4(GuestIP.As4()).WithPrefix()}, stack.AddressProperties{})
-	g.SetRouteTable([]tcpip.Route{{Destination: header4Any(), Gateway: tcpip.AddrFrom4(GatewayIP.As4()), NIC: 1}})
+		AddressWithPrefix: tcpip.AddrFrom4(boxnet.GuestIP.As4()).WithPrefix()}, stack.AddressProperties{})
+	g.SetRouteTable([]tcpip.Route{{Destination: header4Any(), Gateway: tcpip.AddrFrom4(boxnet.GatewayIP.As4()), NIC: 1}})
 	return g, n
 }
 
@@ -81,7 +82,7 @@ func dial(g *stack.Stack, ip [4]byte, port int) (net.Conn, error) {
 
 func lookup(t *testing.T, g *stack.Stack, name string) *dns.Msg {
 	t.Helper()
-	c, err := gonet.DialUDP(g, nil, &tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4(GatewayIP.As4()), Port: 53}, ipv4.ProtocolNumber)
+	c, err := gonet.DialUDP(g, nil, &tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4(boxnet.GatewayIP.As4()), Port: 53}, ipv4.ProtocolNumber)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func hostServer(t *testing.T) int {
 
 func TestHostAliasAndPolicy(t *testing.T) {
 	port := hostServer(t)
-	hostIP := HostIP.As4()
+	hostIP := boxnet.HostIP.As4()
 
 	open, n := guest(t, Config{})
 	c, err := dial(open, hostIP, port)
@@ -134,7 +135,7 @@ func TestHostAliasAndPolicy(t *testing.T) {
 	if string(b) != "hi" {
 		t.Errorf("no policy: read %q from the host", b)
 	}
-	if r := lookup(t, open, netpolicy.HostAlias); len(r.Answer) != 1 || !strings.Contains(r.Answer[0].String(), HostIP.String()) {
+	if r := lookup(t, open, netpolicy.HostAlias); len(r.Answer) != 1 || !strings.Contains(r.Answer[0].String(), boxnet.HostIP.String()) {
 		t.Errorf("host alias lookup: %v", r)
 	}
 	// Never reachable, whatever the policy: the host's loopback by its own
@@ -177,14 +178,14 @@ func TestHostAliasAndPolicy(t *testing.T) {
 }
 
 func TestPublishedPort(t *testing.T) {
-	bound, files, err := Publish([]protocol.Port{{GuestPort: 8080}})
+	bound, files, err := boxnet.Publish([]protocol.Port{{GuestPort: 8080}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if bound[0].HostPort == 0 || bound[0].HostIP != "127.0.0.1" || bound[0].Protocol != "tcp" {
 		t.Fatalf("bound %+v", bound)
 	}
-	if _, _, err := Publish([]protocol.Port{{HostPort: bound[0].HostPort, GuestPort: 1}}); err == nil || !strings.Contains(err.Error(), "already in use") {
+	if _, _, err := boxnet.Publish([]protocol.Port{{HostPort: bound[0].HostPort, GuestPort: 1}}); err == nil || !strings.Contains(err.Error(), "already in use") {
 		t.Errorf("publishing a port in use: %v", err)
 	}
 	g, _ := guest(t, Config{Ports: bound, Listeners: files})

@@ -14,48 +14,37 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/boxlite/boxlite/boxnet"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/hv"
 	"github.com/boxlite/boxlite/jail"
 	"github.com/boxlite/boxlite/netpolicy"
-	"github.com/boxlite/boxlite/netstack"
 	"github.com/boxlite/boxlite/protocol"
 )
 
 // A box's network stack runs in a process of its own, confined like the
-// VMM (it parses every frame the guest sends): the shim binary again,
-// started as "/boxlite-net netstack CONFIG" through package jail with the
-// host's network namespace (it NATs through host sockets) but its own
-// mount and IPC namespaces, a uid of its own when the shim is root, a
-// cgroup, rlimits, no_new_privs and seccomp. Its descriptors: 3 the NIC
-// (the VMM's SOCK_SEQPACKET peer), 4 a control socket (the shim asks for
-// counters), 5 a registry socket (the stack asks whether a port is a box's
-// published one: the home's port registry stays private to the home's
-// owner), 6... the published ports' listeners, which the shim binds itself
-// so that a port in use (or a privileged one) is decided before anything
-// starts.
+// VMM (it parses every frame the guest sends): cmd/boxlite-net (its
+// command line and descriptors are boxnet's Proc*), started as
+// "/boxlite-net CONFIG" through package jail with the host's network
+// namespace (it NATs through host sockets) but its own mount and IPC
+// namespaces, a uid of its own when the shim is root, a cgroup, rlimits,
+// no_new_privs and seccomp. The shim binds the published ports itself, so
+// that a port in use (or a privileged one) is decided before anything
+// starts, and answers the stack's registry questions: the home's port
+// registry stays private to the home's owner.
 const (
-	netProcArg = "netstack"
 	// netMemoryMax and netPidsMax are the stack's cgroup limits: its
 	// buffers (MaxTCPConns connections of at most 2 MiB each) and the Go
 	// runtime's threads.
 	netMemoryMax = 768 << 20
 	netPidsMax   = 128
-	netStatsWait = time.Second
-	netFirstPort = 6 // the descriptor of the first listener
 )
-
-// netProcConfig is what the stack process is told on its command line.
-type netProcConfig struct {
-	AllowNet []string        `json:"allow_net,omitempty"`
-	Ports    []protocol.Port `json:"ports,omitempty"` // as bound, in the order of descriptors 6...
-}
 
 // netProc is the shim's end of the running stack.
 type netProc struct {
 	cmd      *jail.Cmd
 	ports    []*os.File // the listeners, until the stack has them
-	registry *netstack.Registry
+	registry *boxnet.Registry
 	bound    []protocol.Port
 	done     chan struct{}
 	err      error // set before done is closed
@@ -73,15 +62,18 @@ func (s *shim) startNetwork(vm *hv.Config) error {
 	if n == nil {
 		return nil
 	}
+	if s.cfg.Netstack == "" {
+		return fmt.Errorf("network: the shim's config names no network stack binary")
+	}
 	policy, err := netpolicy.Parse(n.AllowNet)
 	if err != nil {
 		return err
 	}
-	reg, err := netstack.NewRegistry(filepath.Join(s.cfg.StateDir, "ports"))
+	reg, err := boxnet.NewRegistry(filepath.Join(s.cfg.StateDir, "ports"))
 	if err != nil {
 		return err
 	}
-	bound, files, err := netstack.Publish(n.Ports)
+	bound, files, err := boxnet.Publish(n.Ports)
 	if err != nil {
 		return err
 	}
@@ -92,9 +84,9 @@ func (s *shim) startNetwork(vm *hv.Config) error {
 		return err
 	}
 	s.net = &netProc{ports: files, registry: reg, bound: bound, done: make(chan struct{})}
-	vm.NIC = &hv.NIC{MAC: netstack.GuestMAC}
-	vm.Cmdline = strings.TrimSpace(vm.Cmdline + " " + netstack.GuestConfig(policy.AllowName(netpolicy.HostAlias)))
-	s.netInfo = &protocol.NetworkInfo{GuestIP: netstack.GuestIP.String(), GatewayIP: netstack.GatewayIP.String(),
+	vm.NIC = &hv.NIC{MAC: boxnet.GuestMAC}
+	vm.Cmdline = strings.TrimSpace(vm.Cmdline + " " + boxnet.GuestConfig(policy.AllowName(netpolicy.HostAlias)))
+	s.netInfo = &protocol.NetworkInfo{GuestIP: boxnet.GuestIP.String(), GatewayIP: boxnet.GatewayIP.String(),
 		AllowNet: policy.Rules(), Ports: bound}
 	return nil
 }
@@ -125,13 +117,9 @@ func (s *shim) serveNetwork() error {
 	defer theirReg.Close()
 	go p.answerRegistry(reg)
 
-	cfg, _ := json.Marshal(netProcConfig{AllowNet: s.cfg.Network.AllowNet, Ports: p.bound})
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("network: %w", err)
-	}
+	cfg, _ := json.Marshal(boxnet.ProcConfig{AllowNet: s.cfg.Network.AllowNet, Ports: p.bound})
 	const inside = "/boxlite-net" // its command name too
-	binds := []jail.Bind{{Host: self, Inside: inside}}
+	binds := []jail.Bind{{Host: s.cfg.Netstack, Inside: inside}}
 	// The stack resolves names for the box as the host does.
 	for _, f := range []string{"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf"} {
 		if _, err := os.Stat(f); err == nil {
@@ -139,7 +127,7 @@ func (s *shim) serveNetwork() error {
 		}
 	}
 	spec := jail.Spec{
-		Path: inside, Args: []string{inside, netProcArg, string(cfg)}, HostNetwork: true,
+		Path: inside, Args: []string{inside, string(cfg)}, HostNetwork: true,
 		Binds: binds, Devices: []string{"/dev/null", "/dev/urandom"},
 		ExtraFiles: append([]*os.File{nic, theirCtl, theirReg}, p.ports...), Stdout: os.Stderr, Stderr: os.Stderr,
 		Cgroup: &jail.CgroupSpec{Name: "boxlite-" + s.cfg.BoxID + ".net", MemoryMaxBytes: netMemoryMax,
@@ -241,7 +229,7 @@ func (p *netProc) stats() *protocol.NetworkStats {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.ctl.SetDeadline(time.Now().Add(netStatsWait))
+	p.ctl.SetDeadline(time.Now().Add(boxnet.StatsWait))
 	defer p.ctl.SetDeadline(time.Time{})
 	if _, err := p.ctl.Write([]byte("stats\n")); err != nil {
 		return nil

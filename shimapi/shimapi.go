@@ -58,6 +58,9 @@ type Config struct {
 	// Network is the box's network; nil: none at all (only lo in the box,
 	// no network stack in the shim).
 	Network *Network `json:"network,omitempty"`
+	// Netstack is the network stack's binary (cmd/boxlite-net), required
+	// with Network.
+	Netstack string `json:"netstack,omitempty"`
 
 	// Volumes are host files and directories the box mounts (validated by
 	// the runtime); Virtiofsd is the daemon that serves them, required

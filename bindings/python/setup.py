@@ -1,4 +1,4 @@
-"""Build hook: the wheel carries libboxlite.so, boxlite-shim, virtiofsd and the guest
+"""Build hook: the wheel carries libboxlite.so, boxlite-shim, boxlite-net, virtiofsd and the guest
 (kernel and initramfs) in boxlite/_lib/, where the library looks for them.
 
 They come from $BOXLITE_BUILD_DIR, by default the repository's build/ (built
@@ -20,8 +20,8 @@ except ImportError:  # setuptools < 70.1
     from wheel.bdist_wheel import bdist_wheel
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ASSETS = ["libboxlite.so", "boxlite-shim", "virtiofsd", "guest/vmlinuz", "guest/initramfs.cpio"]
-EXECUTABLE = {"libboxlite.so", "boxlite-shim", "virtiofsd"}
+ASSETS = ["libboxlite.so", "boxlite-shim", "boxlite-net", "virtiofsd", "guest/vmlinuz", "guest/initramfs.cpio"]
+EXECUTABLE = {"libboxlite.so", "boxlite-shim", "boxlite-net", "virtiofsd"}
 
 
 def build_dir() -> str:
@@ -38,7 +38,7 @@ class BuildPy(build_py):
                 "boxlite: cannot build the package: %s missing in %s.\n"
                 "Run `make build` and `go build -buildmode=c-shared -o build/libboxlite.so ./capi` "
                 "in the repository root first, or set BOXLITE_BUILD_DIR to a directory holding "
-                "libboxlite.so, boxlite-shim, virtiofsd and guest/{vmlinuz,initramfs.cpio}." % (", ".join(missing), src)
+                "libboxlite.so, boxlite-shim, boxlite-net, virtiofsd and guest/{vmlinuz,initramfs.cpio}." % (", ".join(missing), src)
             )
         dst = os.path.join(self.build_lib, "boxlite", "_lib")
         for a in ASSETS:

@@ -17,8 +17,7 @@ import (
 // Usage: boxlite-shim CONFIG.json, with fd 3 the ready pipe and, unless the
 // box is detached, fd 4 the parent-death pipe.
 func main() {
-	jail.Main()        // a confined VMM's start runs through this binary (package jail)
-	shim.NetworkMain() // so does the box's confined network stack
+	jail.Main() // a confined VMM's start runs through this binary (package jail)
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 	log.SetPrefix(fmt.Sprintf("shim[%d] ", os.Getpid()))
 	if len(os.Args) != 2 {

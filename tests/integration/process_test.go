@@ -104,7 +104,7 @@ func creator() {
 func TestBootFailureShowsConsole(t *testing.T) {
 	assets := t.TempDir()
 	os.MkdirAll(filepath.Join(assets, "guest"), 0o755)
-	for _, f := range []string{"boxlite-shim", "guest/vmlinuz"} {
+	for _, f := range []string{"boxlite-shim", "boxlite-net", "guest/vmlinuz"} {
 		if err := os.Symlink(filepath.Join(repo, "build", f), filepath.Join(assets, f)); err != nil {
 			t.Fatal(err)
 		}

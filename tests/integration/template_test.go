@@ -41,7 +41,7 @@ func TestTemplates(t *testing.T) {
 		}
 		t.Cleanup(func() { b.Remove(context.Background(), true) })
 		res, err := b.Run(ctx, core.Command{Argv: []string{"sh", "-c",
-			"hostname; cat /proc/sys/kernel/random/boot_id; head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n'; echo; date +%s"}})
+			"hostname; cat /proc/sys/kernel/random/boot_id; head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n'; echo; date +%s; cat /proc/sys/kernel/random/uuid"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,13 +60,16 @@ func TestTemplates(t *testing.T) {
 		host, out string
 	}{{core.DefaultHostname, first}, {"box-b", outB}, {"box-c", outC}} {
 		f := strings.Fields(o.out)
-		if len(f) != 4 {
+		if len(f) != 5 {
 			t.Fatalf("box said %q", o.out)
 		}
 		if f[0] != o.host {
 			t.Errorf("hostname %q, want %s", f[0], o.host)
 		}
-		for i, what := range []string{"hostname", "boot id", "random bytes"} {
+		for i, what := range []string{"hostname", "boot id", "random bytes", "", "uuid"} {
+			if what == "" {
+				continue // the clock, below
+			}
 			if prev, dup := seen[f[i]]; dup {
 				t.Errorf("two boxes read the same %s %q (%s)", what, f[i], prev)
 			}
@@ -98,7 +101,7 @@ func TestTemplates(t *testing.T) {
 	// Another agent (here: its initramfs changed) makes a new template once.
 	assets := t.TempDir()
 	src := os.Getenv("BOXLITE_ASSETS")
-	for _, f := range []string{"boxlite-shim", "guest/vmlinuz", "virtiofsd"} {
+	for _, f := range []string{"boxlite-shim", "boxlite-net", "guest/vmlinuz", "virtiofsd"} {
 		os.MkdirAll(filepath.Join(assets, filepath.Dir(f)), 0o755)
 		if err := os.Symlink(filepath.Join(src, f), filepath.Join(assets, f)); err != nil {
 			t.Fatal(err)

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// npm's install script: copies libboxlite.so, boxlite-shim, virtiofsd and guest/ from the
+// npm's install script: copies libboxlite.so, boxlite-shim, boxlite-net, virtiofsd and guest/ from the
 // Go build into native/, then compiles src/addon.c into native/boxlite.node
 // with plain gcc against node-api-headers (no node-gyp, no header download).
 // The addon links libboxlite.so with an rpath of $ORIGIN, and libboxlite.so
@@ -18,7 +18,7 @@ const { execFileSync } = require('node:child_process');
 
 const pkg = path.resolve(__dirname, '..');
 const native = path.join(pkg, 'native');
-const ASSETS = ['libboxlite.so', 'boxlite-shim', 'virtiofsd', 'guest/vmlinuz', 'guest/initramfs.cpio'];
+const ASSETS = ['libboxlite.so', 'boxlite-shim', 'boxlite-net', 'virtiofsd', 'guest/vmlinuz', 'guest/initramfs.cpio'];
 
 function fail(msg) {
   process.stderr.write(`\nboxlite: ${msg}\n\n`);

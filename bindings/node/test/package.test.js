@@ -33,7 +33,7 @@ test('npm install from another project, CommonJS and ESM, both package names', {
 
 test('the installed package is self-contained: the addon finds libboxlite.so by its rpath, the library its assets beside it', () => {
   const native = path.join(pkg, 'native');
-  for (const f of ['boxlite.node', 'libboxlite.so', 'boxlite-shim', 'virtiofsd', 'guest/vmlinuz', 'guest/initramfs.cpio']) {
+  for (const f of ['boxlite.node', 'libboxlite.so', 'boxlite-shim', 'boxlite-net', 'virtiofsd', 'guest/vmlinuz', 'guest/initramfs.cpio']) {
     assert.ok(fs.existsSync(path.join(native, f)), f);
   }
   const dyn = execFileSync('readelf', ['-d', path.join(native, 'boxlite.node')], { encoding: 'utf8' });

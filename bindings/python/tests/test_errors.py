@@ -103,6 +103,7 @@ def test_boot_failure_is_typed(tmp_path):
     assets = tmp_path / "assets"
     (assets / "guest").mkdir(parents=True)
     shutil.copy(shim, assets / "boxlite-shim")
+    shutil.copy(os.path.join(os.path.dirname(shim), "boxlite-net"), assets / "boxlite-net")
     (assets / "guest" / "vmlinuz").write_bytes(b"not a kernel" * 1000)
     (assets / "guest" / "initramfs.cpio").write_bytes(b"")
     rt = boxlite.Boxlite(boxlite.Options(assets_dir=str(assets)))

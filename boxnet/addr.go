@@ -1,4 +1,4 @@
-package netstack
+package boxnet
 
 import (
 	"fmt"

@@ -1,4 +1,10 @@
-package shim
+// Command boxlite-net is a box's network stack (package netstack) in a
+// process of its own, confined like the VMM: the shim starts it through
+// package jail (see boxnet for its command line and descriptors), never
+// users. It is a binary of its own so that the shim, which every box runs,
+// does not link gVisor and gvisor-tap-vsock (their package inits hold
+// megabytes in every process).
+package main
 
 import (
 	"bufio"
@@ -11,28 +17,26 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/boxlite/boxlite/boxnet"
 	"github.com/boxlite/boxlite/netpolicy"
 	"github.com/boxlite/boxlite/netstack"
 )
 
-// The network stack's own process (see network.go for the shim's side).
-
-// NetworkMain runs the box's network stack when the shim binary was
-// started as one (see netProcArg); otherwise it returns at once. It never
-// returns when it runs.
-func NetworkMain() {
-	if len(os.Args) != 3 || os.Args[1] != netProcArg {
-		return
-	}
+func main() {
+	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 	log.SetPrefix(fmt.Sprintf("net[%d] ", os.Getpid()))
-	ctl := os.NewFile(4, "netctl")
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: boxlite-net CONFIG (started by a box's shim)")
+		os.Exit(2)
+	}
+	ctl := os.NewFile(boxnet.ProcControl, "netctl")
 	fail := func(err error) {
 		b, _ := json.Marshal(map[string]string{"error": err.Error()})
 		ctl.Write(append(b, '\n'))
 		os.Exit(1)
 	}
-	var cfg netProcConfig
-	if err := json.Unmarshal([]byte(os.Args[2]), &cfg); err != nil {
+	var cfg boxnet.ProcConfig
+	if err := json.Unmarshal([]byte(os.Args[1]), &cfg); err != nil {
 		fail(err)
 	}
 	policy, err := netpolicy.Parse(cfg.AllowNet)
@@ -43,14 +47,14 @@ func NetworkMain() {
 	net.DefaultResolver.PreferGo = true
 	var listeners []*os.File
 	for i := range cfg.Ports {
-		listeners = append(listeners, os.NewFile(uintptr(netFirstPort+i), "port"))
+		listeners = append(listeners, os.NewFile(uintptr(boxnet.ProcFirstPort+i), "port"))
 	}
 	st, err := netstack.New(netstack.Config{Policy: policy, Ports: cfg.Ports, Listeners: listeners,
-		Published: askRegistry(os.NewFile(5, "netreg")), Logf: rateLimited(log.Printf)})
+		Published: askRegistry(os.NewFile(boxnet.ProcRegistry, "netreg")), Logf: rateLimited(log.Printf)})
 	if err != nil {
 		fail(err)
 	}
-	nic, err := net.FileConn(os.NewFile(3, "nic"))
+	nic, err := net.FileConn(os.NewFile(boxnet.ProcNIC, "nic"))
 	if err != nil {
 		fail(err)
 	}
@@ -84,7 +88,7 @@ func askRegistry(f *os.File) func(string, uint16) bool {
 	return func(proto string, port uint16) bool {
 		mu.Lock()
 		defer mu.Unlock()
-		c.SetDeadline(time.Now().Add(netStatsWait))
+		c.SetDeadline(time.Now().Add(boxnet.StatsWait))
 		if _, err := fmt.Fprintf(c, "%s %d\n", proto, port); err != nil {
 			return true
 		}
