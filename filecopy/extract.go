@@ -349,11 +349,14 @@ func writeAll(f *os.File, p []byte) error {
 	return err
 }
 
-// dropDirect makes f's later writes buffered.
-func dropDirect(f *os.File) error {
+// dropDirect makes f's later I/O buffered, setDirect O_DIRECT.
+func dropDirect(f *os.File) error { return fileFlags(f, 0, unix.O_DIRECT) }
+func setDirect(f *os.File) error  { return fileFlags(f, unix.O_DIRECT, 0) }
+
+func fileFlags(f *os.File, set, unset int) error {
 	fl, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
 	if err == nil {
-		_, err = unix.FcntlInt(f.Fd(), unix.F_SETFL, fl&^unix.O_DIRECT)
+		_, err = unix.FcntlInt(f.Fd(), unix.F_SETFL, fl&^unset|set)
 	}
 	return err
 }

@@ -313,7 +313,7 @@ func TestExtractDirect(t *testing.T) {
 			must(t, os.Chtimes(filepath.Join(src, name), mt, mt))
 		}
 		var buf bytes.Buffer
-		_, err = Send(&buf, openDir(t, src), ".", SendOptions{})
+		_, err = Send(&buf, openDir(t, src), ".", SendOptions{Direct: true})
 		must(t, err)
 		dst, err := os.MkdirTemp(dir, "direct-dst")
 		must(t, err)

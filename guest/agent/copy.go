@@ -211,7 +211,7 @@ func (c *copyOp) copyOut(root *os.File, req protocol.CopyOut) (filecopy.Stats, e
 	src := boxPath(req.Src)
 	var dir *os.File
 	var err error
-	name, opt := ".", filecopy.SendOptions{}
+	name, opt := ".", filecopy.SendOptions{Direct: true} // the page cache path is slow
 	if req.Contents {
 		// The directory itself resolves as any path in the box.
 		if dir, err = filecopy.InRoot(root).OpenDir(src, false); err != nil {
