@@ -57,6 +57,17 @@ type copyOp struct {
 	buf  []byte
 	cur  []byte
 	fill int
+	// A copy out's chunks are written by a goroutine of their own (jobs),
+	// while the next fills one of the spare buffers.
+	jobs  chan laneJob
+	spare chan []byte
+	wdone chan struct{}
+}
+
+type laneJob struct {
+	buf []byte
+	n   int
+	off int64
 }
 
 func (s *server) lookupCopy(id uint32) *copyOp {
@@ -172,7 +183,10 @@ func (c *copyOp) run(do func(root *os.File) (filecopy.Stats, error)) {
 			return
 		}
 		defer release()
-		c.lane, c.buf = c.s.cfg.Lane, laneBuf()
+		c.lane = c.s.cfg.Lane
+		if c.in {
+			c.buf = laneBuf()
+		}
 	}
 	root, err := c.s.boxRoot()
 	if err != nil {
@@ -233,9 +247,13 @@ func (c *copyOp) copyOut(root *os.File, req protocol.CopyOut) (filecopy.Stats, e
 	}
 	defer dir.Close()
 	if c.lane != nil {
+		c.startLaneWriter()
 		st, err := filecopy.Send(c, dir, name, opt)
 		if err == nil {
 			err = c.laneFlush()
+		}
+		if werr := c.stopLaneWriter(); err == nil {
+			err = werr
 		}
 		return st, err
 	}
@@ -523,10 +541,58 @@ func (c *copyOp) sendLaneFree(n int) {
 	}
 }
 
+// startLaneWriter starts the goroutine that writes a copy out's chunks
+// into the lane and announces them, in order; a failure stops the copy.
+func (c *copyOp) startLaneWriter() {
+	c.spare = make(chan []byte, 2)
+	c.spare <- laneBuf()
+	c.spare <- laneBuf()
+	c.jobs = make(chan laneJob, 1)
+	c.wdone = make(chan struct{})
+	go func() {
+		defer close(c.wdone)
+		failed := false
+		for j := range c.jobs {
+			if !failed {
+				err := c.lane.write(j.buf, j.n, j.off)
+				if err == nil {
+					var f protocol.Frame
+					if f, err = protocol.Encode(protocol.TLane, c.id, protocol.LaneChunk{Off: j.off, Len: j.n}); err == nil {
+						err = c.send(f)
+					}
+				}
+				if err != nil {
+					failed = true
+					c.mu.Lock()
+					if c.err == nil {
+						c.err = err
+					}
+					c.cond.Broadcast()
+					c.mu.Unlock()
+				}
+			}
+			c.spare <- j.buf
+		}
+	}()
+}
+
+// stopLaneWriter waits for the chunks queued so far; it returns what
+// stopped the copy, if anything did.
+func (c *copyOp) stopLaneWriter() error {
+	close(c.jobs)
+	<-c.wdone
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
 // laneWrite gathers the copy out's stream into slot-sized chunks.
 func (c *copyOp) laneWrite(p []byte) (int, error) {
 	done := 0
 	for done < len(p) {
+		if c.buf == nil {
+			c.buf = <-c.spare
+		}
 		n := copy(c.buf[c.fill:], p[done:])
 		c.fill += n
 		done += n
@@ -539,8 +605,8 @@ func (c *copyOp) laneWrite(p []byte) (int, error) {
 	return done, nil
 }
 
-// laneFlush writes the gathered chunk into the next slot once the host has
-// freed it, and announces it.
+// laneFlush queues the gathered chunk for the next slot once the host has
+// freed it.
 func (c *copyOp) laneFlush() error {
 	if c.fill == 0 {
 		return nil
@@ -557,13 +623,7 @@ func (c *copyOp) laneFlush() error {
 	c.mu.Unlock()
 	off := int64(c.next%c.slots) * protocol.LaneSlot
 	c.next++
-	if err := c.lane.write(c.buf, c.fill, off); err != nil {
-		return err
-	}
-	f, err := protocol.Encode(protocol.TLane, c.id, protocol.LaneChunk{Off: off, Len: c.fill})
-	if err == nil {
-		err = c.send(f)
-	}
-	c.fill = 0
-	return err
+	c.jobs <- laneJob{c.buf, c.fill, off}
+	c.buf, c.fill = nil, 0
+	return nil
 }
