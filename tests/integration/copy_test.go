@@ -121,7 +121,7 @@ func TestCopy(t *testing.T) {
 			laneMax = max(laneMax, laneBytes(t, shared))
 		}}))
 		t.Logf("copy in of 64 MiB: %v", time.Since(start))
-		checkLane(t, "copy in", laneMax, true)
+		checkLane(t, shared, "copy in", laneMax, true)
 		if len(progress) < 2 || progress[len(progress)-1].Bytes < 64<<20 {
 			t.Errorf("progress: %d calls, last %+v", len(progress), progress[len(progress)-1])
 		}
@@ -135,7 +135,7 @@ func TestCopy(t *testing.T) {
 		laneMax = 0
 		must(t, shared.CopyOut(ctx, "/root/ct/tree", out, core.CopyOptions{Progress: func(core.CopyProgress) { laneMax = max(laneMax, laneBytes(t, shared)) }}))
 		t.Logf("copy out of 64 MiB: %v", time.Since(start))
-		checkLane(t, "copy out", laneMax, true)
+		checkLane(t, shared, "copy out", laneMax, true)
 		sameTree(t, src, out)
 		a, _ := os.Stat(filepath.Join(out, "run.sh"))
 		b, _ := os.Stat(filepath.Join(out, "sub", "hard"))
@@ -260,15 +260,34 @@ func laneBytes(t *testing.T, b *core.Box) int64 {
 	return st.Blocks * 512
 }
 
-// checkLane checks a copy's use of the shared box's lane, seen at its
+// checkLane checks a copy's use of b's lane, seen at its
 // progress calls (max): used or not, and empty after the copy either way.
-func checkLane(t *testing.T, what string, max int64, used bool) {
+func checkLane(t *testing.T, b *core.Box, what string, max int64, used bool) {
 	t.Helper()
 	if used != (max > 0) {
 		t.Errorf("%s: the lane held %d bytes at most while it ran; used: %v, want %v", what, max, max > 0, used)
 	}
-	if n := laneBytes(t, shared); n != 0 {
+	if n := laneBytes(t, b); n != 0 {
 		t.Errorf("%s: the lane holds %d bytes of host disk after the copy", what, n)
+	}
+}
+
+// laneRoundTrip copies a 3 MiB file into b and back, through its lane.
+func laneRoundTrip(ctx context.Context, t *testing.T, b *core.Box) {
+	t.Helper()
+	data := make([]byte, 3<<20+5)
+	_, _ = rand.Read(data)
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "lane.bin"), data, 0o600))
+	var laneMax int64
+	opts := core.CopyOptions{Progress: func(core.CopyProgress) { laneMax = max(laneMax, laneBytes(t, b)) }}
+	must(t, b.CopyIn(ctx, filepath.Join(dir, "lane.bin"), "/root/", opts))
+	checkLane(t, b, "copy in", laneMax, true)
+	laneMax = 0
+	must(t, b.CopyOut(ctx, "/root/lane.bin", filepath.Join(dir, "back.bin"), opts))
+	checkLane(t, b, "copy out", laneMax, true)
+	if got, _ := os.ReadFile(filepath.Join(dir, "back.bin")); !bytes.Equal(got, data) {
+		t.Fatalf("box %s: the lane round trip changed the file (%d bytes, want %d)", b.ID(), len(got), len(data))
 	}
 }
 
@@ -288,7 +307,7 @@ func TestCopyChannel(t *testing.T) {
 	start = time.Now()
 	must(t, shared.CopyOut(ctx, "/root/cc/tree", out, progress))
 	t.Logf("copy out of 64 MiB over the channel: %v", time.Since(start))
-	checkLane(t, "channel copies", laneMax, false)
+	checkLane(t, shared, "channel copies", laneMax, false)
 	sameTree(t, src, out)
 	runIn(t, shared, sh("rm -rf /root/cc"))
 }
