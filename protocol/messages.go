@@ -50,12 +50,16 @@ const (
 	TShutdown   Type = 21 // stream 0, no body: sync disks and power off
 	TResize     Type = 22 // Resize: set the terminal size of a TTY exec (SIGWINCH follows)
 	// TCopyIn starts a copy into the box on a new stream (needs FeatureCopy):
-	// the host sends a tar stream as TStdin frames, then TStdinClose; the
-	// agent credits fd 0 and ends with TCopyDone or TError.
+	// the host sends a tar stream as TStdin frames (or, with CopyIn.Lane,
+	// through the lane as TLane chunks), then TStdinClose; the agent
+	// credits fd 0 (frees the chunks' slots) and ends with TCopyDone or
+	// TError.
 	TCopyIn Type = 23
 	// TCopyOut starts a copy out of the box on a new stream (needs
 	// FeatureCopy): the agent sends a tar stream as TStdout frames within
-	// the window (the host credits fd 1), then TCopyDone or TError.
+	// the window (the host credits fd 1), or with CopyOut.Lane as TLane
+	// chunks within its slots (the host frees them), then TCopyDone or
+	// TError.
 	TCopyOut Type = 24
 	// TIdentity, stream 0 (needs FeatureIdentity): Identity, what makes the
 	// box its own machine; the agent answers with an empty TIdentity on
