@@ -22,7 +22,6 @@ const LaneEnv = "BOXLITE_COPY_LANE"
 type hostLane struct {
 	f     *os.File
 	slots int
-	used  int // slots written or announced so far, for the punch
 }
 
 // takeLane holds the box's lane for a copy, or returns nil when the copy
@@ -45,20 +44,15 @@ func (b *Box) takeLane(hello protocol.Hello) *hostLane {
 	return &hostLane{f: f, slots: shimapi.LaneSize / protocol.LaneSlot}
 }
 
-// release gives the lane's disk space back (the box's data no longer sits
-// on the host's disk) and the lane to the next copy.
+// release gives the lane's disk space back, all of it (the box may have
+// written where it announced nothing), and the lane to the next copy.
 func (l *hostLane) release() {
-	if l.used > 0 {
-		_ = unix.Fallocate(int(l.f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 0, int64(l.used)*protocol.LaneSlot)
-	}
+	_ = unix.Fallocate(int(l.f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 0, shimapi.LaneSize)
 	l.f.Close() // and with it the lock
 }
 
 // slotOff is where the copy's n-th chunk goes.
-func (l *hostLane) slotOff(n int) int64 {
-	l.used = max(l.used, min(n+1, l.slots))
-	return int64(n%l.slots) * protocol.LaneSlot
-}
+func (l *hostLane) slotOff(n int) int64 { return int64(n%l.slots) * protocol.LaneSlot }
 
 // laneWriter sends a copy in's stream through the lane: slot-sized chunks
 // written into the lane file, each announced (TLane) once the box has freed
@@ -132,7 +126,7 @@ func newLaneReader(l *hostLane, free func()) *laneReader {
 func (r *laneReader) push(ch protocol.LaneChunk) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	want := int64(r.n%r.l.slots) * protocol.LaneSlot
+	want := r.l.slotOff(r.n)
 	switch {
 	case r.err != nil:
 		return nil // the copy is over: a late frame
@@ -141,7 +135,6 @@ func (r *laneReader) push(ch protocol.LaneChunk) error {
 	case len(r.chunks) >= r.l.slots:
 		return errdefs.Errorf(errdefs.ErrLimit, "the box announced a lane chunk with %d unread, the lane has %d slots", len(r.chunks), r.l.slots)
 	}
-	r.l.slotOff(r.n)
 	r.n++
 	r.chunks = append(r.chunks, ch)
 	r.cond.Broadcast()

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"os"
@@ -144,6 +145,25 @@ func TestCopy(t *testing.T) {
 		}
 	})
 
+	t.Run("LaneHeld", func(t *testing.T) {
+		// While another copy (here: the test) holds the lane, a copy
+		// takes the channel: it works, and the lane stays empty.
+		f, err := os.OpenFile(filepath.Join(shared.Info().Dir, shimapi.LaneFile), os.O_RDWR, 0)
+		must(t, err)
+		defer f.Close()
+		must(t, unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB))
+		var laneMax int64
+		opts := core.CopyOptions{Progress: func(core.CopyProgress) { laneMax = max(laneMax, laneBytes(t, shared)) }}
+		out := filepath.Join(t.TempDir(), "big.bin")
+		must(t, shared.CopyOut(ctx, "/root/ct/tree/big.bin", out, opts))
+		checkLane(t, shared, "copy out beside a held lane", laneMax, false)
+		if a, b := fileSum(t, filepath.Join(src, "big.bin")), fileSum(t, out); a != b {
+			t.Fatal("big.bin differs")
+		}
+		must(t, unix.Flock(int(f.Fd()), unix.LOCK_UN))
+		laneRoundTrip(ctx, t, shared) // and the lane is free again
+	})
+
 	t.Run("Rules", func(t *testing.T) {
 		dir := t.TempDir()
 		f := filepath.Join(dir, "f.txt")
@@ -272,6 +292,12 @@ func checkLane(t *testing.T, b *core.Box, what string, max int64, used bool) {
 	}
 }
 
+func fileSum(t *testing.T, p string) [32]byte {
+	b, err := os.ReadFile(p)
+	must(t, err)
+	return sha256.Sum256(b)
+}
+
 // laneRoundTrip copies a 3 MiB file into b and back, through its lane.
 func laneRoundTrip(ctx context.Context, t *testing.T, b *core.Box) {
 	t.Helper()
@@ -362,6 +388,9 @@ func TestCopyHostileAgent(t *testing.T) {
 			t.Log(err)
 			if ents, _ := os.ReadDir(outside); len(ents) != 0 {
 				t.Fatalf("written outside: %v", ents)
+			}
+			if n := laneBytes(t, b); n != 0 { // what the box wrote there is gone
+				t.Fatalf("the lane holds %d bytes after the copy", n)
 			}
 			for _, n := range []string{"evil", "etc"} {
 				if _, err := os.Lstat(filepath.Join(top, n)); err == nil {
