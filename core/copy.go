@@ -98,17 +98,29 @@ func (b *Box) CopyIn(ctx context.Context, hostSrc, boxDst string, opts CopyOptio
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer dir.Close()
-	c, err := b.copyConn(ctx, what)
+	c, lane, err := b.copyConn(ctx, what)
 	if err != nil {
 		return err
 	}
 	s := newCopyStream(c, what)
-	s.send = newSendWindow(protocol.InitialWindow)
-	if _, err := c.open(s, protocol.TCopyIn, protocol.CopyIn{Dest: boxDst, Name: base, Overwrite: !opts.NoOverwrite}); err != nil {
+	req := protocol.CopyIn{Dest: boxDst, Name: base, Overwrite: !opts.NoOverwrite}
+	var w interface {
+		io.Writer
+		Flush() error
+	}
+	if lane != nil {
+		defer lane.release()
+		req.Lane = lane.slots
+		s.send, s.lane = newSendWindow(lane.slots), true
+		w = &laneWriter{s: s, l: lane, buf: make([]byte, protocol.LaneSlot)}
+	} else {
+		s.send = newSendWindow(protocol.InitialWindow)
+		w = bufio.NewWriterSize(copyWriter{s}, protocol.MaxChunk)
+	}
+	if _, err := c.open(s, protocol.TCopyIn, req); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return s.run(ctx, func() error {
-		w := bufio.NewWriterSize(copyWriter{s}, protocol.MaxChunk)
 		_, err := filecopy.Send(w, dir, name, filecopy.SendOptions{Name: base, Limits: opts.limits(false), Progress: opts.progress()})
 		if err == nil {
 			err = w.Flush()
@@ -175,9 +187,12 @@ func (b *Box) CopyOut(ctx context.Context, boxSrc, hostDst string, opts CopyOpti
 			return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s: %s names no file; copy a directory's contents with ContentsOnly", what, boxSrc)
 		}
 	}
-	c, err := b.copyConn(ctx, what)
+	c, lane, err := b.copyConn(ctx, what)
 	if err != nil {
 		return err
+	}
+	if lane != nil {
+		defer lane.release()
 	}
 	// Where it lands is settled (and checked) before the box sends anything.
 	t, err := filecopy.Prepare(filecopy.Host(), hostDst, filecopy.Place{Base: base, Overwrite: !opts.NoOverwrite})
@@ -185,14 +200,23 @@ func (b *Box) CopyOut(ctx context.Context, boxSrc, hostDst string, opts CopyOpti
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	s := newCopyStream(c, what)
-	s.recv = newWindow(func(n int) { c.send(protocol.TCredit, s.id, protocol.Credit{Fd: 1, Bytes: n}) })
-	if _, err := c.open(s, protocol.TCopyOut, protocol.CopyOut{Src: boxSrc, Contents: contents, Follow: opts.FollowSymlinks}); err != nil {
+	req := protocol.CopyOut{Src: boxSrc, Contents: contents, Follow: opts.FollowSymlinks}
+	var src io.Reader
+	if lane != nil {
+		req.Lane = lane.slots
+		s.lrecv = newLaneReader(lane, func() { c.send(protocol.TLaneFree, s.id, protocol.LaneFree{Slots: 1}) })
+		src = s.lrecv
+	} else {
+		s.recv = newWindow(func(n int) { c.send(protocol.TCredit, s.id, protocol.Credit{Fd: 1, Bytes: n}) })
+		src = s.recv
+	}
+	if _, err := c.open(s, protocol.TCopyOut, req); err != nil {
 		t.Discard()
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	var st filecopy.Stats
 	err = s.run(ctx, func() error {
-		r := bufio.NewReaderSize(s.recv, protocol.MaxChunk)
+		r := bufio.NewReaderSize(src, protocol.MaxChunk)
 		var err error
 		st, err = t.Extract(r, filecopy.ExtractOptions{Limits: opts.limits(true), Progress: opts.progress()})
 		if err != nil {
@@ -219,28 +243,32 @@ func (b *Box) CopyOut(ctx context.Context, boxSrc, hostDst string, opts CopyOpti
 	return nil
 }
 
-// copyConn is the box's connection for a copy, if its agent has the service.
+// copyConn is the box's connection for a copy, if its agent has the
+// service, and the lane when the copy may use it (else nil: the channel).
 // A configured or stopped box is started first.
-func (b *Box) copyConn(ctx context.Context, what string) (*conn, error) {
+func (b *Box) copyConn(ctx context.Context, what string) (*conn, *hostLane, error) {
 	c, info, err := b.running(ctx, what)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	hello := info.Hello
 	if !hello.Has(protocol.FeatureCopy) {
-		return nil, errdefs.Errorf(errdefs.ErrUnsupported, "%s: box %s runs an agent without the copy service (%s); restart the box to update it", what, b.rec.ID, hello.Agent)
+		return nil, nil, errdefs.Errorf(errdefs.ErrUnsupported, "%s: box %s runs an agent without the copy service (%s); restart the box to update it", what, b.rec.ID, hello.Agent)
 	}
-	return c, nil
+	return c, b.takeLane(hello), nil
 }
 
 // copyStream is the host's end of one copy stream: a copy in sends within
 // send, a copy out receives into recv, which bounds what the box may send.
 type copyStream struct {
-	c    *conn
-	id   uint32
-	what string
-	recv *window     // copy out
-	send *sendWindow // copy in
+	c     *conn
+	id    uint32
+	what  string
+	recv  *window     // copy out
+	lrecv *laneReader // copy out through the lane
+	send  *sendWindow // copy in: bytes, or through the lane slots
+
+	lane bool // a copy in through the lane: s.send counts slots
 
 	once sync.Once
 	done chan struct{}
@@ -264,6 +292,13 @@ func (s *copyStream) finish(err error) {
 			}
 			s.recv.close(end)
 		}
+		if s.lrecv != nil {
+			end := err
+			if end == nil {
+				end = io.EOF
+			}
+			s.lrecv.close(end)
+		}
 		if s.send != nil {
 			end := err
 			if end == nil {
@@ -279,13 +314,26 @@ func (s *copyStream) frame(f protocol.Frame) {
 	switch {
 	case f.Type == protocol.TStdout && s.recv != nil:
 		err = s.recv.push(f.Payload)
-	case f.Type == protocol.TCredit && s.send != nil:
+	case f.Type == protocol.TCredit && s.send != nil && !s.lane:
 		var c protocol.Credit
 		if err = protocol.Decode(f, &c); err == nil && c.Fd != 0 {
 			err = errdefs.Errorf(errdefs.ErrInvalidArgument, "credit for fd %d: a copy in takes credit on fd 0", c.Fd)
 		}
 		if err == nil {
 			err = s.send.give(c.Bytes)
+		}
+	case f.Type == protocol.TLane && s.lrecv != nil:
+		var ch protocol.LaneChunk
+		if err = protocol.Decode(f, &ch); err == nil {
+			if lerr := s.lrecv.push(ch); lerr != nil {
+				s.laneFail(lerr)
+				return
+			}
+		}
+	case f.Type == protocol.TLaneFree && s.send != nil && s.lane:
+		var lf protocol.LaneFree
+		if err = protocol.Decode(f, &lf); err == nil {
+			err = s.send.give(lf.Slots)
 		}
 	case f.Type == protocol.TCopyDone:
 		var d protocol.CopyDone

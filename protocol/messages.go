@@ -51,23 +51,35 @@ const (
 	TShutdown   Type = 21 // stream 0, no body: sync disks and power off
 	TResize     Type = 22 // Resize: set the terminal size of a TTY exec (SIGWINCH follows)
 	// TCopyIn starts a copy into the box on a new stream (needs FeatureCopy):
-	// the host sends a tar stream as TStdin frames, then TStdinClose; the
-	// agent credits fd 0 and ends with TCopyDone or TError.
+	// the host sends a tar stream as TStdin frames (or, with CopyIn.Lane,
+	// through the lane as TLane chunks), then TStdinClose; the agent
+	// credits fd 0 (frees the chunks' slots) and ends with TCopyDone or
+	// TError.
 	TCopyIn Type = 23
 	// TCopyOut starts a copy out of the box on a new stream (needs
 	// FeatureCopy): the agent sends a tar stream as TStdout frames within
-	// the window (the host credits fd 1), then TCopyDone or TError.
+	// the window (the host credits fd 1), or with CopyOut.Lane as TLane
+	// chunks within its slots (the host frees them), then TCopyDone or
+	// TError.
 	TCopyOut Type = 24
 	// TIdentity, stream 0 (needs FeatureIdentity): Identity, what makes the
 	// box its own machine; the agent answers with an empty TIdentity on
 	// stream 0, or TError.
 	TIdentity Type = 25
+	// TLane, both ways on a copy stream that asked for the lane (CopyIn.Lane,
+	// CopyOut.Lane): LaneChunk, the stream's next data is in the lane. The
+	// sender's chunks take the lane's slots in order, one each, from slot 0
+	// round the ring.
+	TLane Type = 26
+	// TLaneFree, both ways: LaneFree, the receiver is done with the oldest
+	// chunks it was sent; their slots are the sender's again.
+	TLaneFree Type = 27
 	// TPark (needs FeaturePark): Exec, a process to start now and hold,
 	// its pipes unread, until a TExec asks for exactly the same request;
 	// that exec then gets this process instead of a new one (its output so
 	// far included). The agent answers TParked once the process sits idle,
 	// or TError. How a template carries a started session interpreter.
-	TPark Type = 26
+	TPark Type = 28
 
 	// Host to shim, answered by the shim on the same stream.
 	TInfo Type = 32 // request: no body; reply: Info
@@ -78,6 +90,7 @@ var typeNames = map[Type]string{
 	TError: "error", TCredit: "credit", TExec: "exec", TStdin: "stdin", TStdinClose: "stdin-close",
 	TSignal: "signal", TCancel: "cancel", TShutdown: "shutdown", TResize: "resize", TInfo: "info",
 	TCopyDone: "copy-done", TCopyIn: "copy-in", TCopyOut: "copy-out", TIdentity: "identity",
+	TLane: "lane", TLaneFree: "lane-free",
 	TPark: "park", TParked: "parked",
 }
 
@@ -105,6 +118,20 @@ const (
 	FeatureIdentity = "identity"
 	// FeaturePark: TPark is implemented.
 	FeaturePark = "park"
+	// FeatureLane: the agent found the lane disk (LaneSerial) and moves a
+	// copy's data through it when the request asks (CopyIn.Lane,
+	// CopyOut.Lane); frames then carry only TLane and TLaneFree.
+	FeatureLane = "lane"
+)
+
+// The lane is a raw disk of the box that a copy's bulk data crosses: QEMU
+// moves a virtio-blk request's bytes natively, many times faster than the
+// channel's 4 KiB at a time. It is cut into slots of LaneSlot bytes.
+const (
+	LaneSerial = "boxlite-lane"
+	LaneSlot   = 1 << 20
+	// MaxLaneSlots caps CopyIn.Lane and CopyOut.Lane.
+	MaxLaneSlots = 1024
 )
 
 // Hello is the agent's first frame: who it is and how long boot took, as
@@ -295,6 +322,11 @@ type CopyIn struct {
 	// stream holds a directory's contents.
 	Name      string `msgpack:"name,omitempty"`
 	Overwrite bool   `msgpack:"overwrite"`
+	// Lane, when not 0 (needs FeatureLane), is how many slots from the
+	// lane's start the copy may use: the host writes the tar stream there
+	// and announces each chunk with TLane; the agent frees slots with
+	// TLaneFree. TStdinClose still ends the stream.
+	Lane int `msgpack:"lane,omitempty"`
 }
 
 // CopyOut sends the box path Src as a tar stream: Src itself under its own
@@ -304,6 +336,22 @@ type CopyOut struct {
 	Src      string `msgpack:"src"`
 	Contents bool   `msgpack:"contents,omitempty"`
 	Follow   bool   `msgpack:"follow,omitempty"`
+	// Lane, as CopyIn.Lane: the agent writes the tar stream into the
+	// lane's slots and announces each chunk with TLane; the host frees
+	// them with TLaneFree.
+	Lane int `msgpack:"lane,omitempty"`
+}
+
+// LaneChunk is a chunk of a copy's data in the lane: Len bytes (1 to
+// LaneSlot) at Off, which is the start of the sender's next slot.
+type LaneChunk struct {
+	Off int64 `msgpack:"off"`
+	Len int   `msgpack:"len"`
+}
+
+// LaneFree gives back the oldest Slots chunks' slots.
+type LaneFree struct {
+	Slots int `msgpack:"slots"`
 }
 
 // CopyDone ends a copy stream that succeeded, with what the agent counted.

@@ -23,7 +23,10 @@ type flow struct {
 	unread  [3]int        // bytes of fd 1 and 2 the agent sent that the client has not credited
 	stdin   int           // bytes of stdin the client sent that the agent has not credited
 	started bool
-	m       *counters // the box's, for execs that fail to start and bytes of execs
+	// lane is the slots a copy asked for; laneHeld the chunks announced
+	// on it that the receiver has not freed.
+	lane, laneHeld int
+	m              *counters // the box's, for execs that fail to start and bytes of execs
 }
 
 // fromAgent checks an agent frame for the stream fl accounts for.
@@ -95,6 +98,19 @@ func (fl *flow) fromCopyAgent(f protocol.Frame) error {
 			return errdefs.Errorf(errdefs.ErrLimit, "copy-in credit of %d bytes for fd %d: %d bytes were sent", c.Bytes, c.Fd, fl.stdin)
 		}
 		fl.stdin -= c.Bytes
+	case f.Type == protocol.TLane && fl.kind == protocol.TCopyOut:
+		if fl.laneHeld++; fl.laneHeld > fl.lane {
+			return errdefs.Errorf(errdefs.ErrLimit, "copy-out lane chunk overruns its window: %d chunks held, lane of %d slots", fl.laneHeld, fl.lane)
+		}
+	case f.Type == protocol.TLaneFree && fl.kind == protocol.TCopyIn:
+		var lf protocol.LaneFree
+		if err := protocol.Decode(f, &lf); err != nil {
+			return err
+		}
+		if lf.Slots <= 0 || lf.Slots > fl.laneHeld {
+			return errdefs.Errorf(errdefs.ErrLimit, "copy-in lane free of %d slots: %d chunks were sent", lf.Slots, fl.laneHeld)
+		}
+		fl.laneHeld -= lf.Slots
 	case f.Type == protocol.TCopyDone:
 		var d protocol.CopyDone
 		if err := protocol.Decode(f, &d); err != nil {
@@ -115,6 +131,20 @@ func (fl *flow) fromCopyAgent(f protocol.Frame) error {
 // processes of the same user, but their counts are clamped all the same.
 func (fl *flow) fromClient(f protocol.Frame) {
 	switch f.Type {
+	case protocol.TCopyIn, protocol.TCopyOut:
+		var req struct {
+			Lane int `msgpack:"lane"`
+		}
+		if protocol.Decode(f, &req) == nil {
+			fl.lane = max(req.Lane, 0)
+		}
+	case protocol.TLane:
+		fl.laneHeld++
+	case protocol.TLaneFree:
+		var lf protocol.LaneFree
+		if protocol.Decode(f, &lf) == nil && lf.Slots > 0 {
+			fl.laneHeld = max(fl.laneHeld-lf.Slots, 0)
+		}
 	case protocol.TStdin:
 		fl.stdin += len(f.Payload)
 		if fl.kind == protocol.TExec {

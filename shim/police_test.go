@@ -94,3 +94,43 @@ func TestFlowCounts(t *testing.T) {
 		t.Errorf("execs, errors, stdin, output = %v, want [3 2 4 4]", got)
 	}
 }
+
+// TestLaneObeysItsSlots: a copy's lane chunks are held to the slots the
+// client asked for, and its frees to the chunks it sent.
+func TestLaneObeysItsSlots(t *testing.T) {
+	out := &flow{kind: protocol.TCopyOut}
+	out.fromClient(frame(t, protocol.TCopyOut, protocol.CopyOut{Src: "/x", Lane: 2}))
+	chunk := frame(t, protocol.TLane, protocol.LaneChunk{Off: 0, Len: 1})
+	for i := 0; i < 2; i++ {
+		if err := out.fromAgent(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := out.fromAgent(chunk); err == nil || !strings.Contains(err.Error(), "lane chunk overruns its window") {
+		t.Fatalf("third chunk in a lane of 2: %v", err)
+	}
+	out.fromClient(frame(t, protocol.TLaneFree, protocol.LaneFree{Slots: 2}))
+	if err := out.fromAgent(chunk); err != nil {
+		t.Fatalf("after a free: %v", err)
+	}
+	if err := (&flow{kind: protocol.TCopyOut}).fromAgent(chunk); err == nil {
+		t.Error("a copy out without the lane accepted a lane chunk")
+	}
+
+	in := &flow{kind: protocol.TCopyIn}
+	in.fromClient(frame(t, protocol.TCopyIn, protocol.CopyIn{Dest: "/x", Lane: 4}))
+	in.fromClient(frame(t, protocol.TLane, protocol.LaneChunk{Off: 0, Len: 1}))
+	free := func(n int) error { return in.fromAgent(frame(t, protocol.TLaneFree, protocol.LaneFree{Slots: n})) }
+	if err := free(2); err == nil {
+		t.Error("freed 2 slots of 1 chunk sent")
+	}
+	if err := free(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := free(0); err == nil {
+		t.Error("freed 0 slots")
+	}
+	if err := in.fromAgent(chunk); err == nil {
+		t.Error("a copy in accepted a lane chunk from the agent")
+	}
+}

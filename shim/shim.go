@@ -37,6 +37,9 @@ func Run(cfg shimapi.Config, ready io.WriteCloser, parent io.Reader) error {
 		if s.releaseRAM != nil {
 			s.releaseRAM()
 		}
+		if s.lane != "" {
+			os.Remove(s.lane)
+		}
 	}()
 	err := s.boot()
 	if err != nil {
@@ -102,6 +105,7 @@ type shim struct {
 	vmcfg       hv.Config
 	releaseUID  func()   // the VMM's uid, when the shim allocated one
 	lock        *os.File // the box's lock (shimapi.LockFile)
+	lane        string   // the lane file, once made (removed at exit)
 	releaseRAM  func()   // the template memory the VM maps (template.go); nil without
 	startNote   string   // why a box that could start from a template booted
 	vm          *hv.VM
@@ -169,8 +173,35 @@ func (s *shim) vmConfig() (hv.Config, string, error) {
 		vm.Disks = append(vm.Disks, hv.Disk{Path: l, Serial: fmt.Sprintf("layer%d", i), ReadOnly: true})
 	}
 	vm.Disks = append(vm.Disks, hv.Disk{Path: c.Path(shimapi.DiskFile), Serial: "rw"})
+	if err := s.makeLane(); err != nil {
+		return hv.Config{}, "", err
+	}
+	vm.Disks = append(vm.Disks, hv.Disk{Path: s.lane, Serial: protocol.LaneSerial})
 	vm.Jail = &hv.Jail{Cgroup: "boxlite-" + c.BoxID}
 	return vm, reason, nil
+}
+
+// makeLane makes the box's lane (shimapi.LaneFile) empty for this VM; the
+// shim removes it when it exits. Only the box's shim (holding its lock)
+// calls this.
+func (s *shim) makeLane() error {
+	path := s.cfg.Path(shimapi.LaneFile)
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("box %s: lane: %w", s.cfg.BoxID, err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fmt.Errorf("box %s: lane: %w", s.cfg.BoxID, err)
+	}
+	s.lane = path
+	err = f.Truncate(shimapi.LaneSize)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("box %s: lane: %w", s.cfg.BoxID, err)
+	}
+	return nil
 }
 
 // jailUID gives the box's VMM a uid of its own when the shim runs as root,

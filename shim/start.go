@@ -203,7 +203,9 @@ func (s *shim) buildTemplate(dir string, vmcfg hv.Config, start time.Time) (temp
 	tcfg := vmcfg
 	tcfg.Disks = append([]hv.Disk(nil), vmcfg.Disks...)
 	for i, d := range tcfg.Disks {
-		if !d.ReadOnly {
+		// The lane stays the box's own, empty: the template VM never
+		// copies, and is gone before the box's VM opens it.
+		if !d.ReadOnly && d.Serial != protocol.LaneSerial {
 			if err := sparse.Copy(context.Background(), d.Path, filepath.Join(dir, template.DiskFile)); err != nil {
 				return template.Built{}, err
 			}

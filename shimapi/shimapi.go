@@ -18,7 +18,16 @@ const (
 	// LockFile is flock'ed by the box's shim for its whole life: one box,
 	// one VM. Whoever fails to take it joins the running box instead.
 	LockFile = "shim.lock"
+	// LaneFile is the box's lane (protocol.LaneSerial): a sparse file of
+	// LaneSize bytes the shim makes for each VM start and removes after it.
+	// A copy's host side reads and writes it directly, flock'ed for the
+	// copy's length: one copy at a time uses the lane.
+	LaneFile = "lane.raw"
 )
+
+// LaneSize is the lane's size: 64 slots of protocol.LaneSlot bytes. It is
+// fixed, so the guest can never make the file use more host disk.
+const LaneSize = 64 * protocol.LaneSlot
 
 // Config is what the runtime hands the shim for one box start: what the box
 // is, never how its VM is built (the shim decides that: accelerator, devices,

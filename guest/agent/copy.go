@@ -5,6 +5,7 @@ package agent
 import (
 	"bufio"
 	"errors"
+	"io"
 	"os"
 	"path"
 	"runtime/debug"
@@ -42,6 +43,31 @@ type copyOp struct {
 	// over is set, under s.wmu, once the last frame is written or the host
 	// has cancelled; no frame of the stream is written after it.
 	over bool
+
+	// With the lane (slots > 0), the data is in the lane's first slots,
+	// taken in order round the ring: next is the count of chunks so far.
+	in     bool // a copy in
+	slots  int
+	next   int
+	chunks []protocol.LaneChunk // copy in: announced, not yet read
+	free   int                  // copy out: slots the host has freed
+	// Owned by the copy's goroutine: the lane, its slot buffer, the copy
+	// in's unread data, the copy out's bytes in buf.
+	lane *laneDev
+	buf  []byte
+	cur  []byte
+	fill int
+	// A copy out's chunks are written by a goroutine of their own (jobs),
+	// while the next fills one of the spare buffers.
+	jobs  chan laneJob
+	spare chan []byte
+	wdone chan struct{}
+}
+
+type laneJob struct {
+	buf []byte
+	n   int
+	off int64
 }
 
 func (s *server) lookupCopy(id uint32) *copyOp {
@@ -73,7 +99,8 @@ func (s *server) startCopy(f protocol.Frame) {
 		s.sendError(id, err)
 		return
 	}
-	c := &copyOp{s: s, id: id, win: protocol.InitialWindow}
+	c := &copyOp{s: s, id: id, win: protocol.InitialWindow, in: f.Type == protocol.TCopyIn, slots: max(in.Lane, out.Lane)}
+	c.free = c.slots
 	c.cond = sync.NewCond(&c.mu)
 	s.mu.Lock()
 	switch {
@@ -149,6 +176,18 @@ func (c *copyOp) run(do func(root *os.File) (filecopy.Stats, error)) {
 			c.end(filecopy.Stats{}, errdefs.Errorf(errdefs.ErrInternal, "agent: copy: panic: %v", r))
 		}
 	}()
+	if c.slots != 0 {
+		release, err := c.s.cfg.Lane.take(c.slots)
+		if err != nil {
+			c.end(filecopy.Stats{}, err)
+			return
+		}
+		defer release()
+		c.lane = c.s.cfg.Lane
+		if c.in {
+			c.buf = laneBuf()
+		}
+	}
 	root, err := c.s.boxRoot()
 	if err != nil {
 		c.end(filecopy.Stats{}, err)
@@ -164,8 +203,13 @@ func (c *copyOp) copyIn(root *os.File, req protocol.CopyIn) (filecopy.Stats, err
 		return filecopy.Stats{}, err
 	}
 	// Files belong to root, as docker cp makes them; modes, set-id bits
-	// included, are the host's.
-	st, err := t.Extract(bufio.NewReaderSize(c, protocol.MaxChunk), filecopy.ExtractOptions{KeepSetID: true})
+	// included, are the host's. Large files are written O_DIRECT: the
+	// guest's page cache path is what is slow.
+	var r io.Reader = c
+	if c.lane == nil {
+		r = bufio.NewReaderSize(c, protocol.MaxChunk)
+	}
+	st, err := t.Extract(r, filecopy.ExtractOptions{KeepSetID: true, Direct: true})
 	if err == nil {
 		err = c.drain()
 	}
@@ -181,7 +225,7 @@ func (c *copyOp) copyOut(root *os.File, req protocol.CopyOut) (filecopy.Stats, e
 	src := boxPath(req.Src)
 	var dir *os.File
 	var err error
-	name, opt := ".", filecopy.SendOptions{}
+	name, opt := ".", filecopy.SendOptions{Direct: true} // the page cache path is slow
 	if req.Contents {
 		// The directory itself resolves as any path in the box.
 		if dir, err = filecopy.InRoot(root).OpenDir(src, false); err != nil {
@@ -202,6 +246,17 @@ func (c *copyOp) copyOut(root *os.File, req protocol.CopyOut) (filecopy.Stats, e
 		return filecopy.Stats{}, err
 	}
 	defer dir.Close()
+	if c.lane != nil {
+		c.startLaneWriter()
+		st, err := filecopy.Send(c, dir, name, opt)
+		if err == nil {
+			err = c.laneFlush()
+		}
+		if werr := c.stopLaneWriter(); err == nil {
+			err = werr
+		}
+		return st, err
+	}
 	w := bufio.NewWriterSize(c, protocol.MaxChunk)
 	st, err := filecopy.Send(w, dir, name, opt)
 	if err == nil {
@@ -243,6 +298,9 @@ var errCopyCancelled = errdefs.Errorf(errdefs.ErrClosed, "copy: cancelled by the
 
 // Read is the copy in's tar stream.
 func (c *copyOp) Read(p []byte) (int, error) {
+	if c.lane != nil {
+		return c.laneRead(p)
+	}
 	c.mu.Lock()
 	for len(c.q) == 0 && !c.closed && c.err == nil {
 		c.cond.Wait()
@@ -268,6 +326,9 @@ func (c *copyOp) Read(p []byte) (int, error) {
 
 // drain reads what follows the archive's end up to the host's close.
 func (c *copyOp) drain() error {
+	if c.lane != nil {
+		return c.laneDrain()
+	}
 	for {
 		c.mu.Lock()
 		for len(c.q) == 0 && !c.closed && c.err == nil {
@@ -312,6 +373,9 @@ func (c *copyOp) send(f protocol.Frame) error {
 
 // Write sends the copy out's tar stream within the window.
 func (c *copyOp) Write(p []byte) (int, error) {
+	if c.lane != nil {
+		return c.laneWrite(p)
+	}
 	done := 0
 	for done < len(p) {
 		c.mu.Lock()
@@ -357,6 +421,26 @@ func (c *copyOp) frame(f protocol.Frame) {
 		c.qlen += len(f.Payload)
 	case protocol.TStdinClose:
 		c.closed = true
+	case protocol.TLane:
+		if !c.in || c.closed || c.err != nil {
+			return
+		}
+		var ch protocol.LaneChunk
+		err := protocol.Decode(f, &ch)
+		if err == nil {
+			err = c.checkChunk(ch)
+		}
+		if err != nil {
+			c.err = err // the copy fails with it
+			return
+		}
+		c.chunks = append(c.chunks, ch)
+		c.next++
+	case protocol.TLaneFree:
+		var lf protocol.LaneFree
+		if protocol.Decode(f, &lf) == nil && lf.Slots > 0 {
+			c.free = min(c.free+lf.Slots, c.slots)
+		}
 	case protocol.TCredit:
 		var cr protocol.Credit
 		if protocol.Decode(f, &cr) == nil && cr.Fd == 1 && cr.Bytes > 0 {
@@ -377,4 +461,169 @@ func (c *copyOp) cancel() {
 	c.cond.Broadcast()
 	c.mu.Unlock()
 	c.s.wmu.Unlock()
+}
+
+// checkChunk checks the host's announcement of the copy in's next chunk:
+// in its next slot, 1 to LaneSlot bytes, within the slots it may hold.
+func (c *copyOp) checkChunk(ch protocol.LaneChunk) error {
+	want := int64(c.next%max(c.slots, 1)) * protocol.LaneSlot
+	switch {
+	case c.slots == 0:
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "copy in: a lane chunk on a copy without the lane")
+	case ch.Off != want || ch.Len < 1 || ch.Len > protocol.LaneSlot:
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "copy in: lane chunk of %d bytes at %d: want 1 to %d bytes at %d", ch.Len, ch.Off, protocol.LaneSlot, want)
+	case len(c.chunks) >= c.slots:
+		return errdefs.Errorf(errdefs.ErrLimit, "copy in: lane chunk with %d unread, lane of %d slots", len(c.chunks), c.slots)
+	}
+	return nil
+}
+
+// laneRead reads the copy in's stream from the lane, a chunk at a time;
+// a chunk's slot is freed as soon as it is in the buffer.
+func (c *copyOp) laneRead(p []byte) (int, error) {
+	if len(c.cur) == 0 {
+		c.mu.Lock()
+		for len(c.chunks) == 0 && !c.closed && c.err == nil {
+			c.cond.Wait()
+		}
+		if err := c.err; err != nil {
+			c.mu.Unlock()
+			return 0, err
+		}
+		if len(c.chunks) == 0 {
+			c.mu.Unlock()
+			return 0, errdefs.Errorf(errdefs.ErrInvalidArgument, "copy in: the stream ends in the middle of the archive")
+		}
+		ch := c.chunks[0]
+		c.chunks = c.chunks[1:]
+		c.mu.Unlock()
+		data, err := c.lane.read(c.buf, ch)
+		if err != nil {
+			return 0, err
+		}
+		c.sendLaneFree(1)
+		c.cur = data
+	}
+	n := copy(p, c.cur)
+	c.cur = c.cur[n:]
+	return n, nil
+}
+
+// laneDrain frees what follows the archive's end up to the host's close.
+func (c *copyOp) laneDrain() error {
+	c.cur = nil
+	for {
+		c.mu.Lock()
+		for len(c.chunks) == 0 && !c.closed && c.err == nil {
+			c.cond.Wait()
+		}
+		if err := c.err; err != nil {
+			c.mu.Unlock()
+			return err
+		}
+		n := len(c.chunks)
+		c.chunks = nil
+		closed := c.closed
+		c.mu.Unlock()
+		c.sendLaneFree(n)
+		if closed {
+			return nil
+		}
+	}
+}
+
+func (c *copyOp) sendLaneFree(n int) {
+	if n <= 0 {
+		return
+	}
+	if f, err := protocol.Encode(protocol.TLaneFree, c.id, protocol.LaneFree{Slots: n}); err == nil {
+		_ = c.send(f)
+	}
+}
+
+// startLaneWriter starts the goroutine that writes a copy out's chunks
+// into the lane and announces them, in order; a failure stops the copy.
+func (c *copyOp) startLaneWriter() {
+	c.spare = make(chan []byte, 2)
+	c.spare <- laneBuf()
+	c.spare <- laneBuf()
+	c.jobs = make(chan laneJob, 1)
+	c.wdone = make(chan struct{})
+	go func() {
+		defer close(c.wdone)
+		failed := false
+		for j := range c.jobs {
+			if !failed {
+				err := c.lane.write(j.buf, j.n, j.off)
+				if err == nil {
+					var f protocol.Frame
+					if f, err = protocol.Encode(protocol.TLane, c.id, protocol.LaneChunk{Off: j.off, Len: j.n}); err == nil {
+						err = c.send(f)
+					}
+				}
+				if err != nil {
+					failed = true
+					c.mu.Lock()
+					if c.err == nil {
+						c.err = err
+					}
+					c.cond.Broadcast()
+					c.mu.Unlock()
+				}
+			}
+			c.spare <- j.buf
+		}
+	}()
+}
+
+// stopLaneWriter waits for the chunks queued so far; it returns what
+// stopped the copy, if anything did.
+func (c *copyOp) stopLaneWriter() error {
+	close(c.jobs)
+	<-c.wdone
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// laneWrite gathers the copy out's stream into slot-sized chunks.
+func (c *copyOp) laneWrite(p []byte) (int, error) {
+	done := 0
+	for done < len(p) {
+		if c.buf == nil {
+			c.buf = <-c.spare
+		}
+		n := copy(c.buf[c.fill:], p[done:])
+		c.fill += n
+		done += n
+		if c.fill == len(c.buf) {
+			if err := c.laneFlush(); err != nil {
+				return done, err
+			}
+		}
+	}
+	return done, nil
+}
+
+// laneFlush queues the gathered chunk for the next slot once the host has
+// freed it.
+func (c *copyOp) laneFlush() error {
+	if c.fill == 0 {
+		return nil
+	}
+	c.mu.Lock()
+	for c.free <= 0 && c.err == nil {
+		c.cond.Wait()
+	}
+	if err := c.err; err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	c.free--
+	c.mu.Unlock()
+	off := int64(c.next%c.slots) * protocol.LaneSlot
+	c.next++
+	c.jobs <- laneJob{c.buf, c.fill, off}
+	c.buf, c.fill = nil, 0
+	return nil
 }

@@ -120,10 +120,17 @@ func Main() {
 		netCh <- nil
 	}
 	var b *box
+	var lane *laneDev
 	if err == nil {
 		var disks map[string]string
 		if disks, err = findDisks(diskTimeout); err == nil {
 			b, err = setupBox(disks, logf)
+		}
+		if node, ok := disks[protocol.LaneSerial]; ok && err == nil {
+			var lerr error // without the lane copies take the channel
+			if lane, lerr = openLane(node); lerr != nil {
+				logf("%v; copies use the channel", lerr)
+			}
 		}
 	}
 	if err == nil && netc != nil && b.Root != "" {
@@ -163,6 +170,7 @@ func Main() {
 		Root:    b.Root,
 		Sandbox: sb,
 		Logf:    logf,
+		Lane:    lane,
 		Hello: protocol.Hello{
 			Version:      protocol.Version,
 			Agent:        "boxlite-agent/" + Version,

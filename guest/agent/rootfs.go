@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/boxlite/boxlite/protocol"
 )
 
 // Where the PID 1 agent puts things.
@@ -211,7 +213,7 @@ func setupBox(disks map[string]string, logf func(string, ...any)) (*box, error) 
 	}
 	var unknown []string
 	for serial := range disks {
-		if serial == "rw" {
+		if serial == "rw" || serial == protocol.LaneSerial {
 			continue
 		}
 		if n, ok := strings.CutPrefix(serial, "layer"); ok {

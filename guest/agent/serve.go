@@ -45,6 +45,8 @@ type Config struct {
 	Logf func(format string, args ...any)
 	// MaxExecs caps concurrent execs; 0 means DefaultMaxExecs.
 	MaxExecs int
+	// Lane, when set, is the lane disk copies may ask for (FeatureLane).
+	Lane *laneDev
 }
 
 type server struct {
@@ -79,6 +81,9 @@ func Serve(rw io.ReadWriter, cfg Config) error {
 	cfg.Hello.Features = append(cfg.Hello.Features[:len(cfg.Hello.Features):len(cfg.Hello.Features)], features...)
 	if cfg.Sandbox != nil {
 		cfg.Hello.Features = append(cfg.Hello.Features, protocol.FeatureSandbox)
+	}
+	if cfg.Lane != nil {
+		cfg.Hello.Features = append(cfg.Hello.Features, protocol.FeatureLane)
 	}
 	devNull, err := os.Open(os.DevNull)
 	if err != nil {
@@ -237,7 +242,8 @@ func (s *server) handle(f protocol.Frame) (shutdown bool) {
 		}
 		s.cfg.Logf("shutdown requested")
 		return true
-	case protocol.TStdin, protocol.TStdinClose, protocol.TSignal, protocol.TCancel, protocol.TCredit, protocol.TResize:
+	case protocol.TStdin, protocol.TStdinClose, protocol.TSignal, protocol.TCancel, protocol.TCredit, protocol.TResize,
+		protocol.TLane, protocol.TLaneFree:
 		if c := s.lookupCopy(f.Stream); c != nil {
 			c.frame(f)
 			return false

@@ -5,18 +5,23 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/protocol"
+	"github.com/boxlite/boxlite/shimapi"
 	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
@@ -107,10 +112,17 @@ func TestCopy(t *testing.T) {
 	t.Cleanup(func() { runIn(t, shared, sh("ln -s busybox /bin/tar")) })
 
 	t.Run("RoundTrip", func(t *testing.T) {
+		// The data crosses the box's lane (its host disk use seen as data
+		// moves), which is punched empty after each copy.
 		var progress []core.CopyProgress
+		var laneMax int64
 		start := time.Now()
-		must(t, shared.CopyIn(ctx, src, "/root/ct/", core.CopyOptions{Progress: func(p core.CopyProgress) { progress = append(progress, p) }}))
+		must(t, shared.CopyIn(ctx, src, "/root/ct/", core.CopyOptions{Progress: func(p core.CopyProgress) {
+			progress = append(progress, p)
+			laneMax = max(laneMax, laneBytes(t, shared))
+		}}))
 		t.Logf("copy in of 64 MiB: %v", time.Since(start))
+		checkLane(t, shared, "copy in", laneMax, true)
 		if len(progress) < 2 || progress[len(progress)-1].Bytes < 64<<20 {
 			t.Errorf("progress: %d calls, last %+v", len(progress), progress[len(progress)-1])
 		}
@@ -121,14 +133,35 @@ func TestCopy(t *testing.T) {
 		}
 		out := filepath.Join(t.TempDir(), "back")
 		start = time.Now()
-		must(t, shared.CopyOut(ctx, "/root/ct/tree", out, core.CopyOptions{}))
+		laneMax = 0
+		must(t, shared.CopyOut(ctx, "/root/ct/tree", out, core.CopyOptions{Progress: func(core.CopyProgress) { laneMax = max(laneMax, laneBytes(t, shared)) }}))
 		t.Logf("copy out of 64 MiB: %v", time.Since(start))
+		checkLane(t, shared, "copy out", laneMax, true)
 		sameTree(t, src, out)
 		a, _ := os.Stat(filepath.Join(out, "run.sh"))
 		b, _ := os.Stat(filepath.Join(out, "sub", "hard"))
 		if !os.SameFile(a, b) {
 			t.Error("hard link not kept")
 		}
+	})
+
+	t.Run("LaneHeld", func(t *testing.T) {
+		// While another copy (here: the test) holds the lane, a copy
+		// takes the channel: it works, and the lane stays empty.
+		f, err := os.OpenFile(filepath.Join(shared.Info().Dir, shimapi.LaneFile), os.O_RDWR, 0)
+		must(t, err)
+		defer f.Close()
+		must(t, unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB))
+		var laneMax int64
+		opts := core.CopyOptions{Progress: func(core.CopyProgress) { laneMax = max(laneMax, laneBytes(t, shared)) }}
+		out := filepath.Join(t.TempDir(), "big.bin")
+		must(t, shared.CopyOut(ctx, "/root/ct/tree/big.bin", out, opts))
+		checkLane(t, shared, "copy out beside a held lane", laneMax, false)
+		if a, b := fileSum(t, filepath.Join(src, "big.bin")), fileSum(t, out); a != b {
+			t.Fatal("big.bin differs")
+		}
+		must(t, unix.Flock(int(f.Fd()), unix.LOCK_UN))
+		laneRoundTrip(ctx, t, shared) // and the lane is free again
 	})
 
 	t.Run("Rules", func(t *testing.T) {
@@ -237,6 +270,74 @@ func TestCopy(t *testing.T) {
 	})
 }
 
+// laneBytes is the host disk the box's lane file uses.
+func laneBytes(t *testing.T, b *core.Box) int64 {
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(b.Info().Dir, shimapi.LaneFile), &st); err != nil {
+		t.Errorf("lane: %v", err)
+		return 0
+	}
+	return st.Blocks * 512
+}
+
+// checkLane checks a copy's use of b's lane, seen at its
+// progress calls (max): used or not, and empty after the copy either way.
+func checkLane(t *testing.T, b *core.Box, what string, max int64, used bool) {
+	t.Helper()
+	if used != (max > 0) {
+		t.Errorf("%s: the lane held %d bytes at most while it ran; used: %v, want %v", what, max, max > 0, used)
+	}
+	if n := laneBytes(t, b); n != 0 {
+		t.Errorf("%s: the lane holds %d bytes of host disk after the copy", what, n)
+	}
+}
+
+func fileSum(t *testing.T, p string) [32]byte {
+	b, err := os.ReadFile(p)
+	must(t, err)
+	return sha256.Sum256(b)
+}
+
+// laneRoundTrip copies a 3 MiB file into b and back, through its lane.
+func laneRoundTrip(ctx context.Context, t *testing.T, b *core.Box) {
+	t.Helper()
+	data := make([]byte, 3<<20+5)
+	_, _ = rand.Read(data)
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "lane.bin"), data, 0o600))
+	var laneMax int64
+	opts := core.CopyOptions{Progress: func(core.CopyProgress) { laneMax = max(laneMax, laneBytes(t, b)) }}
+	must(t, b.CopyIn(ctx, filepath.Join(dir, "lane.bin"), "/root/", opts))
+	checkLane(t, b, "copy in", laneMax, true)
+	laneMax = 0
+	must(t, b.CopyOut(ctx, "/root/lane.bin", filepath.Join(dir, "back.bin"), opts))
+	checkLane(t, b, "copy out", laneMax, true)
+	if got, _ := os.ReadFile(filepath.Join(dir, "back.bin")); !bytes.Equal(got, data) {
+		t.Fatalf("box %s: the lane round trip changed the file (%d bytes, want %d)", b.ID(), len(got), len(data))
+	}
+}
+
+// TestCopyChannel forces copies onto the channel (an agent or host
+// without the lane does the same): the tree still round-trips, and the lane
+// is never touched.
+func TestCopyChannel(t *testing.T) {
+	t.Setenv(core.LaneEnv, "off")
+	ctx := copyCtx(t)
+	src := copyTree(t)
+	var laneMax int64
+	progress := core.CopyOptions{Progress: func(core.CopyProgress) { laneMax = max(laneMax, laneBytes(t, shared)) }}
+	start := time.Now()
+	must(t, shared.CopyIn(ctx, src, "/root/cc/", progress))
+	t.Logf("copy in of 64 MiB over the channel: %v", time.Since(start))
+	out := filepath.Join(t.TempDir(), "back")
+	start = time.Now()
+	must(t, shared.CopyOut(ctx, "/root/cc/tree", out, progress))
+	t.Logf("copy out of 64 MiB over the channel: %v", time.Since(start))
+	checkLane(t, shared, "channel copies", laneMax, false)
+	sameTree(t, src, out)
+	runIn(t, shared, sh("rm -rf /root/cc"))
+}
+
 // TestCopyHostileAgent plays a compromised agent answering copies out with
 // hostile archives; each is refused with nothing written outside the
 // destination, and a window overrun stops the box.
@@ -264,6 +365,12 @@ func TestCopyHostileAgent(t *testing.T) {
 		{"/oversize", errdefs.ErrLimit, "more than"},
 		{"/device", errdefs.ErrLimit, "entries"},
 		{"/trailing", errdefs.ErrInvalidArgument, "after the end of the archive"},
+		// Lane announcements outside what the host gave: the copy fails,
+		// the box lives on.
+		{"/lane-offset", errdefs.ErrInvalidArgument, "lane chunk of 10 bytes at offset 5242880"},
+		{"/lane-outside", errdefs.ErrInvalidArgument, "lane chunk of 4096 bytes at offset 67108864"},
+		{"/lane-length", errdefs.ErrInvalidArgument, "lane chunk of 1048577 bytes"},
+		{"/lane-empty", errdefs.ErrInvalidArgument, "lane chunk of 0 bytes"},
 	}
 	top := t.TempDir()
 	outside := filepath.Join(top, "outside")
@@ -281,6 +388,9 @@ func TestCopyHostileAgent(t *testing.T) {
 			t.Log(err)
 			if ents, _ := os.ReadDir(outside); len(ents) != 0 {
 				t.Fatalf("written outside: %v", ents)
+			}
+			if n := laneBytes(t, b); n != 0 { // what the box wrote there is gone
+				t.Fatalf("the lane holds %d bytes after the copy", n)
 			}
 			for _, n := range []string{"evil", "etc"} {
 				if _, err := os.Lstat(filepath.Join(top, n)); err == nil {
@@ -313,11 +423,39 @@ func TestCopyHostileAgent(t *testing.T) {
 
 // fakeCopy plays a compromised agent's side of copy streams (the fake
 // QEMU's "copy" scenario): one copy out at a time, answered from a goroutine
-// that respects the window, as the host credits it.
+// that respects the window, as the host credits it, and sends its data
+// through the lane (fakeQEMU opens it) when the host asks for it.
 var fakeCopy struct {
 	sync.Mutex
 	cond *sync.Cond
 	win  map[uint32]int // by stream; gone once the host cancels
+	lane *os.File
+	// A lane copy's slots and those the host has freed, by stream.
+	slots, free map[uint32]int
+}
+
+// fakeLane finds the lane's writable descriptor in QEMU's arguments: its
+// drive's fd set, whose last fd is the read-write one.
+func fakeLane(args []string) *os.File {
+	set := ""
+	for i, a := range args {
+		if i > 0 && args[i-1] == "-device" && strings.Contains(a, "serial="+protocol.LaneSerial) {
+			for _, opt := range strings.Split(a, ",") {
+				if d, ok := strings.CutPrefix(opt, "drive=d"); ok {
+					n, _ := strconv.Atoi(d)
+					set = strconv.Itoa(n + 1)
+				}
+			}
+		}
+	}
+	var f *os.File
+	for i, a := range args {
+		if i > 0 && args[i-1] == "-add-fd" && strings.HasSuffix(a, ",set="+set) {
+			n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(a, "fd="), ",set="+set))
+			f = os.NewFile(uintptr(n), "lane")
+		}
+	}
+	return f
 }
 
 func fakeCopyFrame(w *protocol.Writer, f protocol.Frame) {
@@ -326,12 +464,24 @@ func fakeCopyFrame(w *protocol.Writer, f protocol.Frame) {
 	if fakeCopy.cond == nil {
 		fakeCopy.cond = sync.NewCond(&fakeCopy.Mutex)
 		fakeCopy.win = map[uint32]int{}
+		fakeCopy.slots, fakeCopy.free = map[uint32]int{}, map[uint32]int{}
 	}
 	defer fakeCopy.cond.Broadcast()
 	switch f.Type {
 	case protocol.TCopyOut:
+		var req protocol.CopyOut
+		protocol.Decode(f, &req)
 		fakeCopy.win[f.Stream] = protocol.InitialWindow
+		if req.Lane > 0 && fakeCopy.lane != nil {
+			fakeCopy.slots[f.Stream], fakeCopy.free[f.Stream] = req.Lane, req.Lane
+		}
 		go fakeCopyOut(w, f)
+	case protocol.TLaneFree:
+		var lf protocol.LaneFree
+		protocol.Decode(f, &lf)
+		if _, ok := fakeCopy.win[f.Stream]; ok {
+			fakeCopy.free[f.Stream] += lf.Slots
+		}
 	case protocol.TCredit:
 		var c protocol.Credit
 		protocol.Decode(f, &c)
@@ -344,6 +494,12 @@ func fakeCopyFrame(w *protocol.Writer, f protocol.Frame) {
 }
 
 func fakeSend(w *protocol.Writer, stream uint32, data []byte) bool {
+	fakeCopy.Lock()
+	slots := fakeCopy.slots[stream]
+	fakeCopy.Unlock()
+	if slots > 0 {
+		return fakeLaneSend(w, stream, slots, data)
+	}
 	for len(data) > 0 {
 		fakeCopy.Lock()
 		win, ok := fakeCopy.win[stream]
@@ -364,6 +520,38 @@ func fakeSend(w *protocol.Writer, stream uint32, data []byte) bool {
 		data = data[n:]
 	}
 	return true
+}
+
+// fakeLaneSend sends data through the lane, a slot at a time as the host
+// frees them.
+func fakeLaneSend(w *protocol.Writer, stream uint32, slots int, data []byte) bool {
+	for i := 0; len(data) > 0; i++ {
+		fakeCopy.Lock()
+		_, ok := fakeCopy.win[stream]
+		for ok && fakeCopy.free[stream] <= 0 {
+			fakeCopy.cond.Wait()
+			_, ok = fakeCopy.win[stream]
+		}
+		if !ok {
+			fakeCopy.Unlock()
+			return false // cancelled
+		}
+		fakeCopy.free[stream]--
+		fakeCopy.Unlock()
+		n := min(len(data), protocol.LaneSlot)
+		off := int64(i%slots) * protocol.LaneSlot
+		fakeCopy.lane.WriteAt(data[:n], off)
+		fakeLaneChunk(w, stream, protocol.LaneChunk{Off: off, Len: n})
+		data = data[n:]
+	}
+	return true
+}
+
+func fakeLaneChunk(w *protocol.Writer, stream uint32, ch protocol.LaneChunk) {
+	f, _ := protocol.Encode(protocol.TLane, stream, ch)
+	if err := w.WriteFrame(f); err != nil {
+		os.Exit(0)
+	}
 }
 
 // fakeCopyOut answers a copy out with a hostile archive chosen by the
@@ -402,6 +590,18 @@ func fakeCopyOut(w *protocol.Writer, f protocol.Frame) {
 		}
 	case "/trailing", "/ok":
 		add(tar.Header{Name: name, Typeflag: tar.TypeReg}, "fine")
+	case "/lane-offset", "/lane-outside", "/lane-length", "/lane-empty":
+		// What the chunk claims to hold is in the lane, where it says.
+		ch := map[string]protocol.LaneChunk{"/lane-offset": {Off: 5 * protocol.LaneSlot, Len: 10},
+			"/lane-outside": {Off: shimapi.LaneSize, Len: 4096}, "/lane-length": {Off: 0, Len: protocol.LaneSlot + 1},
+			"/lane-empty": {Off: 0, Len: 0}}[req.Src]
+		add(tar.Header{Name: name, Typeflag: tar.TypeReg}, "fine")
+		tw.Close()
+		if ch.Off < shimapi.LaneSize { // QEMU writes nothing past the disk
+			fakeCopy.lane.WriteAt(buf.Bytes(), ch.Off)
+		}
+		fakeLaneChunk(w, f.Stream, ch)
+		return
 	case "/overrun":
 		chunk := make([]byte, protocol.MaxChunk)
 		for i := 0; i < 64; i++ { // 4 MiB without waiting for credit

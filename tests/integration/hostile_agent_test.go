@@ -202,6 +202,9 @@ func fakeQEMU(scenario string) {
 	}
 	if scenario == "copy" {
 		hello.Features = append(hello.Features, protocol.FeatureCopy)
+		if fakeCopy.lane = fakeLane(os.Args); fakeCopy.lane != nil {
+			hello.Features = append(hello.Features, protocol.FeatureLane)
+		}
 	}
 	send(protocol.THello, 0, hello)
 	r := protocol.NewReader(ch)

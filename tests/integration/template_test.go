@@ -55,6 +55,9 @@ func TestTemplates(t *testing.T) {
 	_, first := start(trt, "alpine:latest", "new-template")
 	b, outB := start(trt, "alpine:latest", "template", core.WithHostname("box-b"))
 	c, outC := start(trt, "alpine:latest", "template", core.WithHostname("box-c"))
+	// Each restored box has its own lane, at the template's drive.
+	laneRoundTrip(ctx, t, b)
+	laneRoundTrip(ctx, t, c)
 	seen := map[string]string{}
 	for _, o := range []struct {
 		host, out string
