@@ -219,6 +219,10 @@ func (b *Box) attach(c *conn, info protocol.Info) {
 			b.crashed.Store(true)
 		}
 		if b.death != nil {
+			// The shim stops the box, and says why when told so on the pipe.
+			if err := c.brokenBy(); err != nil {
+				b.death.Write([]byte(err.Error()))
+			}
 			b.death.Close()
 		}
 		b.shim, b.shimCh, b.death = nil, nil, nil

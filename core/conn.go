@@ -24,6 +24,7 @@ type conn struct {
 	streams map[uint32]handler
 	next    uint32
 	err     error // why the connection ended; set once
+	broken  bool  // it ended because the box broke the protocol (violation)
 	done    chan struct{}
 	why     func() error // explains an unexpected end (the box stopped), if set
 }
@@ -101,7 +102,20 @@ func (c *conn) shutdown(err error) {
 // shim polices the agent first; this is the second line): every stream fails
 // with the reason.
 func (c *conn) violation(err error) {
+	c.mu.Lock()
+	c.broken = c.err == nil
+	c.mu.Unlock()
 	c.shutdown(errdefs.Errorf(errdefs.ErrInvalidState, "box disconnected: agent protocol violation: %v", err))
+}
+
+// brokenBy is the violation that ended the connection, or nil.
+func (c *conn) brokenBy() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.broken {
+		return nil
+	}
+	return c.err
 }
 
 func (c *conn) Close() error {

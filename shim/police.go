@@ -85,6 +85,9 @@ func (fl *flow) fromAgent(f protocol.Frame) error {
 func (fl *flow) fromCopyAgent(f protocol.Frame) error {
 	switch {
 	case f.Type == protocol.TStdout && fl.kind == protocol.TCopyOut:
+		if fl.lane > 0 {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "copy-out data frame on a copy that takes the lane")
+		}
 		fl.unread[1] += len(f.Payload)
 		if fl.unread[1] > protocol.InitialWindow {
 			return errdefs.Errorf(errdefs.ErrLimit, "copy-out data overruns its window: %d bytes unacknowledged, window %d", fl.unread[1], protocol.InitialWindow)

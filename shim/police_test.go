@@ -116,6 +116,9 @@ func TestLaneObeysItsSlots(t *testing.T) {
 	if err := (&flow{kind: protocol.TCopyOut}).fromAgent(chunk); err == nil {
 		t.Error("a copy out without the lane accepted a lane chunk")
 	}
+	if err := out.fromAgent(protocol.Frame{Type: protocol.TStdout, Stream: 1, Payload: []byte("x")}); err == nil || !strings.Contains(err.Error(), "takes the lane") {
+		t.Errorf("a data frame on a lane copy out: %v", err)
+	}
 
 	in := &flow{kind: protocol.TCopyIn}
 	in.fromClient(frame(t, protocol.TCopyIn, protocol.CopyIn{Dest: "/x", Lane: 4}))

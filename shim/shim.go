@@ -57,9 +57,9 @@ func Run(cfg shimapi.Config, ready io.WriteCloser, parent io.Reader) error {
 	orphaned := make(chan struct{})
 	if parent != nil {
 		go func() {
-			io.Copy(io.Discard, parent)
+			why := parentGone(parent)
 			close(orphaned)
-			s.stop("the process that created the box exited")
+			s.stop(why)
 		}()
 	}
 	sigs := make(chan os.Signal, 1)
@@ -83,6 +83,33 @@ func Run(cfg shimapi.Config, ready io.WriteCloser, parent io.Reader) error {
 		}
 	}
 	return nil
+}
+
+// parentGone waits for the parent-death pipe to end and says why the box
+// stops: the creator exited, or it disconnected for the reason it wrote
+// (a protocol violation it caught; the first 256 bytes, printable only).
+func parentGone(parent io.Reader) string {
+	var why []byte
+	buf := make([]byte, 512)
+	for {
+		n, err := parent.Read(buf)
+		if room := 256 - len(why); room > 0 {
+			why = append(why, buf[:min(n, room)]...)
+		}
+		if err != nil {
+			break
+		}
+	}
+	text := strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return -1
+		}
+		return r
+	}, strings.ToValidUTF8(string(why), ""))
+	if text == "" {
+		return "the process that created the box exited"
+	}
+	return "the runtime that created the box disconnected: " + text
 }
 
 // tmpfsWarning warns of a box directory in memory: the box's disk pages

@@ -15,7 +15,8 @@ import (
 )
 
 // Usage: boxlite-shim CONFIG.json, with fd 3 the ready pipe and, unless the
-// box is detached, fd 4 the parent-death pipe.
+// box is detached, fd 4 the parent-death pipe (its end stops the box; what
+// the creator wrote on it first says why).
 func main() {
 	jail.Main() // a confined VMM's start runs through this binary (package jail)
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
