@@ -46,14 +46,16 @@ func idleMemory(ctx context.Context, box *core.Box) error {
 	return nil
 }
 
-// memoryRows records the box's host RSS (goal: issue 12's 100 MiB), QEMU's
-// smaps by kind and what the guest itself says it uses.
+// memoryRows records the box's host RSS (goal: issue 12's 100 MiB): its
+// shim, QEMU and network stack, QEMU's smaps by kind and what the guest
+// itself says it uses.
 func memoryRows(ctx context.Context, box *core.Box, what string) {
 	rt := box.Info().Runtime
-	shim, vmm := rssKB(rt.ShimPid), rssKB(rt.VMMPid)
-	rec.add("host RSS, "+what, float64(shim+vmm)/1024, "MiB", atMost(100))
+	shim, vmm, net := rssKB(rt.ShimPid), rssKB(rt.VMMPid), rssKB(childNamed(rt.ShimPid, "boxlite-net"))
+	rec.add("host RSS, "+what, float64(shim+vmm+net)/1024, "MiB", atMost(100))
 	rec.add("  shim RSS", float64(shim)/1024, "MiB", nil)
 	rec.add("  QEMU RSS", float64(vmm)/1024, "MiB", nil)
+	rec.add("  network stack RSS", float64(net)/1024, "MiB", nil)
 	kinds, err := smapsByKind(rt.VMMPid, box.Info().Config.MemoryMiB)
 	if err != nil {
 		fmt.Println("  smaps:", err)
@@ -63,7 +65,7 @@ func memoryRows(ctx context.Context, box *core.Box, what string) {
 	}
 	// Files are page cache that every box maps alike (QEMU, its libraries,
 	// the kernel and initramfs): what a box costs on its own is the rest.
-	rec.add("  of it, the box's own (less QEMU's file pages)", float64(shim+vmm-kinds[filesKind])/1024, "MiB", nil)
+	rec.add("  of it, the box's own (less QEMU's file pages)", float64(shim+vmm+net-kinds[filesKind])/1024, "MiB", nil)
 	res, err := box.Run(ctx, core.Command{Argv: []string{"sh", "-c", "grep -E '^(MemTotal|MemAvailable):' /proc/meminfo"}})
 	if err == nil {
 		var total, avail int
@@ -81,6 +83,18 @@ func memoryRows(ctx context.Context, box *core.Box, what string) {
 		}
 		rec.add("  guest's own use (MemTotal - MemAvailable)", float64(total-avail)/1024, "MiB", nil)
 	}
+}
+
+// childNamed is the pid of pid's child whose command name is comm (0: none).
+func childNamed(pid int, comm string) int {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	for _, c := range strings.Fields(string(b)) {
+		if name, _ := os.ReadFile("/proc/" + c + "/comm"); strings.TrimSpace(string(name)) == comm {
+			n, _ := strconv.Atoi(c)
+			return n
+		}
+	}
+	return 0
 }
 
 // smapsKinds are the kinds smapsByKind sorts QEMU's mappings into.

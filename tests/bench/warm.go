@@ -91,7 +91,7 @@ func warm() error {
 		time.Sleep(3 * time.Second)
 		for _, b := range boxes {
 			i := b.Info().Runtime
-			total += smapsMiB(i.VMMPid, "Pss:") + smapsMiB(i.ShimPid, "Pss:")
+			total += smapsMiB(i.VMMPid, "Pss:") + smapsMiB(i.ShimPid, "Pss:") + smapsMiB(childNamed(i.ShimPid, "boxlite-net"), "Pss:")
 		}
 		// The template memory no VMM maps (the shims hold it) is in no Pss.
 		shared = templateMemMiB(rt.Home()) - sharedMappedMiB(boxes)
@@ -107,7 +107,8 @@ func warm() error {
 		boxes = append(boxes, b)
 	}
 	ten, tenShared := mem(boxes)
-	rec.vs("host memory of 10 idle boxes of one template (Pss of QEMU and shim, plus template memory no VMM maps)", ten, "MiB",
+	memoryRows(ctx, boxes[1], "idle box restored from a template")
+	rec.vs("host memory of 10 idle boxes of one template (Pss of QEMU, shim and network stack, plus template memory no VMM maps)", ten, "MiB",
 		"one such box", one, atMost(3))
 	fmt.Printf("  template memory no VMM maps: %.0f MiB with one box, %.0f with ten\n", oneShared, tenShared)
 	i := boxes[1].Info().Runtime
