@@ -339,11 +339,12 @@ func bareBoot(c hv.Config) (time.Duration, error) {
 }
 
 // stockKernel is Debian's kernel as guest/fetch-kernel.sh fetched it
-// (BOXLITE_GUEST_KERNEL, default BOXLITE_ASSETS/guest/kernel).
+// (BOXLITE_STOCK_KERNEL, default BOXLITE_ASSETS/guest/debian-kernel, where
+// make keeps it whichever kernel boxes boot).
 func stockKernel(assets string) string {
-	dir := os.Getenv("BOXLITE_GUEST_KERNEL")
+	dir := os.Getenv("BOXLITE_STOCK_KERNEL")
 	if dir == "" {
-		dir = filepath.Join(assets, "guest", "kernel")
+		dir = filepath.Join(assets, "guest", "debian-kernel")
 	}
 	return filepath.Join(dir, "vmlinuz")
 }
