@@ -67,6 +67,10 @@ $(BUILD)/boxlite-agent: $(GO_SRC) | $(BUILD)/.setup
 $(GUEST)/initramfs.cpio: $(BUILD)/boxlite-agent $(GUEST)/kernel/vmlinuz guest/mkinitramfs.sh
 	guest/mkinitramfs.sh $(BUILD)/boxlite-agent $(GUEST)/kernel/modules $@
 
+# The bench's baseline boots Debian's bzImage with this one (its modules).
+$(DEBIAN_KERNEL)/initramfs.cpio: $(BUILD)/boxlite-agent $(DEBIAN_KERNEL)/vmlinuz guest/mkinitramfs.sh
+	guest/mkinitramfs.sh $(BUILD)/boxlite-agent $(DEBIAN_KERNEL)/modules $@
+
 # Boxes boot the kernel uncompressed, through its PVH entry (no emulated
 # decompression); kernel/vmlinuz stays the bzImage.
 $(GUEST)/kernel/vmlinux: $(GUEST)/kernel/vmlinuz $(wildcard guest/internal/pvhkernel/*.go)
@@ -92,7 +96,7 @@ $(BUILD)/virtiofsd: | $(BUILD)/.setup
 	cargo install --locked --quiet virtiofsd --version $(VIRTIOFSD_VERSION) --root $(BUILD)/cargo-virtiofsd
 	cp $(BUILD)/cargo-virtiofsd/bin/virtiofsd $@.tmp && mv $@.tmp $@
 
-build: $(BUILD)/boxlite $(BUILD)/boxlite-shim $(GUEST)/vmlinuz $(GUEST)/initramfs.cpio $(BUILD)/libboxlite.so $(BUILD)/virtiofsd
+build: $(BUILD)/boxlite $(BUILD)/boxlite-shim $(GUEST)/vmlinuz $(GUEST)/initramfs.cpio $(DEBIAN_KERNEL)/initramfs.cpio $(BUILD)/libboxlite.so $(BUILD)/virtiofsd
 lib: $(BUILD)/libboxlite.so
 
 # Test images, built offline (see tests/images/): alpine:latest is a busybox-based stand-in,
