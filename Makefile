@@ -45,7 +45,7 @@ endif
 $(DEBIAN_KERNEL)/vmlinuz: guest/fetch-kernel.sh | $(BUILD)/.setup
 	guest/fetch-kernel.sh $(DEBIAN_KERNEL)
 
-# The first build takes about 12 minutes on 2 cores; later ones find it cached
+# The first build took 20 minutes on 2 busy cores (docs/NOTES.md); later ones find it cached
 # (guest/kernel/build.sh keys it on the source version and the config, and
 # returns at once when neither changed: hence FORCE).
 $(BOXLITE_KERNEL)/vmlinuz: FORCE | $(BUILD)/.setup

@@ -1,13 +1,14 @@
 #!/bin/sh
 # build.sh OUTDIR: build the boxlite guest kernel from Debian's linux-source
-# package (installed by make setup) with guest/kernel/boxlite.config on top of
-# allnoconfig and the guest/kernel/*.patch fixes, and put it in OUTDIR as guest/fetch-kernel.sh lays a kernel
-# out: vmlinuz (the bzImage), modules/ (empty: everything is built in) and
-# kernel.version. The source is unpacked once into OUTDIR/../kernel-src/ (its
-# package version and the patches' hash in kernel-src/version) and built there in out/, so a
-# changed fragment rebuilds only what it touches; OUTDIR/build.key names the
-# source version and the hash of the fragment and this script, and a build
-# with the same key does nothing. KERNEL_JOBS sets make's -j (default: nproc).
+# package (installed by make setup): allnoconfig plus guest/kernel/boxlite.config,
+# with the guest/kernel/*.patch fixes applied, laid out in OUTDIR as
+# guest/fetch-kernel.sh lays a kernel out: vmlinuz (the bzImage), modules/
+# (empty: everything is built in) and kernel.version. The source is unpacked
+# once into OUTDIR/../kernel-src/ (kernel-src/version names the package version
+# and the patches' hash) and built there in out/, so a changed fragment
+# rebuilds only what it touches. OUTDIR/build.key names the source, the
+# fragment and this script; a build with the same key does nothing.
+# KERNEL_JOBS sets make's -j (default: nproc).
 set -eu
 
 PKG=linux-source-6.1
