@@ -24,7 +24,7 @@ import (
 
 // TestBoot boots the real guest under QEMU (TCG is fine): an initramfs with
 // the agent, two busybox layers and a writable disk. It needs
-// BOXLITE_GUEST_KERNEL (a directory made by fetch-kernel.sh), qemu-system-x86_64,
+// BOXLITE_GUEST_KERNEL (a directory made by fetch-kernel.sh or kernel/build.sh), qemu-system-x86_64,
 // cpio, mkfs.ext4 and a static /bin/busybox (`make test-go` has them all); it
 // fails without them, so that it never passes having booted nothing.
 func TestBoot(t *testing.T) {
@@ -49,10 +49,16 @@ func TestBoot(t *testing.T) {
 	rw := filepath.Join(dir, "rw.ext4")
 	mkfs(t, rw, "", "64M")
 
+	kver, kerr := os.ReadFile(filepath.Join(kdir, "kernel.version"))
+	if kerr != nil {
+		t.Fatal(kerr)
+	}
+	release := strings.TrimSpace(string(kver))
+
 	disks := []disk{{layer0, "layer0", true}, {layer1, "layer1", true}, {rw, "rw", false}}
 	vm := boot(t, dir, kdir, initrd, disks)
 	h := vm.host
-	if vm.hello.Layers != 2 || !vm.hello.WritableDisk || !strings.HasPrefix(vm.hello.Kernel, "6.1.0-57-cloud-amd64 ") {
+	if vm.hello.Layers != 2 || !vm.hello.WritableDisk || !strings.HasPrefix(vm.hello.Kernel, release+" ") {
 		t.Fatalf("hello %+v", vm.hello)
 	}
 	run := func(e protocol.Exec) testhost.Result {
@@ -67,7 +73,7 @@ func TestBoot(t *testing.T) {
 		return res
 	}
 	res := run(protocol.Exec{Argv: []string{"uname", "-a"}})
-	if res.Exit == nil || res.Exit.Code != 0 || !strings.Contains(string(res.Stdout), "6.1.0-57-cloud-amd64") {
+	if res.Exit == nil || res.Exit.Code != 0 || !strings.Contains(string(res.Stdout), release) {
 		t.Fatalf("uname: %+v %q %v", res.Exit, res.Stdout, res.Err)
 	}
 	t.Logf("uname -a: %s", bytes.TrimSpace(res.Stdout))

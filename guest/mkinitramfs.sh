@@ -1,7 +1,7 @@
 #!/bin/sh
 # mkinitramfs.sh AGENT MODULES_DIR OUT: build the guest initramfs, a newc cpio
 # with /init = AGENT (a static boxlite-agent) and MODULES_DIR/*.ko in
-# /lib/modules. Reproducible: sorted entries, owner 0:0, mtime 0.
+# /lib/modules (none for a kernel with everything built in). Reproducible: sorted entries, owner 0:0, mtime 0.
 # BOXLITE_INITRAMFS_COMPRESS=gzip compresses it; the default is none, which
 # boots faster under TCG (decompression is emulated) and costs only disk.
 set -eu
@@ -15,13 +15,11 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage" "$out.tmp"' EXIT INT TERM
 mkdir -p "$stage/dev" "$stage/proc" "$stage/sys" "$stage/run" "$stage/tmp" "$stage/lib/modules"
 cp "$agent" "$stage/init"
-n=0
+[ -d "$mods" ] || { echo "$0: $mods: no such directory" >&2; exit 1; }
 for m in "$mods"/*.ko; do
 	[ -e "$m" ] || continue
 	cp "$m" "$stage/lib/modules/"
-	n=$((n + 1))
 done
-[ "$n" -gt 0 ] || { echo "$0: no .ko files in $mods" >&2; exit 1; }
 find "$stage" -type d -exec chmod 0755 {} +
 find "$stage" -type f -exec chmod 0644 {} +
 chmod 0755 "$stage/init"

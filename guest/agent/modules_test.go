@@ -22,12 +22,12 @@ func TestModuleParams(t *testing.T) {
 	}
 }
 
-// TestModinfoDepends reads a real Debian module (BOXLITE_GUEST_KERNEL, as
+// TestModinfoDepends reads a real Debian module (BOXLITE_STOCK_KERNEL, as
 // written by guest/fetch-kernel.sh; make test-go sets it).
 func TestModinfoDepends(t *testing.T) {
-	dir := os.Getenv("BOXLITE_GUEST_KERNEL")
+	dir := os.Getenv("BOXLITE_STOCK_KERNEL")
 	if dir == "" {
-		t.Fatal("BOXLITE_GUEST_KERNEL is not set (make test-go sets it)")
+		t.Fatal("BOXLITE_STOCK_KERNEL is not set (make test-go sets it)")
 	}
 	deps, err := modinfoDepends(filepath.Join(dir, "modules", "virtio_mmio.ko"))
 	if err != nil {

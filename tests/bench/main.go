@@ -268,9 +268,9 @@ type bareBoots struct {
 	close func()
 }
 
-// newBareBoots prepares boots of the box's initramfs and alpine's layers
-// with hv alone (no shim, no runtime): with Debian's stock kernel, with the
-// box's kernel, and with the box's kernel jailed. close cleans up.
+// newBareBoots prepares boots of the agent and alpine's layers with hv alone
+// (no shim, no runtime): Debian's stock kernel (with an initramfs of its
+// modules), the box's kernel and initramfs, and those jailed. close cleans up.
 func newBareBoots(rt *core.Runtime, memMiB int) (bb bareBoots, err error) {
 	bb.close = func() {}
 	dir, err := os.MkdirTemp("", "bxq")
@@ -294,7 +294,7 @@ func newBareBoots(rt *core.Runtime, memMiB int) (bb bareBoots, err error) {
 		cfg.Disks = append(cfg.Disks, hv.Disk{Path: l, Serial: fmt.Sprintf("layer%d", i), ReadOnly: true})
 	}
 	stock := cfg
-	stock.Kernel = stockKernel(assets)
+	stock.Kernel, stock.Initrd = stockKernel(assets)
 	j := &hv.Jail{Cgroup: fmt.Sprintf("boxlite-bench-%d", os.Getpid())}
 	if os.Geteuid() == 0 {
 		uid, release, err := jail.AllocUID(filepath.Join(dir, "uids"), jail.UIDRangeLo, jail.UIDRangeHi)
@@ -339,13 +339,15 @@ func bareBoot(c hv.Config) (time.Duration, error) {
 }
 
 // stockKernel is Debian's kernel as guest/fetch-kernel.sh fetched it
-// (BOXLITE_GUEST_KERNEL, default BOXLITE_ASSETS/guest/kernel).
-func stockKernel(assets string) string {
-	dir := os.Getenv("BOXLITE_GUEST_KERNEL")
+// (BOXLITE_STOCK_KERNEL, default BOXLITE_ASSETS/guest/debian-kernel, where
+// make keeps it whichever kernel boxes boot), and the initramfs make builds
+// next to it: the box's agent with that kernel's modules.
+func stockKernel(assets string) (kernel, initrd string) {
+	dir := os.Getenv("BOXLITE_STOCK_KERNEL")
 	if dir == "" {
-		dir = filepath.Join(assets, "guest", "kernel")
+		dir = filepath.Join(assets, "guest", "debian-kernel")
 	}
-	return filepath.Join(dir, "vmlinuz")
+	return filepath.Join(dir, "vmlinuz"), filepath.Join(dir, "initramfs.cpio")
 }
 
 // guestSpawn times spawns of true inside the guest, per spawn.

@@ -8,12 +8,13 @@ import (
 	"testing"
 )
 
-// The kernel guest/fetch-kernel.sh fetched (`make test-go` sets this); the
-// test fails without it rather than pass having tested nothing.
+// Debian's kernel as guest/fetch-kernel.sh fetched it (`make test-go` sets
+// BOXLITE_STOCK_KERNEL); the test fails without it rather than pass having
+// tested nothing.
 func stockKernel(t *testing.T) []byte {
-	dir := os.Getenv("BOXLITE_GUEST_KERNEL")
+	dir := os.Getenv("BOXLITE_STOCK_KERNEL")
 	if dir == "" {
-		t.Fatal("BOXLITE_GUEST_KERNEL is not set (the directory guest/fetch-kernel.sh makes)")
+		t.Fatal("BOXLITE_STOCK_KERNEL is not set (the directory guest/fetch-kernel.sh makes)")
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "vmlinuz"))
 	if err != nil {
@@ -24,7 +25,7 @@ func stockKernel(t *testing.T) []byte {
 
 func TestExtractDebianKernel(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "vmlinux")
-	in := filepath.Join(os.Getenv("BOXLITE_GUEST_KERNEL"), "vmlinuz")
+	in := filepath.Join(os.Getenv("BOXLITE_STOCK_KERNEL"), "vmlinuz")
 	stockKernel(t)
 	if err := run(in, out); err != nil {
 		t.Fatal(err)
