@@ -76,7 +76,8 @@ func (s *server) park(f protocol.Frame) {
 }
 
 // adopt returns the live parked process of exactly req, now stream id's,
-// or nil. Parked processes that died are dropped on the way.
+// or nil. One that matches but died is dropped on the way (only a match
+// costs a look at /proc: every exec comes through here).
 func (s *server) adopt(id uint32, req protocol.Exec) *execution {
 	var dead []*execution
 	defer func() {
@@ -88,18 +89,18 @@ func (s *server) adopt(id uint32, req protocol.Exec) *execution {
 	defer s.mu.Unlock()
 	for i := 0; i < len(s.parked); i++ {
 		p := s.parked[i]
-		if !p.e.alive() {
-			dead = append(dead, p.e)
-			s.parked = slices.Delete(s.parked, i, i+1)
-			i--
+		if !sameExec(p.req, req) {
 			continue
 		}
-		if sameExec(p.req, req) {
-			s.parked = slices.Delete(s.parked, i, i+1)
-			p.e.id = id
-			s.cfg.Logf("exec %d: takes over parked pid %d", id, p.e.boxPid)
-			return p.e
+		s.parked = slices.Delete(s.parked, i, i+1)
+		i--
+		if !p.e.alive() {
+			dead = append(dead, p.e)
+			continue
 		}
+		p.e.id = id
+		s.cfg.Logf("exec %d: takes over parked pid %d", id, p.e.boxPid)
+		return p.e
 	}
 	return nil
 }
