@@ -38,28 +38,11 @@ const (
 	KindInternal        Kind = "internal"
 )
 
-var kinds = []struct {
-	kind Kind
-	err  error
-}{
-	{KindInvalidArgument, ErrInvalidArgument},
-	{KindNotFound, ErrNotFound},
-	{KindAlreadyExists, ErrAlreadyExists},
-	{KindInvalidState, ErrInvalidState},
-	{KindTimeout, ErrTimeout},
-	{KindUnsupported, ErrUnsupported},
-	{KindBootFailed, ErrBootFailed},
-	{KindClosed, ErrClosed},
-	{KindLimit, ErrLimit},
-	{KindUnreachable, ErrUnreachable},
-	{KindInternal, ErrInternal},
-}
-
 // KindOf returns the kind of err, or KindInternal when err carries none.
 func KindOf(err error) Kind {
-	for _, k := range kinds {
-		if errors.Is(err, k.err) {
-			return k.kind
+	for _, k := range Kinds {
+		if errors.Is(err, k.Err) {
+			return k.Kind
 		}
 	}
 	return KindInternal
@@ -68,10 +51,8 @@ func KindOf(err error) Kind {
 // New rebuilds an error received from across an edge: it keeps the message
 // as sent and wraps the sentinel of kind, so errors.Is works on this side.
 func New(kind Kind, msg string) error {
-	for _, k := range kinds {
-		if k.kind == kind {
-			return &remote{msg: msg, kind: k.err}
-		}
+	if k, ok := Lookup(kind); ok {
+		return &remote{msg: msg, kind: k.Err}
 	}
 	return &remote{msg: msg, kind: ErrInternal}
 }

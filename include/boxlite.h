@@ -61,17 +61,30 @@ extern "C" {
  * kinds as the Python exception classes and the JS error.code strings);
  * 100+ are non-error results. */
 #define BOXLITE_OK 0
-#define BOXLITE_ERR_INVALID_ARGUMENT 1 /* "invalid_argument" */
-#define BOXLITE_ERR_NOT_FOUND 2        /* "not_found" */
-#define BOXLITE_ERR_ALREADY_EXISTS 3   /* "already_exists" */
-#define BOXLITE_ERR_INVALID_STATE 4    /* "invalid_state": e.g. the box is stopped */
-#define BOXLITE_ERR_TIMEOUT 5          /* "timeout" */
-#define BOXLITE_ERR_UNSUPPORTED 6      /* "unsupported" */
-#define BOXLITE_ERR_BOOT_FAILED 7      /* "boot_failed": message has the console tail */
-#define BOXLITE_ERR_CLOSED 8           /* "closed" */
-#define BOXLITE_ERR_LIMIT 9            /* "limit" */
-#define BOXLITE_ERR_INTERNAL 10        /* "internal" */
-#define BOXLITE_ERR_UNREACHABLE 11     /* "unreachable": a registry did not answer */
+/* BEGIN GENERATED: error codes (go generate ./errdefs; do not edit) */
+/* "invalid_argument": A bad argument: malformed options, an unknown option, a value out of range. */
+#define BOXLITE_ERR_INVALID_ARGUMENT 1
+/* "not_found": No such box, image, snapshot, file or command. */
+#define BOXLITE_ERR_NOT_FOUND 2
+/* "already_exists": The name is taken: a box, a snapshot, a copy's destination, a host port. */
+#define BOXLITE_ERR_ALREADY_EXISTS 3
+/* "invalid_state": The box or execution is in the wrong state, e.g. exec on a stopped box. */
+#define BOXLITE_ERR_INVALID_STATE 4
+/* "timeout": An operation's or a command's timeout expired. */
+#define BOXLITE_ERR_TIMEOUT 5
+/* "unsupported": Not supported by this host, box or agent. */
+#define BOXLITE_ERR_UNSUPPORTED 6
+/* "boot_failed": The box did not boot; the message has the tail of its console. */
+#define BOXLITE_ERR_BOOT_FAILED 7
+/* "closed": The runtime, box or execution handle was closed. */
+#define BOXLITE_ERR_CLOSED 8
+/* "limit": A size or count limit was exceeded (an argument list, a copy's max_bytes). */
+#define BOXLITE_ERR_LIMIT 9
+/* "internal": A bug or an unexpected failure inside boxlite. */
+#define BOXLITE_ERR_INTERNAL 10
+/* "unreachable": A registry or another remote did not answer: no route, no name, refused. */
+#define BOXLITE_ERR_UNREACHABLE 11
+/* END GENERATED: error codes */
 #define BOXLITE_AGAIN 100 /* nothing available yet; poll boxlite_execution_fd() */
 #define BOXLITE_EOF 101   /* the stream has ended */
 

@@ -1,11 +1,22 @@
 'use strict';
 // BoxLite's error classes, plus the library's stable error kinds as `code`.
 
+// BEGIN GENERATED: error codes (go generate ./errdefs; do not edit)
 /** Stable kind names: the C ABI's boxlite_status_name() of each error. */
 const CODES = Object.freeze([
-  'invalid_argument', 'not_found', 'already_exists', 'invalid_state', 'timeout',
-  'unsupported', 'boot_failed', 'closed', 'limit', 'internal', 'unreachable',
+  'invalid_argument',
+  'not_found',
+  'already_exists',
+  'invalid_state',
+  'timeout',
+  'unsupported',
+  'boot_failed',
+  'closed',
+  'limit',
+  'internal',
+  'unreachable',
 ]);
+// END GENERATED: error codes
 
 /** Base class of every error the SDK raises (besides TypeError / RangeError for bad arguments). */
 class BoxliteError extends Error {

@@ -1,5 +1,6 @@
 // Types of the boxlite package: BoxLite's Node API over libboxlite.so.
 
+// BEGIN GENERATED: error codes (go generate ./errdefs; do not edit)
 /** The library's stable error kinds (the C ABI's boxlite_status_name of each error). */
 export type BoxliteErrorCode =
   | 'invalid_argument'
@@ -13,6 +14,7 @@ export type BoxliteErrorCode =
   | 'limit'
   | 'internal'
   | 'unreachable';
+// END GENERATED: error codes
 
 export declare const ERROR_CODES: readonly BoxliteErrorCode[];
 

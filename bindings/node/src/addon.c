@@ -1685,6 +1685,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   set_int(env, exports, "VERSION_MINOR", BOXLITE_VERSION_MINOR);
   set_int(env, exports, "VERSION_PATCH", BOXLITE_VERSION_PATCH);
   set_int(env, exports, "OK", BOXLITE_OK);
+  /* BEGIN GENERATED: error codes (go generate ./errdefs; do not edit) */
   set_int(env, exports, "ERR_INVALID_ARGUMENT", BOXLITE_ERR_INVALID_ARGUMENT);
   set_int(env, exports, "ERR_NOT_FOUND", BOXLITE_ERR_NOT_FOUND);
   set_int(env, exports, "ERR_ALREADY_EXISTS", BOXLITE_ERR_ALREADY_EXISTS);
@@ -1696,6 +1697,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   set_int(env, exports, "ERR_LIMIT", BOXLITE_ERR_LIMIT);
   set_int(env, exports, "ERR_INTERNAL", BOXLITE_ERR_INTERNAL);
   set_int(env, exports, "ERR_UNREACHABLE", BOXLITE_ERR_UNREACHABLE);
+  /* END GENERATED: error codes */
   set_int(env, exports, "AGAIN", BOXLITE_AGAIN);
   set_int(env, exports, "EOF", BOXLITE_EOF);
   set_int(env, exports, "STDOUT", BOXLITE_STDOUT);

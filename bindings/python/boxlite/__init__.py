@@ -17,22 +17,22 @@ the BoxLite Python SDK::
 from ._copy import CopyOptions
 from .box import Box, BoxInfo, BoxOptions, BoxStateInfo, NetworkInfo, NetworkSpec, PortMapping
 from .codebox import CodeBox
+from .errors import BoxliteError, ExecError, ParseError
+# BEGIN GENERATED: errors import (go generate ./errdefs; do not edit)
 from .errors import (
-    AlreadyExistsError,
-    BootFailedError,
-    BoxliteError,
-    ClosedError,
-    ExecError,
-    InternalError,
     InvalidArgumentError,
-    InvalidStateError,
-    LimitError,
     NotFoundError,
-    ParseError,
+    AlreadyExistsError,
+    InvalidStateError,
     TimeoutError,
-    UnreachableError,
     UnsupportedError,
+    BootFailedError,
+    ClosedError,
+    LimitError,
+    InternalError,
+    UnreachableError,
 )
+# END GENERATED: errors import
 from .exec import ExecResult
 from .execution import ExecStderr, ExecStdin, ExecStdout, Execution, ExitStatus
 from .interactivebox import InteractiveBox
@@ -73,8 +73,9 @@ __all__ = [
     "SnapshotHandle", "SnapshotInfo", "SnapshotOptions", "CloneOptions", "ExportOptions",
     "SyncBoxlite", "SyncBox", "SyncSnapshotHandle", "SyncExecution", "SyncExecStdout", "SyncExecStderr",
     "SyncSimpleBox", "SyncCodeBox", "SyncInteractiveBox",
-    "BoxliteError", "InvalidArgumentError", "NotFoundError", "AlreadyExistsError", "InvalidStateError",
-    "TimeoutError", "UnsupportedError", "BootFailedError", "ClosedError", "LimitError", "InternalError",
-    "ExecError", "ParseError",
+    "BoxliteError", "ExecError", "ParseError",
+    # BEGIN GENERATED: errors all (go generate ./errdefs; do not edit)
+    "InvalidArgumentError", "NotFoundError", "AlreadyExistsError", "InvalidStateError", "TimeoutError", "UnsupportedError", "BootFailedError", "ClosedError", "LimitError", "InternalError", "UnreachableError",
+    # END GENERATED: errors all
     "library_version",
 ]

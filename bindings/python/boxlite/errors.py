@@ -13,6 +13,7 @@ from typing import Optional
 
 __all__ = [
     "BoxliteError",
+    # BEGIN GENERATED: errors all (go generate ./errdefs; do not edit)
     "InvalidArgumentError",
     "NotFoundError",
     "AlreadyExistsError",
@@ -24,6 +25,7 @@ __all__ = [
     "LimitError",
     "InternalError",
     "UnreachableError",
+    # END GENERATED: errors all
     "ExecError",
     "ParseError",
 ]
@@ -45,40 +47,40 @@ class BoxliteError(RuntimeError):
         return self.message
 
 
+# BEGIN GENERATED: error classes (go generate ./errdefs; do not edit)
+
+
 class InvalidArgumentError(BoxliteError, ValueError):
-    """A bad argument: malformed options, an unknown option, a value out of range."""
+    """A bad argument: malformed options, an unknown option, a value out of range. Also a
+    ``ValueError``."""
 
     code, status = "invalid_argument", 1
 
 
 class NotFoundError(BoxliteError):
-    """No such box, image or command."""
+    """No such box, image, snapshot, file or command."""
 
     code, status = "not_found", 2
 
 
 class AlreadyExistsError(BoxliteError):
-    """A box with that name already exists."""
+    """The name is taken: a box, a snapshot, a copy's destination, a host port."""
 
     code, status = "already_exists", 3
 
 
 class InvalidStateError(BoxliteError):
-    """The box (or execution) is in the wrong state, e.g. it is stopped."""
+    """The box or execution is in the wrong state, e.g. exec on a stopped box."""
 
     code, status = "invalid_state", 4
 
 
 class TimeoutError(BoxliteError, builtins.TimeoutError):
-    """An operation or a command's timeout expired.
-
-    Also a ``builtins.TimeoutError``, so ``except TimeoutError`` works whichever
-    one the program imported."""
+    """An operation's or a command's timeout expired. Also a ``TimeoutError``."""
 
     code, status = "timeout", 5
 
     def __init__(self, message: str = ""):
-        # OSError treats two or more arguments as (errno, strerror): pass one.
         builtins.TimeoutError.__init__(self, message)
         self.message = message
 
@@ -87,7 +89,7 @@ class TimeoutError(BoxliteError, builtins.TimeoutError):
 
 
 class UnsupportedError(BoxliteError):
-    """Not supported (yet), e.g. terminals (PTYs)."""
+    """Not supported by this host, box or agent."""
 
     code, status = "unsupported", 6
 
@@ -105,9 +107,7 @@ class ClosedError(BoxliteError):
 
 
 class LimitError(BoxliteError):
-    """A size or count limit was exceeded (e.g. a huge argument list, or
-    copy_out's max_bytes / max_entries: the message says what a copy merged
-    into an existing directory left there)."""
+    """A size or count limit was exceeded (an argument list, a copy's max_bytes)."""
 
     code, status = "limit", 9
 
@@ -119,10 +119,33 @@ class InternalError(BoxliteError):
 
 
 class UnreachableError(BoxliteError, ConnectionError):
-    """A registry (or another remote the library needed) did not answer:
-    no route, no name, refused. Also a ``ConnectionError``."""
+    """A registry or another remote did not answer: no route, no name, refused. Also a
+    ``ConnectionError``."""
 
     code, status = "unreachable", 11
+
+    def __init__(self, message: str = ""):
+        ConnectionError.__init__(self, message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+_KIND_CLASSES = (
+    InvalidArgumentError,
+    NotFoundError,
+    AlreadyExistsError,
+    InvalidStateError,
+    TimeoutError,
+    UnsupportedError,
+    BootFailedError,
+    ClosedError,
+    LimitError,
+    InternalError,
+    UnreachableError,
+)
+# END GENERATED: error classes
 
 
 class ExecError(BoxliteError):
@@ -145,22 +168,7 @@ class ParseError(BoxliteError):
     code, status = "parse", 0
 
 
-_BY_STATUS = {
-    cls.status: cls
-    for cls in (
-        InvalidArgumentError,
-        NotFoundError,
-        AlreadyExistsError,
-        InvalidStateError,
-        TimeoutError,
-        UnsupportedError,
-        BootFailedError,
-        ClosedError,
-        LimitError,
-        InternalError,
-        UnreachableError,
-    )
-}
+_BY_STATUS = {cls.status: cls for cls in _KIND_CLASSES}
 
 
 def from_status(status: int, message: str) -> BoxliteError:

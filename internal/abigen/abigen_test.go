@@ -1,0 +1,81 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/boxlite/boxlite/errdefs"
+)
+
+const root = "../.."
+
+// Every generated file matches the contract: edit errdefs.Kinds, then run
+// `go generate ./errdefs`.
+func TestGeneratedFilesAreFresh(t *testing.T) {
+	stale, err := run(root, errdefs.Kinds, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stale) > 0 {
+		t.Fatalf("stale generated files (run `go generate ./errdefs`): %s", strings.Join(stale, ", "))
+	}
+}
+
+// A kind added to the source reaches every edge: the header, capi's
+// table, Python's classes and cffi declarations, Node's constants, codes
+// and types, and the READMEs.
+func TestANewKindReachesEveryEdge(t *testing.T) {
+	kinds := append(append([]errdefs.KindSpec(nil), errdefs.Kinds...), errdefs.KindSpec{
+		Kind: "quota_exceeded", Err: os.ErrDeadlineExceeded, Code: 42, Doc: "A test kind.", Python: "QuotaExceededError"})
+	files, err := render(root, kinds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"include/boxlite.h":                   "#define BOXLITE_ERR_QUOTA_EXCEEDED 42",
+		"bindings/python/boxlite/_cdef.py":    "#define BOXLITE_ERR_QUOTA_EXCEEDED 42",
+		"capi/errors_gen.go":                  "C.BOXLITE_ERR_QUOTA_EXCEEDED,",
+		"bindings/python/boxlite/errors.py":   `code, status = "quota_exceeded", 42`,
+		"bindings/python/boxlite/__init__.py": `"QuotaExceededError"`,
+		"bindings/python/README.md":           "`QuotaExceededError`",
+		"bindings/node/src/addon.c":           `"ERR_QUOTA_EXCEEDED", BOXLITE_ERR_QUOTA_EXCEEDED`,
+		"bindings/node/lib/errors.js":         "'quota_exceeded'",
+		"bindings/node/lib/index.d.ts":        "| 'quota_exceeded'",
+		"bindings/node/README.md":             "`quota_exceeded`",
+		"README.md":                           "`BOXLITE_ERR_QUOTA_EXCEEDED` (42)",
+	}
+	for _, f := range files {
+		w, ok := want[f.path]
+		if !ok {
+			t.Errorf("%s: generated, but the test does not check it", f.path)
+			continue
+		}
+		delete(want, f.path)
+		if !strings.Contains(string(f.data), w) {
+			t.Errorf("%s lacks %q", f.path, w)
+		}
+		// The real file is untouched by render.
+		if b, _ := os.ReadFile(filepath.Join(root, f.path)); strings.Contains(string(b), "quota_exceeded") {
+			t.Errorf("%s was written", f.path)
+		}
+	}
+	for p := range want {
+		t.Errorf("%s: not generated", p)
+	}
+}
+
+func TestReplaceBlock(t *testing.T) {
+	in := "a\n// BEGIN GENERATED: x (note)\nold\n// END GENERATED: x\nb\n"
+	got, err := replaceBlock(in, "x", "new\n")
+	if err != nil || got != "a\n// BEGIN GENERATED: x (note)\nnew\n// END GENERATED: x\nb\n" {
+		t.Fatalf("got %q, %v", got, err)
+	}
+	if _, err := replaceBlock("no markers", "x", ""); err == nil {
+		t.Fatal("no error for a missing marker")
+	}
+	if _, err := replaceBlock(in+in, "x", ""); err == nil {
+		t.Fatal("no error for two markers")
+	}
+}
