@@ -20,9 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/boxlite/boxlite/errdefs"
-	"github.com/boxlite/boxlite/hv"
 	"github.com/boxlite/boxlite/image"
-	"github.com/boxlite/boxlite/jail"
 	"github.com/boxlite/boxlite/protocol"
 	"github.com/boxlite/boxlite/shimapi"
 )
@@ -474,7 +472,7 @@ func (b *Box) spawnShim(ctx context.Context, deadline time.Duration) error {
 		var res result
 		line, err := bufio.NewReader(readyR).ReadBytes('\n')
 		if err != nil {
-			res.err = fmt.Errorf("shim exited before the box was ready: %s", hv.ConsoleTail(b.path(shimapi.LogFile), 1024))
+			res.err = fmt.Errorf("shim exited before the box was ready: %s", shimapi.ConsoleTail(b.path(shimapi.LogFile), 1024))
 		} else {
 			res.err = json.Unmarshal(line, &res.r)
 		}
@@ -612,11 +610,19 @@ func (b *Box) Remove(ctx context.Context, force bool) error {
 }
 
 // removeFiles deletes the box directory, and the VMM cgroup a killed shim
-// could not remove (the jail removes it whenever the shim lives to).
+// could not remove (the jail removes it whenever the shim lives to): the
+// shim binary's sweep does that, so the library never links the jail.
 func (b *Box) removeFiles() error {
-	jail.Sweep("boxlite-" + b.rec.ID)
+	ctx, cancel := context.WithTimeout(context.Background(), sweepTimeout)
+	defer cancel()
+	// Best effort, as before: a group that still holds processes stays,
+	// and the next removal of a box of that id sweeps again.
+	exec.CommandContext(ctx, b.rt.assets.shim(), shimapi.SweepCommand, b.rec.ID).Run()
 	return os.RemoveAll(b.dir)
 }
+
+// sweepTimeout bounds boxlite-shim sweep: a few rmdirs.
+const sweepTimeout = 10 * time.Second
 
 // Exec starts a process in the box. A configured or stopped box is started
 // first, as BoxLite's exec does; one whose last run ended in a fault (see

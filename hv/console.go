@@ -1,55 +1,24 @@
 package hv
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"syscall"
-	"unicode/utf8"
 
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/shimapi"
 )
-
-// DefaultConsoleTail is the number of bytes ConsoleTail reads when maxBytes <= 0.
-const DefaultConsoleTail = 4096
-
-// ConsoleTail returns the last bytes (at most maxBytes, DefaultConsoleTail
-// when maxBytes <= 0) of the console log at path, for boot-failure errors.
-// When the file is longer, the partial first line is dropped. Invalid UTF-8
-// and carriage returns are cleaned up and surrounding blank space trimmed.
-// A missing or unreadable file gives "".
-func ConsoleTail(path string, maxBytes int) string {
-	if maxBytes <= 0 {
-		maxBytes = DefaultConsoleTail
-	}
-	b, cut := lastBytes(path, maxBytes)
-	if !cut && len(b) < maxBytes { // the log was rotated: its start is in .1
-		var older []byte
-		older, cut = lastBytes(path+".1", maxBytes-len(b))
-		b = append(older, b...)
-	}
-	if cut {
-		if i := bytes.IndexByte(b, '\n'); i >= 0 && i < len(b)-1 {
-			b = b[i+1:]
-		}
-	}
-	s := strings.ReplaceAll(string(b), "\r", "")
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	return strings.TrimSpace(s)
-}
 
 // panicLine is the last "Kernel panic" line (not its end marker) near the end of the console
 // log at path, cut to 200 bytes ("" if none). The guest writes the log:
-// it is read bounded and cleaned like ConsoleTail.
+// it is read bounded and cleaned like shimapi.ConsoleTail.
 func panicLine(path string) string {
 	if path == "" {
 		return ""
 	}
-	lines := strings.Split(ConsoleTail(path, 16<<10), "\n")
+	lines := strings.Split(shimapi.ConsoleTail(path, 16<<10), "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
 		if j := strings.Index(lines[i], "Kernel panic"); j >= 0 && !strings.Contains(lines[i], "---[ end") {
 			l := strings.TrimSpace(lines[i][j:])
@@ -63,7 +32,7 @@ func panicLine(path string) string {
 }
 
 // consoleLog appends the guest console to a file that it keeps under
-// ConsoleLogMax by renaming it to path+".1" when full. The console is the
+// shimapi.ConsoleLogMax by renaming it to path+".1" when full. The console is the
 // guest's to write: nothing it prints may fill the host disk.
 type consoleLog struct {
 	path string
@@ -85,7 +54,7 @@ func openConsoleLog(path string) (*consoleLog, error) {
 }
 
 func (l *consoleLog) Write(p []byte) (int, error) {
-	if l.size+int64(len(p)) > ConsoleLogMax {
+	if l.size+int64(len(p)) > shimapi.ConsoleLogMax {
 		l.rotate()
 	}
 	n, err := l.f.Write(p)
@@ -116,23 +85,4 @@ func (l *consoleLog) copyFrom(c io.ReadCloser) {
 	io.Copy(l, c)
 	c.Close()
 	l.Close()
-}
-
-// lastBytes reads the last n bytes of a file, and whether it had more.
-func lastBytes(path string, n int) ([]byte, bool) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, false
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, false
-	}
-	off := max(fi.Size()-int64(n), 0)
-	b, err := io.ReadAll(io.NewSectionReader(f, off, fi.Size()-off))
-	if err != nil {
-		return nil, false
-	}
-	return b, off > 0
 }

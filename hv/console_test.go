@@ -5,28 +5,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/boxlite/boxlite/shimapi"
 )
 
-func TestConsoleTail(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "console.log")
-	if got := ConsoleTail(p, 100); got != "" {
-		t.Errorf("missing file: %q", got)
-	}
-	body := "[    0.1] early line\r\n" + strings.Repeat("filler\n", 20) + "Kernel panic - not syncing\n\xff\n"
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	got := ConsoleTail(p, 40)
-	if !strings.HasSuffix(got, "Kernel panic - not syncing\n\uFFFD") || strings.HasPrefix(got, "ler") || len(got) > 45 {
-		t.Errorf("ConsoleTail(40) = %q", got)
-	}
-	if got := ConsoleTail(p, 0); !strings.HasPrefix(got, "[    0.1] early line\nfiller") {
-		t.Errorf("ConsoleTail(0) = %q", got)
-	}
-}
-
-// A guest printing without end fills at most two ConsoleLogMax files, and
-// ConsoleTail still finds the last lines across the rotation.
+// A guest printing without end fills at most two shimapi.ConsoleLogMax files, and
+// shimapi.ConsoleTail still finds the last lines across the rotation.
 func TestConsoleLogCapped(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "console.log")
 	l, err := openConsoleLog(path)
@@ -34,7 +18,7 @@ func TestConsoleLogCapped(t *testing.T) {
 		t.Fatal(err)
 	}
 	line := []byte(strings.Repeat("x", 99) + "\n")
-	for i := 0; i < 5*ConsoleLogMax/len(line); i++ {
+	for i := 0; i < 5*shimapi.ConsoleLogMax/len(line); i++ {
 		l.Write(line)
 	}
 	l.Write([]byte("last words\n"))
@@ -47,10 +31,10 @@ func TestConsoleLogCapped(t *testing.T) {
 		}
 		total += fi.Size()
 	}
-	if total > 2*ConsoleLogMax {
-		t.Fatalf("console uses %d bytes on disk, cap %d", total, 2*ConsoleLogMax)
+	if total > 2*shimapi.ConsoleLogMax {
+		t.Fatalf("console uses %d bytes on disk, cap %d", total, 2*shimapi.ConsoleLogMax)
 	}
-	if tail := ConsoleTail(path, 4096); !strings.HasSuffix(tail, "last words") || len(tail) < 4000 {
+	if tail := shimapi.ConsoleTail(path, 4096); !strings.HasSuffix(tail, "last words") || len(tail) < 4000 {
 		t.Fatalf("tail of %d bytes ends %q", len(tail), tail[max(len(tail)-20, 0):])
 	}
 }

@@ -49,10 +49,6 @@ const (
 	// startTimeout bounds how long QEMU may take to build the machine, from
 	// fork to answering its first QMP command. It is normally about 60 ms.
 	startTimeout = 30 * time.Second
-	// ConsoleLogMax caps Config.ConsoleLog: a file that reaches it is
-	// renamed to ConsoleLog+".1" (replacing the one before) and started
-	// anew, so a guest printing without end uses at most twice this on disk.
-	ConsoleLogMax = 1 << 20
 	// netSocketBuf is each end's socket buffer for the NIC's frames.
 	netSocketBuf = 1 << 20
 )
@@ -97,7 +93,7 @@ type Config struct {
 	Channel bool
 	// ConsoleLog is the file the guest serial console (ttyS0) is appended
 	// to, by Start's own goroutine (QEMU gets a socket, never the path),
-	// capped at ConsoleLogMax and rotated once; its directory must exist.
+	// capped at shimapi.ConsoleLogMax and rotated once; its directory must exist.
 	// Optional (the console is discarded).
 	ConsoleLog string
 	// FS are virtio-fs devices (see FS); with any, guest RAM is a shared

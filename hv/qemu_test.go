@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/shimapi"
 )
 
 // Deadlines only catch hangs; timing never decides a verdict.
@@ -49,7 +50,7 @@ func startBox(t testing.TB, mode string) *box {
 	t.Cleanup(func() {
 		vm.Kill()
 		if t.Failed() {
-			t.Logf("console of the failed VM:\n%s", ConsoleTail(b.console, 4096))
+			t.Logf("console of the failed VM:\n%s", shimapi.ConsoleTail(b.console, 4096))
 		}
 	})
 	b.vm = vm
@@ -136,7 +137,7 @@ func TestBoot(t *testing.T) {
 	if err := b.vm.Kill(); err != nil {
 		t.Errorf("Kill after exit = %v, want nil", err)
 	}
-	con := ConsoleTail(b.console, 0)
+	con := shimapi.ConsoleTail(b.console, 0)
 	if !strings.Contains(con, "GOT: hello from the host") {
 		t.Errorf("console lacks the echoed line:\n%s", con)
 	}
@@ -213,7 +214,7 @@ func TestGuestPanic(t *testing.T) {
 	if !errors.Is(err, errdefs.ErrInternal) || !strings.Contains(err.Error(), "panicked") {
 		t.Errorf("Err = %v, want ErrInternal saying the guest panicked", err)
 	}
-	if con := ConsoleTail(b.console, 0); !strings.Contains(con, "Kernel panic") {
+	if con := shimapi.ConsoleTail(b.console, 0); !strings.Contains(con, "Kernel panic") {
 		t.Errorf("console lacks the panic:\n%s", con)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/shimapi"
 )
 
 const snapMiB = 128
@@ -119,7 +120,7 @@ func TestSaveRestore(t *testing.T) {
 		b.vm, err = Start(cfg)
 		in.Close()
 		if err != nil {
-			t.Fatalf("restore %d: %v\n%s", i, err, ConsoleTail(b.console, 2048))
+			t.Fatalf("restore %d: %v\n%s", i, err, shimapi.ConsoleTail(b.console, 2048))
 		}
 		t.Cleanup(func() { b.vm.Kill() })
 		c := b.accept(t)

@@ -204,7 +204,7 @@ func (s *shim) vmConfig() (hv.Config, string, error) {
 		return hv.Config{}, "", err
 	}
 	vm.Disks = append(vm.Disks, hv.Disk{Path: s.lane, Serial: protocol.LaneSerial})
-	vm.Jail = &hv.Jail{Cgroup: "boxlite-" + c.BoxID}
+	vm.Jail = &hv.Jail{Cgroup: shimapi.CgroupPrefix(c.BoxID)}
 	return vm, reason, nil
 }
 

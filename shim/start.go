@@ -58,7 +58,7 @@ func (s *shim) startVM(vmcfg hv.Config, start time.Time) (protocol.Hello, *proto
 func (s *shim) bootFailed(vm *hv.VM, console, what string, start time.Time, err error) error {
 	vm.Kill()
 	return fmt.Errorf("boot: %s after %.1fs: %v: %w\n--- console (last lines) ---\n%s",
-		what, time.Since(start).Seconds(), err, errdefs.ErrBootFailed, hv.ConsoleTail(console, 2048))
+		what, time.Since(start).Seconds(), err, errdefs.ErrBootFailed, shimapi.ConsoleTail(console, 2048))
 }
 
 func (s *shim) coldBoot(vmcfg hv.Config, start time.Time) (protocol.Hello, *protocol.Reader, error) {
@@ -345,7 +345,7 @@ func (s *shim) restore(vmcfg hv.Config, t *template.Template, start time.Time) (
 	}
 	lap("disk")
 	// The box's log starts with the boot it continues.
-	boot := hv.ConsoleTail(filepath.Join(t.Dir, template.ConsoleFile), 256<<10)
+	boot := shimapi.ConsoleTail(filepath.Join(t.Dir, template.ConsoleFile), 256<<10)
 	os.WriteFile(vmcfg.ConsoleLog, []byte(fmt.Sprintf("boxlite: this box started from template %s; its boot log follows\n%s\nboxlite: restored\n", t.Key, boot)), 0o600)
 	vmcfg.RAM = &hv.RAM{File: ram}
 	vmcfg.Incoming = state

@@ -140,3 +140,11 @@ type Exit struct {
 	Fault bool      `json:"fault,omitempty"`
 	At    time.Time `json:"at"`
 }
+
+// SweepCommand is boxlite-shim's subcommand that removes what a killed shim
+// of a box left behind: `boxlite-shim sweep BOX-ID`.
+const SweepCommand = "sweep"
+
+// CgroupPrefix starts the names of the cgroups of a box's confined processes
+// (its VMM and helpers).
+func CgroupPrefix(boxID string) string { return "boxlite-" + boxID }

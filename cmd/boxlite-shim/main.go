@@ -17,10 +17,21 @@ import (
 // Usage: boxlite-shim CONFIG.json, with fd 3 the ready pipe and, unless the
 // box is detached, fd 4 the parent-death pipe (its end stops the box; what
 // the creator wrote on it first says why).
+//
+// boxlite-shim sweep BOX-ID removes the empty cgroups a killed shim of that
+// box left (as containerd's `shim delete` cleans up after a shim): the
+// runtime runs it when it removes a box, so the library itself never links
+// the jail.
 func main() {
 	jail.Main() // a confined VMM's start runs through this binary (package jail)
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 	log.SetPrefix(fmt.Sprintf("shim[%d] ", os.Getpid()))
+	if len(os.Args) == 3 && os.Args[1] == shimapi.SweepCommand {
+		if _, err := jail.Sweep(shimapi.CgroupPrefix(os.Args[2])); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	if len(os.Args) != 2 {
 		fmt.Fprintln(os.Stderr, "usage: boxlite-shim CONFIG.json (started by the boxlite runtime)")
 		os.Exit(2)

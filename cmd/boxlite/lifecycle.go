@@ -14,7 +14,6 @@ import (
 
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/errdefs"
-	"github.com/boxlite/boxlite/hv"
 	"github.com/boxlite/boxlite/shimapi"
 )
 
@@ -231,7 +230,7 @@ func cmdLogs(args []string) error {
 			if st, err := os.Stat(f); err == nil {
 				offsets[i] = st.Size()
 				fmt.Fprintf(os.Stderr, "==> %s <==\n", filepath.Base(f))
-				fmt.Println(printable(hv.ConsoleTail(f, hv.ConsoleLogMax)))
+				fmt.Println(printable(shimapi.ConsoleTail(f, shimapi.ConsoleLogMax)))
 			}
 		}
 		if !*follow {
