@@ -7,42 +7,22 @@ import (
 	"context"
 	"time"
 
+	"github.com/boxlite/boxlite/abi"
+	"github.com/boxlite/boxlite/abi/convert"
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/errdefs"
 )
 
 // copyOptions is boxlite_box_copy_in/out's options_json (BoxLite's
 // CopyOptions; absent booleans take their defaults).
-type copyOptions struct {
-	Overwrite      *bool    `json:"overwrite"`       // default true
-	FollowSymlinks bool     `json:"follow_symlinks"` // default false
-	IncludeParent  *bool    `json:"include_parent"`  // default true
-	Recursive      *bool    `json:"recursive"`       // default true
-	MaxBytes       int64    `json:"max_bytes"`       // 0: the default cap; -1: none
-	MaxEntries     int64    `json:"max_entries"`
-	TimeoutSecs    *float64 `json:"timeout_secs"` // default: none
-}
-
 func parseCopyOptions(s *C.cchar_t) (core.CopyOptions, time.Duration, error) {
-	var o copyOptions
+	var o abi.CopyOptions
 	if s != nil {
 		if err := decode("copy options", s, &o); err != nil {
 			return core.CopyOptions{}, 0, err
 		}
 	}
-	if o.MaxBytes < -1 || o.MaxEntries < -1 {
-		return core.CopyOptions{}, 0, errdefs.Errorf(errdefs.ErrInvalidArgument, "copy options: max_bytes and max_entries are > 0, 0 (default) or -1 (no cap)")
-	}
-	var timeout time.Duration
-	if o.TimeoutSecs != nil {
-		if *o.TimeoutSecs <= 0 {
-			return core.CopyOptions{}, 0, errdefs.Errorf(errdefs.ErrInvalidArgument, "copy options: timeout_secs %v is not positive", *o.TimeoutSecs)
-		}
-		timeout = time.Duration(*o.TimeoutSecs * float64(time.Second))
-	}
-	no := func(b *bool) bool { return b != nil && !*b }
-	return core.CopyOptions{NoOverwrite: no(o.Overwrite), FollowSymlinks: o.FollowSymlinks, ContentsOnly: no(o.IncludeParent),
-		NoRecursive: no(o.Recursive), MaxBytes: o.MaxBytes, MaxEntries: o.MaxEntries}, timeout, nil
+	return convert.CopyOptions(o)
 }
 
 func boxCopy(p *C.boxlite_box_t, src, dst, optsJSON *C.cchar_t, in bool) error {

@@ -11,43 +11,21 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/boxlite/boxlite/abi"
+	"github.com/boxlite/boxlite/abi/convert"
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/errdefs"
 )
 
-type command struct {
-	Argv        []string          `json:"argv"`
-	Env         map[string]string `json:"env"`
-	Cwd         string            `json:"cwd"`
-	User        string            `json:"user"`
-	TimeoutSecs float64           `json:"timeout_secs"`
-	Stdin       bool              `json:"stdin"`
-	Tty         bool              `json:"tty"`
-	Rows        int               `json:"rows"`
-	Cols        int               `json:"cols"`
-	OutputLimit int64             `json:"output_limit_bytes"`
-}
-
 func parseCommand(s *C.cchar_t) (core.Command, error) {
-	var c command
+	var c abi.Command
 	if s == nil {
 		return core.Command{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "command is NULL (\"argv\" is required)")
 	}
 	if err := decode("command", s, &c); err != nil {
 		return core.Command{}, err
 	}
-	if c.TimeoutSecs < 0 {
-		return core.Command{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "command: timeout_secs %v is negative", c.TimeoutSecs)
-	}
-	if c.OutputLimit < 0 {
-		return core.Command{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "command: output_limit_bytes %d is negative", c.OutputLimit)
-	}
-	if !c.Tty && (c.Rows != 0 || c.Cols != 0) {
-		return core.Command{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "command: rows and cols need \"tty\": true")
-	}
-	return core.Command{Argv: c.Argv, Env: c.Env, Cwd: c.Cwd, User: c.User,
-		Timeout: time.Duration(c.TimeoutSecs * float64(time.Second)), Stdin: c.Stdin,
-		Tty: c.Tty, Rows: c.Rows, Cols: c.Cols, OutputLimit: c.OutputLimit}, nil
+	return convert.Command(c)
 }
 
 // execObj is an execution handle; its waker's eventfd serves event loops.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/boxlite/boxlite/abi/convert"
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/errdefs"
 )
@@ -107,7 +108,7 @@ func boxlite_image_load(p *C.boxlite_runtime_t, path *C.cchar_t, out **C.char, c
 	if err == nil {
 		imgs, lerr := rt.Images().Load(context.Background(), C.GoString((*C.char)(path)))
 		if err = lerr; err == nil {
-			err = outJSON(imgs, out)
+			err = outJSON(convert.Images(imgs), out)
 		}
 	}
 	return status(err, cerr)
@@ -120,7 +121,7 @@ func boxlite_image_list(p *C.boxlite_runtime_t, out **C.char, cerr **C.boxlite_e
 	if err == nil {
 		imgs, lerr := rt.Images().List()
 		if err = lerr; err == nil {
-			err = outJSON(imgs, out)
+			err = outJSON(convert.Images(imgs), out)
 		}
 	}
 	return status(err, cerr)
@@ -133,7 +134,7 @@ func boxlite_box_list(p *C.boxlite_runtime_t, out **C.char, cerr **C.boxlite_err
 	if err == nil {
 		infos, lerr := rt.List(context.Background())
 		if err = lerr; err == nil {
-			err = outJSON(infos, out)
+			err = outJSON(convert.BoxInfos(infos), out)
 		}
 	}
 	return status(err, cerr)

@@ -17,6 +17,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/boxlite/boxlite/abi"
+	"github.com/boxlite/boxlite/abi/convert"
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/errdefs"
 )
@@ -38,17 +40,6 @@ func sessionOf(p *C.boxlite_session_t) (*sessionObj, error) {
 	return lookup[*sessionObj](uintptr(C.bx_sess_id(p)), "session")
 }
 
-type sessionOptions struct {
-	Python    string            `json:"python"`
-	Shell     string            `json:"shell"`
-	Env       map[string]string `json:"env"`
-	Cwd       string            `json:"cwd"`
-	User      string            `json:"user"`
-	GraceSecs *float64          `json:"grace_secs"`
-	// OutputLimit caps each stream of a cell's or command's result.
-	OutputLimit int64 `json:"output_limit_bytes"`
-}
-
 //export boxlite_session_new
 func boxlite_session_new(p *C.boxlite_box_t, kind *C.cchar_t, optsJSON *C.cchar_t, out **C.boxlite_session_t, cerr **C.boxlite_error_t) (rc C.int) {
 	defer guard(&rc, cerr)
@@ -59,16 +50,13 @@ func boxlite_session_new(p *C.boxlite_box_t, kind *C.cchar_t, optsJSON *C.cchar_
 	if kind == nil || out == nil {
 		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "session_new: kind or out is NULL"), cerr)
 	}
-	var o sessionOptions
+	var o abi.SessionOptions
 	if err := decode("session options", optsJSON, &o); err != nil {
 		return status(err, cerr)
 	}
-	opts := core.SessionOptions{Python: o.Python, Shell: o.Shell, Env: o.Env, Cwd: o.Cwd, User: o.User, OutputLimit: o.OutputLimit}
-	if o.GraceSecs != nil {
-		if *o.GraceSecs <= 0 {
-			return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "session options: grace_secs %v must be > 0", *o.GraceSecs), cerr)
-		}
-		opts.Grace = time.Duration(*o.GraceSecs * float64(time.Second))
+	opts, err := convert.SessionOptions(o)
+	if err != nil {
+		return status(err, cerr)
 	}
 	var obj sessionObj
 	switch k := C.GoString((*C.char)(kind)); k {
@@ -103,20 +91,6 @@ func pythonOf(p *C.boxlite_session_t, op string) (*core.Session, error) {
 	return o.py, nil
 }
 
-// cellJSON is the result JSON of a cell, as the header documents it.
-type cellJSON struct {
-	Stdout    string          `json:"stdout"`
-	Stderr    string          `json:"stderr"`
-	Value     *string         `json:"value"`
-	Error     *core.CellError `json:"error"`
-	ExitCode  int             `json:"exit_code"`
-	TimedOut  bool            `json:"timed_out"`
-	Restarted bool            `json:"restarted"`
-	// Output past the session's limit was dropped.
-	StdoutTruncated bool `json:"stdout_truncated"`
-	StderrTruncated bool `json:"stderr_truncated"`
-}
-
 // cellResult hands a cell's result to C: the JSON with BOXLITE_OK, or with
 // BOXLITE_ERR_TIMEOUT; nothing with other errors.
 func cellResult(r core.CellResult, err error, out **C.char, cerr **C.boxlite_error_t) C.int {
@@ -126,24 +100,25 @@ func cellResult(r core.CellResult, err error, out **C.char, cerr **C.boxlite_err
 	if out == nil {
 		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "result_json is NULL"), cerr)
 	}
-	j := cellJSON{Stdout: string(r.Stdout), Stderr: string(r.Stderr), Value: r.Value, Error: r.Error,
-		ExitCode: r.ExitCode, TimedOut: r.TimedOut, Restarted: r.Restarted,
-		StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated}
-	if jerr := outJSON(j, out); jerr != nil {
+	if jerr := outJSON(convert.CellResult(r), out); jerr != nil {
 		return status(jerr, cerr)
 	}
 	return status(err, cerr)
 }
 
-func timeoutOf(ms C.int64_t) (time.Duration, error) {
-	if ms < 0 {
-		return 0, errdefs.Errorf(errdefs.ErrInvalidArgument, "timeout_ms %d is negative (0: none)", ms)
+// cellTimeout reads a cell's options: NULL or {"timeout_secs": N}.
+func cellTimeout(optsJSON *C.cchar_t) (time.Duration, error) {
+	var o abi.CellOptions
+	if optsJSON != nil {
+		if err := decode("cell options", optsJSON, &o); err != nil {
+			return 0, err
+		}
 	}
-	return time.Duration(ms) * time.Millisecond, nil
+	return o.TimeoutSecs.Duration("cell options: timeout_secs")
 }
 
 //export boxlite_session_run
-func boxlite_session_run(p *C.boxlite_session_t, code *C.cchar_t, timeoutMs C.int64_t, out **C.char, cerr **C.boxlite_error_t) (rc C.int) {
+func boxlite_session_run(p *C.boxlite_session_t, code, optsJSON *C.cchar_t, out **C.char, cerr **C.boxlite_error_t) (rc C.int) {
 	defer guard(&rc, cerr)
 	if out != nil {
 		*out = nil
@@ -155,7 +130,7 @@ func boxlite_session_run(p *C.boxlite_session_t, code *C.cchar_t, timeoutMs C.in
 	if code == nil || out == nil {
 		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "session_run: code or result_json is NULL"), cerr)
 	}
-	timeout, err := timeoutOf(timeoutMs)
+	timeout, err := cellTimeout(optsJSON)
 	if err != nil {
 		return status(err, cerr)
 	}
@@ -190,7 +165,7 @@ func cellOf(p *C.boxlite_cell_t) (*cellObj, error) {
 }
 
 //export boxlite_session_run_start
-func boxlite_session_run_start(p *C.boxlite_session_t, code *C.cchar_t, timeoutMs C.int64_t, out **C.boxlite_cell_t, cerr **C.boxlite_error_t) (rc C.int) {
+func boxlite_session_run_start(p *C.boxlite_session_t, code, optsJSON *C.cchar_t, out **C.boxlite_cell_t, cerr **C.boxlite_error_t) (rc C.int) {
 	defer guard(&rc, cerr)
 	s, err := pythonOf(p, "session_run_start")
 	if err != nil {
@@ -199,7 +174,7 @@ func boxlite_session_run_start(p *C.boxlite_session_t, code *C.cchar_t, timeoutM
 	if code == nil || out == nil {
 		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "session_run_start: code or out is NULL"), cerr)
 	}
-	timeout, err := timeoutOf(timeoutMs)
+	timeout, err := cellTimeout(optsJSON)
 	if err != nil {
 		return status(err, cerr)
 	}
@@ -322,13 +297,6 @@ func boxlite_cell_free(p *C.boxlite_cell_t) {
 	x.close()
 }
 
-type shellCommand struct {
-	Argv        []string          `json:"argv"`
-	Env         map[string]string `json:"env"`
-	TimeoutSecs float64           `json:"timeout_secs"`
-	OutputLimit int64             `json:"output_limit_bytes"`
-}
-
 //export boxlite_session_exec
 func boxlite_session_exec(p *C.boxlite_session_t, cmdJSON *C.cchar_t, out **C.boxlite_result_t, cerr **C.boxlite_error_t) (rc C.int) {
 	defer guard(&rc, cerr)
@@ -345,17 +313,15 @@ func boxlite_session_exec(p *C.boxlite_session_t, cmdJSON *C.cchar_t, out **C.bo
 	if cmdJSON == nil || out == nil {
 		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "session_exec: command or out is NULL (\"argv\" is required)"), cerr)
 	}
-	var c shellCommand
+	var c abi.ShellCommand
 	if err := decode("shell command", cmdJSON, &c); err != nil {
 		return status(err, cerr)
 	}
-	if c.TimeoutSecs < 0 {
-		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "shell command: timeout_secs %v is negative", c.TimeoutSecs), cerr)
+	timeout, err := convert.ShellCommand(c)
+	if err != nil {
+		return status(err, cerr)
 	}
-	if c.OutputLimit < 0 {
-		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "shell command: output_limit_bytes %d is negative", c.OutputLimit), cerr)
-	}
-	res, err := o.sh.ExecLimit(context.Background(), c.Argv, c.Env, time.Duration(c.TimeoutSecs*float64(time.Second)), c.OutputLimit)
+	res, err := o.sh.ExecLimit(context.Background(), c.Argv, c.Env, timeout, c.OutputLimit)
 	if res == nil || (err != nil && !errors.Is(err, errdefs.ErrTimeout)) {
 		return status(err, cerr)
 	}
@@ -400,11 +366,11 @@ func boxlite_session_info(p *C.boxlite_session_t, out **C.char, cerr **C.boxlite
 	if err != nil {
 		return status(err, cerr)
 	}
-	info := map[string]any{"kind": o.kind()}
+	info := abi.SessionInfo{Kind: o.kind()}
 	if o.py != nil {
-		info["pid"], info["restarts"], info["python"] = o.py.Pid(), o.py.Restarts(), o.py.PythonVersion()
+		info.Pid, info.Restarts, info.Python = o.py.Pid(), o.py.Restarts(), o.py.PythonVersion()
 	} else {
-		info["pid"], info["restarts"] = o.sh.Pid(), o.sh.Restarts()
+		info.Pid, info.Restarts = o.sh.Pid(), o.sh.Restarts()
 	}
 	return status(outJSON(info, out), cerr)
 }

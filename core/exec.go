@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/boxlite/boxlite/abi"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/protocol"
 )
@@ -44,8 +45,8 @@ type Command struct {
 
 // Default terminal size of a Command with Tty.
 const (
-	DefaultRows = 24
-	DefaultCols = 80
+	DefaultRows = abi.DefaultRows
+	DefaultCols = abi.DefaultCols
 )
 
 // ExitStatus is how a process ended. Code is 128+Signal when a signal killed it.

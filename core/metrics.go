@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/boxlite/boxlite/abi"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/protocol"
 )
@@ -22,67 +23,12 @@ import (
 // non-zero, or times out, is a command executed, not an error.
 
 // RuntimeMetrics are a runtime's counters.
-type RuntimeMetrics struct {
-	// BoxesCreatedTotal counts the boxes Create made.
-	BoxesCreatedTotal uint64 `json:"boxes_created_total"`
-	// BoxesFailedTotal counts the starts (by Create or Start) that failed.
-	BoxesFailedTotal uint64 `json:"boxes_failed_total"`
-	// NumRunningBoxes is how many of the boxes this runtime has handles on
-	// are running now (started here, or reattached with Get or List).
-	NumRunningBoxes uint64 `json:"num_running_boxes"`
-	// TotalCommandsExecuted counts the exec requests this runtime sent, to
-	// any box; TotalExecErrors those of them that never ran (see above),
-	// including those whose box connection ended before they started.
-	TotalCommandsExecuted uint64 `json:"total_commands_executed"`
-	TotalExecErrors       uint64 `json:"total_exec_errors"`
-}
+type RuntimeMetrics = abi.RuntimeMetrics
 
 // BoxMetrics are a running box's counters and samples. A nil field is not
 // known: a stage of a boot that another process made before this library
 // recorded stages, the network of a box without one.
-type BoxMetrics struct {
-	// CommandsExecutedTotal counts exec requests from every client of the
-	// box; ExecErrorsTotal those of them that never ran.
-	CommandsExecutedTotal uint64 `json:"commands_executed_total"`
-	ExecErrorsTotal       uint64 `json:"exec_errors_total"`
-	// BytesSentTotal counts the stdin bytes sent to the box's execs;
-	// BytesReceivedTotal their stdout and stderr (file copies not included).
-	BytesSentTotal     uint64 `json:"bytes_sent_total"`
-	BytesReceivedTotal uint64 `json:"bytes_received_total"`
-	// GuestBootDurationMs is the host's wall time from VMM start to the
-	// guest agent's hello (BoxRuntimeInfo.BootMs).
-	GuestBootDurationMs float64 `json:"guest_boot_duration_ms"`
-	// TotalCreateDurationMs is the box's last start, from Start (or
-	// Create's start) to the box being ready: the stages below. An image
-	// pull that Create makes first is not in it.
-	TotalCreateDurationMs *float64 `json:"total_create_duration_ms"`
-	// StageImagePrepareMs: find the image and make its layers' ext4 disks
-	// (cached by digest: fast after the first box of an image).
-	StageImagePrepareMs *float64 `json:"stage_image_prepare_ms"`
-	// StageBoxConfigMs: make the box's writable disk (the first start) and
-	// write the shim's configuration.
-	StageBoxConfigMs *float64 `json:"stage_box_config_ms"`
-	// StageBootQueueMs: wait for a boot slot (see WithMaxConcurrentBoots).
-	StageBootQueueMs *float64 `json:"stage_boot_queue_ms"`
-	// StageBoxSpawnMs: start the shim until its ready answer: the VMM's
-	// confinement, the network and file daemons, and the guest's boot
-	// (GuestBootDurationMs).
-	StageBoxSpawnMs *float64 `json:"stage_box_spawn_ms"`
-	// StageContainerInitMs: the guest agent's own setup, from its start to
-	// its hello (modules, disks, overlay root), by the guest's clock as the
-	// guest reports it.
-	StageContainerInitMs *float64 `json:"stage_container_init_ms"`
-	// CPUPercent is the VMM's CPU use over the shim's last 1 s sample, in
-	// percent of one host CPU (up to 100 per vCPU); MemoryBytes its resident
-	// memory. Nil from a shim too old to report them.
-	CPUPercent  *float64 `json:"cpu_percent"`
-	MemoryBytes *uint64  `json:"memory_bytes"`
-	// Network counters (protocol.NetworkStats); nil without a network.
-	// NetworkTCPConnections counts the connections opened, not those open.
-	NetworkBytesSent      *uint64 `json:"network_bytes_sent"`     // host to guest
-	NetworkBytesReceived  *uint64 `json:"network_bytes_received"` // guest to host
-	NetworkTCPConnections *uint64 `json:"network_tcp_connections"`
-}
+type BoxMetrics = abi.BoxMetrics
 
 // runtimeCounters are the counts behind RuntimeMetrics.
 type runtimeCounters struct {

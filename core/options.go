@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 
+	"github.com/boxlite/boxlite/abi"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/image"
 	"github.com/boxlite/boxlite/protocol"
@@ -212,10 +213,11 @@ type BoxConfig struct {
 
 // DefaultHostname is a box's hostname unless WithHostname sets one, as in
 // BoxLite.
-const DefaultHostname = "boxlite"
+const DefaultHostname = abi.DefaultHostname
 
 func defaultBoxConfig(image string) BoxConfig {
-	return BoxConfig{Image: image, MemoryMiB: 512, CPUs: 1, DiskSizeGB: 4, BootTimeout: 60 * time.Second}
+	return BoxConfig{Image: image, MemoryMiB: abi.DefaultMemoryMiB, CPUs: abi.DefaultCPUs, DiskSizeGB: abi.DefaultDiskSizeGB,
+		BootTimeout: abi.DefaultBootTimeout, AutoRemove: abi.DefaultAutoRemove}
 }
 
 // WithKernelArgs adds words to the guest kernel's command line, for
@@ -349,7 +351,8 @@ func WithUser(user string) BoxOption {
 
 // WithBootTimeout bounds VMM start to agent ready by the CPU time the VMM
 // uses, and the wall-clock wait by 10 times that (a guest starved by other
-// boxes is slow, not stuck). Default 60s (TCG is slow).
+// boxes is slow, not stuck). Default abi.DefaultBootTimeout (60s: TCG is
+// slow); at most abi.MaxBootTimeout (30 minutes).
 func WithBootTimeout(d time.Duration) BoxOption {
 	return func(c *BoxConfig) error { c.BootTimeout = d; return nil }
 }
@@ -391,14 +394,14 @@ func (c *BoxConfig) validate() error {
 	switch {
 	case c.Image == "":
 		return bad("image is empty")
-	case c.MemoryMiB < 64 || c.MemoryMiB > 64<<10:
-		return bad("memory %d MiB is outside 64..65536", c.MemoryMiB)
-	case c.CPUs < 1 || c.CPUs > 64:
-		return bad("cpus %d is outside 1..64", c.CPUs)
-	case c.DiskSizeGB < 1 || c.DiskSizeGB > 1024:
-		return bad("disk size %d GB is outside 1..1024", c.DiskSizeGB)
-	case c.BootTimeout <= 0:
-		return bad("boot timeout %s is not positive", c.BootTimeout)
+	case c.MemoryMiB < abi.MinMemoryMiB || c.MemoryMiB > abi.MaxMemoryMiB:
+		return bad("memory %d MiB is outside %d..%d", c.MemoryMiB, abi.MinMemoryMiB, abi.MaxMemoryMiB)
+	case c.CPUs < abi.MinCPUs || c.CPUs > abi.MaxCPUs:
+		return bad("cpus %d is outside %d..%d", c.CPUs, abi.MinCPUs, abi.MaxCPUs)
+	case c.DiskSizeGB < abi.MinDiskSizeGB || c.DiskSizeGB > abi.MaxDiskSizeGB:
+		return bad("disk size %d GB is outside %d..%d", c.DiskSizeGB, abi.MinDiskSizeGB, abi.MaxDiskSizeGB)
+	case c.BootTimeout <= 0 || c.BootTimeout > abi.MaxBootTimeout:
+		return bad("boot timeout %s is outside (0, %s]", c.BootTimeout, abi.MaxBootTimeout)
 	case c.Name != "" && !validName(c.Name):
 		return bad("name %q must be 1-64 of [a-zA-Z0-9_.-] and start with a letter or digit", c.Name)
 	}

@@ -1,10 +1,12 @@
 package core
 
+import "github.com/boxlite/boxlite/abi"
+
 // DefaultOutputLimit is how much of each output stream (stdout, stderr) a
 // collected result keeps by default: Box.Run, Session cells and shell session
 // commands. The rest is read and dropped, so the process never blocks, and the
 // result says it was truncated. See WithOutputLimit and Command.OutputLimit.
-const DefaultOutputLimit int64 = 64 << 20
+const DefaultOutputLimit = abi.DefaultOutputLimitBytes
 
 // capBuffer keeps the first limit bytes written to it and counts the rest.
 // What a box prints is hostile input: collecting it must not grow the host

@@ -13,24 +13,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/boxlite/boxlite/abi"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/shimapi"
 	"github.com/boxlite/boxlite/sparse"
 )
 
 // SnapshotInfo describes a snapshot of a box's disk, as BoxLite's does.
-type SnapshotInfo struct {
-	ID        string `json:"id"`
-	BoxID     string `json:"box_id"`
-	Name      string `json:"name"`
-	CreatedAt int64  `json:"created_at"` // unix seconds
-	// SizeBytes is what the snapshot takes on the host (sparse, or shared
-	// with the disk it was cloned from where the file system reflinks).
-	SizeBytes int64 `json:"size_bytes"`
-	// ContainerDiskBytes is the disk's logical size; 0 when the box had no
-	// disk yet (never booted): restoring such a snapshot empties the box.
-	ContainerDiskBytes int64 `json:"container_disk_bytes"`
-}
+type SnapshotInfo = abi.SnapshotInfo
 
 // Snapshots live in the box's directory, so they go with it on remove:
 //

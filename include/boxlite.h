@@ -18,7 +18,17 @@
  *   - Structured inputs and outputs (options, info, lists) are UTF-8 JSON
  *     strings, so new fields never change the ABI. Unknown input fields are
  *     rejected with BOXLITE_ERR_INVALID_ARGUMENT naming the field.
- *   - Durations are milliseconds in int64_t or seconds in JSON numbers, as named.
+ *   - Durations, one convention:
+ *     - How long something may run or take (a command's, a cell's, a copy's
+ *       timeout; a box's boot timeout; a grace period) is a JSON number of
+ *       seconds, fractions allowed, in a field named *_secs. 0 or absent
+ *       means none unless the field says otherwise; a positive value under
+ *       1 ms counts as 1 ms; negative, NaN and values over 1e9 are
+ *       BOXLITE_ERR_INVALID_ARGUMENT.
+ *     - How long a call may block (reads, waits) is its int64_t timeout_ms
+ *       argument: 0 never blocks (BOXLITE_AGAIN when nothing is there yet),
+ *       < 0 waits as long as it takes, > 0 at most that many milliseconds.
+ *     - Outputs name their unit too (boot_ms, created_at_unix, ..._ms).
  *
  * Thread safety
  *   All functions may be called from any thread, concurrently, on the same or
@@ -142,7 +152,8 @@ void boxlite_runtime_free(boxlite_runtime_t *rt);
 /* Imports an OCI layout directory or docker-archive tar; *out_json is a JSON
  * array of the loaded images. */
 int boxlite_image_load(boxlite_runtime_t *rt, const char *path, char **out_json, boxlite_error_t **err);
-/* JSON array of images: [{"name","digest","size","layers":[...],"config":{...}}]. */
+/* JSON array of images: [{"name","digest","size_bytes","layers":[{"diff_id",
+ * "size_bytes"}],"config":{"env","working_dir","user","entrypoint","cmd"}}]. */
 int boxlite_image_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **err);
 /* JSON array of box infos, newest first. */
 int boxlite_box_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **err);
@@ -185,7 +196,10 @@ int boxlite_box_get(boxlite_runtime_t *rt, const char *id_or_name, boxlite_box_t
 /* The box id (12 hex digits); static for the handle's life, do not free. */
 const char *boxlite_box_id(boxlite_box_t *box);
 /* JSON: {"id","name","image","state" ("configured", "starting", "running",
- * "stopping", "stopped"),"created_at","config",...,"runtime":{"accel",
+ * "stopping", "stopped"),"created_at" (RFC 3339),"created_at_unix",
+ * "config":{the create options with defaults applied: "memory_mib", "cpus",
+ * "disk_size_gb", "boot_timeout_secs", "auto_remove", "hostname", ...},
+ * "runtime":{"accel",
  * "accel_reason","kernel","boot_ms",...,"network":{"guest_ip","gateway_ip",
  * "allow_net","ports":[{"protocol","host_ip","host_port","guest_port"}]}}}
  * ("runtime" only while running; a stopped box has "last_exit", why it
@@ -416,18 +430,19 @@ int boxlite_session_new(boxlite_box_t *box, const char *kind, const char *option
  * An exception in the cell is a result ("error"), not a failure; so is an
  * interpreter that died under the cell (error type "InterpreterExited",
  * "restarted": true; the session starts a new one, its state is gone).
- * timeout_ms > 0 interrupts the cell after that long (KeyboardInterrupt) and
- * returns BOXLITE_ERR_TIMEOUT; the session keeps its state. A cell that does
+ * options_json: NULL or {"timeout_secs": 0} (0 or absent: none); a timeout
+ * interrupts the cell after that long (KeyboardInterrupt) and returns
+ * BOXLITE_ERR_TIMEOUT; the session keeps its state. A cell that does
  * not stop within the grace period is killed with its interpreter, which is
  * restarted: BOXLITE_ERR_TIMEOUT, a message saying the session's state is
  * gone, and "restarted": true. With BOXLITE_ERR_TIMEOUT *result_json is set
  * too (what the cell wrote until then); with other errors it is NULL. */
-int boxlite_session_run(boxlite_session_t *s, const char *code, int64_t timeout_ms,
+int boxlite_session_run(boxlite_session_t *s, const char *code, const char *options_json,
                         char **result_json, boxlite_error_t **err);
 
-/* Starts a cell and returns at once, to stream its output; timeout_ms as for
- * boxlite_session_run, over the whole cell. */
-int boxlite_session_run_start(boxlite_session_t *s, const char *code, int64_t timeout_ms,
+/* Starts a cell and returns at once, to stream its output; options_json as
+ * for boxlite_session_run, its timeout over the whole cell. */
+int boxlite_session_run_start(boxlite_session_t *s, const char *code, const char *options_json,
                               boxlite_cell_t **out, boxlite_error_t **err);
 /* Reads output of the cell in the order it was written; *stream is
  * BOXLITE_STDOUT or BOXLITE_STDERR. timeout_ms as for boxlite_execution_read:

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/boxlite/boxlite/abi/convert"
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/image"
@@ -403,7 +404,7 @@ func cmdInfo(args []string) error {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite info BOX")
 	}
 	return eachBox(args, func(rt *core.Runtime, b *core.Box) error {
-		out, _ := json.MarshalIndent(b.Info(), "", "  ")
+		out, _ := json.MarshalIndent(convert.BoxInfo(b.Info()), "", "  ")
 		fmt.Println(string(out))
 		return nil
 	})

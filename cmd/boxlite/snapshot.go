@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/boxlite/boxlite/abi/convert"
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/errdefs"
 )
@@ -143,7 +144,7 @@ func cmdImport(args []string) error {
 	if err != nil {
 		return err
 	}
-	out, _ := json.MarshalIndent(b.Info(), "", "  ")
+	out, _ := json.MarshalIndent(convert.BoxInfo(b.Info()), "", "  ")
 	fmt.Println(string(out))
 	return nil
 }

@@ -19,7 +19,7 @@
 static char *run(boxlite_session_t *s, const char *code) {
   char *json = NULL;
   boxlite_error_t *err = NULL;
-  expect(boxlite_session_run(s, code, 60000, &json, &err), &err, BOXLITE_OK, code);
+  expect(boxlite_session_run(s, code, "{\"timeout_secs\": 60}", &json, &err), &err, BOXLITE_OK, code);
   return json ? json : calloc(1, 1);
 }
 
@@ -51,7 +51,7 @@ static void test_python(boxlite_box_t *box) {
   /* A timeout interrupts the cell; the state stays. */
   check_run(s, "x = 1", "\"exit_code\":0");
   json = NULL;
-  expect(boxlite_session_run(s, "print('spinning', flush=True)\nwhile True: pass", 1000, &json, &err), &err, BOXLITE_ERR_TIMEOUT, "timeout");
+  expect(boxlite_session_run(s, "print('spinning', flush=True)\nwhile True: pass", "{\"timeout_secs\": 1}", &json, &err), &err, BOXLITE_ERR_TIMEOUT, "timeout");
   CHECK(json && strstr(json, "\"timed_out\":true") && strstr(json, "\"restarted\":false") && strstr(json, "spinning"),
         "timeout result: %s", json ? json : "NULL");
   boxlite_string_free(json);
@@ -59,7 +59,7 @@ static void test_python(boxlite_box_t *box) {
 
   /* A cell that ignores the interrupt: killed, session restarted. */
   json = NULL;
-  rc = boxlite_session_run(s, "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass", 1000, &json, &err);
+  rc = boxlite_session_run(s, "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass", "{\"timeout_secs\": 1}", &json, &err);
   CHECK(rc == BOXLITE_ERR_TIMEOUT && err && strstr(err->message, "restarted"), "ignored interrupt: %s %s",
         boxlite_status_name(rc), err ? err->message : "");
   boxlite_error_free(err);
@@ -74,7 +74,7 @@ static void test_python(boxlite_box_t *box) {
 
   /* Streaming: output arrives while the cell runs, in order, through poll. */
   boxlite_cell_t *c = NULL;
-  rc = boxlite_session_run_start(s, "import sys, time\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(0.3)\nprint('e', file=sys.stderr)\n'end'", 60000, &c, &err);
+  rc = boxlite_session_run_start(s, "import sys, time\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(0.3)\nprint('e', file=sys.stderr)\n'end'", "{\"timeout_secs\": 60}", &c, &err);
   expect(rc, &err, BOXLITE_OK, "run_start");
   if (rc == BOXLITE_OK) {
     json = NULL;
@@ -116,15 +116,15 @@ static void test_python(boxlite_box_t *box) {
   /* Wrong use. */
   boxlite_result_t *res = NULL;
   expect(boxlite_session_exec(s, "{\"argv\":[\"true\"]}", &res, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "exec on a python session");
-  expect(boxlite_session_run(s, "1", -5, &json, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "negative timeout");
-  expect(boxlite_session_run(s, NULL, 0, &json, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "NULL code");
+  expect(boxlite_session_run(s, "1", "{\"timeout_secs\": -5}", &json, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "negative timeout");
+  expect(boxlite_session_run(s, NULL, NULL, &json, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "NULL code");
   boxlite_session_t *bad = NULL;
   expect(boxlite_session_new(box, "python", "{\"python\":\"/nope/python3\"}", &bad, &err), &err, BOXLITE_ERR_NOT_FOUND, "missing interpreter");
   expect(boxlite_session_new(box, "python", "{\"shell\":\"/bin/sh\"}", &bad, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "shell option on python");
   boxlite_session_free(s2);
   boxlite_session_free(s);
   json = NULL;
-  expect(boxlite_session_run(s, "1", 0, &json, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "freed session");
+  expect(boxlite_session_run(s, "1", NULL, &json, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "freed session");
   CHECK(json == NULL, "no result on error");
 }
 
@@ -156,7 +156,7 @@ static void test_shell(boxlite_box_t *box) {
   CHECK(res && strcmp((char *)res->stdout_data, "/tmp\n") == 0, "cwd kept: %s", res ? (char *)res->stdout_data : "");
   boxlite_result_free(res);
   char *json = NULL;
-  expect(boxlite_session_run(s, "1", 0, &json, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "run on a shell session");
+  expect(boxlite_session_run(s, "1", NULL, &json, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "run on a shell session");
   expect(boxlite_session_exec(s, "{\"argv\":[\"true\"],\"cwd\":\"/\"}", &res, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "unknown field");
   expect(boxlite_session_exec(s, "{\"argv\":[]}", &res, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "empty argv");
   boxlite_session_free(s);

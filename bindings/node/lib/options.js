@@ -180,8 +180,8 @@ function boxOptions(o, where = 'options', extra = []) {
     c[k] = o[k].map((a, i) => checkString(a, `${where}.${k}[${i}]`, { allowEmpty: i > 0 }));
   }
   if (o.bootTimeoutSecs !== undefined) {
+    // The library refuses 0 (invalid_argument), as in every binding.
     c.boot_timeout_secs = checkSeconds(o.bootTimeoutSecs, `${where}.bootTimeoutSecs`);
-    if (c.boot_timeout_secs === 0) throw new RangeError(`${where}.bootTimeoutSecs must be > 0`);
   }
   const network = networkOption(o.network, `${where}.network`);
   if (network) c.network = network;
@@ -259,7 +259,7 @@ function boxInfo(j) {
     prestart: cfg.prestart || [],
     env: cfg.env || {},
     volumes: (cfg.volumes || []).map((v) => ({ hostPath: v.host_path, guestPath: v.guest_path, readOnly: !!v.read_only })),
-    bootTimeoutSecs: typeof cfg.boot_timeout === 'number' ? cfg.boot_timeout / 1e9 : undefined,
+    bootTimeoutSecs: cfg.boot_timeout_secs,
     lastExit: j.last_exit || undefined,
     faulted: !!j.faulted,
     networkMode: (cfg.network && cfg.network.mode) || 'enabled',

@@ -84,8 +84,9 @@ async function call(fn, ...args) {
   }
 }
 
-function timeoutMs(o) {
-  return o.timeoutSecs ? Math.max(1, Math.round(o.timeoutSecs * 1000)) : 0;
+/** A cell's options for the C ABI (null: none); the library converts and bounds the timeout. */
+function cellOptions(o) {
+  return o.timeoutSecs ? JSON.stringify({ timeout_secs: o.timeoutSecs }) : null;
 }
 
 function closed(what) {
@@ -128,7 +129,7 @@ class CellStream {
     const o = execOptions(options, 'options');
     this._getSession = getSession;
     this._code = code;
-    this._timeoutMs = timeoutMs(o);
+    this._options = cellOptions(o);
     this._h = null;
     this._starting = null;
     this._eof = false;
@@ -145,7 +146,7 @@ class CellStream {
       if (!this._starting) {
         this._starting = (async () => {
           const s = await this._getSession();
-          return call(raw.sessionRunStart, s._handle(), this._code, this._timeoutMs);
+          return call(raw.sessionRunStart, s._handle(), this._code, this._options);
         })();
       }
       const h = await this._starting;

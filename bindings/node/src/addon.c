@@ -434,10 +434,10 @@ static void work_execute(napi_env env, void *data) {
     w->rc = boxlite_session_new(w->h, w->s2, w->s, (boxlite_session_t **)&w->out_h, &err);
     break;
   case OP_SESSION_RUN:
-    w->rc = boxlite_session_run(w->h, w->s, w->i64, &w->out_str, &err);
+    w->rc = boxlite_session_run(w->h, w->s, w->s2, &w->out_str, &err);
     break;
   case OP_SESSION_RUN_START:
-    w->rc = boxlite_session_run_start(w->h, w->s, w->i64, (boxlite_cell_t **)&w->out_h, &err);
+    w->rc = boxlite_session_run_start(w->h, w->s, w->s2, (boxlite_cell_t **)&w->out_h, &err);
     break;
   case OP_SESSION_EXEC:
     w->rc = boxlite_session_exec(w->h, w->s, &w->res, &err);
@@ -1235,32 +1235,36 @@ static napi_value js_session_new(napi_env env, napi_callback_info info) {
   return queue(env, w, a[0], "boxlite.sessionNew");
 }
 
-/* A session's code or command call: (s, string, timeoutMs?) on the pool. */
-static napi_value session_string_op(napi_env env, napi_callback_info info, int op, const char *param, int timed,
-                                    const char *name) {
+/* A session's code or command call: (s, string, optionsJson?) on the pool. */
+static napi_value session_string_op(napi_env env, napi_callback_info info, int op, const char *param,
+                                    int with_options, const char *name) {
   napi_value a[3];
-  int64_t timeout = 0;
+  char *opts = NULL;
+  int isnull = 1;
   if (!get_args(env, info, 3, a)) return NULL;
   handle_t *hd = get_handle(env, a[0], K_SESSION, "session");
   if (!hd) return NULL;
-  if (timed && !get_timeout(env, a[2], "timeoutMs", &timeout)) return NULL;
+  if (with_options) {
+    opts = get_string(env, a[2], "optionsJson", 1, &isnull);
+    if (!opts && !isnull) return NULL;
+  }
   char *str = get_string(env, a[1], param, 0, NULL);
-  if (!str) return NULL;
+  if (!str) return free(opts), NULL;
   work_t *w = new_work(env, op);
-  if (!w) return free(str), NULL;
+  if (!w) return free(str), free(opts), NULL;
   w->h = hd->h;
   w->s = str;
-  w->i64 = timeout < 0 ? 0 : timeout; /* the library: 0 is no timeout */
+  w->s2 = opts; /* NULL: no options */
   return queue(env, w, a[0], name);
 }
 
-/* sessionRun(s, code, timeoutMs): Promise of the result JSON; a timeout
+/* sessionRun(s, code, optionsJson|null): Promise of the result JSON; a timeout
  * rejects with code "timeout" and `resultJson`. */
 static napi_value js_session_run(napi_env env, napi_callback_info info) {
   return session_string_op(env, info, OP_SESSION_RUN, "code", 1, "boxlite.sessionRun");
 }
 
-/* sessionRunStart(s, code, timeoutMs): Promise of a cell handle. */
+/* sessionRunStart(s, code, optionsJson|null): Promise of a cell handle. */
 static napi_value js_session_run_start(napi_env env, napi_callback_info info) {
   return session_string_op(env, info, OP_SESSION_RUN_START, "code", 1, "boxlite.sessionRunStart");
 }

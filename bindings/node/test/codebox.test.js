@@ -215,7 +215,7 @@ test('CodeBox', { skip, ...T }, async (t) => {
 
   await t.test('raw session functions check their arguments', async () => {
     const s = await codebox.session();
-    assert.equal(JSON.parse(await native.sessionRun(s._h, '6 * 7', 0)).value, '42');
+    assert.equal(JSON.parse(await native.sessionRun(s._h, '6 * 7', null)).value, '42');
     const box = await codebox.getBox();
     assert.throws(() => native.sessionInfo(box._h), { name: 'TypeError', message: /session must be a boxlite session handle/ });
     assert.throws(() => native.cellRead(s._h, 10, 0), { name: 'TypeError', message: /cell must be a boxlite cell handle/ });

@@ -503,17 +503,18 @@ def _json_result(rc: int, out, err, op: str) -> str:
     return text or ""
 
 
-def session_run(s: Handle, code: str, timeout_ms: int) -> str:
+def session_run(s: Handle, code: str, options_json: Optional[str] = None) -> str:
     out = ffi.new("char **")
     err = _new_err()
-    rc = lib().boxlite_session_run(_ptr(s), _cstr(code, "code"), timeout_ms, out, err)
+    rc = lib().boxlite_session_run(_ptr(s), _cstr(code, "code"), _nullable(options_json, "cell options"), out, err)
     return _json_result(rc, out, err, "session_run")
 
 
-def session_run_start(s: Handle, code: str, timeout_ms: int) -> Handle:
+def session_run_start(s: Handle, code: str, options_json: Optional[str] = None) -> Handle:
     out = ffi.new("boxlite_cell_t **")
     err = _new_err()
-    check(lib().boxlite_session_run_start(_ptr(s), _cstr(code, "code"), timeout_ms, out, err), err, "session_run_start")
+    check(lib().boxlite_session_run_start(_ptr(s), _cstr(code, "code"), _nullable(options_json, "cell options"), out, err), err,
+          "session_run_start")
     return Handle(out[0], "boxlite_cell_free", "cell")
 
 

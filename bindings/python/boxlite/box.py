@@ -378,7 +378,7 @@ class BoxOptions:
         if volumes:
             o["volumes"] = volumes
         t = check_timeout(self.boot_timeout, f"{what}boot_timeout")
-        if t:
+        if t is not None:  # the library refuses 0, as every binding does
             o["boot_timeout_secs"] = t
         auto = True if self.auto_remove is None else self.auto_remove
         if not isinstance(auto, bool):

@@ -86,7 +86,7 @@ class ImageHandle:
 
 def _image_info(d: Dict[str, Any]) -> ImageInfo:
     return ImageInfo(name=d.get("name") or "", digest=d.get("digest") or "",
-                     size=int(d.get("size") or 0), raw=d)
+                     size=int(d.get("size_bytes") or 0), raw=d)
 
 
 class Boxlite:

@@ -103,11 +103,10 @@ def truncation_marker(stdout: bool, stderr: bool, limit: Optional[int]) -> str:
     return f"\n[output truncated: {streams} was longer than {size}; the rest was dropped]\n"
 
 
-def _timeout_ms(timeout: Optional[float]) -> int:
+def _cell_options(timeout: Optional[float]) -> Optional[str]:
+    """A cell's options for the C ABI; the library converts and bounds the timeout."""
     t = check_timeout(timeout)
-    if not t:
-        return 0
-    return max(1, int(t * 1000))
+    return json.dumps({"timeout_secs": t}) if t else None
 
 
 def _with_result(e: TimeoutError, limit: Optional[int] = None) -> TimeoutError:
@@ -146,7 +145,7 @@ class CellStream:
             raise TypeError(f"code must be str, not {type(code).__name__}")
         self._session = session
         self._code = code
-        self._timeout_ms = _timeout_ms(timeout)
+        self._options = _cell_options(timeout)
         self._limit = check_output_limit(output_limit_bytes)
         self._h: Optional[raw.Handle] = None
         self._starting: Optional[asyncio.Future] = None
@@ -163,7 +162,7 @@ class CellStream:
         if self._h is None:
             if self._starting is None:
                 self._starting = asyncio.ensure_future(
-                    blocking(raw.session_run_start, self._session._handle(), self._code, self._timeout_ms,
+                    blocking(raw.session_run_start, self._session._handle(), self._code, self._options,
                              on_abandon=lambda h: h.close()))
             h = await asyncio.shield(self._starting)
             if self._closed:

@@ -245,7 +245,7 @@ def test_session_raw_layer(cb, run):
     from boxlite import _ffi as raw
 
     s = run(cb.session())
-    assert json.loads(raw.session_run(s._h, "6 * 7", 0))["value"] == "42"
+    assert json.loads(raw.session_run(s._h, "6 * 7"))["value"] == "42"
     info = s.info()
     assert info["kind"] == "python" and info["pid"] > 0 and info["python"].startswith("3.")
     with pytest.raises(TypeError, match="boxlite_session_t"):
