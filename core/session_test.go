@@ -90,7 +90,7 @@ func localStarter(t *testing.T) procStarter {
 
 func needPython(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("no python3 on this host")
+		t.Fatal("no python3 on this host")
 	}
 }
 

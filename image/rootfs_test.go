@@ -102,7 +102,7 @@ func debugfs(t *testing.T, image, request string) string {
 
 func TestRootfs(t *testing.T) {
 	if !haveTools(t) {
-		t.Skip("e2fsck and debugfs not found (apt-get install e2fsprogs)")
+		t.Fatal("e2fsck and debugfs not found (make setup installs e2fsprogs)")
 	}
 	s, dir := openStore(t)
 	img := loadImage(t, s, "two:layers", twoLayers(t))

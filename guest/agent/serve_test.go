@@ -610,10 +610,10 @@ func TestShutdownKillsProcesses(t *testing.T) {
 
 func TestUserSwitch(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root")
+		t.Fatal("needs root: run as root, as make test does")
 	}
 	if _, err := resolveUser("/", "nobody"); err != nil {
-		t.Skip("no nobody user here")
+		t.Fatalf("no nobody user here: %v", err)
 	}
 	h, _ := serve(t, Config{})
 	res := run(t, h, protocol.Exec{Argv: []string{"sh", "-c", "id -u; id -g; echo $HOME"}, User: "nobody"})

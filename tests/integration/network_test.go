@@ -187,7 +187,8 @@ func TestNetwork(t *testing.T) {
 
 	t.Run("allow_net blocks the host alias", func(t *testing.T) {
 		before := host.hits.Load()
-		start := time.Now()
+		// Refusals end wget with 1; a connection left hanging would end
+		// it with timeout's 143 instead.
 		res := runIn(t, restricted, sh(`nslookup host.boxlite.internal; echo "dns=$?"
 			timeout 5 wget -q -O- `+hi+`; echo "name=$?"
 			timeout 5 wget -q -O- http://192.168.127.254:`+fmt.Sprint(host.port)+`/hi; echo "raw=$?"
@@ -208,9 +209,6 @@ func TestNetwork(t *testing.T) {
 		if host.hits.Load() != before {
 			t.Errorf("the host server was reached")
 		}
-		if d := time.Since(start); d > 30*time.Second {
-			t.Errorf("refusals took %s: they should fail fast", d)
-		}
 		if st, err := restricted.NetworkStats(context.Background()); err != nil || st.Blocked < 2 {
 			t.Errorf("network stats: %+v, %v; want the refusals counted", st, err)
 		}
@@ -230,13 +228,9 @@ func TestNetwork(t *testing.T) {
 	})
 
 	t.Run("disabled", func(t *testing.T) {
-		start := time.Now()
 		res := runIn(t, off, sh(`ls /sys/class/net; timeout 5 wget -q -O- `+hi+`; echo "fetch=$?"`))
 		if got := strings.Fields(string(res.Stdout)); len(got) != 2 || got[0] != "lo" || got[1] != "fetch=1" {
 			t.Errorf("want only lo and a failed fetch, got:\n%s%s", res.Stdout, res.Stderr)
-		}
-		if d := time.Since(start); d > 10*time.Second {
-			t.Errorf("the fetch took %s to fail: it should fail fast", d)
 		}
 		if off.Info().Runtime.Network != nil {
 			t.Errorf("a box without a network reports one: %+v", off.Info().Runtime.Network)

@@ -88,3 +88,21 @@ def pytest_report_header(config):
         f"libboxlite: {_ffi.library_path()}",
         f"BOXLITE_HOME: {os.environ['BOXLITE_HOME']}",
     ]
+
+
+def shim_children() -> set:
+    """The boxlite-shim processes this test process started and that still
+    run: a box that boots has one, so a check that nothing booted compares
+    this before and after instead of timing the call."""
+    import glob
+    pids = set()
+    for f in glob.glob(f"/proc/{os.getpid()}/task/*/children"):
+        with open(f) as fh:
+            for p in fh.read().split():
+                try:
+                    with open(f"/proc/{p}/comm") as c:
+                        if c.read().strip() == "boxlite-shim":
+                            pids.add(int(p))
+                except OSError:
+                    pass
+    return pids
