@@ -98,6 +98,22 @@ extern "C" {
 #define BOXLITE_AGAIN 100 /* nothing available yet; poll boxlite_execution_fd() */
 #define BOXLITE_EOF 101   /* the stream has ended */
 
+/* Defaults and limits of box options and commands (abi/limits.go). */
+/* BEGIN GENERATED: defaults (go generate ./errdefs; do not edit) */
+#define BOXLITE_DEFAULT_MEMORY_MIB 512 /* a box's guest memory */
+#define BOXLITE_MIN_MEMORY_MIB 64 /* the least guest memory a box may have */
+#define BOXLITE_MAX_MEMORY_MIB 65536 /* the most guest memory a box may have */
+#define BOXLITE_DEFAULT_CPUS 1 /* a box's virtual CPUs */
+#define BOXLITE_MAX_CPUS 64 /* the most virtual CPUs a box may have */
+#define BOXLITE_DEFAULT_DISK_SIZE_GB 4 /* a box's writable disk (sparse: it costs what the box writes) */
+#define BOXLITE_MAX_DISK_SIZE_GB 1024 /* the largest writable disk a box may have */
+#define BOXLITE_DEFAULT_BOOT_TIMEOUT_SECS 60 /* how long a start may take until the box's agent answers */
+#define BOXLITE_MAX_BOOT_TIMEOUT_SECS 1800 /* the longest boot timeout a box may ask for */
+#define BOXLITE_DEFAULT_OUTPUT_LIMIT_BYTES 67108864 /* output collected per stream of a run, a cell or a shell command */
+#define BOXLITE_DEFAULT_ROWS 24 /* a terminal's initial rows */
+#define BOXLITE_DEFAULT_COLS 80 /* a terminal's initial columns */
+/* END GENERATED: defaults */
+
 /* Output stream selectors for boxlite_execution_read(). */
 #define BOXLITE_STDOUT 1
 #define BOXLITE_STDERR 2

@@ -77,7 +77,7 @@ func render(root string, kinds []errdefs.KindSpec) ([]file, error) {
 		return text, nil
 	}
 
-	header, err := blocks("include/boxlite.h", map[string]string{"error codes": cCodes(kinds)})
+	header, err := blocks("include/boxlite.h", map[string]string{"error codes": cCodes(kinds), "defaults": cDefaults()})
 	if err != nil {
 		return nil, err
 	}
@@ -86,6 +86,7 @@ func render(root string, kinds []errdefs.KindSpec) ([]file, error) {
 		return nil, err
 	}
 	out = append(out, file{"bindings/python/boxlite/_cdef.py", []byte(cdef)})
+	out = append(out, file{"bindings/python/boxlite/_defaults.py", []byte(pythonDefaults())})
 	gosrc, err := format.Source([]byte(capiCodes(kinds)))
 	if err != nil {
 		return nil, fmt.Errorf("capi/errors_gen.go: %w", err)
@@ -99,7 +100,7 @@ func render(root string, kinds []errdefs.KindSpec) ([]file, error) {
 		"bindings/node/lib/errors.js":         {"error codes": jsCodes(kinds)},
 		"bindings/node/lib/index.d.ts":        {"error codes": tsUnion(kinds)},
 		"bindings/node/README.md":             {"error table": nodeTable(kinds)},
-		"README.md":                           {"error table": cTable(kinds)},
+		"README.md":                           {"error table": cTable(kinds), "defaults table": defaultsTable()},
 	} {
 		if _, err := blocks(path, bs); err != nil {
 			return nil, err

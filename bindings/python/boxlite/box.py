@@ -8,7 +8,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import _copy
+from . import _copy, _defaults
 from . import _ffi as raw
 from ._aio import blocking
 from .errors import ClosedError, InvalidArgumentError, UnsupportedError
@@ -54,7 +54,7 @@ def check_optional_int(value: Any, what: str) -> Optional[int]:
     return value
 
 
-DEFAULT_OUTPUT_LIMIT = 64 << 20  # bytes collected per stream, as the library's default
+DEFAULT_OUTPUT_LIMIT = _defaults.DEFAULT_OUTPUT_LIMIT_BYTES  # bytes collected per stream, as the library's default
 _MAX_OUTPUT_LIMIT = (1 << 63) - 1
 
 

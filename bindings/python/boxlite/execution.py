@@ -19,6 +19,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, AsyncIterator, List, Optional, Sequence, Tuple, Union
 
+from . import _defaults
 from . import _ffi as raw
 from ._aio import blocking
 from .errors import BoxliteError, ClosedError, InternalError, InvalidArgumentError, InvalidStateError
@@ -89,7 +90,7 @@ class Execution:
     with``) releases the handle and kills the process if it still runs."""
 
     def __init__(self, box: "Box", handle: raw.Handle, argv: Sequence[str], stdin_open: bool,
-                 output_limit_bytes: int = 64 << 20):
+                 output_limit_bytes: int = _defaults.DEFAULT_OUTPUT_LIMIT_BYTES):
         self._loop = asyncio.get_running_loop()
         self._limit = output_limit_bytes
         self._thread = threading.get_ident()
