@@ -73,19 +73,28 @@ func execOf(p *C.boxlite_execution_t) (*execObj, error) {
 	return lookup[*execObj](uintptr(C.bx_ex_id(p)), "execution")
 }
 
-//export boxlite_box_exec
-func boxlite_box_exec(p *C.boxlite_box_t, cmdJSON *C.cchar_t, out **C.boxlite_execution_t, cerr **C.boxlite_error_t) (rc C.int) {
-	defer guard(&rc, cerr)
+// boxCommand reads the box handle and the command of an exec or a run.
+func boxCommand(p *C.boxlite_box_t, cmdJSON *C.cchar_t, outNil bool, op string) (*boxObj, core.Command, error) {
 	o, err := boxOf(p)
 	if err != nil {
-		return status(err, cerr)
+		return nil, core.Command{}, err
 	}
 	cmd, err := parseCommand(cmdJSON)
 	if err != nil {
-		return status(err, cerr)
+		return nil, core.Command{}, err
 	}
-	if out == nil {
-		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "box_exec: out is NULL"), cerr)
+	if outNil {
+		return nil, core.Command{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "%s: out is NULL", op)
+	}
+	return o, cmd, nil
+}
+
+//export boxlite_box_exec
+func boxlite_box_exec(p *C.boxlite_box_t, cmdJSON *C.cchar_t, out **C.boxlite_execution_t, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	o, cmd, err := boxCommand(p, cmdJSON, out == nil, "box_exec")
+	if err != nil {
+		return status(err, cerr)
 	}
 	x := &execObj{}
 	if err := x.init(); err != nil {
@@ -105,16 +114,9 @@ func boxlite_box_exec(p *C.boxlite_box_t, cmdJSON *C.cchar_t, out **C.boxlite_ex
 //export boxlite_box_run
 func boxlite_box_run(p *C.boxlite_box_t, cmdJSON *C.cchar_t, out **C.boxlite_result_t, cerr **C.boxlite_error_t) (rc C.int) {
 	defer guard(&rc, cerr)
-	o, err := boxOf(p)
+	o, cmd, err := boxCommand(p, cmdJSON, out == nil, "box_run")
 	if err != nil {
 		return status(err, cerr)
-	}
-	cmd, err := parseCommand(cmdJSON)
-	if err != nil {
-		return status(err, cerr)
-	}
-	if out == nil {
-		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "box_run: out is NULL"), cerr)
 	}
 	res, err := o.b.Run(context.Background(), cmd)
 	if err != nil && !(res != nil && res.TimedOut) {
