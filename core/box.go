@@ -491,8 +491,10 @@ func (b *Box) spawnShim(ctx context.Context, deadline time.Duration) error {
 		ch <- res
 	}()
 	var res result
+	unanswered := true // the shim is ended before it said how its start went
 	select {
 	case res = <-ch:
+		unanswered = false
 	case <-time.After(deadline):
 		res.err = errdefs.Errorf(errdefs.ErrTimeout, "shim gave no ready answer within %s", deadline)
 	case <-ctx.Done():
@@ -520,6 +522,9 @@ func (b *Box) spawnShim(ctx context.Context, deadline time.Duration) error {
 			cmd.Process.Kill()
 			<-exited
 		}
+		if unanswered {
+			b.noteEnded(res.err.Error())
+		}
 		return fmt.Errorf("start box %s: %w", b.rec.ID, res.err)
 	}
 	b.shim, b.shimCh, b.death = cmd, exited, deathW
@@ -543,8 +548,12 @@ func (b *Box) Stop(ctx context.Context) error {
 		if !removed {
 			// A shim may be booting it with no socket yet (another
 			// process's start, or one that was interrupted): end it.
-			if _, err := b.endBootingShim(); err != nil {
+			ended, err := b.endBootingShim()
+			if err != nil {
 				return fmt.Errorf("stop: %w", err)
+			}
+			if ended {
+				b.noteEnded("stopped while it was starting")
 			}
 		}
 		return nil // idempotent, as BoxLite's; a configured box never ran, and an auto-remove one stays

@@ -277,3 +277,14 @@ func (b *Box) endBootingShim() (bool, error) {
 	}
 	return true, endShim(b.rec.ID, p)
 }
+
+// noteEnded records why the box's run ended when its shim was ended before
+// it could say (a shim killed while booting writes no exit record), so
+// that info's last_exit and the next caller say why; a record the shim
+// wrote is kept.
+func (b *Box) noteEnded(why string) {
+	if _, err := os.Lstat(b.path(shimapi.ExitFile)); err == nil {
+		return
+	}
+	writeJSON(b.path(shimapi.ExitFile), shimapi.Exit{Reason: why, At: time.Now().UTC()})
+}

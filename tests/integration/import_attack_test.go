@@ -317,8 +317,8 @@ func TestInterruptedStartLeavesNothing(t *testing.T) {
 		t.Fatalf("after an interrupted start: shim %d running %v, VMM %d running %v", shim, running(shim), vmm, running(vmm))
 	}
 	must(t, json.Unmarshal([]byte(mustCLI(t, "info", "interrupted-2")), &info))
-	if info.State == core.StateStarting || info.State == core.StateRunning {
-		t.Errorf("box after an interrupted start: %s", info.State)
+	if info.State != core.StateStopped || !strings.Contains(info.LastExit, "start cancelled") {
+		t.Errorf("box after an interrupted start: %s, last exit %q", info.State, info.LastExit)
 	}
 	mustCLI(t, "rm", "interrupted-2")
 }
