@@ -25,7 +25,7 @@ func clean(s string, oneLine bool) string {
 	safe := utf8.ValidString(s)
 	if safe {
 		for _, r := range s {
-			if unsafe(r) || oneLine && (r == '\n' || r == '\t') {
+			if Unsafe(r) || oneLine && (r == '\n' || r == '\t') {
 				safe = false
 				break
 			}
@@ -44,7 +44,7 @@ func clean(s string, oneLine bool) string {
 			if oneLine {
 				r = ' '
 			}
-		case unsafe(r):
+		case Unsafe(r):
 			r = Replacement
 		}
 		b.WriteRune(r)
@@ -52,9 +52,11 @@ func clean(s string, oneLine bool) string {
 	return b.String()
 }
 
-// unsafe: a control character, or one that changes how the text around it
-// shows (newline and tab are handled by the caller).
-func unsafe(r rune) bool {
+// Unsafe reports whether Text takes r out: a control character (but
+// newline and tab, which Text keeps and Line turns into spaces), or one
+// that changes how the text around it shows. For output that escapes such
+// characters instead of replacing them (JSON).
+func Unsafe(r rune) bool {
 	switch {
 	case r == '\n' || r == '\t':
 		return false

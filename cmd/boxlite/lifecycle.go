@@ -190,7 +190,7 @@ func streamExec(in *interrupts, b *core.Box, cmd core.Command) int {
 	<-copied
 	host.restore() // before anything else is printed
 	if abandoned {
-		code, _ := in.interrupted("exec "+cmd.Argv[0], err)
+		code, _ := in.interrupted("the command in the box", err)
 		return code
 	}
 	if err != nil {
