@@ -20,7 +20,7 @@ const (
 // a start wait for years).
 const (
 	DefaultBootTimeout = 60 * time.Second
-	MaxBootTimeout     = 30 * time.Minute
+	MaxBootTimeout     = 10 * time.Minute
 )
 
 // DefaultAutoRemove: a box is kept when it stops unless its options say

@@ -22,6 +22,7 @@ import (
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/image"
 	"github.com/boxlite/boxlite/protocol"
+	"github.com/boxlite/boxlite/safetext"
 	"github.com/boxlite/boxlite/shimapi"
 )
 
@@ -142,6 +143,14 @@ func (b *Box) Info() BoxInfo {
 		e := b.exitRecord()
 		bi.LastExit, bi.Faulted = e.Reason, e.Fault || b.crashed.Load()
 	}
+	if b.state == StateStopped || b.state == StateConfigured {
+		// A shim that holds the box's lock without a socket yet is booting
+		// it (started by another process, or left by an interrupted start).
+		if p := b.lockHolder(); p != nil {
+			p.close()
+			bi.State, bi.LastExit, bi.Faulted = StateStarting, "", false
+		}
+	}
 	if b.state == StateRunning {
 		h := b.info.Hello
 		bi.Runtime = &BoxRuntimeInfo{Accel: b.info.Accel, AccelReason: b.info.AccelReason, Kernel: h.Kernel,
@@ -157,6 +166,7 @@ func (b *Box) exitRecord() shimapi.Exit {
 	if readJSON(b.path(shimapi.ExitFile), &e) != nil {
 		return shimapi.Exit{}
 	}
+	e.Reason = safetext.Text(e.Reason) // it may quote the guest's console
 	return e
 }
 
@@ -472,15 +482,17 @@ func (b *Box) spawnShim(ctx context.Context, deadline time.Duration) error {
 		var res result
 		line, err := bufio.NewReader(readyR).ReadBytes('\n')
 		if err != nil {
-			res.err = fmt.Errorf("shim exited before the box was ready: %s", shimapi.ConsoleTail(b.path(shimapi.LogFile), 1024))
+			res.err = fmt.Errorf("shim exited before the box was ready: %s", safetext.Text(shimapi.ConsoleTail(b.path(shimapi.LogFile), 1024)))
 		} else {
 			res.err = json.Unmarshal(line, &res.r)
 		}
 		ch <- res
 	}()
 	var res result
+	unanswered := true // the shim is ended before it said how its start went
 	select {
 	case res = <-ch:
+		unanswered = false
 	case <-time.After(deadline):
 		res.err = errdefs.Errorf(errdefs.ErrTimeout, "shim gave no ready answer within %s", deadline)
 	case <-ctx.Done():
@@ -492,17 +504,24 @@ func (b *Box) spawnShim(ctx context.Context, deadline time.Duration) error {
 		res.err = errdefs.New(errdefs.Kind(res.r.Kind), res.r.Error)
 	}
 	if res.err != nil {
-		// The shim stops the VM and exits (a detached one on SIGTERM).
-		if deathW != nil {
-			deathW.Close()
-		} else {
-			cmd.Process.Signal(syscall.SIGTERM)
+		// The shim stops the VM and exits: SIGTERM ends a booting shim
+		// at once (its parent-death pipe is read only once it serves the
+		// box). endShim waits for its VMM too: a cancelled start leaves
+		// no process behind.
+		closeFile(deathW)
+		if p := openProc(cmd.Process.Pid); p != nil {
+			if err := endShim(b.rec.ID, p); err != nil {
+				res.err = fmt.Errorf("%w (and %v)", res.err, err)
+			}
 		}
 		select {
 		case <-exited:
-		case <-time.After(15 * time.Second):
+		case <-time.After(5 * time.Second):
 			cmd.Process.Kill()
 			<-exited
+		}
+		if unanswered {
+			b.noteEnded(res.err.Error())
 		}
 		return fmt.Errorf("start box %s: %w", b.rec.ID, res.err)
 	}
@@ -522,7 +541,19 @@ func (b *Box) Stop(ctx context.Context) error {
 	b.refresh() // another handle or process may have stopped it
 	b.mu.Lock()
 	if b.state == StateStopped || b.state == StateRemoved || b.state == StateConfigured {
+		removed := b.state == StateRemoved
 		b.mu.Unlock()
+		if !removed {
+			// A shim may be booting it with no socket yet (another
+			// process's start, or one that was interrupted): end it.
+			ended, err := b.endBootingShim()
+			if err != nil {
+				return fmt.Errorf("stop: %w", err)
+			}
+			if ended {
+				b.noteEnded("stopped while it was starting")
+			}
+		}
 		return nil // idempotent, as BoxLite's; a configured box never ran, and an auto-remove one stays
 	}
 	if err := b.setState(StateStopping); err != nil {
@@ -592,6 +623,22 @@ func (b *Box) Remove(ctx context.Context, force bool) error {
 		}
 		if b.State() == StateRemoved {
 			return nil // an auto-remove box went with its stop
+		}
+	}
+	// A shim booting it, with no socket yet, is ended with force, and
+	// refused without: the box's directory is never removed under it. (A
+	// shim that has just stopped the box is given a moment to exit.)
+	if p := b.lockHolder(); p != nil {
+		switch {
+		case p.wait(2 * time.Second):
+			p.close()
+		case !force:
+			p.close()
+			return errdefs.Errorf(errdefs.ErrInvalidState, "remove box %s: it is starting (its shim, pid %d, holds its lock); stop it first, or force", b.rec.ID, p.pid)
+		default:
+			if err := endShim(b.rec.ID, p); err != nil {
+				return fmt.Errorf("remove: %w", err)
+			}
 		}
 	}
 	unlock, err := b.rt.lock()

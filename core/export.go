@@ -235,27 +235,36 @@ func writeArchive(ctx context.Context, w io.Writer, m archiveManifest, disk *spa
 // ImportBox makes a new, stopped box from an archive that Export wrote
 // (BoxLite's runtime.import_box), in this home, with its image loaded into
 // the store if missing. name names the new box (default: unnamed, as
-// BoxLite's). The archive is untrusted: its entries, sizes and digests are
-// checked, its config is validated as Create validates options (volumes are
-// refused: they are host paths), and a failed import leaves no box behind.
-func (r *Runtime) ImportBox(ctx context.Context, path, name string) (*Box, error) {
-	b, err := r.importBox(ctx, path, name)
+// BoxLite's). The archive is untrusted, and the box it makes is a new one,
+// not the exported one: its entries, sizes and digests are checked; of its
+// config only what describes the box's content is kept (image, env,
+// entrypoint and cmd, user, working directory; see importer.config), and
+// everything else (memory, CPUs, disk size, network, published ports,
+// kernel arguments, boot timeout, detach, auto-remove) comes from opts, the
+// importer's box options, else Create's defaults; the archive's disk must
+// fit the disk size so chosen (ErrLimit), and an archive with volumes (host
+// paths) is refused. A failed import leaves no box behind.
+func (r *Runtime) ImportBox(ctx context.Context, path, name string, opts ...BoxOption) (*Box, error) {
+	b, err := r.importBox(ctx, path, importer{name: name, opts: opts})
 	if err != nil {
 		return nil, fmt.Errorf("import %s: %w", path, err)
 	}
 	return b, nil
 }
 
-func (r *Runtime) importBox(ctx context.Context, path, name string) (*Box, error) {
+func (r *Runtime) importBox(ctx context.Context, path string, imp importer) (*Box, error) {
 	if err := r.checkOpen("import"); err != nil {
 		return nil, err
 	}
 	if path == "" {
 		return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "archive path is empty")
 	}
-	if name != "" {
-		if _, err := r.find(name); err == nil { // before any work (adopt checks again, under the lock)
-			return nil, errdefs.Errorf(errdefs.ErrAlreadyExists, "box name %q is taken", name)
+	if err := imp.check(); err != nil { // before any work
+		return nil, err
+	}
+	if imp.name != "" {
+		if _, err := r.find(imp.name); err == nil { // before any work (adopt checks again, under the lock)
+			return nil, errdefs.Errorf(errdefs.ErrAlreadyExists, "box name %q is taken", imp.name)
 		}
 	}
 	f, err := os.Open(path)
@@ -276,7 +285,7 @@ func (r *Runtime) importBox(ctx context.Context, path, name string) (*Box, error
 		return nil, err
 	}
 	defer os.RemoveAll(stage) // renamed away when adopted
-	m, err := r.unpack(ctx, tar.NewReader(zr), stage, name)
+	m, err := r.unpack(ctx, tar.NewReader(zr), stage, imp)
 	if err != nil {
 		return nil, err
 	}
@@ -298,9 +307,9 @@ func (r *Runtime) importBox(ctx context.Context, path, name string) (*Box, error
 }
 
 // unpack reads the archive into stage: the disk as disk.ext4, the image as
-// an OCI layout in image/. It returns the manifest, its config checked and
-// renamed to name.
-func (r *Runtime) unpack(ctx context.Context, tr *tar.Reader, stage, name string) (archiveManifest, error) {
+// an OCI layout in image/. It returns the manifest, its config replaced by
+// the new box's (importer.config).
+func (r *Runtime) unpack(ctx context.Context, tr *tar.Reader, stage string, imp importer) (archiveManifest, error) {
 	var m archiveManifest
 	bad := func(format string, args ...any) error {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "archive: "+format, args...)
@@ -333,7 +342,7 @@ func (r *Runtime) unpack(ctx context.Context, tr *tar.Reader, stage, name string
 		}
 		switch {
 		case hdr.Name == manifestEntry:
-			if m, err = readManifest(tr, hdr.Size, name); err != nil {
+			if m, err = readManifest(tr, hdr.Size, imp); err != nil {
 				return m, err
 			}
 		case hdr.Name == diskEntry:
@@ -368,11 +377,15 @@ func (r *Runtime) unpack(ctx context.Context, tr *tar.Reader, stage, name string
 
 // checkImageIndex checks, before the image is loaded (a load that is
 // refused after leaves nothing; one accepted stays), that the archive's
-// image is the one its box needs: one manifest, of that digest.
+// image is the one its box needs: one manifest, of that digest, unnamed
+// (as Export writes it): names there would be loaded as this home's image
+// names, moving one such as alpine:latest to the archive's image.
 func checkImageIndex(path, digest string) error {
 	var ix struct {
-		Manifests []struct {
-			Digest string `json:"digest"`
+		Annotations map[string]string `json:"annotations"`
+		Manifests   []struct {
+			Digest      string            `json:"digest"`
+			Annotations map[string]string `json:"annotations"`
 		} `json:"manifests"`
 	}
 	if err := readJSON(path, &ix); err != nil {
@@ -380,6 +393,9 @@ func checkImageIndex(path, digest string) error {
 	}
 	if len(ix.Manifests) != 1 || ix.Manifests[0].Digest != digest {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "archive: the image in %sindex.json is not %s, the image the box needs", imagePrefix, digest)
+	}
+	if len(ix.Annotations) > 0 || len(ix.Manifests[0].Annotations) > 0 {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "archive: the image in %sindex.json has annotations (names); a box archive carries its image unnamed", imagePrefix)
 	}
 	return nil
 }
@@ -393,9 +409,11 @@ func isBlobEntry(name string) bool {
 	return err == nil && strings.ToLower(h) == h
 }
 
-// readManifest reads and checks the manifest: its format, its config (as
-// Create checks options, with the box renamed to name) and its disk layout.
-func readManifest(r io.Reader, size int64, name string) (archiveManifest, error) {
+// readManifest reads and checks the manifest: its format, its config (the
+// content it keeps checked as Create checks options, the rest replaced by
+// the importer's: importer.config) and its disk layout, which must fit the new
+// box's disk size.
+func readManifest(r io.Reader, size int64, imp importer) (archiveManifest, error) {
 	var m archiveManifest
 	if size > maxManifestBytes {
 		return m, errdefs.Errorf(errdefs.ErrLimit, "archive: %s is %d bytes, over %d", manifestEntry, size, maxManifestBytes)
@@ -414,13 +432,11 @@ func readManifest(r io.Reader, size int64, name string) (archiveManifest, error)
 	if len(m.Config.Volumes) > 0 {
 		return m, errdefs.Errorf(errdefs.ErrInvalidArgument, "archive: the box config has volumes (host paths); an imported box gets none")
 	}
-	m.Config.Name = name
-	if err := m.Config.validate(); err != nil {
-		return m, fmt.Errorf("archive: %w", err)
+	cfg, err := imp.config(m.Config)
+	if err != nil {
+		return m, err
 	}
-	if err := checkHostMemory(m.Config); err != nil { // as Create refuses it
-		return m, fmt.Errorf("archive: %w", err)
-	}
+	m.Config = cfg
 	if d := m.Disk; d != nil {
 		if err := checkLayout(d, int64(m.Config.DiskSizeGB)<<30); err != nil {
 			return m, err
@@ -429,13 +445,13 @@ func readManifest(r io.Reader, size int64, name string) (archiveManifest, error)
 	return m, nil
 }
 
-// checkLayout checks a disk layout against the disk size the config allows.
+// checkLayout checks a disk layout against the disk size the import allows.
 func checkLayout(d *archivedDisk, max int64) error {
 	bad := func(format string, args ...any) error {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "archive: disk: "+format, args...)
 	}
 	if d.Size < 0 || d.Size > max {
-		return errdefs.Errorf(errdefs.ErrLimit, "archive: disk: size %d is over the %d bytes its config allows", d.Size, max)
+		return errdefs.Errorf(errdefs.ErrLimit, "archive: disk: size %d is over the %d bytes this import allows (a larger disk needs a larger disk size among the import's options: WithDiskSizeGB, --disk-size)", d.Size, max)
 	}
 	if len(d.Extents) > maxExtents {
 		return errdefs.Errorf(errdefs.ErrLimit, "archive: disk: %d extents, over %d", len(d.Extents), maxExtents)

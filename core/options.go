@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/boxlite/boxlite/abi"
 	"github.com/boxlite/boxlite/errdefs"
@@ -225,31 +226,88 @@ func defaultBoxConfig(image string) BoxConfig {
 // Each is one word of printable ASCII. They come after the kernel defaults
 // (console, quiet, panic=-1, the clock's), so they override those (a box
 // with panic=0 hangs rather than stops when its kernel panics); boxlite's
-// own boxlite.* words cannot be set. Default: none.
+// own boxlite.* words cannot be set, nor init= or rdinit= (the guest's first
+// process is boxlite's agent); at most 32 words and 512 bytes. Default: none.
 func WithKernelArgs(args ...string) BoxOption {
 	return func(c *BoxConfig) error { c.KernelArgs = append(c.KernelArgs, args...); return nil }
 }
 
-// maxKernelArgs bounds what WithKernelArgs adds (the whole line has 2047 bytes).
-const maxKernelArgs = 512
+// maxKernelArgs bounds what WithKernelArgs adds (the whole line has 2047
+// bytes), in bytes and in words.
+const (
+	maxKernelArgs     = 512
+	maxKernelArgWords = 32
+)
 
 func validKernelArgs(args []string) error {
+	if len(args) > maxKernelArgWords {
+		return fmt.Errorf("%d kernel arguments, at most %d", len(args), maxKernelArgWords)
+	}
 	n := 0
 	for _, a := range args {
 		n += len(a) + 1
+		key, _, _ := strings.Cut(a, "=")
 		switch {
 		case a == "":
 			return fmt.Errorf("kernel argument is empty")
-		case strings.HasPrefix(a, "boxlite."):
-			return fmt.Errorf("kernel argument %q: boxlite.* words are boxlite's own", a)
 		case strings.IndexFunc(a, func(r rune) bool { return r <= ' ' || r > '~' || r == '"' }) >= 0:
 			return fmt.Errorf("kernel argument %q: one word of printable ASCII without quotes, please", a)
+		case strings.HasPrefix(a, "boxlite."):
+			return fmt.Errorf("kernel argument %q: boxlite.* words are boxlite's own", a)
+		case key == "init" || key == "rdinit":
+			return fmt.Errorf("kernel argument %q: the guest's first process is boxlite's agent (without it the box never becomes ready)", a)
 		}
 	}
 	if n > maxKernelArgs {
 		return fmt.Errorf("kernel arguments take %d bytes, at most %d", n, maxKernelArgs)
 	}
 	return nil
+}
+
+// MaxBootTimeout bounds WithBootTimeout: a boot's CPU budget, whose wall
+// clock bound is ten times it, so no box config makes a start wait for
+// more than MaxBootTimeout*10 (under two hours).
+const MaxBootTimeout = abi.MaxBootTimeout
+
+// maxImageRef bounds an image reference (a registry, a repository of
+// up to 255 bytes, a tag of up to 128, a digest).
+const maxImageRef = 512
+
+// validImageRef checks that ref names an image the way the store looks
+// images up: a reference ([REGISTRY/]REPOSITORY[:TAG][@DIGEST], as
+// go-containerregistry parses it), a digest (sha256:HEX, or a prefix of
+// one) or 12 to 64 hex digits of one. An image name is shown by `boxlite
+// ls` and box info: whatever it is, it carries no control character.
+func validImageRef(ref string) error {
+	if len(ref) > maxImageRef {
+		return fmt.Errorf("image reference of %d bytes, at most %d", len(ref), maxImageRef)
+	}
+	if strings.IndexFunc(ref, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0 {
+		return fmt.Errorf("image reference %q: printable ASCII without spaces, please", ref)
+	}
+	if h, ok := strings.CutPrefix(ref, "sha256:"); ok {
+		if h != "" && len(h) <= 64 && isLowerHex(h) {
+			return nil
+		}
+		return fmt.Errorf("image reference %q: a digest is sha256:<up to 64 hex digits>", ref)
+	}
+	if len(ref) >= 12 && len(ref) <= 64 && isLowerHex(ref) {
+		return nil
+	}
+	if _, err := name.ParseReference(ref); err != nil {
+		return fmt.Errorf("image reference %q: %v", ref, err)
+	}
+	return nil
+}
+
+func isLowerHex(s string) bool {
+	return strings.IndexFunc(s, func(r rune) bool { return !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') }) < 0
+}
+
+// validText refuses control characters in a short setting shown as it is
+// (a user name, a working directory).
+func validText(s string) bool {
+	return strings.IndexFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f || r >= 0x80 && r < 0xa0 }) < 0
 }
 
 // WithName names the box; names are unique in a home. Default: none.
@@ -352,7 +410,7 @@ func WithUser(user string) BoxOption {
 // WithBootTimeout bounds VMM start to agent ready by the CPU time the VMM
 // uses, and the wall-clock wait by 10 times that (a guest starved by other
 // boxes is slow, not stuck). Default abi.DefaultBootTimeout (60s: TCG is
-// slow); at most abi.MaxBootTimeout (30 minutes).
+// slow); at most MaxBootTimeout (10 minutes).
 func WithBootTimeout(d time.Duration) BoxOption {
 	return func(c *BoxConfig) error { c.BootTimeout = d; return nil }
 }
@@ -400,10 +458,15 @@ func (c *BoxConfig) validate() error {
 		return bad("cpus %d is outside %d..%d", c.CPUs, abi.MinCPUs, abi.MaxCPUs)
 	case c.DiskSizeGB < abi.MinDiskSizeGB || c.DiskSizeGB > abi.MaxDiskSizeGB:
 		return bad("disk size %d GB is outside %d..%d", c.DiskSizeGB, abi.MinDiskSizeGB, abi.MaxDiskSizeGB)
-	case c.BootTimeout <= 0 || c.BootTimeout > abi.MaxBootTimeout:
-		return bad("boot timeout %s is outside (0, %s]", c.BootTimeout, abi.MaxBootTimeout)
+	case c.BootTimeout <= 0 || c.BootTimeout > MaxBootTimeout:
+		return bad("boot timeout %s is outside 0..%s", c.BootTimeout, MaxBootTimeout)
 	case c.Name != "" && !validName(c.Name):
 		return bad("name %q must be 1-64 of [a-zA-Z0-9_.-] and start with a letter or digit", c.Name)
+	case !validText(c.User) || !validText(c.WorkingDir):
+		return bad("user %q or working directory %q has a control character", c.User, c.WorkingDir)
+	}
+	if err := validImageRef(c.Image); err != nil {
+		return bad("%v", err)
 	}
 	for k := range c.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {

@@ -3,6 +3,8 @@ package errdefs
 import (
 	"errors"
 	"fmt"
+
+	"github.com/boxlite/boxlite/safetext"
 )
 
 // Kinds. Wrap them with context: fmt.Errorf("exec: box %q is stopped: %w", id, ErrInvalidState).
@@ -48,9 +50,13 @@ func KindOf(err error) Kind {
 	return KindInternal
 }
 
-// New rebuilds an error received from across an edge: it keeps the message
-// as sent and wraps the sentinel of kind, so errors.Is works on this side.
+// New rebuilds an error received from across an edge (a guest agent's
+// error, a shim's boot error quoting the guest console): it keeps the
+// message as sent, its control characters taken out (safetext.Text: the
+// other side may be hostile, and the message ends up on terminals), and
+// wraps the sentinel of kind, so errors.Is works on this side.
 func New(kind Kind, msg string) error {
+	msg = safetext.Text(msg)
 	if k, ok := Lookup(kind); ok {
 		return &remote{msg: msg, kind: k.Err}
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/safetext"
 )
 
 // Version is the protocol version carried in Hello. New fields are optional
@@ -155,14 +156,15 @@ const (
 )
 
 // Bound cuts what the guest claims in h to sizes the host keeps: the
-// strings (valid UTF-8, at most 256 bytes), the features (at most 64) and
+// strings (at most 256 bytes, one line of valid UTF-8 without control
+// characters: safetext.Line), the features (at most 64) and
 // the timings (not negative).
 func (h *Hello) Bound() {
 	cut := func(s string) string {
 		if len(s) > maxHelloString {
 			s = s[:maxHelloString]
 		}
-		return strings.ToValidUTF8(s, "\uFFFD")
+		return safetext.Line(s) // printed in box info and errors
 	}
 	h.Agent, h.Kernel = cut(h.Agent), cut(h.Kernel)
 	if len(h.Features) > maxHelloFeatures {

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -259,6 +260,16 @@ func (s *shim) lockBox() error {
 		return fmt.Errorf("box %s is already running or starting (another shim holds %s): %w", s.cfg.BoxID, shimapi.LockFile, errLocked)
 	}
 	s.lock = f // kept open: the lock lives as long as the shim
+	// Before anything else, say who holds it: a box whose start is under
+	// way has no socket yet, and the runtime's stop and remove find its
+	// shim by this pid (checked against the lock's holder before any
+	// signal: shimapi.LockFile).
+	if err := f.Truncate(0); err != nil {
+		return fmt.Errorf("box %s: %s: %w", s.cfg.BoxID, shimapi.LockFile, err)
+	}
+	if _, err := f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0); err != nil {
+		return fmt.Errorf("box %s: %s: %w", s.cfg.BoxID, shimapi.LockFile, err)
+	}
 	return nil
 }
 

@@ -16,7 +16,11 @@ const (
 	ConsoleFile = "console.log" // the guest's serial console, capped by the shim
 	DiskFile    = "disk.ext4"   // the box's writable disk
 	// LockFile is flock'ed by the box's shim for its whole life: one box,
-	// one VM. Whoever fails to take it joins the running box instead.
+	// one VM. Whoever fails to take it joins the running box instead. The
+	// shim writes its pid in it (decimal, a newline) as soon as it holds
+	// it, before it has a socket; a runtime that takes it for a disk
+	// operation writes nothing. A pid read here names the box's shim only
+	// while that process holds the lock (see core's lockHolder).
 	LockFile = "shim.lock"
 	// LaneFile is the box's lane (protocol.LaneSerial): a sparse file of
 	// LaneSize bytes the shim makes for each VM start and removes after it.

@@ -8,12 +8,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/safetext"
 	"github.com/boxlite/boxlite/shimapi"
 )
 
@@ -24,24 +24,29 @@ func lifecycle(op string, args []string) (int, error) {
 	case "create":
 		return 0, cmdCreate(args)
 	case "start":
-		return 0, eachBox(args, func(rt *core.Runtime, b *core.Box) error {
+		// A start that is interrupted leaves nothing: its shim and VMM are ended.
+		in := catchInterrupts()
+		defer in.stop()
+		return in.interrupted("start", eachBox(args, func(rt *core.Runtime, b *core.Box) error {
 			if err := detached(b, "start"); err != nil {
 				return err
 			}
-			return b.Start(ctx)
-		})
+			return b.Start(in.ctx)
+		}))
 	case "stop":
 		return 0, eachBox(args, func(rt *core.Runtime, b *core.Box) error { return b.Stop(ctx) })
 	case "restart":
-		return 0, eachBox(args, func(rt *core.Runtime, b *core.Box) error {
+		in := catchInterrupts()
+		defer in.stop()
+		return in.interrupted("restart", eachBox(args, func(rt *core.Runtime, b *core.Box) error {
 			if err := detached(b, "restart"); err != nil {
 				return err
 			}
 			if err := b.Stop(ctx); err != nil {
 				return err
 			}
-			return b.Start(ctx)
-		})
+			return b.Start(in.ctx)
+		}))
 	case "exec":
 		return cmdExec(args)
 	case "logs":
@@ -130,17 +135,22 @@ func cmdExec(args []string) (int, error) {
 		return 0, err
 	}
 	defer rt.Close()
-	ctx := context.Background()
-	b, err := rt.Get(ctx, name)
+	in := catchInterrupts()
+	defer in.stop()
+	b, err := rt.Get(in.ctx, name)
 	if err != nil {
 		return 0, err
 	}
-	return streamExec(ctx, b, cmd), nil
+	return streamExec(in, b, cmd), nil
 }
 
 // streamExec runs cmd in b with this process's stdio and returns its exit
-// code (see usage for those boxlite itself uses).
-func streamExec(ctx context.Context, b *core.Box, cmd core.Command) int {
+// code (see usage for those boxlite itself uses). Signals caught by in are
+// passed on to the command; one that does not end within execGrace (say,
+// its background child holds its output open), or a second signal, makes
+// it abandon the command, killed in the box, with 128+N.
+func streamExec(in *interrupts, b *core.Box, cmd core.Command) int {
+	ctx := in.ctx
 	// The host terminal: the box's gets its size, and with -i its input in
 	// raw mode, so that keys (^C, ^D, arrows) reach the box's terminal as typed.
 	var host *hostTerminal
@@ -150,24 +160,20 @@ func streamExec(ctx context.Context, b *core.Box, cmd core.Command) int {
 	}
 	e, err := b.Exec(ctx, cmd)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "boxlite: %v\n", err)
+		if code, _ := in.interrupted("exec", err); code != 0 {
+			return code
+		}
+		printErr(err)
 		return exitFor(err)
 	}
 	if host != nil {
 		if err := host.makeRaw(); err != nil {
-			fmt.Fprintf(os.Stderr, "boxlite: %v\n", err)
+			printErr(err)
 		}
 		defer host.restore()
 		go host.followSize(e, cmd.Rows, cmd.Cols)
 	}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
-	go func() {
-		for sig := range sigs {
-			e.Signal(sig.(syscall.Signal))
-		}
-	}()
+	defer in.forwardTo(func(sig syscall.Signal) { e.Signal(sig) })()
 	if cmd.Stdin {
 		go func() { io.Copy(e.Stdin, os.Stdin); e.Stdin.Close() }()
 	}
@@ -175,11 +181,19 @@ func streamExec(ctx context.Context, b *core.Box, cmd core.Command) int {
 	go func() { io.Copy(os.Stdout, e.Stdout); copied <- struct{}{} }()
 	go func() { io.Copy(os.Stderr, e.Stderr); copied <- struct{}{} }()
 	st, err := e.Wait(ctx)
+	abandoned := ctx.Err() != nil && err != nil
+	if abandoned {
+		e.Close() // kills it (its process group) in the box; its output ends
+	}
 	<-copied
 	<-copied
 	host.restore() // before anything else is printed
+	if abandoned {
+		code, _ := in.interrupted("the command in the box", err)
+		return code
+	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "boxlite: %v\n", err)
+		printErr(err)
 		return exitFor(err)
 	}
 	return st.Code
@@ -200,7 +214,7 @@ func runDetached(ctx context.Context, b *core.Box, cmd core.Command, published b
 		cmd.Argv = append([]string{"/bin/sh", "-c", `"$@" </dev/null >/dev/null 2>&1 &`, "boxlite-run"}, argv...)
 		res, err := b.Run(ctx, cmd)
 		if err == nil && res.Code != 0 {
-			err = fmt.Errorf("run -d: starting %q in the box failed (exit %d): %s", argv, res.Code, res.Stderr)
+			err = fmt.Errorf("run -d: starting %q in the box failed (exit %d): %s", argv, res.Code, safetext.Text(string(res.Stderr)))
 		}
 		if err != nil {
 			return err
@@ -230,7 +244,7 @@ func cmdLogs(args []string) error {
 			if st, err := os.Stat(f); err == nil {
 				offsets[i] = st.Size()
 				fmt.Fprintf(os.Stderr, "==> %s <==\n", filepath.Base(f))
-				fmt.Println(printable(shimapi.ConsoleTail(f, shimapi.ConsoleLogMax)))
+				fmt.Println(safetext.Text(shimapi.ConsoleTail(f, shimapi.ConsoleLogMax)))
 			}
 		}
 		if !*follow {
@@ -275,24 +289,7 @@ func copyNew(path string, offset int64) int64 {
 	buf := make([]byte, logsChunk)
 	n, _ := f.ReadAt(buf, offset)
 	if n > 0 {
-		os.Stdout.WriteString(printable(string(buf[:n])))
+		os.Stdout.WriteString(safetext.Text(string(buf[:n])))
 	}
 	return offset + int64(n)
-}
-
-// printable drops carriage returns and replaces the other control
-// characters (but newlines and tabs) that the guest wrote, so that a box
-// cannot drive the user's terminal.
-func printable(s string) string {
-	out := make([]rune, 0, len(s))
-	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
-		switch {
-		case r == '\r':
-			continue
-		case (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f || (r >= 0x80 && r < 0xa0):
-			r = '?'
-		}
-		out = append(out, r)
-	}
-	return string(out)
 }

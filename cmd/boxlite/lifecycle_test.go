@@ -5,21 +5,6 @@ import (
 	"testing"
 )
 
-// What a box wrote to its console cannot drive the user's terminal.
-func TestPrintable(t *testing.T) {
-	for in, want := range map[string]string{
-		"ok\tline\n":         "ok\tline\n",
-		"power down\r\n":     "power down\n",
-		"\x1b]0;pwned\x07x":  "?]0;pwned?x",
-		"csi \u009b31m \x7f": "csi ?31m ?",
-		"bad \xff utf8 é":    "bad \uFFFD utf8 é",
-	} {
-		if got := printable(in); got != want {
-			t.Errorf("printable(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestImageAndCommand(t *testing.T) {
 	for _, c := range []struct {
 		args  []string

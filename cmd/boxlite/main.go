@@ -3,7 +3,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/image"
+	"github.com/boxlite/boxlite/safetext"
 )
 
 const usage = `usage: boxlite COMMAND [ARGS]
@@ -69,8 +69,14 @@ const usage = `usage: boxlite COMMAND [ARGS]
                     a stopped copy of a stopped box (or of one of its snapshots)
   export BOX FILE|DIR
                     write a stopped box (config, disk, image) to one archive
-  import [--name N] FILE
-                    make a stopped box from an archive; it needs no registry
+  import [--name N] [--rm] [box options as run: --memory, --cpus, --disk-size, --network,
+      --allow-net, -p, -v, --entrypoint] FILE
+                    make a stopped, detached box from an archive; it needs no
+                    registry. The box is new: of the archive's config it keeps
+                    the image, env, entrypoint and cmd, user and working
+                    directory; memory, CPUs, disk size (the archive's disk must
+                    fit), network, published ports, kernel arguments and boot
+                    timeout are these options' or the defaults
   pull IMAGE        fetch IMAGE from its registry (or a mirror) into the store
   image load PATH   import an OCI layout directory or a docker-archive tar
   image ls          list images
@@ -130,7 +136,7 @@ func run(args []string) int {
 		return 2
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "boxlite: %v\n", err)
+		printErr(err)
 		if errors.Is(err, errdefs.ErrInvalidArgument) {
 			return 2
 		}
@@ -289,6 +295,11 @@ func cmdRun(args []string) (int, error) {
 	if *detach {
 		opts = append(opts, core.WithDetach())
 	}
+	if *rm {
+		// The box goes when it stops, even when this process is killed
+		// (SIGKILL): its shim removes a box whose creator died.
+		opts = append(opts, core.WithAutoRemove())
+	}
 	rt, err := core.NewRuntime()
 	if err != nil {
 		return 0, err
@@ -297,34 +308,41 @@ func cmdRun(args []string) (int, error) {
 	if _, err := ensureImage(rt, imageRef); err != nil {
 		return 0, err
 	}
-	ctx := context.Background()
+	in := catchInterrupts()
+	defer in.stop()
+	ctx := in.ctx
 	box, err := rt.Create(ctx, imageRef, opts...)
 	if err != nil {
-		return 0, err
+		return in.interrupted("run", err)
 	}
 	if _, err := box.DefaultCommand(); err != nil && !*detach {
-		box.Remove(ctx, true) // nothing to run: leave nothing behind
+		cctx, cancel := cleanupContext()
+		defer cancel()
+		box.Remove(cctx, true) // nothing to run: leave nothing behind
 		return 0, fmt.Errorf("run: %w", err)
 	}
 	if *detach {
-		return 0, runDetached(ctx, box, cmd, len(bf.ports) > 0)
+		return in.interrupted("run", runDetached(ctx, box, cmd, len(bf.ports) > 0))
 	}
 	defer func() {
+		// Also after an interrupt: its own deadline, not ctx.
+		cctx, cancel := cleanupContext()
+		defer cancel()
 		if *rm {
-			if err := box.Remove(ctx, true); err != nil {
-				fmt.Fprintf(os.Stderr, "boxlite: %v\n", err)
+			if err := box.Remove(cctx, true); err != nil {
+				printErr(err)
 			}
 		} else {
-			box.Stop(ctx)
+			box.Stop(cctx)
 		}
 	}()
 	if err := box.Start(ctx); err != nil {
-		return 0, err
+		return in.interrupted("run", err)
 	}
 	if len(bf.ports) > 0 {
 		fmt.Fprintf(os.Stderr, "boxlite: published %s\n", portsString(boxPorts(box.Info())))
 	}
-	return streamExec(ctx, box, cmd), nil
+	return streamExec(in, box, cmd), nil
 }
 
 // splitShortFlags turns combined one-letter boolean flags such as -it into
@@ -394,7 +412,10 @@ func cmdLs(args []string) error {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tIMAGE\tSTATE\tCREATED\tPORTS")
 	for _, i := range infos {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", i.ID, i.Name, i.Image, i.State, i.CreatedAt.Local().Format(time.DateTime), portsString(boxPorts(i)))
+		// Names and images may come from archives and older records: one
+		// line each, no control characters.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", i.ID, safetext.Line(i.Name), safetext.Line(i.Image), i.State,
+			i.CreatedAt.Local().Format(time.DateTime), safetext.Line(portsString(boxPorts(i))))
 	}
 	return tw.Flush()
 }
@@ -404,8 +425,7 @@ func cmdInfo(args []string) error {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite info BOX")
 	}
 	return eachBox(args, func(rt *core.Runtime, b *core.Box) error {
-		out, _ := json.MarshalIndent(convert.BoxInfo(b.Info()), "", "  ")
-		fmt.Println(string(out))
+		printJSON(convert.BoxInfo(b.Info()))
 		return nil
 	})
 }
@@ -460,7 +480,7 @@ func pull(rt *core.Runtime, ref string, w *os.File) (image.PullResult, error) {
 	res, err := rt.Pull(context.Background(), ref, image.WithProgress(p.update))
 	p.finish()
 	for _, e := range res.Failed {
-		fmt.Fprintf(os.Stderr, "boxlite: %v\n", e)
+		printErr(e)
 	}
 	if err != nil {
 		return res, err
@@ -558,7 +578,7 @@ func cmdImage(args []string) error {
 			return err
 		}
 		for _, img := range imgs {
-			fmt.Printf("Loaded %s (%s)\n", img.Name, img.Digest)
+			fmt.Printf("Loaded %s (%s)\n", safetext.Line(img.Name), img.Digest)
 		}
 		return nil
 	case "ls":
@@ -569,7 +589,7 @@ func cmdImage(args []string) error {
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAME\tDIGEST\tLAYERS\tSIZE")
 		for _, i := range imgs {
-			fmt.Fprintf(tw, "%s\t%.19s\t%d\t%.1f MB\n", i.Name, i.Digest, len(i.Layers), float64(i.Size)/1e6)
+			fmt.Fprintf(tw, "%s\t%.19s\t%d\t%.1f MB\n", safetext.Line(i.Name), i.Digest, len(i.Layers), float64(i.Size)/1e6)
 		}
 		return tw.Flush()
 	case "pull":

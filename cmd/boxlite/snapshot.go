@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -127,24 +126,36 @@ func cmdExport(args []string) error {
 	})
 }
 
-// cmdImport makes a stopped box from an archive; it prints the box as `info` does.
+// cmdImport makes a stopped box from an archive; it prints the box as `info`
+// does. The box is a new one, detached as create's are: of the archive's
+// config it keeps the content (image, env, entrypoint and cmd, user,
+// working directory); its resources, network and published ports come from
+// these flags (create's), else the defaults, never from the archive.
 func cmdImport(args []string) error {
 	fs := flag.NewFlagSet("import", flag.ContinueOnError)
-	name := fs.String("name", "", "the new box's name")
+	bf := addBoxFlags(fs)
+	rm := fs.Bool("rm", false, "remove the box when it stops")
 	pos, err := parseAnywhere(fs, args)
 	if err != nil || len(pos) != 1 {
-		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite import FILE [--name N]")
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite import [--name N] [box options as create] FILE")
+	}
+	opts, err := bf.options()
+	if err != nil {
+		return err
+	}
+	opts = append(opts, core.WithDetach())
+	if *rm {
+		opts = append(opts, core.WithAutoRemove())
 	}
 	rt, err := core.NewRuntime()
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
-	b, err := rt.ImportBox(context.Background(), pos[0], *name)
+	b, err := rt.ImportBox(context.Background(), pos[0], *bf.name, opts...)
 	if err != nil {
 		return err
 	}
-	out, _ := json.MarshalIndent(convert.BoxInfo(b.Info()), "", "  ")
-	fmt.Println(string(out))
+	printJSON(convert.BoxInfo(b.Info()))
 	return nil
 }

@@ -47,7 +47,7 @@ CDEF = r"""
 #define BOXLITE_DEFAULT_DISK_SIZE_GB 4 /* a box's writable disk (sparse: it costs what the box writes) */
 #define BOXLITE_MAX_DISK_SIZE_GB 1024 /* the largest writable disk a box may have */
 #define BOXLITE_DEFAULT_BOOT_TIMEOUT_SECS 60 /* how long a start may take until the box's agent answers */
-#define BOXLITE_MAX_BOOT_TIMEOUT_SECS 1800 /* the longest boot timeout a box may ask for */
+#define BOXLITE_MAX_BOOT_TIMEOUT_SECS 600 /* the longest boot timeout a box may ask for */
 #define BOXLITE_DEFAULT_OUTPUT_LIMIT_BYTES 67108864 /* output collected per stream of a run, a cell or a shell command */
 #define BOXLITE_DEFAULT_ROWS 24 /* a terminal's initial rows */
 #define BOXLITE_DEFAULT_COLS 80 /* a terminal's initial columns */
