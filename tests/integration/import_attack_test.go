@@ -19,6 +19,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/boxlite/boxlite/abi"
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/shimapi"
@@ -134,10 +135,11 @@ func TestHostileArchiveImportsAsANewBox(t *testing.T) {
 	hostileArchive(t, real, path, "alpine:latest")
 	out := mustCLI(t, "import", "--name", "imported-hostile", path)
 	t.Cleanup(func() { cli(t, "rm", "-f", "imported-hostile") })
-	var info core.BoxInfo
+	var info abi.BoxInfo // the CLI prints the wire's
 	must(t, json.Unmarshal([]byte(out), &info))
 	c := info.Config
-	def := core.BoxConfig{MemoryMiB: 512, CPUs: 1, DiskSizeGB: 4, BootTimeout: 60 * time.Second}
+	def := abi.BoxConfig{MemoryMiB: abi.DefaultMemoryMiB, CPUs: abi.DefaultCPUs, DiskSizeGB: abi.DefaultDiskSizeGB,
+		BootTimeoutSecs: abi.SecondsOf(abi.DefaultBootTimeout)}
 	switch {
 	case len(c.Ports) != 0:
 		t.Errorf("published ports kept: %+v", c.Ports)
@@ -145,8 +147,8 @@ func TestHostileArchiveImportsAsANewBox(t *testing.T) {
 		t.Errorf("network policy kept: %+v", c.Network)
 	case len(c.KernelArgs) != 0:
 		t.Errorf("kernel arguments kept: %q", c.KernelArgs)
-	case c.BootTimeout != def.BootTimeout || c.CPUs != def.CPUs || c.MemoryMiB != def.MemoryMiB || c.DiskSizeGB != def.DiskSizeGB:
-		t.Errorf("runtime config kept: boot timeout %s, %d cpus, %d MiB, %d GB", c.BootTimeout, c.CPUs, c.MemoryMiB, c.DiskSizeGB)
+	case c.BootTimeoutSecs != def.BootTimeoutSecs || c.CPUs != def.CPUs || c.MemoryMiB != def.MemoryMiB || c.DiskSizeGB != def.DiskSizeGB:
+		t.Errorf("runtime config kept: boot timeout %s, %d cpus, %d MiB, %d GB", c.BootTimeoutSecs, c.CPUs, c.MemoryMiB, c.DiskSizeGB)
 	case c.AutoRemove || !c.Detach:
 		t.Errorf("auto-remove %v / detach %v: want the importer's (a CLI box is detached)", c.AutoRemove, c.Detach)
 	case c.Env["FROM_ARCHIVE"] != "kept" || c.Image != "alpine:latest":
@@ -287,9 +289,9 @@ func TestInterruptedStartLeavesNothing(t *testing.T) {
 	if !running(shim) || !running(vmm) {
 		t.Fatal("the shim or VMM ended with the CLI: this test needs a booting shim left behind")
 	}
-	var info core.BoxInfo
+	var info abi.BoxInfo // the CLI prints the wire's
 	must(t, json.Unmarshal([]byte(mustCLI(t, "info", "interrupted-1")), &info))
-	if info.State != core.StateStarting {
+	if info.State != string(core.StateStarting) {
 		t.Errorf("info of a box whose shim is booting: %s, want starting", info.State)
 	}
 	if _, errOut, code := cli(t, "rm", "interrupted-1"); code == 0 || !strings.Contains(errOut, "starting") {
@@ -317,7 +319,7 @@ func TestInterruptedStartLeavesNothing(t *testing.T) {
 		t.Fatalf("after an interrupted start: shim %d running %v, VMM %d running %v", shim, running(shim), vmm, running(vmm))
 	}
 	must(t, json.Unmarshal([]byte(mustCLI(t, "info", "interrupted-2")), &info))
-	if info.State != core.StateStopped || !strings.Contains(info.LastExit, "start cancelled") {
+	if info.State != string(core.StateStopped) || !strings.Contains(info.LastExit, "start cancelled") {
 		t.Errorf("box after an interrupted start: %s, last exit %q", info.State, info.LastExit)
 	}
 	mustCLI(t, "rm", "interrupted-2")
