@@ -23,6 +23,7 @@ type Layers struct {
 	PivotRoot  Layer // / holds only /usr, the binds and devices; the host's root is detached
 	NetNS      Layer // own, empty network namespace
 	IPCNS      Layer // own System V IPC namespace
+	PIDNS      Layer // own PID namespace: no process outside is visible or signalled
 	Memory     Layer // cgroup memory limit
 	Pids       Layer // cgroup pids limit
 	CPU        Layer // cgroup cpu weight
@@ -41,7 +42,7 @@ type NamedLayer struct {
 func (l Layers) All() []NamedLayer {
 	return []NamedLayer{
 		{"uid", l.UID}, {"mount namespace", l.MountNS}, {"pivot_root", l.PivotRoot},
-		{"network namespace", l.NetNS}, {"ipc namespace", l.IPCNS},
+		{"network namespace", l.NetNS}, {"ipc namespace", l.IPCNS}, {"pid namespace", l.PIDNS},
 		{"cgroup memory", l.Memory}, {"cgroup pids", l.Pids}, {"cgroup cpu", l.CPU},
 		{"rlimits", l.Rlimits}, {"no_new_privs", l.NoNewPrivs}, {"seccomp", l.Seccomp},
 	}
@@ -97,7 +98,7 @@ func Probe() Layers {
 			ns.Note = "new namespace inside a user namespace"
 		}
 	}
-	l.MountNS, l.NetNS, l.IPCNS = ns, ns, ns
+	l.MountNS, l.NetNS, l.IPCNS, l.PIDNS = ns, ns, ns, ns
 	l.PivotRoot = Layer{Applied: ns.Applied, Note: "needs the mount namespace"}
 	if ns.Applied {
 		l.PivotRoot.Note = "new root on tmpfs"
