@@ -356,7 +356,7 @@ func (c *Cmd) Start() (err error) {
 		statW.Close()
 		if err == nil {
 			w.MountNS = mode != nsNone
-			w.PIDNS = mode != nsNone
+			w.PIDNS = mode != nsNone && pidnsBlocked() == ""
 			w.UserNS = mode == nsUser
 			c.setNSLayers(mode)
 			break
@@ -430,7 +430,10 @@ func (c *Cmd) command(mode int, specR, statW *os.File) *exec.Cmd {
 	if mode != nsNone {
 		// A PID namespace of its own: the program is its pid 1 and sees
 		// (and can signal) no process outside, even one of its own uid.
-		flags |= unix.CLONE_NEWNS | unix.CLONE_NEWIPC | unix.CLONE_NEWPID
+		flags |= unix.CLONE_NEWNS | unix.CLONE_NEWIPC
+		if pidnsBlocked() == "" {
+			flags |= unix.CLONE_NEWPID
+		}
 		if !s.HostNetwork {
 			flags |= unix.CLONE_NEWNET
 		}
@@ -471,6 +474,9 @@ func (c *Cmd) setNSLayers(mode int) {
 	l.MountNS = Layer{Applied: true, Note: how}
 	l.IPCNS = Layer{Applied: true, Note: how}
 	l.PIDNS = Layer{Applied: true, Note: how + ", the program is its pid 1"}
+	if why := pidnsBlocked(); why != "" {
+		l.PIDNS = Layer{Note: why}
+	}
 	if c.spec.HostNetwork {
 		l.NetNS.Note = "Spec.HostNetwork is set"
 	} else {

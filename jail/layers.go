@@ -99,6 +99,9 @@ func Probe() Layers {
 		}
 	}
 	l.MountNS, l.NetNS, l.IPCNS, l.PIDNS = ns, ns, ns, ns
+	if why := pidnsBlocked(); why != "" && ns.Applied {
+		l.PIDNS = Layer{Note: why}
+	}
 	l.PivotRoot = Layer{Applied: ns.Applied, Note: "needs the mount namespace"}
 	if ns.Applied {
 		l.PivotRoot.Note = "new root on tmpfs"
@@ -156,6 +159,16 @@ func seccompFilterAvail() bool {
 	// Older kernels: PR_GET_SECCOMP works when seccomp is built in.
 	_, err := unix.PrctlRetInt(unix.PR_GET_SECCOMP, 0, 0, 0, 0)
 	return err == nil
+}
+
+// pidnsBlocked says why no PID namespace can be made, as far as the sysctl
+// tells, or "" when it looks possible: the other namespaces are then still
+// given.
+func pidnsBlocked() string {
+	if b, err := os.ReadFile("/proc/sys/user/max_pid_namespaces"); err == nil && strings.TrimSpace(string(b)) == "0" {
+		return "PID namespaces are disabled (user.max_pid_namespaces=0)"
+	}
+	return ""
 }
 
 // usernsBlocked says why an unprivileged user namespace cannot be made, as
