@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
-	"sync"
 	"syscall"
 
 	"github.com/boxlite/boxlite/errdefs"
@@ -77,89 +75,4 @@ func portError(p protocol.Port, err error) error {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "publish %s: permission denied (ports below 1024 need privileges)", what)
 	}
 	return errdefs.Errorf(errdefs.ErrInvalidArgument, "publish %s: %v", what, err)
-}
-
-// Registry records which host ports boxes publish, one file each under a
-// directory shared by the home's shims, flock'ed by the shim that holds it
-// (so a killed shim's ports free themselves). A nil *Registry records
-// nothing.
-type Registry struct {
-	dir  string
-	mu   sync.Mutex
-	held map[string]*os.File
-}
-
-// NewRegistry keeps the registry in dir.
-func NewRegistry(dir string) (*Registry, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
-	return &Registry{dir: dir, held: map[string]*os.File{}}, nil
-}
-
-func portFile(proto string, port int) string { return proto + "-" + strconv.Itoa(port) }
-
-// Hold records ports as this process's.
-func (r *Registry) Hold(ports []protocol.Port) error {
-	if r == nil {
-		return nil
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, p := range ports {
-		name := portFile(p.Protocol, p.HostPort)
-		f, err := os.OpenFile(filepath.Join(r.dir, name), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
-		if err != nil {
-			return fmt.Errorf("port registry: %w", err)
-		}
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
-			f.Close()
-			return fmt.Errorf("port registry %s: %w", name, err)
-		}
-		r.held[name] = f
-	}
-	return nil
-}
-
-// Release forgets ports held by this process.
-func (r *Registry) Release(ports []protocol.Port) {
-	if r == nil {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, p := range ports {
-		name := portFile(p.Protocol, p.HostPort)
-		if f := r.held[name]; f != nil {
-			os.Remove(f.Name())
-			f.Close()
-			delete(r.held, name)
-		}
-	}
-}
-
-// Published reports whether a live box publishes port (over proto) on
-// this host.
-func (r *Registry) Published(proto string, port uint16) bool {
-	if r == nil {
-		return false
-	}
-	name := portFile(proto, int(port))
-	r.mu.Lock()
-	_, mine := r.held[name]
-	r.mu.Unlock()
-	if mine {
-		return true
-	}
-	f, err := os.OpenFile(filepath.Join(r.dir, name), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	// Held by a live shim: an exclusive lock is refused.
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		return true
-	}
-	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-	return false
 }

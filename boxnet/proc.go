@@ -10,8 +10,8 @@ import (
 // "boxlite-net CONFIG" with CONFIG a ProcConfig in JSON, and these
 // descriptors: the NIC (the VMM's SOCK_SEQPACKET peer), a control socket
 // (the stack says it is up, then answers "stats" lines with its
-// counters), a registry socket (the stack asks "PROTO PORT" whether a host
-// port is a box's published one; the shim answers "1" or "0"), then the
+// counters), a registry socket (the stack asks whether a host port is a
+// box's published one: AskPublished, AnswerPublished), then the
 // published ports' listeners, in the order of ProcConfig.Ports.
 const (
 	ProcNIC       = 3

@@ -22,7 +22,7 @@ func ExampleCommand() {
 		console                    *os.File                 // write end of a pipe the shim reads
 		forkThread                 = func(f func()) { f() } // hv's onForkThread
 	)
-	uid, release, err := jail.AllocUID("/var/lib/boxlite/uids", jail.UIDRangeLo, jail.UIDRangeHi)
+	uid, release, err := jail.AllocUID(jail.HostUIDDir, jail.UIDRangeLo, jail.UIDRangeHi)
 	if err != nil {
 		log.Fatal(err)
 	}

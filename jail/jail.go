@@ -356,6 +356,7 @@ func (c *Cmd) Start() (err error) {
 		statW.Close()
 		if err == nil {
 			w.MountNS = mode != nsNone
+			w.PIDNS = mode != nsNone && pidnsBlocked() == ""
 			w.UserNS = mode == nsUser
 			c.setNSLayers(mode)
 			break
@@ -390,7 +391,7 @@ func (c *Cmd) Start() (err error) {
 
 // Namespace modes of the helper, tried in order by Start.
 const (
-	nsRoot = iota // mount, IPC (and network) namespaces, as root
+	nsRoot = iota // mount, IPC, PID (and network) namespaces, as root
 	nsUser        // the same inside a user namespace, for a non-root caller
 	nsNone        // none: the host refused them
 )
@@ -427,7 +428,12 @@ func (c *Cmd) command(mode int, specR, statW *os.File) *exec.Cmd {
 	}
 	var flags uintptr
 	if mode != nsNone {
+		// A PID namespace of its own: the program is its pid 1 and sees
+		// (and can signal) no process outside, even one of its own uid.
 		flags |= unix.CLONE_NEWNS | unix.CLONE_NEWIPC
+		if pidnsBlocked() == "" {
+			flags |= unix.CLONE_NEWPID
+		}
 		if !s.HostNetwork {
 			flags |= unix.CLONE_NEWNET
 		}
@@ -458,6 +464,7 @@ func (c *Cmd) setNSLayers(mode int) {
 		l.PivotRoot.Note = why
 		l.NetNS.Note = why
 		l.IPCNS.Note = why
+		l.PIDNS.Note = why
 		return
 	}
 	how := "new namespace"
@@ -466,6 +473,10 @@ func (c *Cmd) setNSLayers(mode int) {
 	}
 	l.MountNS = Layer{Applied: true, Note: how}
 	l.IPCNS = Layer{Applied: true, Note: how}
+	l.PIDNS = Layer{Applied: true, Note: how + ", the program is its pid 1"}
+	if why := pidnsBlocked(); why != "" {
+		l.PIDNS = Layer{Note: why}
+	}
 	if c.spec.HostNetwork {
 		l.NetNS.Note = "Spec.HostNetwork is set"
 	} else {
@@ -586,6 +597,7 @@ type wireSpec struct {
 	PPid    int
 	MountNS bool // the helper has its own mount namespace: build the root
 	UserNS  bool
+	PIDNS   bool // the helper is pid 1 of a namespace of its own
 	Seccomp bool
 }
 

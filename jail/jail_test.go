@@ -208,7 +208,7 @@ func TestConfined(t *testing.T) {
 	}
 
 	// Namespaces.
-	for _, ns := range []string{"mnt", "net", "ipc"} {
+	for _, ns := range []string{"mnt", "net", "ipc", "pid"} {
 		ours, _ := os.Readlink("/proc/self/ns/" + ns)
 		theirs, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", pid, ns))
 		if err != nil || ours == theirs {

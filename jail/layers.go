@@ -23,6 +23,7 @@ type Layers struct {
 	PivotRoot  Layer // / holds only /usr, the binds and devices; the host's root is detached
 	NetNS      Layer // own, empty network namespace
 	IPCNS      Layer // own System V IPC namespace
+	PIDNS      Layer // own PID namespace: no process outside is visible or signalled
 	Memory     Layer // cgroup memory limit
 	Pids       Layer // cgroup pids limit
 	CPU        Layer // cgroup cpu weight
@@ -41,7 +42,7 @@ type NamedLayer struct {
 func (l Layers) All() []NamedLayer {
 	return []NamedLayer{
 		{"uid", l.UID}, {"mount namespace", l.MountNS}, {"pivot_root", l.PivotRoot},
-		{"network namespace", l.NetNS}, {"ipc namespace", l.IPCNS},
+		{"network namespace", l.NetNS}, {"ipc namespace", l.IPCNS}, {"pid namespace", l.PIDNS},
 		{"cgroup memory", l.Memory}, {"cgroup pids", l.Pids}, {"cgroup cpu", l.CPU},
 		{"rlimits", l.Rlimits}, {"no_new_privs", l.NoNewPrivs}, {"seccomp", l.Seccomp},
 	}
@@ -97,7 +98,10 @@ func Probe() Layers {
 			ns.Note = "new namespace inside a user namespace"
 		}
 	}
-	l.MountNS, l.NetNS, l.IPCNS = ns, ns, ns
+	l.MountNS, l.NetNS, l.IPCNS, l.PIDNS = ns, ns, ns, ns
+	if why := pidnsBlocked(); why != "" && ns.Applied {
+		l.PIDNS = Layer{Note: why}
+	}
 	l.PivotRoot = Layer{Applied: ns.Applied, Note: "needs the mount namespace"}
 	if ns.Applied {
 		l.PivotRoot.Note = "new root on tmpfs"
@@ -155,6 +159,16 @@ func seccompFilterAvail() bool {
 	// Older kernels: PR_GET_SECCOMP works when seccomp is built in.
 	_, err := unix.PrctlRetInt(unix.PR_GET_SECCOMP, 0, 0, 0, 0)
 	return err == nil
+}
+
+// pidnsBlocked says why no PID namespace can be made, as far as the sysctl
+// tells, or "" when it looks possible: the other namespaces are then still
+// given.
+func pidnsBlocked() string {
+	if b, err := os.ReadFile("/proc/sys/user/max_pid_namespaces"); err == nil && strings.TrimSpace(string(b)) == "0" {
+		return "PID namespaces are disabled (user.max_pid_namespaces=0)"
+	}
+	return ""
 }
 
 // usernsBlocked says why an unprivileged user namespace cannot be made, as

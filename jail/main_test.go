@@ -96,6 +96,8 @@ type report struct {
 	Ifaces         []string
 	FDs            []string // open descriptors, from fstat on 0..63
 	Env            []string
+	Pid            int    // getpid(): 1 in a PID namespace of its own
+	KillPeer       string // error of kill($BOXLITE_TEST_PEER, 0), when set
 }
 
 func errString(err error) string {
@@ -108,7 +110,10 @@ func errString(err error) string {
 // probeMode: probe RO-FILE RW-DIR PATH...; writes a report on stdout, then
 // waits for EOF on descriptor 4.
 func probeMode(args []string) {
-	r := report{UID: os.Getuid(), EUID: os.Geteuid(), GID: os.Getgid(), Present: map[string]string{}, Env: os.Environ()}
+	r := report{UID: os.Getuid(), EUID: os.Geteuid(), GID: os.Getgid(), Present: map[string]string{}, Env: os.Environ(), Pid: os.Getpid()}
+	if peer := os.Getenv("BOXLITE_TEST_PEER"); peer != "" {
+		r.KillPeer = errString(unix.Kill(mustAtoi(peer), 0))
+	}
 	r.Groups, _ = os.Getgroups()
 	r.NoNewPrivs, _ = unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
 	r.Seccomp, _ = unix.PrctlRetInt(unix.PR_GET_SECCOMP, 0, 0, 0, 0)

@@ -119,11 +119,15 @@ func stage(specFile, status *os.File) error {
 	}
 
 	// A credential change clears the parent-death signal: re-arm it, then
-	// make sure the parent did not die before that.
+	// make sure the parent did not die before that. In a PID namespace of
+	// its own the stage's parent is outside and getppid says 0 whether it
+	// lives or not: there the status line below is the check (the parent
+	// holds the pipe's only read end, closed when it exits, before its
+	// children are told: a write after a missed signal fails with EPIPE).
 	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
 		return fail("prctl PR_SET_PDEATHSIG", err)
 	}
-	if ppid := os.Getppid(); ppid != s.PPid {
+	if ppid := os.Getppid(); ppid != s.PPid && !(s.PIDNS && ppid == 0) {
 		return fail("parent check", fmt.Errorf("parent %d exited (parent is now %d)", s.PPid, ppid))
 	}
 

@@ -79,3 +79,40 @@ func TestAllocUID(t *testing.T) {
 		t.Errorf("AllocUID over [5, 4]: %v, want ErrInvalidArgument", err)
 	}
 }
+
+// TestAllocUIDHostWide: the shims of every home allocate from HostUIDDir,
+// so allocations there never repeat an id held by another; a state
+// directory others could write (where they could delete a lock) or a
+// symlink is refused.
+func TestAllocUIDHostWide(t *testing.T) {
+	requireRoot(t)
+	a, releaseA, err := jail.AllocUID(jail.HostUIDDir, jail.UIDRangeLo, jail.UIDRangeHi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer releaseA()
+	b, releaseB, err := jail.AllocUID(jail.HostUIDDir, jail.UIDRangeLo, jail.UIDRangeHi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer releaseB()
+	if a == b {
+		t.Errorf("two allocations from %s gave uid %d twice", jail.HostUIDDir, a)
+	}
+	st, err := os.Lstat(jail.HostUIDDir)
+	if err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 {
+		t.Errorf("%s: %v %v, want a 0700 directory", jail.HostUIDDir, st.Mode(), err)
+	}
+
+	open := filepath.Join(t.TempDir(), "open")
+	os.Mkdir(open, 0o700)
+	os.Chmod(open, 0o777)
+	if _, _, err := jail.AllocUID(open, jail.UIDRangeLo, jail.UIDRangeHi); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("AllocUID in a world-writable directory: %v, want ErrInvalidArgument", err)
+	}
+	link := filepath.Join(t.TempDir(), "link")
+	os.Symlink(t.TempDir(), link)
+	if _, _, err := jail.AllocUID(link, jail.UIDRangeLo, jail.UIDRangeHi); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("AllocUID through a symlink: %v, want ErrInvalidArgument", err)
+	}
+}

@@ -85,3 +85,52 @@ func TestLearnedIsBounded(t *testing.T) {
 		t.Errorf("learned %d addresses, want at most %d", len(p.learned), maxLearned)
 	}
 }
+
+func TestAllowAnswer(t *testing.T) {
+	p, err := Parse([]string{"example.com", "intra.example.com", "10.9.0.0/16:443", "192.0.2.7", HostAlias})
+	if err != nil {
+		t.Fatal(err)
+	}
+	public := netip.MustParseAddr("93.184.216.34")
+	for _, c := range []struct {
+		addr    string
+		hostOwn bool
+		want    bool
+	}{
+		{"93.184.216.34", false, true},    // public
+		{"93.184.216.34", true, false},    // public, but the host's own
+		{"10.1.2.3", false, false},        // RFC 1918
+		{"10.9.1.1", false, true},         // ... inside a CIDR rule (whatever its port)
+		{"172.20.0.1", false, false},      // RFC 1918
+		{"192.168.1.1", false, false},     // RFC 1918
+		{"192.168.127.254", false, false}, // the host alias, named only by name here
+		{"100.64.0.1", false, false},      // carrier-grade NAT
+		{"127.0.0.1", false, false},       // loopback
+		{"169.254.169.254", false, false}, // link-local metadata
+		{"0.0.0.0", false, false},
+		{"192.0.2.7", true, true},   // the host's own, allowed by address
+		{"192.0.2.8", false, false}, // documentation range
+		{"255.255.255.255", false, false},
+		{"224.0.0.1", false, false},
+		{"::ffff:10.0.0.1", false, false}, // mapped
+		{"fd00::1", false, false},         // unique local
+		{"fe80::1", false, false},
+		{"2606:4700::1", false, true},
+	} {
+		if got := p.AllowAnswer(netip.MustParseAddr(c.addr), c.hostOwn); got != c.want {
+			t.Errorf("AllowAnswer(%s, host %v) = %v, want %v", c.addr, c.hostOwn, got, c.want)
+		}
+	}
+	alias, _ := Parse([]string{"x.example", HostAliasAddr.String()})
+	if !alias.AllowAnswer(HostAliasAddr, false) {
+		t.Error("the host alias's address listed as such: refused")
+	}
+	wide, _ := Parse([]string{"x.example", "192.168.0.0/16"})
+	if wide.AllowAnswer(HostAliasAddr, false) || !wide.AllowAnswer(netip.MustParseAddr("192.168.1.1"), false) {
+		t.Error("a wider CIDR: the alias must stay refused, the rest of the CIDR allowed")
+	}
+	var open *Policy
+	if !open.AllowAnswer(netip.MustParseAddr("10.1.2.3"), true) || !open.AllowAnswer(public, true) {
+		t.Error("no policy: every answer passes")
+	}
+}

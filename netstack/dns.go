@@ -27,7 +27,11 @@ const (
 // serveDNS answers the box's DNS on GatewayIP:53, over UDP and TCP: the box
 // has no other resolver (any other is just a destination allow_net rules
 // on). Names the policy does not allow are NXDOMAIN; A answers come from the
-// host's resolver, and the policy learns them.
+// host's resolver, and the policy learns them, except that with allow_net an
+// answer pointing at a private or special range or at the host's own
+// addresses is dropped unless a rule names that address or network
+// (netpolicy.AllowAnswer): an allowed name cannot lead the box to the host's
+// side of the network.
 func (n *Stack) serveDNS() error {
 	addr := tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4(boxnet.GatewayIP.As4()), Port: 53}
 	pc, err := gonet.DialUDP(n.stack, &addr, nil, ipv4.ProtocolNumber)
@@ -82,7 +86,7 @@ func (n *Stack) answer(w dns.ResponseWriter, q *dns.Msg) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(n.ctx, dnsTimeout)
-		ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip4", name)
+		ips, err := n.cfg.Lookup(ctx, name)
 		cancel()
 		<-n.lookups
 		if err != nil {
@@ -95,6 +99,12 @@ func (n *Stack) answer(w dns.ResponseWriter, q *dns.Msg) {
 		}
 		for _, ip := range ips {
 			ip = ip.Unmap()
+			if p := n.cfg.Policy; p != nil && !p.AllowAnswer(ip, hostAddr(ip)) {
+				n.stats.blocked.Add(1)
+				n.logOnce("dns "+name+" "+ip.String(), "network: dropped %s from the DNS answer for %q: a private, special or host address that allow_net does not list",
+					ip, truncate(name, 253))
+				continue
+			}
 			n.cfg.Policy.Learn(name, ip)
 			m.Answer = append(m.Answer, aRecord(question.Name, ip))
 		}

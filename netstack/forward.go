@@ -48,7 +48,7 @@ func (n *Stack) route(proto string, dst netip.Addr, port uint16) (string, string
 	if !n.cfg.Policy.AllowAddr(dst, port) {
 		return "", "not in allow_net"
 	}
-	if n.published(proto, port) && hostAddr(dst) {
+	if hostAddr(dst) && n.published(proto, port) {
 		return "", "a box's published port"
 	}
 	return net.JoinHostPort(dst.String(), strconv.Itoa(int(port))), ""

@@ -57,6 +57,9 @@ type Config struct {
 	Published func(proto string, port uint16) bool
 	// Logf logs what the stack does for the box's log (rate-limited here).
 	Logf func(format string, args ...any)
+	// Lookup resolves a name's IPv4 addresses for the box's DNS; nil is
+	// the host's resolver (tests stand in for it).
+	Lookup func(ctx context.Context, name string) ([]netip.Addr, error)
 }
 
 // Stack is a box's network. New binds its published ports, Serve carries
@@ -91,6 +94,11 @@ type statCounters struct {
 func New(cfg Config) (*Stack, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
+	}
+	if cfg.Lookup == nil {
+		cfg.Lookup = func(ctx context.Context, name string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip4", name)
+		}
 	}
 	// gvisor-tap-vsock logs through logrus, at times about what the guest
 	// sends: the shim logs for itself, rate-limited.

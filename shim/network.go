@@ -7,7 +7,6 @@ import (
 	"log"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -30,8 +29,8 @@ import (
 // namespaces, a uid of its own when the shim is root, a cgroup, rlimits,
 // no_new_privs and seccomp. The shim binds the published ports itself, so
 // that a port in use (or a privileged one) is decided before anything
-// starts, and answers the stack's registry questions: the home's port
-// registry stays private to the home's owner.
+// starts, and answers the stack's registry questions (boxnet.Registry,
+// host-wide) itself: the stack needs no view of the host's sockets.
 const (
 	// netMemoryMax and netPidsMax are the stack's cgroup limits: its
 	// buffers (MaxTCPConns connections of at most 2 MiB each) and the Go
@@ -69,7 +68,7 @@ func (s *shim) startNetwork(vm *hv.Config) error {
 	if err != nil {
 		return err
 	}
-	reg, err := boxnet.NewRegistry(filepath.Join(s.cfg.StateDir, "ports"))
+	reg, err := boxnet.NewRegistry()
 	if err != nil {
 		return err
 	}
@@ -115,7 +114,7 @@ func (s *shim) serveNetwork() error {
 		return err
 	}
 	defer theirReg.Close()
-	go p.answerRegistry(reg)
+	go boxnet.AnswerPublished(reg, p.registry.Published)
 
 	cfg, _ := json.Marshal(boxnet.ProcConfig{AllowNet: s.cfg.Network.AllowNet, Ports: p.bound})
 	const inside = "/boxlite-net" // its command name too
@@ -134,7 +133,7 @@ func (s *shim) serveNetwork() error {
 			PidsMax: netPidsMax, CPUWeight: 100},
 	}
 	if os.Geteuid() == 0 {
-		uid, release, err := jail.AllocUID(filepath.Join(s.cfg.StateDir, "uids"), jail.UIDRangeLo, jail.UIDRangeHi)
+		uid, release, err := jail.AllocUID(jail.HostUIDDir, jail.UIDRangeLo, jail.UIDRangeHi)
 		if err != nil {
 			return fmt.Errorf("network: a uid for the stack: %w", err)
 		}
@@ -196,30 +195,6 @@ func connPair(name string) (*net.UnixConn, *os.File, error) {
 		return nil, nil, fmt.Errorf("network: %s socket: %w", name, err)
 	}
 	return c.(*net.UnixConn), os.NewFile(uintptr(fds[1]), name), nil
-}
-
-// answerRegistry tells the stack, a line "PROTO PORT" at a time, whether a
-// box publishes that host port ("1") or not ("0"). The stack is confined,
-// not trusted: a line it sends that is not a question ends the answers
-// (the stack then refuses every connection to a host port).
-func (p *netProc) answerRegistry(c *net.UnixConn) {
-	defer c.Close()
-	sc := bufio.NewScanner(c)
-	sc.Buffer(make([]byte, 64), 64)
-	for sc.Scan() {
-		var proto string
-		var port uint16
-		if k, err := fmt.Sscanf(sc.Text(), "%s %d", &proto, &port); err != nil || k != 2 || (proto != "tcp" && proto != "udp") {
-			return
-		}
-		answer := "0\n"
-		if p.registry.Published(proto, port) {
-			answer = "1\n"
-		}
-		if _, err := c.Write([]byte(answer)); err != nil {
-			return
-		}
-	}
 }
 
 // stats asks the stack for its counters; nil if it does not answer soon.

@@ -233,13 +233,14 @@ func (s *shim) makeLane() error {
 }
 
 // jailUID gives the box's VMM a uid of its own when the shim runs as root,
-// held (by a lock file under StateDir) until the shim exits. A non-root
+// held (by a lock file under jail.HostUIDDir, host-wide: no other box of
+// any home gets it) until the shim exits. A non-root
 // caller's VMM keeps the caller's uid, inside a user namespace.
 func (s *shim) jailUID(j *hv.Jail) error {
 	if os.Geteuid() != 0 {
 		return nil
 	}
-	uid, release, err := jail.AllocUID(filepath.Join(s.cfg.StateDir, "uids"), jail.UIDRangeLo, jail.UIDRangeHi)
+	uid, release, err := jail.AllocUID(jail.HostUIDDir, jail.UIDRangeLo, jail.UIDRangeHi)
 	if err != nil {
 		return fmt.Errorf("box %s: a uid for its VMM: %w", s.cfg.BoxID, err)
 	}

@@ -13,7 +13,6 @@ import (
 	"log"
 	"net"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -75,26 +74,15 @@ func main() {
 	os.Exit(0)
 }
 
-// askRegistry asks the shim whether a host port is a box's published one;
-// when the shim does not answer, it is (the connection is refused).
+// askRegistry asks the shim whether a host port is a box's published one
+// (boxnet.AskPublished); without the socket every port counts as one.
 func askRegistry(f *os.File) func(string, uint16) bool {
 	c, err := net.FileConn(f) // a conn, for deadlines
 	f.Close()
 	if err != nil {
 		return func(string, uint16) bool { return true }
 	}
-	var mu sync.Mutex
-	rd := bufio.NewReaderSize(c, 64)
-	return func(proto string, port uint16) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		c.SetDeadline(time.Now().Add(boxnet.StatsWait))
-		if _, err := fmt.Fprintf(c, "%s %d\n", proto, port); err != nil {
-			return true
-		}
-		line, err := rd.ReadString('\n')
-		return err != nil || line != "0\n"
-	}
+	return boxnet.AskPublished(c, boxnet.StatsWait)
 }
 
 // rateLimited passes at most 20 lines a minute on to logf: the network logs
