@@ -396,7 +396,7 @@ func (b *Box) boot(ctx context.Context) (*conn, protocol.Info, error) {
 	sc := shimapi.Config{BoxID: b.rec.ID, Dir: b.dir, Kernel: b.rt.assets.kernel(), Initrd: b.rt.assets.initrd(),
 		QEMU: b.rt.qemu, MemoryMiB: cfg.MemoryMiB, CPUs: cfg.CPUs, Layers: layers, RequireKVM: b.rt.requireKVM,
 		BootTimeout: cfg.BootTimeout, StopTimeout: 10 * time.Second, OwnerUID: os.Getuid(),
-		StateDir: filepath.Join(b.rt.home, "state"), AutoRemove: cfg.AutoRemove, Detach: cfg.Detach, Network: cfg.shimNetwork(), Netstack: b.rt.assets.netstack(),
+		AutoRemove: cfg.AutoRemove, Detach: cfg.Detach, Network: cfg.shimNetwork(), Netstack: b.rt.assets.netstack(),
 		KernelArgs: cfg.KernelArgs, Hostname: firstNonEmpty(cfg.Hostname, DefaultHostname)}
 	if len(cfg.Volumes) > 0 {
 		sc.Volumes, sc.Virtiofsd = cfg.Volumes, b.rt.assets.virtiofsd()

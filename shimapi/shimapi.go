@@ -58,9 +58,6 @@ type Config struct {
 	StopTimeout time.Duration `json:"stop_timeout"` // shutdown request to VMM exit, then kill
 	// OwnerUID is the only uid (besides root) whose clients the shim serves.
 	OwnerUID int `json:"owner_uid"`
-	// StateDir holds host-wide state shared by the shims of a home (the
-	// uids allocated to confined VMMs).
-	StateDir string `json:"state_dir"`
 	// AutoRemove: the box directory is deleted after the box ends because
 	// its creator died, or, for a detached box (no parent-death pipe), after
 	// it ends at all: nobody may be left to remove it.
