@@ -79,16 +79,27 @@ type Spec struct {
 	// stack needs it). By default the program gets a new, empty one: no
 	// interface but a down loopback, no abstract Unix sockets of the host.
 	HostNetwork bool
+	// DenySetID adds to the seccomp filter rules for a program that writes
+	// files for someone else (a file daemon): it cannot give a file the
+	// set-user-ID or set-group-ID bit (chmod family, or creating with that
+	// mode), make a device node, or set an extended attribute (file
+	// capabilities); see setIDRules.
+	DenySetID bool
 }
 
 // Bind makes a host path visible inside the jail.
 type Bind struct {
-	Host   string // absolute host path; symlinks are resolved
+	Host   string // absolute host path; symlinks are resolved (see File)
 	Inside string // absolute path inside; empty means the same as Host
 	// Writable leaves the bind writable; it is read-only otherwise. Either
 	// way it is nosuid and nodev, and the program's uid must be allowed to
 	// write by the file's own permissions.
 	Writable bool
+	// File, when set, is the source instead of Host's path: the caller's
+	// open descriptor (O_PATH is enough) of a directory or regular file,
+	// bound as it is, whatever Host's path leads to by now; Host then only
+	// names it (see bindfd.go). Start does not close it.
+	File *os.File `json:"-"`
 }
 
 // CgroupSpec names the program's cgroup and its limits. Zero limits are not
@@ -174,6 +185,7 @@ type Cmd struct {
 	readyErr  error
 	waitOnce  sync.Once
 	waitErr   error
+	bindFiles []*os.File // sources of the binds with a File, after the status pipe
 }
 
 var cgroupNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
@@ -337,8 +349,13 @@ func (c *Cmd) Start() (err error) {
 		Path: s.Path, Args: s.Args, Env: s.Env,
 		SetID: c.root && !s.KeepRoot, UID: s.UID, GID: s.GID,
 		Binds: s.Binds, Devices: s.Devices, Rlimits: s.Rlimits,
-		NExtra: len(s.ExtraFiles), PPid: os.Getpid(), Seccomp: true,
+		NExtra: len(s.ExtraFiles), PPid: os.Getpid(), Seccomp: true, DenySetID: s.DenySetID,
 	}
+	closeBinds, err := c.bindSources(&w)
+	if err != nil {
+		return err
+	}
+	defer closeBinds()
 	var specW *os.File
 	for _, mode := range c.nsAttempts() {
 		var specR, statW *os.File
@@ -418,7 +435,7 @@ func (c *Cmd) command(mode int, specR, statW *os.File) *exec.Cmd {
 		Env:        []string{},
 		Stdout:     s.Stdout,
 		Stderr:     s.Stderr,
-		ExtraFiles: append(append([]*os.File(nil), s.ExtraFiles...), specR, statW),
+		ExtraFiles: append(append(append([]*os.File(nil), s.ExtraFiles...), specR, statW), c.bindFiles...),
 		SysProcAttr: &syscall.SysProcAttr{
 			Setpgid:   true,
 			Pdeathsig: syscall.SIGKILL,
@@ -587,6 +604,11 @@ type wireSpec struct {
 	MountNS bool // the helper has its own mount namespace: build the root
 	UserNS  bool
 	Seccomp bool
+	// BindFDs[i] is Binds[i]'s source descriptor, 0 for a path; a
+	// BindTrees[i] one is a detached mount (open_tree) to move in.
+	BindFDs   []int  `json:",omitempty"`
+	BindTrees []bool `json:",omitempty"`
+	DenySetID bool   `json:",omitempty"`
 }
 
 // wireStatus is one line the stage writes on the status pipe: its layers
