@@ -1,7 +1,6 @@
 package shim
 
 import (
-	"errors"
 	"fmt"
 	"log"
 	"net/url"
@@ -15,6 +14,7 @@ import (
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/hv"
 	"github.com/boxlite/boxlite/jail"
+	"github.com/boxlite/boxlite/shimapi"
 )
 
 // A box's volumes are served by at most two virtiofsd daemons, one for the
@@ -59,17 +59,26 @@ func (s *shim) startVolumes() ([]hv.FS, string, error) {
 	}
 	var words []string
 	binds := map[bool][]jail.Bind{}
+	// The daemons bind these descriptors, never the paths (jail.Bind.File):
+	// each is the file the box was created with, reached without a symlink.
+	var files []*os.File
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
 	for i, v := range vols {
-		fi, err := os.Stat(v.HostPath)
+		f, id, err := shimapi.OpenVolume(v)
 		if err != nil {
-			kind := errdefs.ErrInvalidArgument
-			if errors.Is(err, os.ErrNotExist) {
-				kind = errdefs.ErrNotFound
-			}
-			return nil, "", errdefs.Errorf(kind, "box %s: volume %s: host path %q: %v", s.cfg.BoxID, v.GuestPath, v.HostPath, err)
+			return nil, "", fmt.Errorf("box %s: %w", s.cfg.BoxID, err)
+		}
+		files = append(files, f)
+		if v.HostID == nil {
+			s.fsWarnings = append(s.fsWarnings, fmt.Sprintf("volume %s: created by an older boxlite that did not record its host file; "+
+				"checked for symlinks only (recreate the box to pin it)", v.GuestPath))
 		}
 		kind := "d"
-		if !fi.IsDir() {
+		if id.Type != "dir" {
 			kind = "f"
 		}
 		mode := "rw"
@@ -77,7 +86,7 @@ func (s *shim) startVolumes() ([]hv.FS, string, error) {
 			mode = "ro"
 		}
 		words = append(words, fmt.Sprintf("boxlite.vol=%d:%s:%s:%s", i, mode, kind, escapeGuestPath(v.GuestPath)))
-		binds[v.ReadOnly] = append(binds[v.ReadOnly], jail.Bind{Host: v.HostPath,
+		binds[v.ReadOnly] = append(binds[v.ReadOnly], jail.Bind{Host: v.HostPath, File: f,
 			Inside: sharesDir + "/" + strconv.Itoa(i), Writable: !v.ReadOnly})
 	}
 	var fss []hv.FS
@@ -113,9 +122,15 @@ func escapeGuestPath(p string) string { return url.PathEscape(p) }
 // namespace mapping only the caller), so files a box creates are the
 // caller's. A root caller's daemon keeps root, to act on the files as root
 // (Spec.KeepRoot; the box info says so), without the capabilities to make
-// device nodes, set file capabilities or switch uid. Either way every
-// guest uid and gid is squashed to the daemon's own: the box cannot create
-// files owned by anyone else.
+// device nodes, set file capabilities, switch uid or keep set-id bits on
+// a write (CAP_FSETID). Either way every guest uid and gid is squashed to
+// the daemon's own: the box cannot create files owned by anyone else.
+//
+// Privileges: whoever the caller is, the jail's filter for file daemons
+// (Spec.DenySetID) refuses every set-user-ID or set-group-ID mode (chmod,
+// or creating with one), device nodes and extended attributes (file
+// capabilities) with EPERM, so a box leaves no privilege in a host folder;
+// virtiofsd also runs without --xattr.
 func (s *shim) startFSDaemon(ro bool, binds []jail.Bind) (d *fsDaemon, err error) {
 	name := "rw"
 	if ro {
@@ -145,7 +160,7 @@ func (s *shim) startFSDaemon(ro bool, binds []jail.Bind) (d *fsDaemon, err error
 	}
 	root := os.Geteuid() == 0
 	if root {
-		args = append(args, "--modcaps=-mknod:-setfcap:-setuid:-setgid")
+		args = append(args, "--modcaps=-mknod:-setfcap:-setuid:-setgid:-fsetid")
 	}
 	// virtiofsd reopens files through /proc/self/fd and reads
 	// /proc/sys/fs/nr_open at start: the jail shows it those (read-only),
@@ -165,7 +180,7 @@ func (s *shim) startFSDaemon(ro bool, binds []jail.Bind) (d *fsDaemon, err error
 	// it the shim's hard limit.
 	nofile := lim.Max
 	spec := jail.Spec{
-		Path: path, Args: args, KeepRoot: true, Binds: binds, Devices: []string{"/dev/null"},
+		Path: path, Args: args, KeepRoot: true, DenySetID: true, Binds: binds, Devices: []string{"/dev/null"},
 		ExtraFiles: []*os.File{listener}, Stdout: os.Stderr, Stderr: os.Stderr,
 		Cgroup: &jail.CgroupSpec{Name: "boxlite-" + s.cfg.BoxID + ".fs-" + name,
 			MemoryMaxBytes: fsMemoryMax, PidsMax: fsPidsMax, CPUWeight: 100},
