@@ -43,6 +43,8 @@ type fsDaemon struct {
 	conn *os.File // QEMU's end of the vhost-user socket, until QEMU has it
 	done chan struct{}
 	err  error // set before done is closed
+	// limits are the size-limited volumes it serves, until watched.
+	limits []*volumeLimit
 }
 
 // startVolumes starts the file daemons of the box's volumes and returns
@@ -59,6 +61,12 @@ func (s *shim) startVolumes() ([]hv.FS, string, error) {
 	}
 	var words []string
 	binds := map[bool][]jail.Bind{}
+	var limits []*volumeLimit
+	defer func() {
+		for _, l := range limits {
+			l.dir.Close() // not handed to the rw daemon
+		}
+	}()
 	// The daemons bind these descriptors, never the paths (jail.Bind.File):
 	// each is the file the box was created with, reached without a symlink.
 	var files []*os.File
@@ -81,6 +89,13 @@ func (s *shim) startVolumes() ([]hv.FS, string, error) {
 		if id.Type != "dir" {
 			kind = "f"
 		}
+		if v.SizeLimitBytes > 0 && !v.ReadOnly && id.Type == "dir" {
+			l, err := newVolumeLimit(v.GuestPath, v.SizeLimitBytes, f)
+			if err != nil {
+				return nil, "", fmt.Errorf("box %s: %w", s.cfg.BoxID, err)
+			}
+			limits = append(limits, l)
+		}
 		mode := "rw"
 		if v.ReadOnly {
 			mode = "ro"
@@ -99,6 +114,9 @@ func (s *shim) startVolumes() ([]hv.FS, string, error) {
 			return nil, "", err
 		}
 		s.fsDaemons = append(s.fsDaemons, d)
+		if !ro {
+			d.limits, limits = limits, nil
+		}
 		tag := fsTagRW
 		if ro {
 			tag = fsTagRO
@@ -258,12 +276,17 @@ func (d *fsDaemon) stop() {
 		d.conn.Close()
 		d.conn = nil
 	}
+	for _, l := range d.limits {
+		l.dir.Close()
+	}
+	d.limits = nil
 }
 
 // watchVolumes stops the box when a file daemon dies under it: the guest's
 // file operations on its volumes would hang.
 func (s *shim) watchVolumes() {
 	for _, d := range s.fsDaemons {
+		s.watchVolumeLimits(d)
 		go func(d *fsDaemon) {
 			select {
 			case <-d.done:

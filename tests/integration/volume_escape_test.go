@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,6 +30,8 @@ import (
 //     and file capabilities in P, and writes to a set-uid file the host had
 //     there: no set-id bit, device or capability is there afterwards.
 //   - Filling /small gets ENOSPC in the box, which keeps running.
+//   - The victim's /lim has a 2 MiB size limit: writing past it stops the
+//     box, saying why.
 func TestVolumeEscape(t *testing.T) {
 	needPython(t)
 	if os.Geteuid() != 0 {
@@ -73,7 +76,10 @@ func TestVolumeEscape(t *testing.T) {
 			core.WithVolume(proj, "/proj", false), core.WithVolume(out, "/out", false), core.WithVolume(small, "/small", false))
 		starts <- made{b, err}
 	}()
-	victim, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithName("vol-victim"), core.WithVolume(c, "/c", false))
+	lim := filepath.Join(base, "lim")
+	os.Mkdir(lim, 0o755)
+	victim, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithName("vol-victim"), core.WithVolume(c, "/c", false),
+		core.WithVolumeSpec(core.Volume{HostPath: lim, GuestPath: "/lim", SizeLimitBytes: 2 << 20}))
 	m := <-starts
 	if m.b != nil {
 		t.Cleanup(func() { m.b.Remove(context.Background(), true) })
@@ -127,6 +133,31 @@ func TestVolumeEscape(t *testing.T) {
 		if res := runIn(t, attacker, sh(`rm /small/fill && echo ok > /small/after && cat /small/after`)); string(res.Stdout) != "ok\n" {
 			t.Fatalf("after ENOSPC: code %d %q %q", res.Code, res.Stdout, res.Stderr)
 		}
+	})
+
+	t.Run("SizeLimit", func(t *testing.T) {
+		if res := runIn(t, victim, sh(`dd if=/dev/zero of=/lim/small bs=64k count=8 && sync`)); res.Code != 0 {
+			t.Fatalf("under the limit: code %d %s", res.Code, res.Stderr)
+		}
+		// Past it: the box is stopped (the command may or may not return).
+		rctx, rcancel := context.WithTimeout(ctx, time.Minute)
+		victim.Run(rctx, sh(`dd if=/dev/zero of=/lim/big bs=1M count=16; sync; sleep 60`))
+		rcancel()
+		for end := time.Now().Add(time.Minute); victim.Info().State == core.StateRunning && time.Now().Before(end); {
+			time.Sleep(200 * time.Millisecond)
+		}
+		info := victim.Info()
+		if info.State == core.StateRunning || !strings.Contains(info.LastExit, "/lim") || !strings.Contains(info.LastExit, "size limit") {
+			t.Fatalf("state %s, last exit %q: want stopped for /lim's size limit", info.State, info.LastExit)
+		}
+		var used int64
+		filepath.Walk(lim, func(_ string, fi os.FileInfo, err error) error {
+			if err == nil {
+				used += fi.Sys().(*syscall.Stat_t).Blocks * 512
+			}
+			return nil
+		})
+		t.Logf("stopped: %s; %d bytes in the folder (limit %d)", info.LastExit, used, 2<<20)
 	})
 
 	t.Run("SymlinkSwapAcrossRestart", func(t *testing.T) {
