@@ -31,14 +31,10 @@ var openTree = unix.OpenTree
 
 // bindSources fills w.BindFDs and w.BindTrees and c.bindFiles (passed
 // after the status pipe) for the binds with a File; done closes what it
-// made, once the helper has its copies.
-func (c *Cmd) bindSources(w *wireSpec) (done func(), err error) {
+// made, once the helper has its copies. Where open_tree fails (an old
+// kernel, no CAP_SYS_ADMIN) the stage takes the other way.
+func (c *Cmd) bindSources(w *wireSpec) (done func()) {
 	var made []*os.File
-	done = func() {
-		for _, f := range made {
-			f.Close()
-		}
-	}
 	c.bindFiles = nil
 	for i, b := range c.spec.Binds {
 		if b.File == nil {
@@ -55,9 +51,6 @@ func (c *Cmd) bindSources(w *wireSpec) (done func(), err error) {
 				src = os.NewFile(uintptr(fd), "bind-tree-"+b.Inside)
 				made = append(made, src)
 				w.BindTrees[i] = true
-			} else if err != unix.ENOSYS && err != unix.EPERM && err != unix.EINVAL {
-				done()
-				return nil, fmt.Errorf("jail: bind %s: open_tree: %v: %w", b.Host, err, errnoKind(err))
 			}
 		}
 		// The stage's descriptors: ExtraFiles, the spec and status pipes,
@@ -65,7 +58,11 @@ func (c *Cmd) bindSources(w *wireSpec) (done func(), err error) {
 		w.BindFDs[i] = 3 + len(c.spec.ExtraFiles) + 2 + len(c.bindFiles)
 		c.bindFiles = append(c.bindFiles, src)
 	}
-	return done, nil
+	return func() {
+		for _, f := range made {
+			f.Close()
+		}
+	}
 }
 
 // bindFromFD checks the source descriptor of bind b in the stage, before

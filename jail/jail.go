@@ -79,11 +79,7 @@ type Spec struct {
 	// stack needs it). By default the program gets a new, empty one: no
 	// interface but a down loopback, no abstract Unix sockets of the host.
 	HostNetwork bool
-	// DenySetID adds to the seccomp filter rules for a program that writes
-	// files for someone else (a file daemon): it cannot give a file the
-	// set-user-ID or set-group-ID bit (chmod family, or creating with that
-	// mode), make a device node, or set an extended attribute (file
-	// capabilities); see setIDRules.
+	// DenySetID: no set-id mode bits, device nodes or xattrs (fsPolicy).
 	DenySetID bool
 }
 
@@ -95,10 +91,8 @@ type Bind struct {
 	// way it is nosuid and nodev, and the program's uid must be allowed to
 	// write by the file's own permissions.
 	Writable bool
-	// File, when set, is the source instead of Host's path: the caller's
-	// open descriptor (O_PATH is enough) of a directory or regular file,
-	// bound as it is, whatever Host's path leads to by now; Host then only
-	// names it (see bindfd.go). Start does not close it.
+	// File, when set, is the source (a directory or regular file, O_PATH
+	// is enough), not Host's path, which only names it: see bindfd.go.
 	File *os.File `json:"-"`
 }
 
@@ -351,11 +345,7 @@ func (c *Cmd) Start() (err error) {
 		Binds: s.Binds, Devices: s.Devices, Rlimits: s.Rlimits,
 		NExtra: len(s.ExtraFiles), PPid: os.Getpid(), Seccomp: true, DenySetID: s.DenySetID,
 	}
-	closeBinds, err := c.bindSources(&w)
-	if err != nil {
-		return err
-	}
-	defer closeBinds()
+	defer c.bindSources(&w)()
 	var specW *os.File
 	for _, mode := range c.nsAttempts() {
 		var specR, statW *os.File
@@ -604,8 +594,7 @@ type wireSpec struct {
 	MountNS bool // the helper has its own mount namespace: build the root
 	UserNS  bool
 	Seccomp bool
-	// BindFDs[i] is Binds[i]'s source descriptor, 0 for a path; a
-	// BindTrees[i] one is a detached mount (open_tree) to move in.
+	// Binds[i]'s source descriptor (0: a path), a detached mount if BindTrees[i].
 	BindFDs   []int  `json:",omitempty"`
 	BindTrees []bool `json:",omitempty"`
 	DenySetID bool   `json:",omitempty"`
