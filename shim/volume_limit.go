@@ -1,7 +1,9 @@
 package shim
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -17,7 +19,8 @@ import (
 // Between two measures a box can write past the limit by what it writes in
 // that time: the bound is the limit plus the box's write rate times the
 // interval (limitMinInterval, or limitSlowdown times the last walk when the
-// folder is big). A tree too deep or too big to measure stops the box too.
+// folder is big). A tree the shim cannot measure (too deep, too big, a
+// directory made unreadable) stops the box too.
 const (
 	limitMinInterval = 2 * time.Second
 	limitSlowdown    = 5
@@ -110,8 +113,10 @@ func (w *walker) dir(fd, depth int) (int64, error) {
 				return 0, fmt.Errorf("more than %d entries", limitMaxEntries)
 			}
 			var st unix.Stat_t
-			if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err == unix.ENOENT {
 				continue // gone since the listing
+			} else if err != nil {
+				return 0, fmt.Errorf("stat %q: %w", name, err)
 			}
 			if st.Dev != w.dev {
 				continue // another file system mounted there (by the host)
@@ -125,8 +130,12 @@ func (w *walker) dir(fd, depth int) (int64, error) {
 			total += st.Blocks * 512
 			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
 				sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-				if err != nil {
-					continue // replaced since the stat
+				if err == unix.ENOENT || err == unix.ENOTDIR || err == unix.ELOOP {
+					continue // removed or replaced since the stat
+				} else if err != nil {
+					// E.g. a directory the box made unreadable to hide
+					// what it holds.
+					return 0, fmt.Errorf("open directory %q: %w", name, err)
 				}
 				n, err := w.dir(sub, depth+1)
 				if err != nil {
@@ -135,8 +144,11 @@ func (w *walker) dir(fd, depth int) (int64, error) {
 				total += n
 			}
 		}
-		if err != nil || len(names) == 0 {
-			return total, nil // io.EOF, or a directory removed while read
+		switch {
+		case err == io.EOF || err == nil && len(names) == 0, errors.Is(err, unix.ENOENT): // ENOENT: removed while read
+			return total, nil
+		case err != nil:
+			return 0, fmt.Errorf("read directory: %w", err)
 		}
 	}
 }
