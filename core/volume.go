@@ -2,6 +2,7 @@ package core
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path"
@@ -27,17 +28,38 @@ const maxVolumePathBytes = 1200
 // WithVolume mounts the host directory or file hostPath at guestPath (an
 // absolute path in the box) read-write, or read-only when readOnly is set;
 // the host refuses writes to a read-only volume, not only the guest. Files
-// the box creates belong on the host to the user running boxlite. A
-// missing mount point is created in the box. Default: no volumes; at most
-// MaxVolumes.
+// the box creates belong on the host to the user running boxlite, and get
+// no set-user-ID or set-group-ID bit; the box cannot make device nodes or
+// set extended attributes there. A missing mount point is created in the
+// box. Default: no volumes; at most MaxVolumes.
+//
+// hostPath is resolved once, at create (symlinks followed then), and the
+// box keeps that file: a later start refuses, with an error naming the
+// volume, when the path has a symlink on the way or leads to another file
+// (see shimapi.Volume).
 func WithVolume(hostPath, guestPath string, readOnly bool) BoxOption {
+	return WithVolumeSpec(Volume{HostPath: hostPath, GuestPath: guestPath, ReadOnly: readOnly})
+}
+
+// WithVolumeSpec mounts v as WithVolume does, with its other settings:
+// SizeLimitBytes bounds what the box may store in a read-write directory
+// volume (0, the default: no limit; see docs/SECURITY.md for what the
+// bound guarantees). v.HostID is ignored (recorded at create).
+func WithVolumeSpec(v Volume) BoxOption {
 	return func(c *BoxConfig) error {
-		c.Volumes = append(c.Volumes, Volume{HostPath: hostPath, GuestPath: guestPath, ReadOnly: readOnly})
+		v.HostID = nil
+		c.Volumes = append(c.Volumes, v)
 		return nil
 	}
 }
 
-// validateVolumes checks the volumes and makes their host paths absolute.
+// MinVolumeSizeLimit is the smallest size limit of a volume.
+const MinVolumeSizeLimit = 1 << 20
+
+// validateVolumes checks the volumes, resolves their host paths and
+// records their host files' identities. A volume that already has one (a
+// clone's) keeps it: its path is opened following no symlink and must
+// still lead to that file.
 func (c *BoxConfig) validateVolumes() error {
 	bad := func(format string, args ...any) error {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "box options: "+format, args...)
@@ -66,16 +88,30 @@ func (c *BoxConfig) validateVolumes() error {
 		if err != nil {
 			return bad("volume %s: host path %q: %v", g, v.HostPath, err)
 		}
-		fi, err := os.Stat(abs)
-		if errors.Is(err, os.ErrNotExist) {
-			return errdefs.Errorf(errdefs.ErrNotFound, "box options: volume %s: host path %q does not exist", g, v.HostPath)
-		} else if err != nil {
-			return bad("volume %s: host path %q: %v", g, v.HostPath, err)
+		if v.HostID == nil {
+			// Resolved once, here; starts never follow a symlink.
+			real, err := filepath.EvalSymlinks(abs)
+			if errors.Is(err, os.ErrNotExist) {
+				return errdefs.Errorf(errdefs.ErrNotFound, "box options: volume %s: host path %q does not exist", g, v.HostPath)
+			} else if err != nil {
+				return bad("volume %s: host path %q: %v", g, v.HostPath, err)
+			}
+			abs = real
 		}
-		if !fi.IsDir() && !fi.Mode().IsRegular() {
-			return bad("volume %s: host path %q is not a directory or regular file", g, v.HostPath)
+		f, id, err := shimapi.OpenVolume(Volume{HostPath: abs, GuestPath: g, HostID: v.HostID})
+		if err != nil {
+			return fmt.Errorf("box options: %w", err)
 		}
-		v.HostPath = abs
+		f.Close()
+		switch {
+		case v.SizeLimitBytes < 0:
+			return bad("volume %s: negative size limit", g)
+		case v.SizeLimitBytes > 0 && (v.ReadOnly || id.Type != "dir"):
+			return bad("volume %s: a size limit is for a read-write directory", g)
+		case v.SizeLimitBytes > 0 && v.SizeLimitBytes < MinVolumeSizeLimit:
+			return bad("volume %s: size limit %d bytes is below %d", g, v.SizeLimitBytes, MinVolumeSizeLimit)
+		}
+		v.HostPath, v.HostID = abs, &id
 	}
 	if total > maxVolumePathBytes {
 		return bad("the volumes' guest paths are too long together (%d bytes on the kernel command line, limit %d)", total, maxVolumePathBytes)

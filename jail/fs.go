@@ -32,6 +32,8 @@ type mnt struct {
 	writable bool
 	device   bool   // keep device access (no nodev)
 	link     string // create a symlink with this target instead of mounting
+	fd       int    // > 0: bind this descriptor, not src (bindfd.go)
+	tree     bool   // fd is a detached mount to move in
 }
 
 // buildRoot gives the process a new root holding only the system
@@ -88,7 +90,15 @@ func buildRoot(s *wireSpec, l *Layers) error {
 			ms = append(ms, mnt{src: d, dst: d, writable: true, device: true})
 		}
 	}
-	for _, b := range s.Binds {
+	for i, b := range s.Binds {
+		if i < len(s.BindFDs) && s.BindFDs[i] > 0 {
+			m, err := bindFromFD(b, s.BindFDs[i], s.BindTrees[i])
+			if err != nil {
+				return err
+			}
+			ms = append(ms, m)
+			continue
+		}
 		src, err := filepath.EvalSymlinks(b.Host)
 		if err != nil {
 			return fail("bind "+b.Host, unwrapPathErr(err))
@@ -239,9 +249,21 @@ func mount(m mnt) error {
 		}
 		f.Close()
 	}
-	src := oldDir + m.src
-	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
-		return fail(step, err)
+	switch {
+	case m.tree:
+		if err := unix.MoveMount(m.fd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fail(step+": move_mount", err)
+		}
+	case m.fd > 0:
+		// The descriptor's magic link, through the host's /proc under
+		// oldDir: the kernel binds the file it holds.
+		if err := unix.Mount(fmt.Sprintf("%s/proc/self/fd/%d", oldDir, m.fd), dst, "", unix.MS_BIND, ""); err != nil {
+			return fail(step, err)
+		}
+	default:
+		if err := unix.Mount(oldDir+m.src, dst, "", unix.MS_BIND, ""); err != nil {
+			return fail(step, err)
+		}
 	}
 	var st unix.Statfs_t
 	if err := unix.Statfs(dst, &st); err != nil {

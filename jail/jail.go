@@ -79,16 +79,21 @@ type Spec struct {
 	// stack needs it). By default the program gets a new, empty one: no
 	// interface but a down loopback, no abstract Unix sockets of the host.
 	HostNetwork bool
+	// DenySetID: no set-id mode bits, device nodes or xattrs (fsPolicy).
+	DenySetID bool
 }
 
 // Bind makes a host path visible inside the jail.
 type Bind struct {
-	Host   string // absolute host path; symlinks are resolved
+	Host   string // absolute host path; symlinks are resolved (see File)
 	Inside string // absolute path inside; empty means the same as Host
 	// Writable leaves the bind writable; it is read-only otherwise. Either
 	// way it is nosuid and nodev, and the program's uid must be allowed to
 	// write by the file's own permissions.
 	Writable bool
+	// File, when set, is the source (a directory or regular file, O_PATH
+	// is enough), not Host's path, which only names it: see bindfd.go.
+	File *os.File `json:"-"`
 }
 
 // CgroupSpec names the program's cgroup and its limits. Zero limits are not
@@ -174,6 +179,7 @@ type Cmd struct {
 	readyErr  error
 	waitOnce  sync.Once
 	waitErr   error
+	bindFiles []*os.File // sources of the binds with a File, after the status pipe
 }
 
 var cgroupNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
@@ -337,8 +343,9 @@ func (c *Cmd) Start() (err error) {
 		Path: s.Path, Args: s.Args, Env: s.Env,
 		SetID: c.root && !s.KeepRoot, UID: s.UID, GID: s.GID,
 		Binds: s.Binds, Devices: s.Devices, Rlimits: s.Rlimits,
-		NExtra: len(s.ExtraFiles), PPid: os.Getpid(), Seccomp: true,
+		NExtra: len(s.ExtraFiles), PPid: os.Getpid(), Seccomp: true, DenySetID: s.DenySetID,
 	}
+	defer c.bindSources(&w)()
 	var specW *os.File
 	for _, mode := range c.nsAttempts() {
 		var specR, statW *os.File
@@ -419,7 +426,7 @@ func (c *Cmd) command(mode int, specR, statW *os.File) *exec.Cmd {
 		Env:        []string{},
 		Stdout:     s.Stdout,
 		Stderr:     s.Stderr,
-		ExtraFiles: append(append([]*os.File(nil), s.ExtraFiles...), specR, statW),
+		ExtraFiles: append(append(append([]*os.File(nil), s.ExtraFiles...), specR, statW), c.bindFiles...),
 		SysProcAttr: &syscall.SysProcAttr{
 			Setpgid:   true,
 			Pdeathsig: syscall.SIGKILL,
@@ -599,6 +606,10 @@ type wireSpec struct {
 	UserNS  bool
 	PIDNS   bool // the helper is pid 1 of a namespace of its own
 	Seccomp bool
+	// Binds[i]'s source descriptor (0: a path), a detached mount if BindTrees[i].
+	BindFDs   []int  `json:",omitempty"`
+	BindTrees []bool `json:",omitempty"`
+	DenySetID bool   `json:",omitempty"`
 }
 
 // wireStatus is one line the stage writes on the status pipe: its layers

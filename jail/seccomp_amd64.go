@@ -1,6 +1,10 @@
 package jail
 
-import "golang.org/x/sys/unix"
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/boxlite/boxlite/seccomp"
+)
 
 const seccompArch = unix.AUDIT_ARCH_X86_64
 
@@ -27,3 +31,26 @@ var denyEPERM = []uint32{
 	unix.SYS__SYSCTL, unix.SYS_VHANGUP, unix.SYS_SETTIMEOFDAY, unix.SYS_CLOCK_SETTIME, unix.SYS_CLOCK_ADJTIME,
 	unix.SYS_ADJTIMEX, unix.SYS_MEMFD_SECRET,
 }
+
+const sysMknod = unix.SYS_MKNOD
+
+// setIDRules refuse a set-id mode to every call that sets a file's mode:
+// the chmod family, and the calls that create with a mode (open and openat
+// only with O_CREAT or O_TMPFILE).
+func setIDRules() []seccomp.ArgRule {
+	return []seccomp.ArgRule{
+		{Nr: unix.SYS_CHMOD, Arg: 1, Mask: setIDBits},
+		{Nr: unix.SYS_FCHMOD, Arg: 1, Mask: setIDBits},
+		{Nr: unix.SYS_FCHMODAT, Arg: 2, Mask: setIDBits},
+		{Nr: unix.SYS_FCHMODAT2, Arg: 2, Mask: setIDBits},
+		{Nr: unix.SYS_OPEN, Arg: 2, Mask: setIDBits, IfArg: 1, IfMask: creatFlags},
+		{Nr: unix.SYS_OPENAT, Arg: 3, Mask: setIDBits, IfArg: 2, IfMask: creatFlags},
+		{Nr: unix.SYS_CREAT, Arg: 1, Mask: setIDBits},
+		{Nr: unix.SYS_MKDIR, Arg: 1, Mask: setIDBits},
+		{Nr: unix.SYS_MKDIRAT, Arg: 2, Mask: setIDBits},
+		{Nr: unix.SYS_MKNOD, Arg: 1, Mask: setIDBits},
+		{Nr: unix.SYS_MKNODAT, Arg: 2, Mask: setIDBits},
+	}
+}
+
+var setxattrCalls = []uint32{unix.SYS_SETXATTR, unix.SYS_LSETXATTR, unix.SYS_FSETXATTR, unix.SYS_SETXATTRAT}

@@ -1,6 +1,10 @@
 package jail
 
-import "golang.org/x/sys/unix"
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/boxlite/boxlite/seccomp"
+)
 
 const seccompArch = unix.AUDIT_ARCH_AARCH64
 
@@ -23,3 +27,19 @@ var denyEPERM = []uint32{
 	unix.SYS_VHANGUP, unix.SYS_SETTIMEOFDAY, unix.SYS_CLOCK_SETTIME, unix.SYS_CLOCK_ADJTIME,
 	unix.SYS_ADJTIMEX, unix.SYS_MEMFD_SECRET,
 }
+
+const sysMknod = 0 // arm64 has only mknodat
+
+// setIDRules: as on amd64, without the calls arm64 does not have.
+func setIDRules() []seccomp.ArgRule {
+	return []seccomp.ArgRule{
+		{Nr: unix.SYS_FCHMOD, Arg: 1, Mask: setIDBits},
+		{Nr: unix.SYS_FCHMODAT, Arg: 2, Mask: setIDBits},
+		{Nr: unix.SYS_FCHMODAT2, Arg: 2, Mask: setIDBits},
+		{Nr: unix.SYS_OPENAT, Arg: 3, Mask: setIDBits, IfArg: 2, IfMask: creatFlags},
+		{Nr: unix.SYS_MKDIRAT, Arg: 2, Mask: setIDBits},
+		{Nr: unix.SYS_MKNODAT, Arg: 2, Mask: setIDBits},
+	}
+}
+
+var setxattrCalls = []uint32{unix.SYS_SETXATTR, unix.SYS_LSETXATTR, unix.SYS_FSETXATTR, unix.SYS_SETXATTRAT}

@@ -35,3 +35,23 @@ func TestVMMPolicy(t *testing.T) {
 		t.Errorf("other arches %#x, clone rule %d; want killed and clone's flags checked", p.ForeignArch, p.Clone)
 	}
 }
+
+// TestFSPolicy checks that the file daemon's table builds on this arch
+// (TestDenySetID checks the kernel's answers).
+func TestFSPolicy(t *testing.T) {
+	if seccompArch == 0 {
+		t.Skip("no filter for this architecture")
+	}
+	p := fsPolicy()
+	prog, err := seccomp.Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d instructions", len(prog))
+	if !slices.Contains(p.ENOSYS, unix.SYS_OPENAT2) || p.Mknodat != unix.SYS_MKNODAT || len(p.ArgRules) == 0 {
+		t.Errorf("openat2 ENOSYS %v, mknodat rule %d, %d argument rules", slices.Contains(p.ENOSYS, unix.SYS_OPENAT2), p.Mknodat, len(p.ArgRules))
+	}
+	if v := vmmPolicy(); len(v.ArgRules) != 0 || slices.Contains(v.ENOSYS, unix.SYS_OPENAT2) {
+		t.Error("the VMM's policy got the file daemon's rules")
+	}
+}

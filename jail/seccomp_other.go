@@ -2,9 +2,15 @@
 
 package jail
 
+import "github.com/boxlite/boxlite/seccomp"
+
 const (
 	seccompArch = 0 // no filter: the Seccomp layer is reported missing
 	x32Bit      = 0
 )
 
-var denyENOSYS, denyEPERM []uint32
+var denyENOSYS, denyEPERM, setxattrCalls []uint32
+
+const sysMknod = 0
+
+func setIDRules() []seccomp.ArgRule { return nil }

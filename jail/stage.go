@@ -137,7 +137,7 @@ func stage(specFile, status *os.File) error {
 	l.NoNewPrivs = Layer{Applied: true, Note: "set"}
 
 	if s.Seccomp {
-		note, err := installSeccomp()
+		note, err := installSeccomp(s.DenySetID)
 		switch {
 		case errors.Is(err, seccomp.ErrUnavailable):
 			var errno unix.Errno

@@ -134,6 +134,9 @@ func checkLists(t *testing.T, p Policy, prog []unix.SockFilter) {
 		want[nr] = retENOSYS
 	}
 	rules := []uint32{p.Clone, p.Mknod, p.Mknodat, p.Personality}
+	for _, r := range p.ArgRules {
+		rules = append(rules, r.Nr)
+	}
 	for nr := uint32(0); nr < 1024; nr++ {
 		if nr != 0 && slices.Contains(rules, nr) {
 			continue
@@ -183,6 +186,89 @@ func TestBuildJailLike(t *testing.T) {
 	p.X32Bit, p.X32 = 0, 0
 	if got := runBPF(t, build(t, p), call(x32Bit|39)); got != RetAllow {
 		t.Errorf("x32 getpid without X32Bit: %s, want allow", verdict(got))
+	}
+}
+
+// A policy like the file daemon's: no set-id bits by chmod or create, no
+// device nodes.
+func TestBuildArgRules(t *testing.T) {
+	const (
+		nrOpen     = 2
+		nrFchmod   = 91
+		nrOpenat   = 257
+		setID      = unix.S_ISUID | unix.S_ISGID
+		creat      = unix.O_CREAT | unix.O_TMPFILE&^unix.O_DIRECTORY
+		atFDCWD    = uint64(0xffffff9c)
+		highJunk   = uint64(1) << 40
+		suid755    = unix.S_ISUID | 0o755
+		sgid755    = unix.S_ISGID | 0o755
+		sticky1777 = unix.S_ISVTX | 0o777
+	)
+	p := Policy{
+		Arch: unix.AUDIT_ARCH_X86_64, ForeignArch: RetKill, X32Bit: x32Bit, X32: retENOSYS,
+		EPERM: []uint32{nrMount}, ENOSYS: []uint32{nrClone3},
+		Clone: nrClone, Mknod: nrMknod, Mknodat: nrMknodat,
+		ArgRules: []ArgRule{
+			{Nr: nrFchmod, Arg: 1, Mask: setID},
+			{Nr: nrOpen, Arg: 2, Mask: setID, IfArg: 1, IfMask: creat},
+			{Nr: nrOpenat, Arg: 3, Mask: setID, IfArg: 2, IfMask: creat},
+			{Nr: nrMknod, Arg: 1, Mask: setID},
+			{Nr: nrMknodat, Arg: 2, Mask: setID},
+		},
+	}
+	prog := build(t, p)
+	t.Logf("%d instructions", len(prog))
+	for _, c := range []struct {
+		name string
+		d    seccompData
+		want uint32
+	}{
+		{"fchmod 0755", call(nrFchmod, 3, 0o755), RetAllow},
+		{"fchmod 1777", call(nrFchmod, 3, sticky1777), RetAllow},
+		{"fchmod 4755", call(nrFchmod, 3, suid755), retEPERM},
+		{"fchmod 2755", call(nrFchmod, 3, sgid755), retEPERM},
+		{"fchmod 6755, junk high bits", call(nrFchmod, 3, highJunk|setID|0o755), retEPERM},
+		{"fchmod mode in the wrong argument", call(nrFchmod, suid755, 0o644), RetAllow},
+		{"open read, mode junk", call(nrOpen, 0, unix.O_RDONLY, suid755), RetAllow},
+		{"open create 0644", call(nrOpen, 0, unix.O_CREAT|unix.O_WRONLY, 0o644), RetAllow},
+		{"open create 4755", call(nrOpen, 0, unix.O_CREAT|unix.O_WRONLY, suid755), retEPERM},
+		{"open tmpfile 2755", call(nrOpen, 0, unix.O_TMPFILE|unix.O_RDWR, sgid755), retEPERM},
+		{"openat create 0600", call(nrOpenat, atFDCWD, 0, unix.O_CREAT|unix.O_EXCL|unix.O_RDWR, 0o600), RetAllow},
+		{"openat create 6755", call(nrOpenat, atFDCWD, 0, unix.O_CREAT|unix.O_RDWR, setID|0o755), retEPERM},
+		{"openat path only, mode junk", call(nrOpenat, atFDCWD, 0, unix.O_PATH|unix.O_NOFOLLOW, setID), RetAllow},
+		{"mknodat fifo", call(nrMknodat, atFDCWD, 0, unix.S_IFIFO|0o644, 0), RetAllow},
+		{"mknodat fifo 4755", call(nrMknodat, atFDCWD, 0, unix.S_IFIFO|suid755, 0), retEPERM},
+		{"mknodat regular 2755", call(nrMknodat, atFDCWD, 0, unix.S_IFREG|sgid755, 0), retEPERM},
+		{"mknodat char", call(nrMknodat, atFDCWD, 0, unix.S_IFCHR|0o600, 0x501), retEPERM},
+		{"mknod block", call(nrMknod, 0, unix.S_IFBLK|0o600, 0), retEPERM},
+		{"mknod socket 4755", call(nrMknod, 0, unix.S_IFSOCK|suid755, 0), retEPERM},
+		{"mknod socket", call(nrMknod, 0, unix.S_IFSOCK|0o755, 0), RetAllow},
+		{"clone newns", call(nrClone, unix.CLONE_NEWNS|uint64(unix.SIGCHLD)), retEPERM},
+		{"clone fork", call(nrClone, uint64(unix.SIGCHLD)), RetAllow},
+		{"mount", call(nrMount), retEPERM},
+		{"read", call(nrRead, 0, 0, suid755), RetAllow},
+	} {
+		if got := runBPF(t, prog, c.d); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, verdict(got), verdict(c.want))
+		}
+	}
+	checkLists(t, p, prog)
+
+	for name, edit := range map[string]func(*Policy){
+		"rule and list":        func(p *Policy) { p.EPERM = append(p.EPERM, nrFchmod) },
+		"rule and ENOSYS":      func(p *Policy) { p.ENOSYS = append(p.ENOSYS, nrOpenat) },
+		"argument 6":           func(p *Policy) { p.ArgRules[0].Arg = 6 },
+		"negative IfArg":       func(p *Policy) { p.ArgRules[1].IfArg = -1 },
+		"empty mask":           func(p *Policy) { p.ArgRules[0].Mask = 0 },
+		"number 0":             func(p *Policy) { p.ArgRules[0].Nr = 0 },
+		"rule and personality": func(p *Policy) { p.Personality = nrFchmod },
+	} {
+		q := p
+		q.ArgRules = slices.Clone(p.ArgRules)
+		edit(&q)
+		if _, err := Build(q); err == nil {
+			t.Errorf("%s: built", name)
+		}
 	}
 }
 

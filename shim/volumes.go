@@ -1,7 +1,6 @@
 package shim
 
 import (
-	"errors"
 	"fmt"
 	"log"
 	"net/url"
@@ -15,6 +14,7 @@ import (
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/hv"
 	"github.com/boxlite/boxlite/jail"
+	"github.com/boxlite/boxlite/shimapi"
 )
 
 // A box's volumes are served by at most two virtiofsd daemons, one for the
@@ -43,6 +43,8 @@ type fsDaemon struct {
 	conn *os.File // QEMU's end of the vhost-user socket, until QEMU has it
 	done chan struct{}
 	err  error // set before done is closed
+	// limits are the size-limited volumes it serves, until watched.
+	limits []*volumeLimit
 }
 
 // startVolumes starts the file daemons of the box's volumes and returns
@@ -59,25 +61,47 @@ func (s *shim) startVolumes() ([]hv.FS, string, error) {
 	}
 	var words []string
 	binds := map[bool][]jail.Bind{}
+	var limits []*volumeLimit
+	defer func() {
+		for _, l := range limits {
+			l.dir.Close() // not handed to the rw daemon
+		}
+	}()
+	// The daemons bind these descriptors, never the paths (jail.Bind.File):
+	// each is the file the box was created with, reached without a symlink.
+	var files []*os.File
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
 	for i, v := range vols {
-		fi, err := os.Stat(v.HostPath)
+		f, id, err := shimapi.OpenVolume(v)
 		if err != nil {
-			kind := errdefs.ErrInvalidArgument
-			if errors.Is(err, os.ErrNotExist) {
-				kind = errdefs.ErrNotFound
-			}
-			return nil, "", errdefs.Errorf(kind, "box %s: volume %s: host path %q: %v", s.cfg.BoxID, v.GuestPath, v.HostPath, err)
+			return nil, "", fmt.Errorf("box %s: %w", s.cfg.BoxID, err)
+		}
+		files = append(files, f)
+		if v.HostID == nil {
+			s.fsWarnings = append(s.fsWarnings, fmt.Sprintf("volume %s: created by an older boxlite that did not record its host file; "+
+				"checked for symlinks only (recreate the box to pin it)", v.GuestPath))
 		}
 		kind := "d"
-		if !fi.IsDir() {
+		if id.Type != "dir" {
 			kind = "f"
+		}
+		if v.SizeLimitBytes > 0 && !v.ReadOnly && id.Type == "dir" {
+			l, err := newVolumeLimit(v.GuestPath, v.SizeLimitBytes, f)
+			if err != nil {
+				return nil, "", fmt.Errorf("box %s: %w", s.cfg.BoxID, err)
+			}
+			limits = append(limits, l)
 		}
 		mode := "rw"
 		if v.ReadOnly {
 			mode = "ro"
 		}
 		words = append(words, fmt.Sprintf("boxlite.vol=%d:%s:%s:%s", i, mode, kind, escapeGuestPath(v.GuestPath)))
-		binds[v.ReadOnly] = append(binds[v.ReadOnly], jail.Bind{Host: v.HostPath,
+		binds[v.ReadOnly] = append(binds[v.ReadOnly], jail.Bind{Host: v.HostPath, File: f,
 			Inside: sharesDir + "/" + strconv.Itoa(i), Writable: !v.ReadOnly})
 	}
 	var fss []hv.FS
@@ -90,6 +114,9 @@ func (s *shim) startVolumes() ([]hv.FS, string, error) {
 			return nil, "", err
 		}
 		s.fsDaemons = append(s.fsDaemons, d)
+		if !ro {
+			d.limits, limits = limits, nil
+		}
 		tag := fsTagRW
 		if ro {
 			tag = fsTagRO
@@ -113,9 +140,15 @@ func escapeGuestPath(p string) string { return url.PathEscape(p) }
 // namespace mapping only the caller), so files a box creates are the
 // caller's. A root caller's daemon keeps root, to act on the files as root
 // (Spec.KeepRoot; the box info says so), without the capabilities to make
-// device nodes, set file capabilities or switch uid. Either way every
-// guest uid and gid is squashed to the daemon's own: the box cannot create
-// files owned by anyone else.
+// device nodes, set file capabilities, switch uid or keep set-id bits on
+// a write (CAP_FSETID). Either way every guest uid and gid is squashed to
+// the daemon's own: the box cannot create files owned by anyone else.
+//
+// Privileges: whoever the caller is, the jail's filter for file daemons
+// (Spec.DenySetID) refuses every set-user-ID or set-group-ID mode (chmod,
+// or creating with one), device nodes and extended attributes (file
+// capabilities) with EPERM, so a box leaves no privilege in a host folder;
+// virtiofsd also runs without --xattr.
 func (s *shim) startFSDaemon(ro bool, binds []jail.Bind) (d *fsDaemon, err error) {
 	name := "rw"
 	if ro {
@@ -145,7 +178,7 @@ func (s *shim) startFSDaemon(ro bool, binds []jail.Bind) (d *fsDaemon, err error
 	}
 	root := os.Geteuid() == 0
 	if root {
-		args = append(args, "--modcaps=-mknod:-setfcap:-setuid:-setgid")
+		args = append(args, "--modcaps=-mknod:-setfcap:-setuid:-setgid:-fsetid")
 	}
 	// virtiofsd reopens files through /proc/self/fd and reads
 	// /proc/sys/fs/nr_open at start: the jail shows it those (read-only),
@@ -165,7 +198,7 @@ func (s *shim) startFSDaemon(ro bool, binds []jail.Bind) (d *fsDaemon, err error
 	// it the shim's hard limit.
 	nofile := lim.Max
 	spec := jail.Spec{
-		Path: path, Args: args, KeepRoot: true, Binds: binds, Devices: []string{"/dev/null"},
+		Path: path, Args: args, KeepRoot: true, DenySetID: true, Binds: binds, Devices: []string{"/dev/null"},
 		ExtraFiles: []*os.File{listener}, Stdout: os.Stderr, Stderr: os.Stderr,
 		Cgroup: &jail.CgroupSpec{Name: "boxlite-" + s.cfg.BoxID + ".fs-" + name,
 			MemoryMaxBytes: fsMemoryMax, PidsMax: fsPidsMax, CPUWeight: 100},
@@ -243,12 +276,17 @@ func (d *fsDaemon) stop() {
 		d.conn.Close()
 		d.conn = nil
 	}
+	for _, l := range d.limits {
+		l.dir.Close()
+	}
+	d.limits = nil
 }
 
 // watchVolumes stops the box when a file daemon dies under it: the guest's
 // file operations on its volumes would hang.
 func (s *shim) watchVolumes() {
 	for _, d := range s.fsDaemons {
+		s.watchVolumeLimits(d)
 		go func(d *fsDaemon) {
 			select {
 			case <-d.done:

@@ -106,14 +106,6 @@ type Network struct {
 	Ports    []protocol.Port `json:"ports,omitempty"`
 }
 
-// Volume is a host file or directory mounted in the box at GuestPath (an
-// absolute path in the box), read-only or read-write.
-type Volume struct {
-	HostPath  string `json:"host_path"`
-	GuestPath string `json:"guest_path"`
-	ReadOnly  bool   `json:"read_only,omitempty"`
-}
-
 // BootWallFactor bounds a boot's wall-clock wait: BootWallFactor times its
 // BootTimeout, however little CPU the VMM got.
 const BootWallFactor = 10

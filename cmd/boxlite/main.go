@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -24,7 +25,8 @@ import (
 const usage = `usage: boxlite COMMAND [ARGS]
 
   run [--rm] [-d] [--name N] [--memory MIB] [--cpus N] [--disk-size GB] [-e K=V]... [-w DIR]
-      [-u USER] [-v HOST:GUEST[:ro]]... [--timeout SECONDS] [-i] [-t] [--network enabled|disabled]
+      [-u USER] [-v HOST:GUEST[:ro|:rw][,size=N]]... [--timeout SECONDS] [-i] [-t]
+      [--network enabled|disabled]
       [--allow-net ENTRY[,ENTRY]]... [-p [[IP:]HOST:]GUEST[/udp]]... [--entrypoint EXEC]
       IMAGE [-- CMD [ARGS...]]
                     boot a box from IMAGE, run CMD (default: the image's entrypoint
@@ -38,7 +40,8 @@ const usage = `usage: boxlite COMMAND [ARGS]
                     -p publishes GUEST on the host (IP 127.0.0.1; HOST 0 or none
                     picks a free port, printed on stderr); the box reaches the
                     host's 127.0.0.1 as host.boxlite.internal
-                    -v mounts a host folder or file in the box (:ro read-only)
+                    -v mounts a host folder or file in the box (:ro read-only;
+                    size=N, e.g. :rw,size=1g, stops the box when it stores more)
   create [--rm] [-e K=V]... [-w DIR] [-u USER] [box options as run] IMAGE [CMD [ARGS...]]
                     register a box without booting it and print its id; CMD
                     replaces the image's cmd; the box is detached (as docker's):
@@ -147,16 +150,52 @@ func run(args []string) int {
 
 type multi []string
 
-// parseVolume reads -v HOST:GUEST[:ro|:rw], as docker does.
-func parseVolume(s string) (host, guest string, ro bool, err error) {
+// parseVolume reads -v HOST:GUEST[:OPTIONS], as docker does; OPTIONS are
+// comma-separated: ro or rw, and size=N (bytes, or with a k, m, g or t
+// suffix, powers of 1024) for a size limit.
+func parseVolume(s string) (core.Volume, error) {
+	bad := func() (core.Volume, error) {
+		return core.Volume{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "-v %q: want HOST:GUEST[:ro|:rw][,size=N[k|m|g|t]]", s)
+	}
 	f := strings.Split(s, ":")
-	if len(f) == 3 && (f[2] == "ro" || f[2] == "rw") {
-		return f[0], f[1], f[2] == "ro", nil
+	if len(f) < 2 || len(f) > 3 {
+		return bad()
 	}
-	if len(f) == 2 {
-		return f[0], f[1], false, nil
+	v := core.Volume{HostPath: f[0], GuestPath: f[1]}
+	if len(f) == 3 {
+		for _, o := range strings.Split(f[2], ",") {
+			switch {
+			case o == "ro" || o == "rw":
+				v.ReadOnly = o == "ro"
+			case strings.HasPrefix(o, "size="):
+				n, ok := parseBytes(strings.TrimPrefix(o, "size="))
+				if !ok {
+					return bad()
+				}
+				v.SizeLimitBytes = n
+			default:
+				return bad()
+			}
+		}
 	}
-	return "", "", false, errdefs.Errorf(errdefs.ErrInvalidArgument, "run: -v %q: want HOST:GUEST[:ro|:rw]", s)
+	return v, nil
+}
+
+// parseBytes reads N with an optional k, m, g or t suffix (powers of 1024,
+// any case, an optional trailing "b" or "ib").
+func parseBytes(s string) (int64, bool) {
+	s = strings.ToLower(s)
+	s = strings.TrimSuffix(strings.TrimSuffix(s, "b"), "i")
+	mult := int64(1)
+	if i := strings.IndexAny(s, "kmgt"); i >= 0 && i == len(s)-1 {
+		mult = 1 << (10 * (1 + strings.IndexByte("kmgt", s[i])))
+		s = s[:i]
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 || n > (1<<62)/mult {
+		return 0, false
+	}
+	return n * mult, true
 }
 
 func (m *multi) String() string     { return strings.Join(*m, ",") }
@@ -181,7 +220,7 @@ func addBoxFlags(fs *flag.FlagSet) *boxFlags {
 	}
 	fs.Var(&f.allowNet, "allow-net", "where the box may connect: names, *.wildcards, IPs, CIDRs, with :port (repeatable or comma-separated)")
 	fs.Var(&f.ports, "p", "publish a port: [[IP:]HOST:]GUEST[/tcp|udp] (repeatable; HOST 0 or none picks one)")
-	fs.Var(&f.vol, "v", "volume HOST:GUEST[:ro|:rw] (repeatable)")
+	fs.Var(&f.vol, "v", "volume HOST:GUEST[:ro|:rw][,size=N[k|m|g|t]] (repeatable)")
 	return f
 }
 
@@ -200,11 +239,11 @@ func (f *boxFlags) options() ([]core.BoxOption, error) {
 	}
 	opts = append(opts, netOpts...)
 	for _, v := range f.vol {
-		host, guest, ro, err := parseVolume(v)
+		vol, err := parseVolume(v)
 		if err != nil {
 			return nil, err
 		}
-		opts = append(opts, core.WithVolume(host, guest, ro))
+		opts = append(opts, core.WithVolumeSpec(vol))
 	}
 	return opts, nil
 }
