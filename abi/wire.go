@@ -42,11 +42,14 @@ type Port struct {
 	GuestPort int    `json:"guest_port"`
 }
 
-// Volume mounts a host directory or file in the box.
+// Volume mounts a host directory or file in the box. SizeLimitBytes bounds
+// what the box may store in a read-write directory volume (0: no limit; a
+// watcher, see docs/SECURITY.md).
 type Volume struct {
-	HostPath  string `json:"host_path"`
-	GuestPath string `json:"guest_path"`
-	ReadOnly  bool   `json:"read_only,omitempty"`
+	HostPath       string `json:"host_path"`
+	GuestPath      string `json:"guest_path"`
+	ReadOnly       bool   `json:"read_only,omitempty"`
+	SizeLimitBytes int64  `json:"size_limit_bytes,omitempty"`
 }
 
 // BoxInfo describes a box (boxlite_box_info, boxlite_runtime_list).

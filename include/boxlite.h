@@ -195,7 +195,8 @@ int boxlite_box_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **e
  *                            "host.boxlite.internal"] (empty: anywhere)},
  *  "ports": [{"guest_port": 80 (required), "host_port": 0 (0 picks a free one),
  *             "protocol": "tcp" | "udp", "host_ip": "127.0.0.1"}],
- *  "volumes": [{"host_path": str, "guest_path": str, "read_only": false}],
+ *  "volumes": [{"host_path": str, "guest_path": str, "read_only": false,
+ *               "size_limit_bytes": 0 (a read-write folder's bound; 0: none)}],
  *  "prestart": ["python", "shell" | "shell:/bin/bash"] (sessions a box
  *                   started from a template finds started: its first
  *                   session of that kind with default options takes over an

@@ -50,7 +50,8 @@ func BoxOptions(o abi.BoxOptions) ([]core.BoxOption, error) {
 		opts = append(opts, core.WithPorts(ports...))
 	}
 	for _, v := range o.Volumes {
-		opts = append(opts, core.WithVolume(v.HostPath, v.GuestPath, v.ReadOnly))
+		opts = append(opts, core.WithVolumeSpec(core.Volume{HostPath: v.HostPath, GuestPath: v.GuestPath,
+			ReadOnly: v.ReadOnly, SizeLimitBytes: v.SizeLimitBytes}))
 	}
 	return opts, nil
 }
@@ -73,7 +74,8 @@ func BoxInfo(info core.BoxInfo) abi.BoxInfo {
 		w.Config.Hostname = abi.DefaultHostname
 	}
 	for _, v := range c.Volumes {
-		w.Config.Volumes = append(w.Config.Volumes, abi.Volume{HostPath: v.HostPath, GuestPath: v.GuestPath, ReadOnly: v.ReadOnly})
+		w.Config.Volumes = append(w.Config.Volumes, abi.Volume{HostPath: v.HostPath, GuestPath: v.GuestPath,
+			ReadOnly: v.ReadOnly, SizeLimitBytes: v.SizeLimitBytes})
 	}
 	if r := info.Runtime; r != nil {
 		w.Runtime = &abi.BoxRuntimeInfo{Accel: r.Accel, AccelReason: r.AccelReason, Kernel: r.Kernel, BootMs: r.BootMs,
