@@ -120,15 +120,17 @@ typedef struct work {
   int stream;
 } work_t;
 
-typedef int (*call_fn)(work_t *w, boxlite_error_t **err);
-typedef napi_value (*result_fn)(napi_env env, work_t *w);
+/* The call of a row, with the work item's arguments; any thread. */
+typedef int call_fn(work_t *w, boxlite_error_t **err);
+/* The JS value of a call that returned BOXLITE_OK; the JS thread. */
+typedef napi_value result_fn(napi_env env, work_t *w);
 
 typedef struct call {
   const char *name;   /* the JS function */
   int mode;           /* enum mode */
   int flags;          /* F_* */
-  call_fn fn;         /* the call, with the work item's arguments */
-  result_fn result;   /* the JS value of a call that returned BOXLITE_OK */
+  call_fn *fn;
+  result_fn *result;
   arg_t args[MAX_ARGS];
 } call_t;
 
@@ -141,8 +143,6 @@ napi_value engine_dispatch(napi_env env, napi_callback_info info);
 /* ---------- values.c ---------- */
 
 napi_value make_error(napi_env env, const char *code, const char *msg);
-void throw_type(napi_env env, const char *fmt, const char *a, const char *b);
-const char *type_name(napi_env env, napi_value v);
 napi_value undefined(napi_env env);
 napi_value str_or_null(napi_env env, const char *s);
 
@@ -153,23 +153,11 @@ int get_timeout(napi_env env, napi_value v, const char *param, int64_t *out);
 int get_bool_or_undef(napi_env env, napi_value v, const char *param, int *out);
 uint8_t *get_bytes(napi_env env, napi_value v, const char *param, size_t *len);
 
-napi_value wrap_handle(napi_env env, int kind, void *h);
-void unlink_runtime(state_t *st, handle_t *hd);
-
-/* Result builders (result_fn). */
-napi_value r_undefined(napi_env env, work_t *w);
-napi_value r_cstring(napi_env env, work_t *w);
-napi_value r_string(napi_env env, work_t *w);
-napi_value r_int(napi_env env, work_t *w);
-napi_value r_runtime(napi_env env, work_t *w);
-napi_value r_box(napi_env env, work_t *w);
-napi_value r_execution(napi_env env, work_t *w);
-napi_value r_session(napi_env env, work_t *w);
-napi_value r_cell(napi_env env, work_t *w);
-napi_value r_result(napi_env env, work_t *w);
-napi_value r_bytes(napi_env env, work_t *w);
-napi_value r_chunk(napi_env env, work_t *w);
-napi_value r_exit(napi_env env, work_t *w);
+/* Result builders: a string the library made (r_string) or owns (r_cstring),
+ * an int, a new handle of a kind, a run's result, a read's bytes or chunk,
+ * a wait's exit. */
+result_fn r_undefined, r_cstring, r_string, r_int, r_runtime, r_box, r_execution, r_session, r_cell, r_result,
+    r_bytes, r_chunk, r_exit;
 napi_value run_result(napi_env env, const boxlite_result_t *r);
 
 /* ---------- poller.c ---------- */

@@ -39,13 +39,13 @@ napi_value make_error(napi_env env, const char *code, const char *msg) {
   return e;
 }
 
-void throw_type(napi_env env, const char *fmt, const char *a, const char *b) {
+static void throw_type(napi_env env, const char *fmt, const char *a, const char *b) {
   char msg[512];
   snprintf(msg, sizeof msg, fmt, a, b);
   napi_throw_type_error(env, "invalid_argument", msg);
 }
 
-const char *type_name(napi_env env, napi_value v) {
+static const char *type_name(napi_env env, napi_value v) {
   napi_valuetype t;
   if (napi_typeof(env, v, &t) != napi_ok) return "unknown";
   switch (t) {
@@ -214,7 +214,7 @@ uint8_t *get_bytes(napi_env env, napi_value v, const char *param, size_t *len) {
 
 /* ---------- handles ---------- */
 
-void unlink_runtime(state_t *st, handle_t *hd) {
+static void unlink_runtime(state_t *st, handle_t *hd) {
   for (handle_t **p = &st->runtimes; *p; p = &(*p)->next_rt) {
     if (*p == hd) {
       *p = hd->next_rt;
@@ -245,7 +245,7 @@ static void handle_finalize(napi_env env, void *data, void *hint) {
   /* a runtime not freed stays on the state's list: teardown frees it */
 }
 
-napi_value wrap_handle(napi_env env, int kind, void *h) {
+static napi_value wrap_handle(napi_env env, int kind, void *h) {
   handle_t *hd = calloc(1, sizeof *hd);
   napi_value v;
   if (!hd) {
