@@ -3,8 +3,9 @@
 // bench.js: what the Node layers add to an exec round trip, next to the C
 // ABI's own, measured in the same process on the same box.
 //
-//   C ABI          boxlite_box_run timed in C around the call, back to back on
-//                  one pool thread (raw.benchBoxRun): the baseline
+//   C ABI          boxlite_box_run timed in C around the call, back to back,
+//                  by bench/baseline.c (a C program attached to the same box
+//                  by id; compiled here, not part of the package): the baseline
 //   raw boxRun     the same call as a Promise from JS (adds the libuv pool hop)
 //   Box.exec       exec + streams + wait through the friendly layer's Execution
 //   SimpleBox.exec BoxLite's API: the same plus argument parsing and collection
@@ -14,6 +15,7 @@
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
+const { execFileSync } = require('node:child_process');
 const raw = require('./lib/raw');
 const { JsBoxlite, SimpleBox } = require('./lib');
 
@@ -29,6 +31,23 @@ const q = (xs, p) => {
 };
 const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
 const ms = (x) => `${x.toFixed(3)} ms`;
+
+/** Compiles bench/baseline.c against the package's libboxlite.so; returns its path. */
+function buildBaseline() {
+  const native = path.join(__dirname, 'native');
+  const include = [path.join(__dirname, '..', '..', 'include'), path.join(native, 'include')].find((d) => fs.existsSync(path.join(d, 'boxlite.h')));
+  if (!include) throw new Error('include/boxlite.h not found (npm install copies it to native/include)');
+  const exe = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'boxlite-bench-')), 'baseline');
+  execFileSync(process.env.CC || 'gcc', ['-O2', '-o', exe, path.join(__dirname, 'bench', 'baseline.c'), '-I', include,
+    '-L', native, '-lboxlite', `-Wl,-rpath,${native}`], { stdio: 'inherit' });
+  return exe;
+}
+
+/** n runs of the C baseline on the box: each call's ms. */
+function baseline(exe, boxId, n) {
+  const out = execFileSync(exe, [home, boxId, String(n)], { encoding: 'utf8', timeout: 600_000 });
+  return out.split('\n').filter(Boolean).map((ns) => Number(ns) / 1e6);
+}
 
 async function timed(fn, n, into) {
   for (let i = 0; i < n; i++) {
@@ -49,9 +68,10 @@ async function main() {
   const info = await box.info();
   console.log(`box ${box.id} up in ${Date.now() - t0} ms (accel ${info.runtime.accel}); node ${process.version}, libboxlite ${raw.version()}`);
   const cmd = JSON.stringify({ argv: ['true'] });
+  const exe = buildBaseline();
 
   // warm up every path
-  await raw.benchBoxRun(box._h, cmd, 20);
+  baseline(exe, box.id, 20);
   for (let i = 0; i < 20; i++) {
     await raw.boxRun(box._h, cmd);
     await sb.exec('true');
@@ -60,7 +80,7 @@ async function main() {
   const r = { c: [], rawRun: [], boxExec: [], simple: [] };
   const per = Math.max(1, Math.round(N / ROUNDS));
   for (let round = 0; round < ROUNDS; round++) {
-    r.c.push(...(await raw.benchBoxRun(box._h, cmd, per)));
+    r.c.push(...baseline(exe, box.id, per));
     await timed(() => raw.boxRun(box._h, cmd), per, r.rawRun);
     await timed(async () => {
       const ex = await box.exec({ argv: ['true'], stdin: false });

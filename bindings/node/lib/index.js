@@ -2,13 +2,15 @@
 // boxlite: run untrusted code in microVM sandboxes. BoxLite's Node API
 // (JsBoxlite, SimpleBox, CodeBox, InteractiveBox, ExecError, ...) over
 // libboxlite.so. This friendly layer makes no FFI calls of its own: it
-// calls the raw layer (./raw, src/addon.c), one function per C function.
+// calls the raw layer (./raw, src/calls.c), one function per C function.
 const native = require('./native');
 const { JsBoxlite, Boxlite } = require('./runtime');
 const { Box } = require('./box');
 const { SnapshotHandle } = require('./snapshot');
 const { Execution, OutputStream, StdinWriter } = require('./execution');
-const { SimpleBox, CodeBox, InteractiveBox } = require('./simplebox');
+const { SimpleBox } = require('./simplebox');
+const { CodeBox } = require('./codebox');
+const { InteractiveBox } = require('./interactivebox');
 const { PythonSession, ShellSession, CellStream } = require('./session');
 const { BoxliteError, ExecError, TimeoutError, ParseError, errorCode, CODES } = require('./errors');
 

@@ -1,6 +1,6 @@
 'use strict';
 // The raw layer: native/boxlite.node, one function per function of
-// include/boxlite.h (see src/addon.c). The friendly layer (index.js) calls
+// include/boxlite.h (see src/calls.c). The friendly layer (index.js) calls
 // only this; programs may use it directly through require('boxlite/raw').
 const path = require('node:path');
 

@@ -2,96 +2,13 @@
 // Persistent sessions: a live Python interpreter (PythonSession) or shell
 // (ShellSession) in a box; CodeBox.run and InteractiveBox.exec use them.
 //
-// A cell is read like an execution's output: cellRead with timeout 0, and
-// cellWatchFd (the addon's poller thread) to wait, so a running cell holds
-// no libuv pool thread; its result is taken once its output has ended.
-const { StringDecoder } = require('node:string_decoder');
+// One Session class, parameterised by kind, owns what every kind does the
+// same way (start with its options, interrupt, reset, info, close); a kind
+// adds only how it runs something: Python runs cells (CellStream, ./cell),
+// a shell runs commands.
 const raw = require('./raw');
-const { BoxliteError, TimeoutError, fromNative } = require('./errors');
+const { CellStream, cellResult, truncationMarker, call, convert, closed } = require('./cell');
 const { checkArgs, checkString, execOptions, normalizeEnv, isPlainObject, typeOf } = require('./options');
-
-const CHUNK = 64 << 10;
-
-/**
- * The library's cell result JSON as {stdout, stderr, value, error, exitCode,
- * timedOut, restarted, stdoutTruncated, stderrTruncated}.
- */
-function cellResult(json) {
-  const j = json ? JSON.parse(json) : {};
-  return {
-    stdout: j.stdout ?? '',
-    stderr: j.stderr ?? '',
-    value: j.value ?? null,
-    error: j.error ? { type: j.error.type, message: j.error.message, traceback: j.error.traceback } : null,
-    exitCode: j.exit_code ?? 0,
-    timedOut: !!j.timed_out,
-    restarted: !!j.restarted,
-    stdoutTruncated: !!j.stdout_truncated,
-    stderrTruncated: !!j.stderr_truncated,
-  };
-}
-
-/** The line CodeBox.run appends when output was dropped ('' when none was); as Python's. */
-function truncationMarker(stdout, stderr, limit) {
-  const streams = [stdout && 'stdout', stderr && 'stderr'].filter(Boolean).join(' and ');
-  if (!streams) return '';
-  return `\n[output truncated: ${streams} was longer than ${limit ? `${limit} bytes` : 'the output limit'}; the rest was dropped]\n`;
-}
-
-/** Keeps the first `limit` bytes of a stream's buffers: {buf, truncated}. */
-class Capped {
-  constructor(limit) {
-    this.limit = limit;
-    this.parts = [];
-    this.kept = 0;
-    this.truncated = false;
-  }
-
-  push(b) {
-    const room = this.limit - this.kept;
-    if (b.length > room) {
-      this.truncated = true;
-      if (room <= 0) return;
-      b = b.subarray(0, room);
-    }
-    this.parts.push(b);
-    this.kept += b.length;
-  }
-
-  text() {
-    return Buffer.concat(this.parts, this.kept).toString('utf8');
-  }
-}
-
-/** A raw-layer error as the SDK's; a timeout keeps the partial result. */
-function convert(e) {
-  const err = fromNative(e);
-  if (err instanceof TimeoutError && e && typeof e.resultJson === 'string') {
-    const r = cellResult(e.resultJson);
-    err.result = r;
-    err.stdout = r.stdout;
-    err.stderr = r.stderr;
-    err.restarted = r.restarted;
-  }
-  return err;
-}
-
-async function call(fn, ...args) {
-  try {
-    return await fn(...args);
-  } catch (e) {
-    throw convert(e);
-  }
-}
-
-/** A cell's options for the C ABI (null: none); the library converts and bounds the timeout. */
-function cellOptions(o) {
-  return o.timeoutSecs ? JSON.stringify({ timeout_secs: o.timeoutSecs }) : null;
-}
-
-function closed(what) {
-  return new BoxliteError(`${what} is closed`, { code: 'closed' });
-}
 
 /** Session options {env, cwd, user, graceSecs} (+ python or shell) as the C ABI's JSON. */
 function sessionOptions(o, where, extra) {
@@ -116,159 +33,60 @@ function sessionOptions(o, where, extra) {
   return JSON.stringify(c);
 }
 
-/**
- * A cell whose output is read while it runs: an async iterable of
- * {stream: 'stdout' | 'stderr', text}, then `await cell.result()`. The cell
- * starts on first use; output not read holds it back (as a pipe would)
- * until result() collects the rest.
- */
-class CellStream {
+
+/** A live session of a kind (the subclass's static `kind`) in a box. */
+class Session {
   /** @internal */
-  constructor(getSession, code, options) {
-    checkString(code, 'code', { allowEmpty: true });
-    const o = execOptions(options, 'options');
-    this._getSession = getSession;
-    this._code = code;
-    this._options = cellOptions(o);
-    this._h = null;
-    this._starting = null;
-    this._eof = false;
+  constructor(box, handle) {
+    this._box = box; // keeps the box handle alive
+    this._h = handle;
     this._closed = false;
-    this._result = undefined;
-    this._decoders = { 1: new StringDecoder('utf8'), 2: new StringDecoder('utf8') };
-    this._limitOption = o.outputLimitBytes;
-    this._rest = null; // output read by result(), not handed out: {1: Capped, 2: Capped}
   }
 
-  async _handle() {
-    if (this._closed) throw closed('cell');
-    if (!this._h) {
-      if (!this._starting) {
-        this._starting = (async () => {
-          const s = await this._getSession();
-          return call(raw.sessionRunStart, s._handle(), this._code, this._options);
-        })();
-      }
-      const h = await this._starting;
-      if (this._closed) {
-        raw.cellFree(h);
-        throw closed('cell');
-      }
-      this._h = h;
-    }
+  /** @internal Starts a session of this class's kind in a JsBox; options as sessionOptions, plus the kind's own (python, shell). */
+  static async _start(box, options) {
+    const json = sessionOptions(options, 'options', this.kind);
+    const h = await call(raw.sessionNew, box._handle('session'), this.kind, json);
+    return new this(box, h);
+  }
+
+  _handle() {
+    if (this._closed) throw closed(`${this.constructor.kind} session`);
     return this._h;
   }
 
-  /** The next output chunk as a Buffer with its stream (1 or 2), or null at the end. */
-  async _next() {
-    const h = await this._handle();
-    while (!this._eof) {
-      if (this._closed) throw closed('cell');
-      let r;
-      try {
-        r = raw.cellRead(h, CHUNK, 0);
-      } catch (e) {
-        throw convert(e);
-      }
-      if (typeof r !== 'number') return r;
-      if (r === raw.EOF) {
-        this._eof = true;
-        break;
-      }
-      try {
-        await raw.cellWatchFd(h);
-      } catch (e) {
-        if (this._closed) throw closed('cell');
-        throw convert(e);
-      }
-    }
-    return null;
+  get closed() {
+    return this._closed;
   }
 
-  async *[Symbol.asyncIterator]() {
-    for (;;) {
-      const c = await this._next();
-      if (c === null) break;
-      const text = this._decoders[c.stream].write(c.data);
-      if (text) yield { stream: c.stream === raw.STDOUT ? 'stdout' : 'stderr', text };
-    }
-    for (const fd of [1, 2]) {
-      const tail = this._decoders[fd].end();
-      if (tail) yield { stream: fd === raw.STDOUT ? 'stdout' : 'stderr', text: tail };
-    }
-  }
-
-  /**
-   * Waits for the cell to end: {stdout, stderr (what iteration did not
-   * return), value, error: {type, message, traceback} | null, exitCode,
-   * timedOut, restarted, stdoutTruncated, stderrTruncated}. At most
-   * outputLimitBytes per stream (the option, else the runtime's, 64 MiB) is
-   * collected; the rest is read and dropped. A timeout rejects with
-   * TimeoutError (`result`: the same, so far).
-   */
-  async result() {
-    if (this._result !== undefined) return this._result;
-    const h = await this._handle();
-    if (!this._rest) {
-      const s = await this._getSession();
-      const limit = this._limitOption ?? s._box._rt.outputLimitBytes;
-      this._rest = { 1: new Capped(limit), 2: new Capped(limit) };
-    }
-    for (;;) {
-      const c = await this._next();
-      if (c === null) break;
-      this._rest[c.stream].push(c.data);
-    }
-    let json;
+  /** Interrupts what runs now, if anything (SIGINT: KeyboardInterrupt in Python). */
+  interrupt() {
     try {
-      json = raw.cellResult(h, 0); // the output has ended, so the cell has
-      if (json === raw.AGAIN) json = await raw.cellResult(h, -1);
-    } catch (e) {
-      const err = convert(e);
-      if (err.result) {
-        this._merge(err.result);
-        err.stdout = err.result.stdout;
-        err.stderr = err.result.stderr;
-      }
-      throw err;
-    }
-    this._result = this._merge(cellResult(json));
-    this._free();
-    return this._result;
-  }
-
-  _merge(r) {
-    // what the library still held (normally nothing: all was read above) goes after what was read
-    const out = this._rest[1];
-    const err = this._rest[2];
-    if (r.stdout) out.push(Buffer.from(r.stdout, 'utf8'));
-    if (r.stderr) err.push(Buffer.from(r.stderr, 'utf8'));
-    r.stdout = out.text();
-    r.stderr = err.text();
-    r.stdoutTruncated = r.stdoutTruncated || out.truncated;
-    r.stderrTruncated = r.stderrTruncated || err.truncated;
-    Object.defineProperty(r, 'outputLimitBytes', { value: out.limit, enumerable: false });
-    return r;
-  }
-
-  /** Interrupts the cell now (KeyboardInterrupt), as its timeout would. */
-  async interrupt() {
-    const h = await this._handle();
-    try {
-      raw.cellInterrupt(h);
+      raw.sessionInterrupt(this._handle());
     } catch (e) {
       throw convert(e);
     }
   }
 
-  _free() {
-    if (this._h) raw.cellFree(this._h);
+  /** Starts afresh: a new interpreter, or a shell with its working directory and variables back to the start. */
+  async reset() {
+    await call(raw.sessionReset, this._handle());
   }
 
-  /** Releases the cell; one still running is interrupted. */
+  /** {kind, pid, restarts} (and python for a Python session). */
+  info() {
+    try {
+      return JSON.parse(raw.sessionInfo(this._handle()));
+    } catch (e) {
+      throw convert(e);
+    }
+  }
+
+  /** Stops the session. Idempotent. */
   close() {
+    if (this._closed) return;
     this._closed = true;
-    this._free();
+    raw.sessionFree(this._h);
   }
 
   async [Symbol.asyncDispose]() {
@@ -277,29 +95,8 @@ class CellStream {
 }
 
 /** A live Python interpreter in a box (CodeBox.newSession()). Cells take turns. */
-class PythonSession {
-  /** @internal */
-  constructor(box, handle) {
-    this._box = box; // keeps the box handle alive
-    this._h = handle;
-    this._closed = false;
-  }
-
-  /** @internal Starts an interpreter in a JsBox. */
-  static async _start(box, options) {
-    const json = sessionOptions(options, 'options', 'python');
-    const h = await call(raw.sessionNew, box._handle('session'), 'python', json);
-    return new PythonSession(box, h);
-  }
-
-  _handle() {
-    if (this._closed) throw closed('python session');
-    return this._h;
-  }
-
-  get closed() {
-    return this._closed;
-  }
+class PythonSession extends Session {
+  static kind = 'python';
 
   /**
    * Runs a cell; resolves to its stdout (and, when it failed, its stderr and
@@ -313,7 +110,7 @@ class PythonSession {
 
   /** Runs a cell; resolves to {stdout, stderr, value, error, exitCode, timedOut, restarted, stdoutTruncated, stderrTruncated}. */
   async runCell(code, options) {
-    const cell = new CellStream(async () => this, code, options);
+    const cell = this.stream(code, options);
     try {
       return await cell.result();
     } finally {
@@ -325,62 +122,11 @@ class PythonSession {
   stream(code, options) {
     return new CellStream(async () => this, code, options);
   }
-
-  /** Interrupts the running cell, if any. */
-  interrupt() {
-    try {
-      raw.sessionInterrupt(this._handle());
-    } catch (e) {
-      throw convert(e);
-    }
-  }
-
-  /** Starts a fresh interpreter: all state is gone. */
-  async reset() {
-    await call(raw.sessionReset, this._handle());
-  }
-
-  /** {kind: 'python', pid, restarts, python}. */
-  info() {
-    return JSON.parse(raw.sessionInfo(this._handle()));
-  }
-
-  /** Stops the interpreter. Idempotent. */
-  close() {
-    if (this._closed) return;
-    this._closed = true;
-    raw.sessionFree(this._h);
-  }
-
-  async [Symbol.asyncDispose]() {
-    this.close();
-  }
 }
 
 /** A live shell in a box (InteractiveBox.exec runs in one). Commands take turns. */
-class ShellSession {
-  /** @internal */
-  constructor(box, handle) {
-    this._box = box;
-    this._h = handle;
-    this._closed = false;
-  }
-
-  /** @internal */
-  static async _start(box, options) {
-    const json = sessionOptions(options, 'options', 'shell');
-    const h = await call(raw.sessionNew, box._handle('session'), 'shell', json);
-    return new ShellSession(box, h);
-  }
-
-  _handle() {
-    if (this._closed) throw closed('shell session');
-    return this._h;
-  }
-
-  get closed() {
-    return this._closed;
-  }
+class ShellSession extends Session {
+  static kind = 'shell';
 
   /**
    * Runs argv in the shell, each argument one word (['eval', script] runs
@@ -401,49 +147,12 @@ class ShellSession {
     if (o.env && Object.keys(o.env).length) c.env = o.env;
     if (o.timeoutSecs) c.timeout_secs = o.timeoutSecs;
     if (o.outputLimitBytes !== undefined) c.output_limit_bytes = o.outputLimitBytes; // absent: the runtime's
-    let r;
-    try {
-      r = await raw.sessionExec(this._handle(), JSON.stringify(c));
-    } catch (e) {
-      const err = fromNative(e);
-      if (err instanceof TimeoutError && e.result) {
-        err.stdout = e.result.stdout.toString('utf8');
-        err.stderr = e.result.stderr.toString('utf8');
-        err.exitCode = e.result.exitCode;
-        err.stdoutTruncated = !!e.result.stdoutTruncated;
-        err.stderrTruncated = !!e.result.stderrTruncated;
-      }
-      throw err;
-    }
+    const r = await call(raw.sessionExec, this._handle(), JSON.stringify(c));
     return {
       exitCode: r.exitCode, stdout: r.stdout.toString('utf8'), stderr: r.stderr.toString('utf8'),
       stdoutTruncated: !!r.stdoutTruncated, stderrTruncated: !!r.stderrTruncated,
     };
   }
-
-  /** Interrupts the running command, if any. */
-  interrupt() {
-    raw.sessionInterrupt(this._handle());
-  }
-
-  /** Starts a fresh shell (working directory and variables back to the start). */
-  async reset() {
-    await call(raw.sessionReset, this._handle());
-  }
-
-  info() {
-    return JSON.parse(raw.sessionInfo(this._handle()));
-  }
-
-  close() {
-    if (this._closed) return;
-    this._closed = true;
-    raw.sessionFree(this._h);
-  }
-
-  async [Symbol.asyncDispose]() {
-    this.close();
-  }
 }
 
-module.exports = { PythonSession, ShellSession, CellStream, cellResult, truncationMarker };
+module.exports = { Session, PythonSession, ShellSession, CellStream, cellResult, truncationMarker };

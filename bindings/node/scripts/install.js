@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // npm's install script: copies libboxlite.so, boxlite-shim, boxlite-net, virtiofsd and guest/ from the
-// Go build into native/, then compiles src/addon.c into native/boxlite.node
+// Go build into native/, then compiles src/*.c into native/boxlite.node
 // with plain gcc against node-api-headers (no node-gyp, no header download).
 // The addon links libboxlite.so with an rpath of $ORIGIN, and libboxlite.so
 // finds boxlite-shim and guest/ beside itself, so the installed package is
@@ -84,13 +84,15 @@ function main() {
     fail('the node-api-headers package is missing (it is a dependency: run npm install).');
   }
   const cc = process.env.CC || 'gcc';
+  const srcDir = path.join(pkg, 'src');
+  const sources = fs.readdirSync(srcDir).filter((f) => f.endsWith('.c')).sort().map((f) => path.join(srcDir, f));
   const out = path.join(native, 'boxlite.node');
   const tmp = `${out}.tmp${process.pid}`;
   const args = [
     '-shared', '-fPIC', '-O2', '-g', '-std=gnu11', '-Wall', '-Wextra', '-Wno-unused-parameter',
     '-fvisibility=hidden',
     '-I', napiInclude, '-I', path.join(native, 'include'),
-    path.join(pkg, 'src', 'addon.c'),
+    ...sources,
     '-L', native, '-lboxlite', '-lpthread',
     '-Wl,-rpath,$ORIGIN', '-Wl,--as-needed',
     '-o', tmp,
@@ -98,7 +100,7 @@ function main() {
   try {
     execFileSync(cc, args, { stdio: 'inherit' });
   } catch (e) {
-    fail(`compiling src/addon.c failed (${cc} ${args.join(' ')})`);
+    fail(`compiling src/*.c failed (${cc} ${args.join(' ')})`);
   }
   fs.renameSync(tmp, out);
   process.stdout.write(`boxlite: built ${path.relative(process.cwd(), out) || out}` +

@@ -1,5 +1,5 @@
 'use strict';
-// The raw layer (src/addon.c): one function per C function, typed errors,
+// The raw layer (src/: the table of calls.c run by engine.c): one function per C function, typed errors,
 // and no crash on bad input, freed or mistyped handles.
 const test = require('node:test');
 const assert = require('node:assert/strict');

@@ -1,0 +1,137 @@
+'use strict';
+// CodeBox: a SimpleBox whose run() talks to a live Python interpreter.
+const { SimpleBox } = require('./simplebox');
+const { ExecError } = require('./errors');
+const { execOptions, checkArgs, checkString, isPlainObject } = require('./options');
+const { PythonSession, CellStream, truncationMarker } = require('./session');
+
+class CodeBox extends SimpleBox {
+  /**
+   * new CodeBox({ image = 'python:slim', ...SimpleBox options })
+   *
+   * run() talks to one long-lived Python interpreter in the box (a session):
+   * variables, imports and definitions of one call are there for the next.
+   */
+  constructor(options = {}) {
+    // A box started from a template finds run()'s interpreter started.
+    super(isPlainObject(options) && options.prestart === undefined ? { ...options, prestart: ['python'] } : options);
+    this._session = null; // Promise of the default session
+    this._sessions = [];
+  }
+
+  _defaultImage() {
+    return 'python:slim';
+  }
+
+  /** The default session that run() uses, started on first use. */
+  session() {
+    if (!this._session) {
+      this._session = this.newSession();
+      this._session.catch(() => {
+        this._session = null; // a later call tries again
+      });
+    }
+    return this._session.then((s) => {
+      if (!s.closed) return s;
+      this._session = null;
+      return this.session();
+    });
+  }
+
+  /**
+   * Starts another interpreter in the box, independent of run()'s.
+   * options: { env, cwd, user, graceSecs (default 3: how long an interrupted
+   * cell has to stop before the interpreter is killed and restarted), python }.
+   */
+  async newSession(options) {
+    const box = await this._ensureBox();
+    const s = await PythonSession._start(box, options);
+    this._sessions = this._sessions.filter((x) => !x.closed).concat(s);
+    return s;
+  }
+
+  /**
+   * Runs Python code as a cell of the session; resolves to its stdout.
+   * Rejects with ExecError (exitCode, stderr with the traceback, stdout) when
+   * the code fails, TimeoutError on a timeout (the session keeps its state,
+   * unless the cell ignored the interrupt: then the interpreter was restarted
+   * and the message says so). options: { timeoutSecs } (or timeout, in
+   * seconds). With env, cwd or user the code runs in a fresh `python3 -c`
+   * instead, outside the session.
+   */
+  async run(code, options) {
+    checkString(code, 'code', { allowEmpty: true });
+    const o = execOptions(options, 'options');
+    if (o.env !== undefined || o.cwd !== undefined || o.user !== undefined) {
+      const r = await this._collect(['python3', '-c', code], {
+        timeoutSecs: o.timeoutSecs, env: o.env, cwd: o.cwd, user: o.user, outputLimitBytes: o.outputLimitBytes,
+      });
+      if (r.exitCode !== 0) throw new ExecError('run()', r.exitCode, r.stderr, { stdout: r.stdout });
+      return r.stdout + truncationMarker(r.stdoutTruncated, false, o.outputLimitBytes ?? this._runtime.outputLimitBytes);
+    }
+    const r = await this.runCell(code, options);
+    if (r.error) throw new ExecError('run()', r.exitCode, r.stderr + r.error.traceback, { stdout: r.stdout });
+    return r.stdout + truncationMarker(r.stdoutTruncated, false, r.outputLimitBytes);
+  }
+
+  /**
+   * Runs a cell; resolves to {stdout, stderr, value (repr of a trailing
+   * expression, as a notebook shows it, or null), error: {type, message,
+   * traceback} | null, exitCode, timedOut, restarted}. An exception is a
+   * result, not a rejection; a timeout rejects with TimeoutError (`result`).
+   */
+  async runCell(code, options) {
+    checkString(code, 'code', { allowEmpty: true });
+    return (await this.session()).runCell(code, options);
+  }
+
+  /**
+   * A cell whose output arrives while it runs:
+   *   const cell = codebox.stream(code);
+   *   for await (const { stream, text } of cell) process.stdout.write(text);
+   *   const result = await cell.result();
+   */
+  stream(code, options) {
+    return new CellStream(() => this.session(), code, options);
+  }
+
+  /** Restarts run()'s interpreter: all its state is gone. */
+  async reset() {
+    await (await this.session()).reset();
+  }
+
+  stop() {
+    const sessions = this._sessions;
+    this._sessions = [];
+    this._session = null;
+    for (const s of sessions) s.close();
+    return super.stop();
+  }
+
+  /** Runs a Python script file of the host. */
+  async runScript(scriptPath) {
+    checkString(scriptPath, 'scriptPath');
+    const code = await require('node:fs/promises').readFile(scriptPath, 'utf8');
+    return this.run(code);
+  }
+
+  /** pip install; rejects with ExecError when pip fails. */
+  async installPackage(packageName) {
+    checkString(packageName, 'packageName');
+    return this._pip([packageName], `installPackage('${packageName}')`);
+  }
+
+  async installPackages(...packages) {
+    checkArgs(packages, 'packages');
+    if (!packages.length) throw new TypeError('installPackages needs at least one package');
+    return this._pip(packages, `installPackages(${packages.join(', ')})`);
+  }
+
+  async _pip(packages, what) {
+    const r = await this._collect(['python3', '-m', 'pip', 'install', '--quiet', ...packages], {});
+    if (r.exitCode !== 0) throw new ExecError(what, r.exitCode, r.stderr, { stdout: r.stdout });
+    return r.stdout;
+  }
+}
+
+module.exports = { CodeBox };
