@@ -48,4 +48,21 @@ function thrown(fn) {
   throw new Error('expected an exception');
 }
 
-module.exports = { pkg, build, home, images, missingImage, ensureImage, rejection, thrown };
+/** The boxlite-shim processes this test process started that still run: a box that boots has
+ * one, so "nothing booted" compares this before and after instead of timing the call. */
+function shimChildren() {
+  const fs = require('node:fs');
+  const pids = new Set();
+  for (const task of fs.readdirSync(`/proc/${process.pid}/task`)) {
+    let kids = '';
+    try { kids = fs.readFileSync(`/proc/${process.pid}/task/${task}/children`, 'utf8'); } catch { continue; }
+    for (const pid of kids.split(/\s+/).filter(Boolean)) {
+      try {
+        if (fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'boxlite-shim') pids.add(Number(pid));
+      } catch { /* it ended */ }
+    }
+  }
+  return pids;
+}
+
+module.exports = { pkg, build, home, images, missingImage, ensureImage, rejection, thrown, shimChildren };

@@ -63,12 +63,10 @@ test('SimpleBox', { skip, ...T }, async (t) => {
   });
 
   await t.test('a timeout rejects with TimeoutError and keeps the output', async () => {
-    const t0 = Date.now();
     const e = await rejection(box.exec('sh', ['-c', 'echo started; sleep 30'], undefined, { timeoutSecs: 1 }));
     assert.ok(e instanceof TimeoutError && e instanceof BoxliteError, `${e}`);
     assert.equal(e.code, 'timeout');
     assert.equal(e.stdout, 'started\n');
-    assert.ok(Date.now() - t0 < 10_000);
   });
 
   await t.test('a missing command rejects with code not_found', async () => {
