@@ -172,7 +172,11 @@ func openHostSource(src string, opts CopyOptions) (dir *os.File, name, base stri
 // through a symlink (one already there or one the copy brought), names are
 // relative without "..", hard links only join files of the same copy,
 // device nodes and FIFOs are not made, set-id bits are dropped, and the
-// files belong to the calling user. Modes, mtimes and symlinks are kept.
+// files belong to the calling user. hostDst itself is resolved through no
+// symlink, whoever made it (an earlier copy out of a box may have): one in
+// it fails the copy with ErrInvalidArgument (a *filecopy.SymlinkError
+// naming it) before the box sends anything. Modes are kept less the
+// process's umask (read once per copy), mtimes and symlinks are kept.
 // Caps: CopyOptions.MaxBytes and MaxEntries (ErrLimit).
 func (b *Box) CopyOut(ctx context.Context, boxSrc, hostDst string, opts CopyOptions) error {
 	what := fmt.Sprintf("copy out %s -> %s", boxSrc, hostDst)
@@ -194,8 +198,9 @@ func (b *Box) CopyOut(ctx context.Context, boxSrc, hostDst string, opts CopyOpti
 	if lane != nil {
 		defer lane.release()
 	}
+	umask := filecopy.Umask()
 	// Where it lands is settled (and checked) before the box sends anything.
-	t, err := filecopy.Prepare(filecopy.Host(), hostDst, filecopy.Place{Base: base, Overwrite: !opts.NoOverwrite})
+	t, err := filecopy.Prepare(filecopy.HostNoSymlinks(), hostDst, filecopy.Place{Base: base, Overwrite: !opts.NoOverwrite})
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -218,7 +223,7 @@ func (b *Box) CopyOut(ctx context.Context, boxSrc, hostDst string, opts CopyOpti
 	err = s.run(ctx, func() error {
 		r := bufio.NewReaderSize(src, protocol.MaxChunk)
 		var err error
-		st, err = t.Extract(r, filecopy.ExtractOptions{Limits: opts.limits(true), Progress: opts.progress()})
+		st, err = t.Extract(r, filecopy.ExtractOptions{Limits: opts.limits(true), Progress: opts.progress(), Umask: umask})
 		if err != nil {
 			return err
 		}

@@ -44,6 +44,10 @@ type ExtractOptions struct {
 	// KeepSetID keeps set-uid and set-gid bits (a copy into a box, as
 	// docker cp does); otherwise they are dropped.
 	KeepSetID bool
+	// Umask clears these permission bits from every mode the stream gives
+	// (a copy out: the caller's, see Umask), as the kernel's umask would
+	// for files it creates.
+	Umask uint32
 	// Progress, if set, is called as data lands.
 	Progress func(Stats)
 	// Direct writes large regular files with O_DIRECT (a copy into a box:
@@ -377,7 +381,7 @@ func (x *extractor) mode(m int64) uint32 {
 	if x.opt.KeepSetID {
 		keep = 0o7777
 	}
-	return uint32(m) & keep
+	return uint32(m) & keep &^ (x.opt.Umask & 0o777)
 }
 
 func setTimes(dirfd int, name string, t time.Time, flags int) {

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path"
@@ -38,6 +39,96 @@ func (hostDirs) OpenDir(p string, create bool) (*os.File, error) {
 		return nil, &os.PathError{Op: "open", Path: p, Err: err}
 	}
 	return os.NewFile(uintptr(fd), p), nil
+}
+
+// HostNoSymlinks resolves paths as the calling process does, but through
+// no symlink, whoever made it: the destination of a copy out, where an
+// earlier copy out of a box may have left one (a box's symlink copied as a
+// link) to steer the next copy anywhere the caller can write. A symlink in
+// the path is a *SymlinkError naming it; directories made with create are
+// made one by one without following one.
+func HostNoSymlinks() Dirs { return noSymlinkDirs{} }
+
+// SymlinkError is a destination path that goes through a symlink. It is an
+// errdefs.ErrInvalidArgument.
+type SymlinkError struct {
+	Dest string // the path asked for
+	Link string // the symlink in it (Dest or one of its parents)
+}
+
+func (e *SymlinkError) Error() string {
+	return fmt.Sprintf("destination %s: %s is a symlink, and a copy out writes through no symlink (name the directory it points to)", e.Dest, e.Link)
+}
+
+func (e *SymlinkError) Unwrap() error { return errdefs.ErrInvalidArgument }
+
+type noSymlinkDirs struct{}
+
+func (noSymlinkDirs) OpenDir(p string, create bool) (*os.File, error) {
+	d, err := openNoSymlinks(unix.AT_FDCWD, p)
+	if err == nil || !create || !errors.Is(err, unix.ENOENT) {
+		return d, symlinkErr(p, err)
+	}
+	// mkdir -p, one component at a time, none followed.
+	start := "."
+	if path.IsAbs(p) {
+		start = "/"
+	}
+	cur, err := openNoSymlinks(unix.AT_FDCWD, start)
+	if err != nil {
+		return nil, err
+	}
+	prefix := start
+	for _, c := range strings.Split(strings.Trim(path.Clean(p), "/"), "/") {
+		if c == "." || c == "" {
+			continue
+		}
+		prefix = path.Join(prefix, c)
+		next, err := openDirAt(int(cur.Fd()), c, true)
+		cur.Close()
+		if err != nil {
+			return nil, symlinkErr(p, &os.PathError{Op: "open", Path: prefix, Err: err})
+		}
+		cur = os.NewFile(uintptr(next), prefix)
+	}
+	return cur, nil
+}
+
+// openNoSymlinks opens the directory p (relative to dirfd) through no
+// symlink (openat2 RESOLVE_NO_SYMLINKS: ELOOP if one is in the way).
+func openNoSymlinks(dirfd int, p string) (*os.File, error) {
+	how := unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS}
+	for {
+		fd, err := unix.Openat2(dirfd, p, &how)
+		if err == unix.EAGAIN || err == unix.EINTR { // a rename raced the lookup
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "open", Path: p, Err: err}
+		}
+		return os.NewFile(uintptr(fd), p), nil
+	}
+}
+
+// symlinkErr turns the ELOOP of a lookup through no symlink into a
+// *SymlinkError naming the first symlink of p.
+func symlinkErr(p string, err error) error {
+	if !errors.Is(err, unix.ELOOP) {
+		return err
+	}
+	link := p
+	prefix := ""
+	if path.IsAbs(p) {
+		prefix = "/"
+	}
+	for _, c := range strings.Split(strings.Trim(path.Clean(p), "/"), "/") {
+		prefix = path.Join(prefix, c)
+		if fi, lerr := os.Lstat(prefix); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
+			link = prefix
+			break
+		}
+	}
+	return &SymlinkError{Dest: p, Link: link}
 }
 
 // InRoot resolves paths inside root as a process chrooted there would:
@@ -230,6 +321,10 @@ func Prepare(d Dirs, dest string, p Place) (*Target, error) {
 }
 
 func destErr(dest string, err error) error {
+	var se *SymlinkError
+	if errors.As(err, &se) {
+		return err // names dest already
+	}
 	if errors.Is(err, unix.ENOTDIR) {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "destination %s: a parent is not a directory", dest)
 	}

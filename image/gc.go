@@ -173,12 +173,16 @@ func (s *Store) sweepLayers(want map[string]bool, remove func(string) bool, res 
 		}
 		for _, n := range names {
 			switch {
-			case n == hex+".ext4":
+			case n == hex+layerSuffix:
 				if !want[hex] && remove(filepath.Join(dir, n)) {
 					res.Layers++
 				}
+			case staleLayer(hex, n): // converted by an older rule: never used again
+				if remove(filepath.Join(dir, n)) {
+					res.Layers++
+				}
 			case n == hex+".lock":
-			default: // .<hex>.ext4.tmp-*: a conversion that died
+			default: // .<hex>.v2.ext4.tmp-*: a conversion that died
 				remove(filepath.Join(dir, n))
 			}
 		}

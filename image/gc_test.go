@@ -47,7 +47,7 @@ func needs(t *testing.T, s *Store, img Image, ext4 bool) []string {
 	}
 	for _, l := range img.Layers {
 		if ext4 {
-			out = append(out, "layers/"+strings.TrimPrefix(l.DiffID, "sha256:")+".ext4")
+			out = append(out, "layers/"+strings.TrimPrefix(l.DiffID, "sha256:")+layerSuffix)
 		}
 	}
 	return out
@@ -185,7 +185,10 @@ func TestGCLeftovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer done()
-	os.WriteFile(filepath.Join(layers, "."+hex+".ext4.tmp-1"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(layers, "."+hex+layerSuffix+".tmp-1"), []byte("x"), 0o644)
+	// Layers converted by older rules (format 1 kept device nodes).
+	os.WriteFile(filepath.Join(layers, hex+".ext4"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(layers, hex+".v1.ext4"), []byte("x"), 0o644)
 	os.WriteFile(filepath.Join(dir, "oci", ".index.json.tmp-1"), []byte("x"), 0o644)
 	busy := strings.Repeat("b", 64)
 	unlock, err := lockFile(ctx, filepath.Join(layers, busy+".lock"))
@@ -193,7 +196,7 @@ func TestGCLeftovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unlock()
-	os.WriteFile(filepath.Join(layers, "."+busy+".ext4.tmp-2"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(layers, "."+busy+layerSuffix+".tmp-2"), []byte("x"), 0o644)
 
 	if _, err := s.GC(ctx, GCOptions{}); err != nil {
 		t.Fatal(err)
@@ -201,7 +204,7 @@ func TestGCLeftovers(t *testing.T) {
 	if got, want := files(t, filepath.Join(dir, "tmp")), []string{filepath.Base(live)}; !reflect.DeepEqual(got, want) {
 		t.Errorf("tmp: %v, want %v", got, want)
 	}
-	want := []string{"." + busy + ".ext4.tmp-2", busy + ".lock", hex + ".ext4", hex + ".lock"}
+	want := []string{"." + busy + layerSuffix + ".tmp-2", busy + ".lock", hex + layerSuffix, hex + ".lock"}
 	sort.Strings(want)
 	if got := files(t, layers); !reflect.DeepEqual(got, want) {
 		t.Errorf("layers: %v, want %v", got, want)

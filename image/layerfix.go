@@ -37,8 +37,14 @@ const (
 //   - GNU sparse files, which the reader expands, are written as regular files,
 //     and PAX global headers (git archive writes one) are left out, not made
 //     into a file, as containerd does.
-//   - Types without data (directories, links, devices, fifos) get size 0, so
-//     that a size they declare never reaches tar2ext4.
+//   - Device nodes (character and block) are dropped: a box's devices are
+//     the ones its agent makes in the box's own /dev, never an image's (a
+//     node for the VM's disks or console would hand them to a box without
+//     CAP_MKNOD), and so are hard links to them. The one exception is the
+//     overlay form of a whiteout, a 0:0 character device, which is taken as
+//     the OCI whiteout of its name (as Docker's overlay2 driver would see it).
+//   - Types without data (directories, links, fifos) get size 0, so that a
+//     size they declare never reaches tar2ext4.
 //
 // It reads the layer through tr, which enforces the store's Limits; what it
 // writes is bounded by what it reads (plus one small entry per whiteout).
@@ -50,6 +56,7 @@ func fixLayer(w io.Writer, tr *layerReader) error {
 	tw := tar.NewWriter(bw)
 	kinds := map[string]byte{}     // cleaned path -> 'd' or 'f', for every entry and implied parent
 	whiteouts := map[string]bool{} // cleaned paths the layer whites out
+	devices := map[string]bool{}   // cleaned paths of the device nodes dropped
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
@@ -84,10 +91,25 @@ func fixLayer(w io.Writer, tr *layerReader) error {
 			continue
 		}
 		switch hdr.Typeflag {
+		case tar.TypeChar, tar.TypeBlock:
+			if base == whOpaque {
+				hdr.Typeflag, hdr.Devmajor, hdr.Devminor = tar.TypeReg, 0, 0 // tar2ext4 reads the marker by its name
+				break
+			}
+			if hdr.Typeflag == tar.TypeChar && hdr.Devmajor == 0 && hdr.Devminor == 0 {
+				whiteouts[name] = true
+			} else {
+				devices[name] = true
+			}
+			continue
 		case tar.TypeDir:
 			kinds[name] = 'd'
 		case tar.TypeLink:
 			target := cleanPath(hdr.Linkname)
+			if devices[target] {
+				devices[name] = true // a second name of a dropped device
+				continue
+			}
 			if kinds[target] != 'f' {
 				return fmt.Errorf("hard link %s to %s, which is not a file earlier in this layer (hard links across layers): %w",
 					name, target, errdefs.ErrUnsupported)

@@ -27,6 +27,24 @@ import (
 // metadata for a 16 GiB file system by default; convert retries bigger layers.
 var ext4Options = []tar2ext4.Option{tar2ext4.ConvertWhiteout, tar2ext4.InlineData}
 
+// layerSuffix ends the name of each converted layer. Its version is the
+// conversion's: it changes whenever a layer converts to other content, so
+// that no layer converted by an older rule is used again (an older one is
+// removed when its layer is converted anew, or by GC). Format 2 drops
+// device nodes (fixLayer).
+const layerSuffix = ".v2.ext4"
+
+// staleLayer reports whether a name in layers/ is a converted layer of an
+// older format: <hex>.ext4 (format 1) or <hex>.vN.ext4.
+func staleLayer(hex, name string) bool {
+	rest, ok := strings.CutPrefix(name, hex)
+	if !ok || rest == layerSuffix || !strings.HasSuffix(rest, ".ext4") {
+		return false
+	}
+	v := strings.TrimSuffix(rest, ".ext4")
+	return v == "" || len(v) > 2 && v[:2] == ".v" && strings.Trim(v[2:], "0123456789") == ""
+}
+
 var errConvertDone = errors.New("conversion ended")
 
 // conversions counts the layers converted by this process, for tests.
@@ -35,7 +53,7 @@ var conversions atomic.Int64
 // Rootfs returns the layers of img as ext4 image files, bottom layer first,
 // for the guest to mount read-only and stack with overlayfs
 // (lowerdir=top:...:bottom). Each layer is converted once, cached under
-// layers/<DiffID hex>.ext4 and shared by all images that have it; concurrent
+// layers/<DiffID hex>.v2.ext4 and shared by all images that have it; concurrent
 // callers, also in other processes, wait for one conversion. A conversion is
 // written to a temporary file and renamed into place, and the layer's content
 // is checked against its DiffID, so no crash or bad blob leaves a wrong entry.
@@ -91,7 +109,7 @@ func (s *Store) rootfs(ctx context.Context, img Image) ([]string, error) {
 // layerExt4 returns the cached ext4 image of a layer, converting it first if needed.
 // The layer is read through a layerReader that limit makes.
 func (s *Store) layerExt4(ctx context.Context, diffID v1.Hash, open func() (io.ReadCloser, error), limit func(io.Reader) *layerReader) (string, error) {
-	final := filepath.Join(s.dir, "layers", diffID.Hex+".ext4")
+	final := filepath.Join(s.dir, "layers", diffID.Hex+layerSuffix)
 	if _, err := os.Stat(final); err == nil {
 		return final, nil
 	}
@@ -104,7 +122,7 @@ func (s *Store) layerExt4(ctx context.Context, diffID v1.Hash, open func() (io.R
 		return final, nil // converted while we waited
 	}
 
-	f, err := os.CreateTemp(filepath.Dir(final), "."+diffID.Hex+".ext4.tmp-*")
+	f, err := os.CreateTemp(filepath.Dir(final), "."+diffID.Hex+layerSuffix+".tmp-*")
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", err, errdefs.ErrInternal)
 	}
@@ -133,6 +151,15 @@ func (s *Store) layerExt4(ctx context.Context, diffID v1.Hash, open func() (io.R
 		return "", err
 	}
 	conversions.Add(1)
+	// What an older format left of this layer is not to be used again (a
+	// running box keeps its open copy).
+	if olds, err := filepath.Glob(filepath.Join(s.dir, "layers", diffID.Hex+".*ext4")); err == nil {
+		for _, p := range olds {
+			if staleLayer(diffID.Hex, filepath.Base(p)) {
+				os.Remove(p)
+			}
+		}
+	}
 	return final, nil
 }
 

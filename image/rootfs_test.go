@@ -115,7 +115,7 @@ func TestRootfs(t *testing.T) {
 		t.Fatalf("paths %v, %d conversions", paths, conversions.Load()-before)
 	}
 	for i, p := range paths {
-		if want := filepath.Join(dir, "layers", strings.TrimPrefix(img.Layers[i].DiffID, "sha256:")+".ext4"); p != want {
+		if want := filepath.Join(dir, "layers", strings.TrimPrefix(img.Layers[i].DiffID, "sha256:")+layerSuffix); p != want {
 			t.Errorf("layer %d at %s, want %s", i, p, want)
 		}
 		fsck(t, p)
@@ -320,7 +320,7 @@ func TestRootfsFailureLeavesNothing(t *testing.T) {
 			names = append(names, e.Name())
 		}
 	}
-	if want := []string{strings.TrimPrefix(img.Layers[0].DiffID, "sha256:") + ".ext4"}; fmt.Sprint(names) != fmt.Sprint(want) {
+	if want := []string{strings.TrimPrefix(img.Layers[0].DiffID, "sha256:") + layerSuffix}; fmt.Sprint(names) != fmt.Sprint(want) {
 		t.Errorf("layers/ holds %v, want %v", names, want)
 	}
 

@@ -49,7 +49,8 @@ type Layer struct {
 //	                   entry per name (annotation org.opencontainers.image.ref.name) and
 //	                   one per unnamed image; the only mutable file, replaced atomically
 //	lock               flock held while index.json is rewritten
-//	layers/<hex>.ext4  each layer as an ext4 image, by DiffID (see Rootfs); <hex>.lock
+//	layers/<hex>.v2.ext4  each layer as an ext4 image, by DiffID and conversion format
+//	                   (layerSuffix; see Rootfs); <hex>.lock
 //	tmp/load-*/        staging for loads and pulls (pull-*), each flocked by its user;
 //	                   a blob enters oci/blobs only by rename, verified, under the lock
 //

@@ -198,6 +198,19 @@ func openPort(name string, timeout time.Duration) (*os.File, error) {
 	}
 }
 
+// Mount flags of the box's file systems. Devices are only where the agent
+// puts them (the sandbox's own /dev, a tmpfs): a node an image, an imported
+// disk or the agent's own copies brought is an inode and nothing more, so
+// every file system of the box root is nodev. The layers and the writable
+// disk are nosuid too (the agent runs nothing from them directly); the box
+// root keeps set-id programs, as Docker does for images: su, sudo and ping
+// in an image that runs as a user need them, and they only raise a box
+// process to the box's own root, which the box's root has anyway.
+const (
+	diskFlags = unix.MS_NOATIME | unix.MS_NODEV | unix.MS_NOSUID
+	rootFlags = unix.MS_NODEV
+)
+
 // setupBox mounts the layer disks read-only, the writable disk (or a tmpfs)
 // and stacks them with overlayfs at BoxRoot. With no layer disks it returns a
 // box without a root.
@@ -231,11 +244,11 @@ func setupBox(disks map[string]string, logf func(string, ...any)) (*box, error) 
 
 	rwDev, writable := disks["rw"]
 	if writable {
-		if err := b.mount(rwDev, rwDir, "ext4", unix.MS_NOATIME, ""); err != nil {
+		if err := b.mount(rwDev, rwDir, "ext4", diskFlags, ""); err != nil {
 			return b, fmt.Errorf("writable disk: %w", err)
 		}
 		b.Writable = true
-	} else if err := b.mount("tmpfs", rwDir, "tmpfs", unix.MS_NOATIME, "mode=0755"); err != nil {
+	} else if err := b.mount("tmpfs", rwDir, "tmpfs", diskFlags, "mode=0755"); err != nil {
 		return b, err
 	}
 	if len(layers) == 0 {
@@ -244,7 +257,7 @@ func setupBox(disks map[string]string, logf func(string, ...any)) (*box, error) 
 	lower := make([]string, len(layers))
 	for i, dev := range layers {
 		dir := filepath.Join(layersDir, strconv.Itoa(i))
-		if err := b.mount(dev, dir, "ext4", unix.MS_RDONLY|unix.MS_NOATIME, ""); err != nil {
+		if err := b.mount(dev, dir, "ext4", diskFlags|unix.MS_RDONLY, ""); err != nil {
 			return b, fmt.Errorf("layer%d: %w", i, err)
 		}
 		lower[len(layers)-1-i] = dir // overlayfs lists the top layer first
@@ -257,7 +270,7 @@ func setupBox(disks map[string]string, logf func(string, ...any)) (*box, error) 
 		}
 	}
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", strings.Join(lower, ":"), upper, work)
-	if err := b.mount("overlay", BoxRoot, "overlay", 0, opts); err != nil {
+	if err := b.mount("overlay", BoxRoot, "overlay", rootFlags, opts); err != nil {
 		return b, err
 	}
 	b.Root = BoxRoot

@@ -60,6 +60,11 @@ func parseVolumes(cmdline string) ([]volume, error) {
 	return vols, nil
 }
 
+// volumeFlags: a volume holds no device the box can open and no set-id
+// program it can run with more than its own rights, whatever the host
+// folder holds.
+const volumeFlags = unix.MS_NOSUID | unix.MS_NODEV
+
 // mountVolumes mounts the volumes in the box root, parents before children.
 func (b *box) mountVolumes(vols []volume) error {
 	if len(vols) == 0 {
@@ -69,7 +74,7 @@ func (b *box) mountVolumes(vols []volume) error {
 		return errors.New("volumes: the box has no root file system")
 	}
 	for _, ro := range []bool{false, true} {
-		tag, dir, flags := "boxlite-rw", filepath.Join(volDir, "rw"), uintptr(unix.MS_NOSUID|unix.MS_NODEV)
+		tag, dir, flags := "boxlite-rw", filepath.Join(volDir, "rw"), uintptr(volumeFlags)
 		if ro {
 			tag, dir, flags = "boxlite-ro", filepath.Join(volDir, "ro"), flags|unix.MS_RDONLY
 		}
@@ -96,12 +101,16 @@ func (b *box) mountVolumes(vols []volume) error {
 		if err := b.mount(src, target, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("volume %s: %w", v.path, err)
 		}
+		// A bind keeps its source's nosuid and nodev; said again so that
+		// no change to the tag's mount can lose them. For a read-only
+		// volume the host refuses writes too (virtiofsd --readonly, a
+		// read-only bind); the flag makes them fail early with EROFS.
+		flags := uintptr(unix.MS_REMOUNT | unix.MS_BIND | volumeFlags)
 		if v.ro {
-			// The host refuses writes too (virtiofsd --readonly, a read-only
-			// bind); the flag makes them fail early with EROFS.
-			if err := unix.Mount("", target, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
-				return fmt.Errorf("volume %s: remount read-only: %w", v.path, err)
-			}
+			flags |= unix.MS_RDONLY
+		}
+		if err := unix.Mount("", target, "", flags, ""); err != nil {
+			return fmt.Errorf("volume %s: remount nosuid, nodev: %w", v.path, err)
 		}
 	}
 	return nil

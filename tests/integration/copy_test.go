@@ -20,6 +20,7 @@ import (
 
 	"github.com/boxlite/boxlite/core"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/filecopy"
 	"github.com/boxlite/boxlite/protocol"
 	"github.com/boxlite/boxlite/shimapi"
 	"github.com/boxlite/boxlite/tests/internal/boxtest"
@@ -266,6 +267,38 @@ func TestCopy(t *testing.T) {
 		must(t, shared.CopyOut(ctx, "/evil", out, core.CopyOptions{}))
 		if ents, _ := os.ReadDir(victim); len(ents) != 0 {
 			t.Fatalf("wrote through a symlink: %v", ents)
+		}
+	})
+
+	t.Run("DestinationThroughSymlink", func(t *testing.T) {
+		// A box symlink copied out becomes the destination of the next
+		// copy out: refused, whoever made the link, and nothing lands
+		// where it points. Modes lose the caller's umask.
+		victim := t.TempDir()
+		runIn(t, shared, sh("rm -rf /evil3 /loot && ln -s "+victim+" /evil3 && mkdir /loot && echo k > /loot/key && chmod 666 /loot/key && chmod 777 /loot"))
+		out := t.TempDir()
+		must(t, shared.CopyOut(ctx, "/evil3", filepath.Join(out, "data"), core.CopyOptions{}))
+		if l, _ := os.Readlink(filepath.Join(out, "data")); l != victim {
+			t.Fatalf("out/data -> %q", l)
+		}
+		for _, dst := range []string{filepath.Join(out, "data"), filepath.Join(out, "data", "sub"), filepath.Join(out, "data") + "/"} {
+			err := shared.CopyOut(ctx, "/loot/.", dst, core.CopyOptions{})
+			var se *filecopy.SymlinkError
+			if !errors.As(err, &se) || !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), filepath.Join(out, "data")+" is a symlink") {
+				t.Errorf("copy out to %s: %v", dst, err)
+			}
+		}
+		if ents, _ := os.ReadDir(victim); len(ents) != 0 {
+			t.Fatalf("wrote through a symlink: %v", ents)
+		}
+		must(t, shared.CopyOut(ctx, "/loot", out, core.CopyOptions{}))
+		umask := os.FileMode(filecopy.Umask())
+		for name, mode := range map[string]os.FileMode{"loot": 0o777 | os.ModeDir, "loot/key": 0o666} {
+			fi, err := os.Lstat(filepath.Join(out, name))
+			must(t, err)
+			if fi.Mode() != mode&^umask {
+				t.Errorf("%s: mode %v, want %v", name, fi.Mode(), mode&^umask)
+			}
 		}
 	})
 }
