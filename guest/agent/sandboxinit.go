@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,6 +40,11 @@ func isSandboxInit() bool {
 // container root, reports, and then only reaps the box's orphans. It never
 // returns.
 func sandboxInitMain() {
+	// no_new_privs is a thread's: the setup below (its prctl, then the
+	// seccomp filter synced to every thread) must run on one thread, the
+	// main one that /proc/1/status shows, or a goroutine moved between
+	// them leaves that thread without the flag.
+	runtime.LockOSThread()
 	// Signals from box processes must not end it: PID 1 of a namespace only
 	// gets the signals it handles, and the Go runtime would exit on most.
 	sigs := make(chan os.Signal, 64)
