@@ -90,9 +90,11 @@ func TestHostDiskFull(t *testing.T) {
 		t.Fatalf("another box: %q", res.Stdout)
 	}
 	// Room again: the box starts (its ext4 replays its journal) and writes.
+	// Whether /fill survived depends on whether its directory entry reached
+	// the journal before the stop, which is timing: not checked.
 	must(t, os.Remove(ballast))
 	must(t, b.Start(ctx))
-	if res := runIn(t, b, sh("echo after > /after && cat /after && ls -la /fill | wc -l")); string(res.Stdout) != "after\n1\n" {
+	if res := runIn(t, b, sh("echo after > /after && cat /after")); string(res.Stdout) != "after\n" {
 		t.Fatalf("after the restart: %q %q", res.Stdout, res.Stderr)
 	}
 }
