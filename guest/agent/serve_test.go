@@ -393,6 +393,39 @@ func TestSignal(t *testing.T) {
 	}
 }
 
+// A group signal (Signal.Group) reaches the shell's foreground child (it
+// says ready once it runs): the sleep dies, the shell's trap runs at once.
+// To the shell alone, the trap would run only after the sleep.
+func TestSignalGroup(t *testing.T) {
+	h, _ := serve(t, Config{})
+	s, err := h.Exec(sh(`trap 'echo trapped' INT; sh -c 'echo ready; exec sleep 600'; echo after; exit 3`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	for !bytes.Contains(out, []byte("ready")) {
+		f, err := s.Next(wait)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Type == protocol.TStdout {
+			out = append(out, f.Payload...)
+			_ = s.Send(protocol.TCredit, protocol.Credit{Fd: 1, Bytes: len(f.Payload)})
+		}
+	}
+	if err := s.Send(protocol.TSignal, protocol.Signal{Signal: int(unix.SIGINT), Group: true}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Collect(wait, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantExit(t, res, 3)
+	if string(res.Stdout) != "trapped\nafter\n" {
+		t.Fatalf("stdout %q", res.Stdout)
+	}
+}
+
 func TestCancel(t *testing.T) {
 	h, _ := serve(t, Config{})
 	s := h.Open(42)
