@@ -719,7 +719,8 @@ func (b *Box) Exec(ctx context.Context, cmd Command) (*Execution, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Execution{argv: cmd.Argv, timeout: cmd.Timeout, limit: cmd.OutputLimit, conn: c, done: make(chan struct{}), stdin: newSendWindow(protocol.InitialWindow), tty: cmd.Tty}
+	e := &Execution{argv: cmd.Argv, timeout: cmd.Timeout, limit: cmd.OutputLimit, conn: c, done: make(chan struct{}), stdin: newSendWindow(protocol.InitialWindow), tty: cmd.Tty,
+		groupSignal: hello.Has(protocol.FeatureSignalGroup)}
 	credit := func(fd int) func(int) {
 		return func(n int) { c.send(protocol.TCredit, e.id, protocol.Credit{Fd: fd, Bytes: n}) }
 	}

@@ -85,6 +85,8 @@ type Execution struct {
 	pid     atomic.Int64 // set by the connection's reader
 	tty     bool
 	xid     string // Execution.ID
+	// groupSignal: the agent signals process groups (FeatureSignalGroup).
+	groupSignal bool
 
 	once   sync.Once
 	done   chan struct{}
@@ -225,6 +227,22 @@ func (e *Execution) Signal(sig syscall.Signal) error {
 	default:
 	}
 	return e.conn.send(protocol.TSignal, e.id, protocol.Signal{Signal: int(sig)})
+}
+
+// SignalGroup delivers sig to the process's group: the process leads one
+// (the agent starts every exec so), which holds what it started unless
+// that made groups of its own (with Tty, every group of its session). An
+// agent too old to do it is ErrUnsupported.
+func (e *Execution) SignalGroup(sig syscall.Signal) error {
+	if !e.groupSignal {
+		return errdefs.Errorf(errdefs.ErrUnsupported, "signal exec %s's process group: the box runs an agent without it; restart the box to update it", quoteArgv(e.argv))
+	}
+	select {
+	case <-e.done:
+		return errdefs.Errorf(errdefs.ErrInvalidState, "signal exec %s: process has exited", quoteArgv(e.argv))
+	default:
+	}
+	return e.conn.send(protocol.TSignal, e.id, protocol.Signal{Signal: int(sig), Group: true})
 }
 
 // Resize sets the size of the process's terminal (Command.Tty); the

@@ -1,8 +1,10 @@
 package core
 
 import (
+	"cmp"
 	"strings"
 
+	"github.com/boxlite/boxlite/core/session"
 	"github.com/boxlite/boxlite/protocol"
 )
 
@@ -23,11 +25,11 @@ func (b *Box) parkRequests(cfg BoxConfig) [][]protocol.Exec {
 	for _, k := range cfg.Prestart {
 		var argvs [][]string
 		if kind, shell, _ := strings.Cut(k, ":"); kind == PrestartPython {
-			for _, py := range defaultPythons {
-				argvs = append(argvs, pythonArgv(py))
+			for _, py := range session.DefaultPythons {
+				argvs = append(argvs, session.PythonArgv(py))
 			}
 		} else {
-			argvs = append(argvs, []string{firstNonEmpty(shell, defaultShell)})
+			argvs = append(argvs, []string{cmp.Or(shell, session.DefaultShell)})
 		}
 		var alts []protocol.Exec
 		for _, argv := range argvs {

@@ -119,6 +119,8 @@ const (
 	FeatureIdentity = "identity"
 	// FeaturePark: TPark is implemented.
 	FeaturePark = "park"
+	// FeatureSignalGroup: Signal.Group is implemented.
+	FeatureSignalGroup = "signal-group"
 	// FeatureLane: the agent found the lane disk (LaneSerial) and moves a
 	// copy's data through it when the request asks (CopyIn.Lane,
 	// CopyOut.Lane); frames then carry only TLane and TLaneFree.
@@ -310,9 +312,14 @@ type Credit struct {
 }
 
 // Signal delivers a signal number to the exec's process; SIGKILL to its
-// whole process group.
+// whole process group. With Group (needs FeatureSignalGroup; an older agent
+// would ignore it and signal the process alone), any signal goes to the
+// exec's process group, which the exec leads (with a TTY, to every group of
+// its session), as kill(-pid, sig) would: a shell's running command, without
+// a shell in the box to send it.
 type Signal struct {
-	Signal int `msgpack:"signal"`
+	Signal int  `msgpack:"signal"`
+	Group  bool `msgpack:"group,omitempty"`
 }
 
 // CopyIn receives a tar stream into the box at Dest, by docker cp's rules

@@ -257,18 +257,19 @@ func (e *execution) killGroupLocked(sig unix.Signal) {
 	}
 }
 
-// signal delivers sig to the exec's process; SIGKILL goes to its whole
-// process group (and, with a TTY, its session's groups), as a timeout's
-// does: a killed shell's children would otherwise keep its output open and
-// the exec running (sh -c "sleep 100; echo done").
-func (e *execution) signal(sig int) {
+// signal delivers sig to the exec's process; to its whole process group
+// (and, with a TTY, its session's groups) when the host asks (a shell
+// session interrupting its command) and for SIGKILL, as a timeout's does: a
+// killed shell's children would otherwise keep its output open and the exec
+// running (sh -c "sleep 100; echo done").
+func (e *execution) signal(sig int, group bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.exited || e.released {
 		return // the pid may be reused
 	}
-	if unix.Signal(sig) == unix.SIGKILL {
-		e.killGroupLocked(unix.SIGKILL)
+	if group || unix.Signal(sig) == unix.SIGKILL {
+		e.killGroupLocked(unix.Signal(sig))
 		return
 	}
 	_ = unix.Kill(e.pid, unix.Signal(sig))

@@ -19,7 +19,7 @@ import (
 var Version = "dev"
 
 // features are what this agent adds to protocol version 1 (Hello.Features).
-var features = []string{protocol.FeatureTTY, protocol.FeatureNetwork, protocol.FeatureCopy, protocol.FeatureIdentity, protocol.FeaturePark}
+var features = []string{protocol.FeatureTTY, protocol.FeatureNetwork, protocol.FeatureCopy, protocol.FeatureIdentity, protocol.FeaturePark, protocol.FeatureSignalGroup}
 
 // DefaultMaxExecs caps the execs one connection may run at once.
 const DefaultMaxExecs = 1024
@@ -279,7 +279,7 @@ func (s *server) streamFrame(e *execution, f protocol.Frame) {
 			e.fail(errdefs.Errorf(errdefs.ErrInvalidArgument, "signal %d: not a signal number (1-64)", sig.Signal))
 			return
 		}
-		e.signal(sig.Signal)
+		e.signal(sig.Signal, sig.Group)
 	case protocol.TCredit:
 		var c protocol.Credit
 		if err := protocol.Decode(f, &c); err != nil {

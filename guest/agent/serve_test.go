@@ -363,33 +363,52 @@ func TestTimeoutTermThenKill(t *testing.T) {
 	}
 }
 
+// A signal reaches the exec's process: the shell's trap runs. A group
+// signal (Signal.Group) reaches the shell's foreground child too (it says
+// ready once it runs): the sleep dies and the trap runs at once; to the
+// shell alone, it would run only after the sleep.
 func TestSignal(t *testing.T) {
-	h, _ := serve(t, Config{})
-	s, err := h.Exec(sh(`trap 'echo int; exit 7' INT; echo ready; while :; do sleep 0.05; done`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []byte
-	for !bytes.Contains(out, []byte("ready")) {
-		f, err := s.Next(wait)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if f.Type == protocol.TStdout {
-			out = append(out, f.Payload...)
-			_ = s.Send(protocol.TCredit, protocol.Credit{Fd: 1, Bytes: len(f.Payload)})
-		}
-	}
-	if err := s.Send(protocol.TSignal, protocol.Signal{Signal: int(unix.SIGINT)}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := s.Collect(wait, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantExit(t, res, 7)
-	if string(res.Stdout) != "int\n" {
-		t.Fatalf("stdout %q", res.Stdout)
+	for _, c := range []struct {
+		name   string
+		script string
+		sig    protocol.Signal
+		code   int
+		stdout string
+	}{
+		{"process", `trap 'echo int; exit 7' INT; echo ready; while :; do sleep 0.05; done`,
+			protocol.Signal{Signal: int(unix.SIGINT)}, 7, "int\n"},
+		{"group", `trap 'echo trapped' INT; sh -c 'echo ready; exec sleep 600'; echo after; exit 3`,
+			protocol.Signal{Signal: int(unix.SIGINT), Group: true}, 3, "trapped\nafter\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h, _ := serve(t, Config{})
+			s, err := h.Exec(sh(c.script))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []byte
+			for !bytes.Contains(out, []byte("ready")) {
+				f, err := s.Next(wait)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if f.Type == protocol.TStdout {
+					out = append(out, f.Payload...)
+					_ = s.Send(protocol.TCredit, protocol.Credit{Fd: 1, Bytes: len(f.Payload)})
+				}
+			}
+			if err := s.Send(protocol.TSignal, c.sig); err != nil {
+				t.Fatal(err)
+			}
+			res, err := s.Collect(wait, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantExit(t, res, c.code)
+			if string(res.Stdout) != c.stdout {
+				t.Fatalf("stdout %q", res.Stdout)
+			}
+		})
 	}
 }
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
 from .box import check_str
 from .runtime import Boxlite
-from .session import CellResult, CellStream, PythonSession
+from .session import CellResult, CellStream, PythonSession, _Sessions
 from .simplebox import SimpleBox
 
 __all__ = ["CodeBox"]
@@ -40,20 +39,11 @@ class CodeBox(SimpleBox):
         # A box started from a template finds run()'s interpreter started.
         kwargs.setdefault("prestart", ["python"])
         super().__init__(image=image, memory_mib=memory_mib, cpus=cpus, runtime=runtime, **kwargs)
-        self._session: Optional[PythonSession] = None
-        self._session_lock: Optional[asyncio.Lock] = None
-        self._sessions: List[PythonSession] = []
+        self._sessions = _Sessions(lambda **kw: PythonSession.start(self._require(), **kw))
 
     async def session(self) -> PythonSession:
         """The default session that run() uses, started on first use."""
-        if self._session is not None and not self._session.closed:
-            return self._session
-        if self._session_lock is None:
-            self._session_lock = asyncio.Lock()
-        async with self._session_lock:
-            if self._session is None or self._session.closed:
-                self._session = await self.new_session()
-        return self._session
+        return await self._sessions.default()  # type: ignore[return-value]
 
     async def new_session(self, *, env: Optional[Dict[str, str]] = None, cwd: Optional[str] = None,
                           user: Optional[str] = None, grace: Optional[float] = None) -> PythonSession:
@@ -61,9 +51,7 @@ class CodeBox(SimpleBox):
         ``grace`` (seconds, default 3) is how long an interrupted cell has to
         stop before the interpreter is killed and restarted. It is closed
         with the box."""
-        s = await PythonSession.start(self._require(), env=env, cwd=cwd, user=user, grace=grace)
-        self._sessions = [x for x in self._sessions if not x.closed] + [s]
-        return s
+        return await self._sessions.new(env=env, cwd=cwd, user=user, grace=grace)  # type: ignore[return-value]
 
     async def run(self, code: str, timeout: Optional[float] = None, *,
                   output_limit_bytes: Optional[int] = None) -> str:
@@ -110,9 +98,7 @@ class CodeBox(SimpleBox):
         await (await self.session()).reset()
 
     async def stop(self) -> None:
-        sessions, self._sessions, self._session = self._sessions, [], None
-        for s in sessions:
-            s.close()
+        self._sessions.close()
         await super().stop()
 
     async def run_script(self, script_path: str) -> str:

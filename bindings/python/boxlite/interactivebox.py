@@ -15,7 +15,7 @@ from .errors import BoxliteError, TimeoutError
 from .exec import ExecResult
 from .execution import Execution, ExitStatus
 from .runtime import Boxlite
-from .session import ShellSession
+from .session import ShellSession, _Sessions
 from .simplebox import SimpleBox
 
 __all__ = ["InteractiveBox"]
@@ -71,7 +71,7 @@ class InteractiveBox(SimpleBox):
                          auto_remove=auto_remove, **kwargs)
         self._shell = check_str(shell, "shell")
         self._tty = tty
-        self._sh: Optional[ShellSession] = None
+        self._shells = _Sessions(lambda: ShellSession.start(self._require(), shell=self._shell))
         self._term: Optional[Execution] = None
         self._term_status: Optional[ExitStatus] = None
 
@@ -86,7 +86,7 @@ class InteractiveBox(SimpleBox):
                 self._term = await self._require().exec(
                     self._shell, env=env, tty=True, rows=rows, cols=cols, stdin=True)
             else:
-                self._sh = await ShellSession.start(self._require(), shell=self._shell)
+                await self._shells.default()
         except BaseException:
             await super().stop()
             raise
@@ -104,7 +104,7 @@ class InteractiveBox(SimpleBox):
     @property
     def shell_session(self) -> Optional[ShellSession]:
         """The live shell, once started."""
-        return self._sh
+        return self._shells.current  # type: ignore[return-value]
 
     async def exec(
         self,
@@ -128,10 +128,9 @@ class InteractiveBox(SimpleBox):
         argv = check_argv(cmd, args)
         t = check_timeout(timeout)
         self._require()
-        if self._sh is None or self._sh.closed:
-            self._sh = await ShellSession.start(self._require(), shell=self._shell)
+        sh: ShellSession = await self._shells.default()  # type: ignore[assignment]
         try:
-            return await self._sh.exec(argv[0], *argv[1:], env=env, timeout=t, output_limit_bytes=output_limit_bytes)
+            return await sh.exec(argv[0], *argv[1:], env=env, timeout=t, output_limit_bytes=output_limit_bytes)
         except TimeoutError as e:
             msg = f"Command '{' '.join(argv)}' timed out after {t:g} seconds"
             if "restarted" in str(e):
@@ -144,8 +143,9 @@ class InteractiveBox(SimpleBox):
 
     async def reset(self) -> None:
         """Restarts the shell: working directory and variables back to the start."""
-        if self._sh is not None and not self._sh.closed:
-            await self._sh.reset()
+        sh = self._shells.current
+        if sh is not None:
+            await sh.reset()
 
     async def wait(self) -> None:
         """With tty=True: connects the local terminal to the box's shell and
@@ -158,17 +158,13 @@ class InteractiveBox(SimpleBox):
             finally:
                 self._term = None
                 term.close()
-        sh, self._sh = self._sh, None
-        if sh is not None:
-            sh.close()
+        self._shells.close()
 
     async def stop(self) -> None:
         term, self._term = self._term, None
         if term is not None:
             term.close()  # kills the shell if nobody waited for it
-        sh, self._sh = self._sh, None
-        if sh is not None:
-            sh.close()
+        self._shells.close()
         await super().stop()
 
 

@@ -12,7 +12,7 @@ import asyncio
 import codecs
 import json
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, Optional, Tuple
 
 from . import _ffi as raw
 from ._aio import blocking
@@ -23,7 +23,7 @@ from .exec import ExecResult
 if TYPE_CHECKING:
     from .box import Box
 
-__all__ = ["CellError", "CellResult", "CellChunk", "CellStream", "PythonSession", "ShellSession"]
+__all__ = ["CellError", "CellResult", "CellChunk", "CellStream", "Session", "PythonSession", "ShellSession"]
 
 READ_CHUNK = 64 << 10
 
@@ -272,24 +272,26 @@ class CellStream:
         self.close()
 
 
-class PythonSession:
-    """A live Python interpreter in a box (``CodeBox.new_session()``).
+class Session:
+    """A live interpreter or shell in a box, of a kind: ``"python"``
+    (PythonSession: cells) or ``"shell"`` (ShellSession: commands). What
+    every kind shares is here: starting, ``reset()``, ``info()``,
+    ``close()``, ``closed`` and ``async with``. Cells or commands take turns;
+    several sessions in one box are independent."""
 
-    Cells take turns; several sessions in one box are independent."""
+    kind = ""  # "python" or "shell": the C ABI's kind, and the option naming the program
 
     def __init__(self, box: "Box", handle: raw.Handle):
         self._box = box  # keeps the box handle alive
         self._h = handle
 
     @classmethod
-    async def start(cls, box: "Box", *, python: Optional[str] = None, env: Optional[Dict[str, str]] = None,
-                    cwd: Optional[str] = None, user: Optional[str] = None,
-                    grace: Optional[float] = None) -> "PythonSession":
-        """Starts an interpreter in ``box`` (NotFoundError if it has no Python 3)."""
+    async def _start(cls, box: "Box", program: Optional[str], *, env: Optional[Dict[str, str]],
+                     cwd: Optional[str], user: Optional[str], grace: Optional[float]):
         opts = _session_options(env=env, cwd=cwd, user=user, grace=grace)
-        if python is not None:
-            opts["python"] = check_optional_str(python, "python")
-        h = await blocking(raw.session_new, box._handle(), "python", json.dumps(opts),
+        if program is not None:
+            opts[cls.kind] = check_optional_str(program, cls.kind)
+        h = await blocking(raw.session_new, box._handle(), cls.kind, json.dumps(opts),
                            on_abandon=lambda h: h.close())
         return cls(box, h)
 
@@ -299,8 +301,40 @@ class PythonSession:
 
     def _handle(self) -> raw.Handle:
         if not self._h.alive:
-            raise ClosedError("python session is closed")
+            raise ClosedError(f"{self.kind} session is closed")
         return self._h
+
+    async def reset(self) -> None:
+        """Starts a fresh interpreter or shell: the session's state (globals,
+        imports and definitions; working directory and variables) is gone."""
+        await blocking(raw.session_reset, self._handle())
+
+    def info(self) -> Dict[str, Any]:
+        """{"kind", "pid", "restarts"} (and "python": the version)."""
+        return json.loads(raw.session_info(self._handle()))
+
+    def close(self) -> None:
+        """Stops the interpreter or shell. Idempotent."""
+        self._h.close()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self.close()
+
+
+class PythonSession(Session):
+    """A live Python interpreter in a box (``CodeBox.new_session()``)."""
+
+    kind = "python"
+
+    @classmethod
+    async def start(cls, box: "Box", *, python: Optional[str] = None, env: Optional[Dict[str, str]] = None,
+                    cwd: Optional[str] = None, user: Optional[str] = None,
+                    grace: Optional[float] = None) -> "PythonSession":
+        """Starts an interpreter in ``box`` (NotFoundError if it has no Python 3)."""
+        return await cls._start(box, python, env=env, cwd=cwd, user=user, grace=grace)
 
     async def run(self, code: str, timeout: Optional[float] = None, *,
                   output_limit_bytes: Optional[int] = None) -> str:
@@ -329,52 +363,19 @@ class PythonSession:
         """A cell whose output can be iterated while it runs."""
         return CellStream(self, code, timeout, output_limit_bytes)
 
-    async def reset(self) -> None:
-        """Starts a fresh interpreter: every global, import and definition is gone."""
-        await blocking(raw.session_reset, self._handle())
 
-    def info(self) -> Dict[str, Any]:
-        """{"kind": "python", "pid", "restarts", "python": version}."""
-        return json.loads(raw.session_info(self._handle()))
-
-    def close(self) -> None:
-        """Stops the interpreter. Idempotent."""
-        self._h.close()
-
-    async def __aenter__(self) -> "PythonSession":
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        self.close()
-
-
-class ShellSession:
+class ShellSession(Session):
     """A live shell in a box (``InteractiveBox`` uses one for ``exec``)."""
 
-    def __init__(self, box: "Box", handle: raw.Handle):
-        self._box = box
-        self._h = handle
-        self._lock: Optional[asyncio.Lock] = None
+    kind = "shell"
+    _lock: Optional[asyncio.Lock] = None
 
     @classmethod
     async def start(cls, box: "Box", *, shell: Optional[str] = None, env: Optional[Dict[str, str]] = None,
                     cwd: Optional[str] = None, user: Optional[str] = None,
                     grace: Optional[float] = None) -> "ShellSession":
-        opts = _session_options(env=env, cwd=cwd, user=user, grace=grace)
-        if shell is not None:
-            opts["shell"] = check_optional_str(shell, "shell")
-        h = await blocking(raw.session_new, box._handle(), "shell", json.dumps(opts),
-                           on_abandon=lambda h: h.close())
-        return cls(box, h)
-
-    @property
-    def closed(self) -> bool:
-        return not self._h.alive
-
-    def _handle(self) -> raw.Handle:
-        if not self._h.alive:
-            raise ClosedError("shell session is closed")
-        return self._h
+        """Starts a shell in ``box`` (default /bin/sh)."""
+        return await cls._start(box, shell, env=env, cwd=cwd, user=user, grace=grace)
 
     async def exec(self, cmd: str, *args: str, env: Optional[Dict[str, str]] = None,
                    timeout: Optional[float] = None, output_limit_bytes: Optional[int] = None) -> ExecResult:
@@ -419,21 +420,47 @@ class ShellSession:
                           timed_out=timed_out, error_message=message,
                           stdout_truncated=out_cut, stderr_truncated=err_cut)
 
-    async def reset(self) -> None:
-        """Starts a fresh shell (working directory and variables back to the start)."""
-        await blocking(raw.session_reset, self._handle())
 
-    def info(self) -> Dict[str, Any]:
-        return json.loads(raw.session_info(self._handle()))
+class _Sessions:
+    """The sessions a box helper (CodeBox, InteractiveBox) keeps: a default
+    one, started on first use (again after it was closed), and others; all
+    are closed with the helper."""
+
+    def __init__(self, start: Callable[..., Awaitable[Session]]):
+        self._start = start
+        self._default: Optional[Session] = None
+        self._lock: Optional[asyncio.Lock] = None
+        self._others: List[Session] = []
+
+    @property
+    def current(self) -> Optional[Session]:
+        """The default session, if started and open."""
+        s = self._default
+        return s if s is not None and not s.closed else None
+
+    async def default(self) -> Session:
+        """The default session, started if there is none."""
+        if self.current is not None:
+            return self.current
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self.current is None:
+                self._default = await self._start()
+        return self._default  # type: ignore[return-value]
+
+    async def new(self, **kwargs: Any) -> Session:
+        """Another session, closed with the others."""
+        s = await self._start(**kwargs)
+        self._others = [x for x in self._others if not x.closed] + [s]
+        return s
 
     def close(self) -> None:
-        self._h.close()
-
-    async def __aenter__(self) -> "ShellSession":
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        self.close()
+        """Closes every session; the next default() starts a new one."""
+        sessions = [s for s in (self._default, *self._others) if s is not None]
+        self._default, self._others = None, []
+        for s in sessions:
+            s.close()
 
 
 def _session_options(*, env, cwd, user, grace) -> Dict[str, Any]:

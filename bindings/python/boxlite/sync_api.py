@@ -7,29 +7,36 @@ thread, so these work anywhere, including where another event loop is running
     from boxlite import SyncSimpleBox
     with SyncSimpleBox(image="alpine:latest") as box:
         print(box.exec("echo", "hi").stdout)
+
+The wrappers are built by delegation, not copied method by method: a sync
+class names the async class it wraps, and every public method and property
+of that class is available on it, blocking (``_Sync``). What it returns is
+wrapped in turn (a Box in a SyncBox, an Execution in a SyncExecution, ...).
+A sync class writes down only what differs: its constructor, iteration, and
+``with``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import threading
-from typing import Any, Coroutine, Iterator, List, Optional
+from typing import Any, Coroutine, Dict, Iterator, Optional
 
-from .box import Box, BoxInfo, BoxOptions
+from .box import Box
 from .codebox import CodeBox
 from .errors import ClosedError, InvalidStateError
-from .exec import ExecResult
-from .execution import ExecStdin, Execution, ExitStatus, _OutputStream
+from .execution import ExecStderr, ExecStdin, ExecStdout, Execution
 from .interactivebox import InteractiveBox
-from .metrics import BoxMetrics, RuntimeMetrics
-from .runtime import Boxlite, ImageInfo, Options
-from .session import CellChunk, CellResult
+from .runtime import Boxlite, ImageHandle, Options
+from .session import CellChunk, CellStream, PythonSession, ShellSession
 from .simplebox import SimpleBox
-from .snapshot import CloneOptions, ExportOptions, SnapshotHandle, SnapshotInfo, SnapshotOptions
+from .snapshot import SnapshotHandle
 
 __all__ = [
     "SyncBoxlite", "SyncBox", "SyncSnapshotHandle", "SyncExecution", "SyncExecStdout", "SyncExecStderr", "SyncExecStdin",
-    "SyncSimpleBox", "SyncCodeBox", "SyncInteractiveBox",
+    "SyncSimpleBox", "SyncCodeBox", "SyncInteractiveBox", "SyncPythonSession", "SyncShellSession",
 ]
 
 
@@ -68,191 +75,182 @@ async def _call(fn, *args, **kwargs):
     return fn(*args, **kwargs)
 
 
-class SyncExecStdout:
-    """A stream as a plain iterator of str (``iter_bytes()`` for bytes)."""
+# ---- delegation ------------------------------------------------------------------------------------
 
-    def __init__(self, stream: _OutputStream):
-        self._stream = stream
+# The sync class of each async class, filled in as the sync classes are defined.
+_SYNC: Dict[type, type] = {}
+
+
+def _wrap(value: Any) -> Any:
+    """value with every async SDK object in it replaced by its sync view."""
+    if isinstance(value, list):
+        return [_wrap(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_wrap(v) for v in value)
+    for cls in type(value).__mro__:
+        sync_cls = _SYNC.get(cls)
+        if sync_cls is not None:
+            return sync_cls._of(value)
+    return value
+
+
+class _DelegatedProperty(property):
+    """A property _Sync generated (see _written)."""
+
+
+def _delegate(name: str, attr: Any) -> Any:
+    """The blocking form of the async class's attribute name."""
+    if isinstance(attr, property):
+        return _DelegatedProperty(lambda self: _wrap(getattr(self._async, name)), doc=attr.__doc__)
+    if inspect.iscoroutinefunction(attr):
+        def call(self, *args, **kwargs):
+            return _run(getattr(self._async, name)(*args, **kwargs))
+    else:  # a plain method runs on the loop's thread too, where the SDK's objects live
+        def call(self, *args, **kwargs):
+            return _run(_call(getattr(self._async, name), *args, **kwargs))
+
+    @functools.wraps(attr)
+    def method(self, *args, **kwargs):
+        result = call(self, *args, **kwargs)
+        return self if result is self._async else _wrap(result)
+
+    method._boxlite_delegated = True  # type: ignore[attr-defined]
+    return method
+
+
+def _written(cls: type, name: str) -> bool:
+    """Whether a sync class (cls or a base) defines name itself: what _Sync
+    generated is generated again for a subclass's own async class."""
+    for c in cls.__mro__:
+        if c is _Sync or c is object:
+            return False
+        attr = vars(c).get(name)
+        if attr is not None:
+            return not (isinstance(attr, _DelegatedProperty) or getattr(attr, "_boxlite_delegated", False))
+    return False
+
+
+class _Sync:
+    """A blocking view of an async SDK object. ``class SyncX(_Sync, of=X)``
+    delegates every public method and property of X that the sync class does
+    not define itself: coroutines run to completion on the private loop,
+    results are wrapped (_wrap). Async generators, static and class methods
+    are left to the sync class."""
+
+    _async: Any
+
+    def __init_subclass__(cls, of: Optional[type] = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if of is None:
+            return
+        _SYNC[of] = cls
+        for name in dir(of):
+            if name.startswith("_") or _written(cls, name):
+                continue
+            attr = inspect.getattr_static(of, name)
+            if isinstance(attr, (staticmethod, classmethod)) or inspect.isasyncgenfunction(attr):
+                continue
+            if isinstance(attr, property) or inspect.isfunction(attr):
+                setattr(cls, name, _delegate(name, attr))
+
+    def __init__(self, obj: Any):
+        self._async = obj
+
+    @classmethod
+    def _of(cls, obj: Any) -> Any:
+        view = cls.__new__(cls)
+        view._async = obj
+        return view
+
+    def __enter__(self):
+        _run(self._async.__aenter__())
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _run(self._async.__aexit__(*exc))
+
+
+def _stream(self, code: str, timeout: Optional[float] = None, *,
+            output_limit_bytes: Optional[int] = None) -> Iterator[CellChunk]:
+    """The cell's output chunks while it runs (then its end)."""
+    cell: CellStream = self._async.stream(code, timeout, output_limit_bytes=output_limit_bytes)
+    try:
+        while True:
+            try:
+                yield _run(cell.__anext__())
+            except StopAsyncIteration:
+                break
+        _run(cell.result())
+    finally:
+        cell.close()
+
+
+# ---- the sync classes ------------------------------------------------------------------------------
+
+class SyncExecStdout(_Sync, of=ExecStdout):
+    """A stream as a plain iterator of str (``iter_bytes()`` for bytes);
+    ``read()`` and ``read_text()`` as the async stream's."""
 
     def __iter__(self) -> Iterator[str]:
         return self
 
     def __next__(self) -> str:
         try:
-            return _run(self._stream.__anext__())
+            return _run(self._async.__anext__())
         except StopAsyncIteration:
             raise StopIteration from None
 
     def iter_bytes(self) -> Iterator[bytes]:
         while True:
-            data = _run(self._stream._ex._next_bytes(self._stream._st))
+            data = _run(self._async._ex._next_bytes(self._async._st))
             if data is None:
                 return
             yield data
 
-    def read(self) -> bytes:
-        return _run(self._stream.read())
 
-    def read_text(self) -> str:
-        return _run(self._stream.read_text())
-
-
-class SyncExecStderr(SyncExecStdout):
+class SyncExecStderr(SyncExecStdout, of=ExecStderr):
     pass
 
 
-class SyncExecStdin:
-    def __init__(self, stdin: ExecStdin):
-        self._stdin = stdin
-
-    def send_input(self, data) -> None:
-        _run(self._stdin.write(data))
-
-    def write(self, data) -> None:
-        _run(self._stdin.write(data))
-
-    def close(self) -> None:
-        _run(self._stdin.close())
-
-    def is_closed(self) -> bool:
-        return self._stdin.is_closed()
+class SyncExecStdin(_Sync, of=ExecStdin):
+    """``write()``, ``send_input()``, ``close()``, ``is_closed()``."""
 
 
-class SyncExecution:
-    def __init__(self, ex: Execution):
-        self._ex = ex
-
-    @property
-    def id(self) -> str:
-        return self._ex.id
-
-    def stdout(self) -> SyncExecStdout:
-        return SyncExecStdout(self._ex.stdout())
-
-    def stderr(self) -> SyncExecStderr:
-        return SyncExecStderr(self._ex.stderr())
-
-    def stdin(self) -> SyncExecStdin:
-        return SyncExecStdin(self._ex.stdin())
-
-    def wait(self) -> ExitStatus:
-        return _run(self._ex.wait())
-
-    def kill(self, signal: int = 9) -> None:
-        _run(self._ex.kill(signal))
-
-    def signal(self, sig: int) -> None:
-        _run(self._ex.signal(sig))
-
-    def resize_tty(self, rows: int, cols: int) -> None:
-        _run(self._ex.resize_tty(rows, cols))
-
-    def close(self) -> None:
-        _run(_call(self._ex.close))
-
-    def __enter__(self) -> "SyncExecution":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+class SyncExecution(_Sync, of=Execution):
+    """Execution, blocking: ``stdout()``, ``wait()``, ``kill()``, ..."""
 
 
-class SyncSnapshotHandle:
+class SyncSnapshotHandle(_Sync, of=SnapshotHandle):
     """``SyncBox.snapshot``: the blocking SnapshotHandle."""
 
-    def __init__(self, handle: SnapshotHandle):
-        self._h = handle
 
-    def create(self, name: Optional[str] = None, *, options: Optional[SnapshotOptions] = None) -> SnapshotInfo:
-        return _run(self._h.create(name, options=options))
-
-    def list(self) -> List[SnapshotInfo]:
-        return _run(self._h.list())
-
-    def get(self, name: str) -> Optional[SnapshotInfo]:
-        return _run(self._h.get(name))
-
-    def remove(self, name: str) -> None:
-        _run(self._h.remove(name))
-
-    def restore(self, name: str) -> None:
-        _run(self._h.restore(name))
+class SyncBox(_Sync, of=Box):
+    """Box, blocking: ``exec()`` gives a SyncExecution, ``snapshot`` a
+    SyncSnapshotHandle, ``clone_box()`` a SyncBox."""
 
 
-class SyncBox:
-    def __init__(self, box: Box):
-        self._box = box
-
-    @property
-    def id(self) -> str:
-        return self._box.id
-
-    @property
-    def name(self) -> Optional[str]:
-        return self._box.name
-
-    def info(self) -> BoxInfo:
-        return self._box.info()
-
-    def exec(self, cmd: str, *args: Any, **kwargs: Any) -> SyncExecution:
-        return SyncExecution(_run(self._box.exec(cmd, *args, **kwargs)))
-
-    def run(self, cmd: str, *args: Any, **kwargs: Any) -> ExecResult:
-        return _run(self._box.run(cmd, *args, **kwargs))
-
-    def copy_in(self, host_path: Any, container_dest: str, *args: Any, **kwargs: Any) -> None:
-        _run(self._box.copy_in(host_path, container_dest, *args, **kwargs))
-
-    def copy_out(self, container_src: str, host_dest: Any, *args: Any, **kwargs: Any) -> None:
-        _run(self._box.copy_out(container_src, host_dest, *args, **kwargs))
-
-    def start(self) -> None:
-        _run(self._box.start())
-
-    def stop(self) -> None:
-        _run(self._box.stop())
-
-    def remove(self, force: bool = False) -> None:
-        _run(self._box.remove(force))
-
-    def metrics(self) -> BoxMetrics:
-        return _run(self._box.metrics())
-    @property
-    def snapshot(self) -> SyncSnapshotHandle:
-        return SyncSnapshotHandle(self._box.snapshot)
-
-    def clone_box(self, *, options: Optional[CloneOptions] = None, name: Optional[str] = None) -> "SyncBox":
-        return SyncBox(_run(self._box.clone_box(options=options, name=name)))
-
-    def export(self, *, dest: Any, options: Optional[ExportOptions] = None) -> str:
-        return _run(self._box.export(dest=dest, options=options))
-
-    def close(self) -> None:
-        _run(_call(self._box.close))
-
-    def __enter__(self) -> "SyncBox":
-        _run(self._box.__aenter__())
-        return self
-
-    def __exit__(self, *exc) -> None:
-        _run(self._box.__aexit__(*exc))
+class SyncImageHandle(_Sync, of=ImageHandle):
+    """``SyncBoxlite.images``."""
 
 
-class SyncImageHandle:
-    def __init__(self, rt: Boxlite):
-        self._rt = rt
+class SyncPythonSession(_Sync, of=PythonSession):
+    """PythonSession, blocking (``SyncCodeBox.session()``, ``new_session()``)."""
 
-    def list(self) -> List[ImageInfo]:
-        return _run(self._rt.images.list())
-
-    def load(self, path: str) -> List[ImageInfo]:
-        return _run(self._rt.images.load(path))
+    stream = _stream
 
 
-class SyncBoxlite:
+class SyncShellSession(_Sync, of=ShellSession):
+    """ShellSession, blocking (``SyncInteractiveBox.shell_session``)."""
+
+
+class SyncBoxlite(_Sync, of=Boxlite):
     def __init__(self, options: Optional[Options] = None, *, _runtime: Optional[Boxlite] = None):
-        self._rt = _runtime if _runtime is not None else Boxlite(options)
-        self.images = SyncImageHandle(self._rt)
+        super().__init__(_runtime if _runtime is not None else Boxlite(options))
+        self.images = SyncImageHandle(self._async.images)
+
+    @classmethod
+    def _of(cls, obj: Any) -> Any:
+        return cls(_runtime=obj)
 
     @staticmethod
     def default() -> "SyncBoxlite":
@@ -260,31 +258,12 @@ class SyncBoxlite:
 
     @property
     def runtime(self) -> Boxlite:
-        return self._rt
-
-    def create(self, options: BoxOptions, name: Optional[str] = None) -> SyncBox:
-        return SyncBox(_run(self._rt.create(options, name)))
-
-    def get(self, id_or_name: str) -> Optional[SyncBox]:
-        box = _run(self._rt.get(id_or_name))
-        return None if box is None else SyncBox(box)
-
-    def get_info(self, id_or_name: str) -> Optional[BoxInfo]:
-        return _run(self._rt.get_info(id_or_name))
-
-    def list_info(self) -> List[BoxInfo]:
-        return _run(self._rt.list_info())
-
-    def remove(self, id_or_name: str, force: bool = False) -> None:
-        _run(self._rt.remove(id_or_name, force))
-
-    def metrics(self) -> RuntimeMetrics:
-        return _run(self._rt.metrics())
+        return self._async
 
     def start(self) -> "SyncBoxlite":
         """Returns the runtime, ready (BoxLite's explicit start; a
         SyncBoxlite is ready once made, so this only checks it is open)."""
-        if self._rt.closed:
+        if self._async.closed:
             raise ClosedError("runtime is closed")
         return self
 
@@ -292,20 +271,15 @@ class SyncBoxlite:
         """Closes the runtime (as close())."""
         self.close()
 
-    def shutdown(self, timeout: Optional[int] = None) -> None:
-        _run(self._rt.shutdown(timeout))
-    def import_box(self, archive_path: Any, name: Optional[str] = None, *, untrusted: bool = False) -> SyncBox:
-        return SyncBox(_run(self._rt.import_box(archive_path, name, untrusted=untrusted)))
-
     def close(self) -> None:
-        _run(self._rt.shutdown())
+        _run(self._async.shutdown())
 
     def __enter__(self) -> "SyncBoxlite":
         return self
 
     def __exit__(self, *exc) -> None:
         # The default runtime is shared: leaving `with` does not close it.
-        if self._rt is not Boxlite._default:
+        if self._async is not Boxlite._default:
             self.close()
 
 
@@ -313,7 +287,7 @@ def _async_runtime(runtime: Any) -> Any:
     return runtime.runtime if isinstance(runtime, SyncBoxlite) else runtime
 
 
-class SyncSimpleBox:
+class SyncSimpleBox(_Sync, of=SimpleBox):
     """SimpleBox, synchronously; same parameters (BoxLite's programs look
     for them, ``reuse_existing`` included, in this signature)."""
 
@@ -329,46 +303,12 @@ class SyncSimpleBox:
         reuse_existing: bool = False,
         **kwargs: Any,
     ):
-        self._sb = SimpleBox(image=image, rootfs_path=rootfs_path, memory_mib=memory_mib, cpus=cpus,
-                             runtime=_async_runtime(runtime), name=name, auto_remove=auto_remove,
-                             reuse_existing=reuse_existing, **kwargs)
-
-    def start(self) -> "SyncSimpleBox":
-        _run(self._sb.start())
-        return self
-
-    def stop(self) -> None:
-        _run(self._sb.stop())
-
-    shutdown = stop
-
-    def __enter__(self) -> "SyncSimpleBox":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    @property
-    def id(self) -> str:
-        return self._sb.id
-
-    def info(self) -> BoxInfo:
-        return self._sb.info()
-
-    def exec(self, cmd: str, *args: str, **kwargs: Any) -> ExecResult:
-        return _run(self._sb.exec(cmd, *args, **kwargs))
-
-    def metrics(self) -> BoxMetrics:
-        return _run(self._sb.metrics())
-
-    def copy_in(self, host_path: Any, container_dest: str, *args: Any, **kwargs: Any) -> None:
-        _run(self._sb.copy_in(host_path, container_dest, *args, **kwargs))
-
-    def copy_out(self, container_src: str, host_dest: Any, *args: Any, **kwargs: Any) -> None:
-        _run(self._sb.copy_out(container_src, host_dest, *args, **kwargs))
+        super().__init__(SimpleBox(image=image, rootfs_path=rootfs_path, memory_mib=memory_mib, cpus=cpus,
+                                   runtime=_async_runtime(runtime), name=name, auto_remove=auto_remove,
+                                   reuse_existing=reuse_existing, **kwargs))
 
 
-class SyncCodeBox(SyncSimpleBox):
+class SyncCodeBox(SyncSimpleBox, of=CodeBox):
     """CodeBox, synchronously; same parameters."""
 
     def __init__(
@@ -382,43 +322,13 @@ class SyncCodeBox(SyncSimpleBox):
         reuse_existing: bool = False,
         **kwargs: Any,
     ):
-        self._sb = CodeBox(image=image, memory_mib=memory_mib, cpus=cpus, runtime=_async_runtime(runtime),
-                           name=name, auto_remove=auto_remove, reuse_existing=reuse_existing, **kwargs)
+        _Sync.__init__(self, CodeBox(image=image, memory_mib=memory_mib, cpus=cpus, runtime=_async_runtime(runtime),
+                                     name=name, auto_remove=auto_remove, reuse_existing=reuse_existing, **kwargs))
 
-    def run(self, code: str, timeout: Optional[float] = None, *, output_limit_bytes: Optional[int] = None) -> str:
-        return _run(self._sb.run(code, timeout, output_limit_bytes=output_limit_bytes))
-
-    def run_cell(self, code: str, timeout: Optional[float] = None, *,
-                 output_limit_bytes: Optional[int] = None) -> CellResult:
-        return _run(self._sb.run_cell(code, timeout, output_limit_bytes=output_limit_bytes))
-
-    def stream(self, code: str, timeout: Optional[float] = None) -> Iterator[CellChunk]:
-        """The cell's output chunks while it runs (then its end)."""
-        cell = self._sb.stream(code, timeout)
-        try:
-            while True:
-                try:
-                    yield _run(cell.__anext__())
-                except StopAsyncIteration:
-                    break
-            _run(cell.result())
-        finally:
-            cell.close()
-
-    def reset(self) -> None:
-        _run(self._sb.reset())
-
-    def run_script(self, script_path: str) -> str:
-        return _run(self._sb.run_script(script_path))
-
-    def install_package(self, package: str) -> str:
-        return _run(self._sb.install_package(package))
-
-    def install_packages(self, *packages: str) -> str:
-        return _run(self._sb.install_packages(*packages))
+    stream = _stream
 
 
-class SyncInteractiveBox(SyncSimpleBox):
+class SyncInteractiveBox(SyncSimpleBox, of=InteractiveBox):
     """InteractiveBox, synchronously; same parameters."""
 
     def __init__(
@@ -433,11 +343,6 @@ class SyncInteractiveBox(SyncSimpleBox):
         auto_remove: bool = True,
         **kwargs: Any,
     ):
-        self._sb = InteractiveBox(image=image, shell=shell, tty=tty, memory_mib=memory_mib, cpus=cpus,
-                                  runtime=_async_runtime(runtime), name=name, auto_remove=auto_remove, **kwargs)
-
-    def reset(self) -> None:
-        _run(self._sb.reset())
-
-    def wait(self) -> None:
-        _run(self._sb.wait())
+        _Sync.__init__(self, InteractiveBox(image=image, shell=shell, tty=tty, memory_mib=memory_mib, cpus=cpus,
+                                            runtime=_async_runtime(runtime), name=name, auto_remove=auto_remove,
+                                            **kwargs))

@@ -239,6 +239,49 @@ def test_sessions_and_reset(cb, run):
 
 
 
+def test_sync_session_by_delegation(cb, run):
+    # The sync API delegates: a PythonSession's methods are there, blocking.
+    from boxlite.sync_api import SyncPythonSession
+
+    s = SyncPythonSession(run(cb.new_session()))
+    try:
+        s.run("x = 6")
+        assert s.run_cell("x * 7").value == "42"
+        assert "".join(c.text for c in s.stream("print(x)")) == "6\n"
+        s.reset()
+        assert s.run_cell("'x' in globals()").value == "False"
+        assert s.info()["kind"] == "python"
+    finally:
+        s.close()
+    assert s.closed
+
+
+def test_sync_api_has_every_async_method():
+    # A method or property added to an async class is in its sync class
+    # without another copy (sync_api builds them by delegation).
+    import inspect
+
+    from boxlite import sync_api
+
+    assert len(sync_api._SYNC) >= 12
+    for async_cls, sync_cls in sync_api._SYNC.items():
+        for name in dir(async_cls):
+            attr = inspect.getattr_static(async_cls, name)
+            if name.startswith("_") or isinstance(attr, (staticmethod, classmethod)):
+                continue
+            if inspect.iscoroutinefunction(attr) or isinstance(attr, property) or inspect.isasyncgenfunction(attr):
+                assert hasattr(sync_cls, name), f"{sync_cls.__name__} lacks {name}"
+
+    class Later(boxlite.PythonSession):
+        async def later(self, n):
+            return n + 1
+
+    class SyncLater(sync_api._Sync, of=Later):
+        pass
+
+    assert SyncLater(Later(None, None)).later(1) == 2
+
+
 def test_session_raw_layer(cb, run):
     import json
 

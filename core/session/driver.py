@@ -1,7 +1,7 @@
 # boxlite session driver: one long-lived Python interpreter that runs cells
 # for the host, keeping their globals. Standard library only, Python 3.6+.
 #
-# Started by core/session.go as
+# Started by core/session/python.go (see driver.go) as
 #     python3 -u -c 'import sys;exec(compile(sys.argv.pop(1),"<boxlite-session>","exec"))' SOURCE
 # The exec's stdin and stdout become the protocol channel; the cells never see
 # them. At start the driver moves them to private descriptors (close-on-exec),

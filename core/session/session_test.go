@@ -1,4 +1,4 @@
-package core
+package session
 
 import (
 	"context"
@@ -29,29 +29,29 @@ type localProc struct {
 	closeOnce, once sync.Once
 }
 
-func (p *localProc) stdin() io.WriteCloser { return p.in }
-func (p *localProc) stdout() io.Reader     { return p.out }
-func (p *localProc) stderr() io.Reader     { return p.errr }
-func (p *localProc) signal(sig syscall.Signal) error {
+func (p *localProc) Stdin() io.WriteCloser { return p.in }
+func (p *localProc) Stdout() io.Reader     { return p.out }
+func (p *localProc) Stderr() io.Reader     { return p.errr }
+func (p *localProc) Signal(sig syscall.Signal) error {
 	return p.cmd.Process.Signal(sig)
 }
-func (p *localProc) signalGroup(sig syscall.Signal) error {
+func (p *localProc) SignalGroup(sig syscall.Signal) error {
 	return syscall.Kill(-p.cmd.Process.Pid, sig)
 }
-func (p *localProc) kill() error {
+func (p *localProc) Kill() error {
 	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	p.closeOnce.Do(func() {
 		p.in.Close()
 	})
 	return nil
 }
-func (p *localProc) wait() (ExitStatus, error) {
+func (p *localProc) Wait() (ExitStatus, error) {
 	<-p.waited
 	return p.st, nil
 }
 
-func localStarter(t *testing.T) procStarter {
-	return func(ctx context.Context, argv []string, o SessionOptions) (sessionProc, error) {
+func localStarter(t *testing.T) Starter {
+	return func(ctx context.Context, argv []string, o Options) (Process, error) {
 		path, err := exec.LookPath(argv[0])
 		if err != nil {
 			return nil, errdefs.Errorf(errdefs.ErrNotFound, "%s", argv[0])
@@ -83,7 +83,7 @@ func localStarter(t *testing.T) procStarter {
 			}
 			close(p.waited)
 		}()
-		t.Cleanup(func() { p.kill() })
+		t.Cleanup(func() { p.Kill() })
 		return p, nil
 	}
 }
@@ -94,7 +94,7 @@ func needPython(t *testing.T) {
 	}
 }
 
-func newTestSession(t *testing.T, o SessionOptions) *Session {
+func newTestSession(t *testing.T, o Options) *Python {
 	t.Helper()
 	needPython(t)
 	if o.Python == "" {
@@ -102,7 +102,7 @@ func newTestSession(t *testing.T, o SessionOptions) *Session {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := newPythonSession(ctx, localStarter(t), o)
+	s, err := NewPython(ctx, localStarter(t), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func newTestSession(t *testing.T, o SessionOptions) *Session {
 	return s
 }
 
-func run(t *testing.T, s *Session, code string) CellResult {
+func run(t *testing.T, s *Python, code string) CellResult {
 	t.Helper()
 	r, err := s.Run(context.Background(), code, 30*time.Second)
 	if err != nil {
@@ -120,7 +120,7 @@ func run(t *testing.T, s *Session, code string) CellResult {
 }
 
 func TestSessionKeepsState(t *testing.T) {
-	s := newTestSession(t, SessionOptions{})
+	s := newTestSession(t, Options{})
 	if r := run(t, s, "import json\ndef process(data):\n    return {k: v * 2 for k, v in data.items()}\n"); len(r.Stdout) != 0 || r.Error != nil {
 		t.Fatalf("definition: %+v", r)
 	}
@@ -151,7 +151,7 @@ func TestSessionKeepsState(t *testing.T) {
 }
 
 func TestSessionErrors(t *testing.T) {
-	s := newTestSession(t, SessionOptions{})
+	s := newTestSession(t, Options{})
 	r := run(t, s, "def f():\n    raise ValueError('bad input')\n\nprint('before')\nf()")
 	if r.Error == nil || r.Error.Type != "ValueError" || r.Error.Message != "bad input" || r.ExitCode != 1 {
 		t.Fatalf("%+v %+v", r, r.Error)
@@ -185,11 +185,11 @@ func TestSessionErrors(t *testing.T) {
 }
 
 func TestSessionTimeoutKeepsState(t *testing.T) {
-	s := newTestSession(t, SessionOptions{})
+	s := newTestSession(t, Options{})
 	run(t, s, "x = 1")
 	t0 := time.Now()
 	r, err := s.Run(context.Background(), "print('start', flush=True)\nwhile True: pass", 500*time.Millisecond)
-	if !errors.Is(err, errdefs.ErrTimeout) || errors.Is(err, ErrSessionRestarted) {
+	if !errors.Is(err, errdefs.ErrTimeout) || errors.Is(err, ErrRestarted) {
 		t.Fatalf("want a timeout, state kept: %v", err)
 	}
 	if !r.TimedOut || r.Restarted || r.Error == nil || r.Error.Type != "KeyboardInterrupt" || string(r.Stdout) != "start\n" {
@@ -217,11 +217,11 @@ func TestSessionTimeoutKeepsState(t *testing.T) {
 }
 
 func TestSessionKillsCellIgnoringInterrupt(t *testing.T) {
-	s := newTestSession(t, SessionOptions{Grace: 500 * time.Millisecond})
+	s := newTestSession(t, Options{Grace: 500 * time.Millisecond})
 	run(t, s, "x = 1")
 	pid := s.Pid()
 	r, err := s.Run(context.Background(), "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nprint('ignoring', flush=True)\nwhile True: pass", 300*time.Millisecond)
-	if !errors.Is(err, errdefs.ErrTimeout) || !errors.Is(err, ErrSessionRestarted) || !strings.Contains(err.Error(), "restarted") {
+	if !errors.Is(err, errdefs.ErrTimeout) || !errors.Is(err, ErrRestarted) || !strings.Contains(err.Error(), "restarted") {
 		t.Fatalf("want timeout + restarted: %v", err)
 	}
 	if !r.Restarted || !r.TimedOut || string(r.Stdout) != "ignoring\n" {
@@ -234,7 +234,7 @@ func TestSessionKillsCellIgnoringInterrupt(t *testing.T) {
 }
 
 func TestSessionInterpreterExit(t *testing.T) {
-	s := newTestSession(t, SessionOptions{})
+	s := newTestSession(t, Options{})
 	run(t, s, "x = 1")
 	r, err := s.Run(context.Background(), "import os\nprint('bye', flush=True)\nos._exit(3)", 10*time.Second)
 	if err != nil {
@@ -249,7 +249,7 @@ func TestSessionInterpreterExit(t *testing.T) {
 }
 
 func TestSessionLargeOutputAndStream(t *testing.T) {
-	s := newTestSession(t, SessionOptions{})
+	s := newTestSession(t, Options{})
 	r := run(t, s, "import sys\nsys.stdout.write('x' * 5_000_000)\nfor i in range(100000): print(i, file=sys.stderr)")
 	if len(r.Stdout) != 5_000_000 || !strings.HasSuffix(string(r.Stderr), "\n99999\n") {
 		t.Fatalf("stdout %d bytes, stderr tail %q", len(r.Stdout), r.Stderr[max(0, len(r.Stderr)-20):])
@@ -289,8 +289,8 @@ func TestSessionLargeOutputAndStream(t *testing.T) {
 }
 
 func TestSessionResetCloseAndMany(t *testing.T) {
-	s := newTestSession(t, SessionOptions{})
-	s2 := newTestSession(t, SessionOptions{Env: map[string]string{"BX_TEST": "two"}})
+	s := newTestSession(t, Options{})
+	s2 := newTestSession(t, Options{Env: map[string]string{"BX_TEST": "two"}})
 	run(t, s, "x = 'one'")
 	run(t, s2, "import os\nx = os.environ['BX_TEST']")
 	if r := run(t, s, "x"); *r.Value != "'one'" {
@@ -338,24 +338,24 @@ func TestSessionStartup(t *testing.T) {
 	// A sitecustomize that prints before the driver runs is not protocol.
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "sitecustomize.py"), []byte("print('hello from site\\x00\\x01')\n"), 0o644)
-	s := newTestSession(t, SessionOptions{Env: map[string]string{"PYTHONPATH": dir}})
+	s := newTestSession(t, Options{Env: map[string]string{"PYTHONPATH": dir}})
 	if r := run(t, s, "print(1)"); string(r.Stdout) != "1\n" {
 		t.Fatalf("%q", r.Stdout)
 	}
-	_, err := newPythonSession(context.Background(), localStarter(t), SessionOptions{Python: "no-such-python"})
+	_, err := NewPython(context.Background(), localStarter(t), Options{Python: "no-such-python"})
 	if !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("want not found: %v", err)
 	}
 	// An interpreter that fails says why.
-	_, err = newPythonSession(context.Background(), localStarter(t), SessionOptions{Python: "false"})
+	_, err = NewPython(context.Background(), localStarter(t), Options{Python: "false"})
 	if err == nil || !strings.Contains(err.Error(), "did not start") {
 		t.Fatalf("%v", err)
 	}
 }
 
-func newTestShell(t *testing.T) *ShellSession {
+func newTestShell(t *testing.T) *Shell {
 	t.Helper()
-	s, err := newShellSession(context.Background(), localStarter(t), SessionOptions{Grace: 500 * time.Millisecond})
+	s, err := NewShell(context.Background(), localStarter(t), Options{Grace: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,9 +363,9 @@ func newTestShell(t *testing.T) *ShellSession {
 	return s
 }
 
-func shExec(t *testing.T, s *ShellSession, argv ...string) *ExecResult {
+func shExec(t *testing.T, s *Shell, argv ...string) *ShellResult {
 	t.Helper()
-	r, err := s.Exec(context.Background(), argv, nil, 10*time.Second)
+	r, err := s.Exec(context.Background(), argv, nil, 10*time.Second, 0)
 	if err != nil {
 		t.Fatalf("%q: %v", argv, err)
 	}
@@ -406,14 +406,14 @@ func TestShellSession(t *testing.T) {
 		t.Fatal("bad export succeeded")
 	}
 	// env is for one command only.
-	r, err := s.Exec(context.Background(), []string{"sh", "-c", "echo $C"}, map[string]string{"C": "it's"}, 0)
+	r, err := s.Exec(context.Background(), []string{"sh", "-c", "echo $C"}, map[string]string{"C": "it's"}, 0, 0)
 	if err != nil || string(r.Stdout) != "it's\n" {
 		t.Fatalf("%q %v", r.Stdout, err)
 	}
 	if r := shExec(t, s, "sh", "-c", "echo \"[$C]\""); string(r.Stdout) != "[]\n" {
 		t.Fatalf("%q", r.Stdout)
 	}
-	if _, err := s.Exec(context.Background(), []string{"true"}, map[string]string{"A B": "x"}, 0); !errors.Is(err, errdefs.ErrInvalidArgument) {
+	if _, err := s.Exec(context.Background(), []string{"true"}, map[string]string{"A B": "x"}, 0, 0); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Fatal(err)
 	}
 	// Stdin is not the shell's.
@@ -432,15 +432,15 @@ func TestShellSession(t *testing.T) {
 func TestShellSessionTimeoutAndExit(t *testing.T) {
 	s := newTestShell(t)
 	shExec(t, s, "cd", "/tmp")
-	r, err := s.Exec(context.Background(), []string{"sleep", "60"}, nil, 300*time.Millisecond)
-	if !errors.Is(err, errdefs.ErrTimeout) || errors.Is(err, ErrSessionRestarted) || !r.TimedOut || r.Code != 130 {
+	r, err := s.Exec(context.Background(), []string{"sleep", "60"}, nil, 300*time.Millisecond, 0)
+	if !errors.Is(err, errdefs.ErrTimeout) || errors.Is(err, ErrRestarted) || !r.TimedOut || r.Code != 130 {
 		t.Fatalf("%v %+v", err, r)
 	}
 	if r := shExec(t, s, "pwd"); string(r.Stdout) != "/tmp\n" {
 		t.Fatalf("state lost: %q", r.Stdout)
 	}
-	r, err = s.Exec(context.Background(), []string{"sh", "-c", "trap '' INT; sleep 60"}, nil, 300*time.Millisecond)
-	if !errors.Is(err, errdefs.ErrTimeout) || !errors.Is(err, ErrSessionRestarted) {
+	r, err = s.Exec(context.Background(), []string{"sh", "-c", "trap '' INT; sleep 60"}, nil, 300*time.Millisecond, 0)
+	if !errors.Is(err, errdefs.ErrTimeout) || !errors.Is(err, ErrRestarted) {
 		t.Fatalf("%v %+v", err, r)
 	}
 	if r := shExec(t, s, "pwd"); string(r.Stdout) == "/tmp\n" || s.Restarts() != 1 {
@@ -457,13 +457,13 @@ func TestShellSessionTimeoutAndExit(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	if _, err := s.Exec(context.Background(), []string{"true"}, nil, 0); !errors.Is(err, errdefs.ErrClosed) {
+	if _, err := s.Exec(context.Background(), []string{"true"}, nil, 0, 0); !errors.Is(err, errdefs.ErrClosed) {
 		t.Fatal(err)
 	}
 }
 
 func TestSessionInterrupt(t *testing.T) {
-	s := newTestSession(t, SessionOptions{})
+	s := newTestSession(t, Options{})
 	run(t, s, "x = 5")
 	s.Interrupt() // idle: nothing happens
 	done := make(chan error, 1)
@@ -475,7 +475,7 @@ func TestSessionInterrupt(t *testing.T) {
 	s.Interrupt()
 	select {
 	case err := <-done:
-		if !errors.Is(err, errdefs.ErrTimeout) || errors.Is(err, ErrSessionRestarted) {
+		if !errors.Is(err, errdefs.ErrTimeout) || errors.Is(err, ErrRestarted) {
 			t.Fatal(err)
 		}
 	case <-time.After(10 * time.Second):
@@ -489,14 +489,14 @@ func TestSessionInterrupt(t *testing.T) {
 	shExec(t, sh, "cd", "/tmp")
 	sh.Interrupt()
 	go func() {
-		_, err := sh.Exec(context.Background(), []string{"sleep", "60"}, nil, 0)
+		_, err := sh.Exec(context.Background(), []string{"sleep", "60"}, nil, 0, 0)
 		done <- err
 	}()
 	time.Sleep(500 * time.Millisecond)
 	sh.Interrupt()
 	select {
 	case err := <-done:
-		if !errors.Is(err, errdefs.ErrTimeout) || errors.Is(err, ErrSessionRestarted) {
+		if !errors.Is(err, errdefs.ErrTimeout) || errors.Is(err, ErrRestarted) {
 			t.Fatal(err)
 		}
 	case <-time.After(10 * time.Second):
@@ -505,13 +505,13 @@ func TestSessionInterrupt(t *testing.T) {
 	if r := shExec(t, sh, "pwd"); string(r.Stdout) != "/tmp\n" {
 		t.Fatalf("%q", r.Stdout)
 	}
-	if _, err := sh.Exec(context.Background(), []string{"echo", strings.Repeat("x", 2<<20)}, nil, 0); !errors.Is(err, errdefs.ErrLimit) {
+	if _, err := sh.Exec(context.Background(), []string{"echo", strings.Repeat("x", 2<<20)}, nil, 0, 0); !errors.Is(err, errdefs.ErrLimit) {
 		t.Fatal(err)
 	}
 }
 
 func TestSessionForkAndClosedStreams(t *testing.T) {
-	s := newTestSession(t, SessionOptions{})
+	s := newTestSession(t, Options{})
 	// A forked child that does not exit ends with the cell; the session goes on.
 	r := run(t, s, "import os, time\npid = os.fork()\nif pid == 0:\n    print('child', flush=True)\nelse:\n    os.waitpid(pid, 0)\n    print('parent')")
 	if got := string(r.Stdout); got != "child\nparent\n" {

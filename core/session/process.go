@@ -1,0 +1,63 @@
+package session
+
+import (
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// Process is a session's interpreter or shell as the session drives it:
+// an execution in a box, or a local process in tests. The process leads a
+// process group of its own.
+type Process interface {
+	Stdin() io.WriteCloser
+	Stdout() io.Reader
+	Stderr() io.Reader
+	// Signal delivers sig to the process.
+	Signal(sig syscall.Signal) error
+	// SignalGroup delivers sig to the process's group: the process and what
+	// it started (a shell's running command).
+	SignalGroup(sig syscall.Signal) error
+	// Kill ends the process with its group, abandoning its output; Wait
+	// then returns at once.
+	Kill() error
+	// Wait returns how the process ended, once its outputs have ended (or
+	// it was killed).
+	Wait() (ExitStatus, error)
+}
+
+// Starter starts argv as a session's process with o's Env, Cwd and User, its
+// stdin open.
+type Starter func(ctx context.Context, argv []string, o Options) (Process, error)
+
+// ExitStatus is how a session's process ended. Code is 128+Signal when a
+// signal killed it.
+type ExitStatus struct {
+	Code   int
+	Signal int
+}
+
+// tail keeps the last bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+	max int
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(strings.ToValidUTF8(string(t.buf), "\uFFFD"))
+}
