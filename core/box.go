@@ -562,6 +562,13 @@ func (b *Box) Stop(ctx context.Context) error {
 	}
 	c, shimCh := b.conn, b.shimCh
 	b.mu.Unlock()
+	// A shim another process started is not ours to reap: hold it, so that
+	// Stop returns once it has ended, not only its connection (until then
+	// it holds the box's lock, and the box would read as starting).
+	var other *proc
+	if shimCh == nil {
+		other = b.lockHolder()
+	}
 	var err error
 	if c != nil {
 		c.sendFrame(protocol.Frame{Type: protocol.TShutdown})
@@ -581,6 +588,12 @@ func (b *Box) Stop(ctx context.Context) error {
 			b.shim.Process.Kill()
 			<-shimCh
 		}
+	}
+	if other != nil {
+		if err == nil && !other.wait(15*time.Second) {
+			err = errdefs.Errorf(errdefs.ErrTimeout, "stop box %s: its shim (pid %d) did not exit within 15s", b.rec.ID, other.pid)
+		}
+		other.close()
 	}
 	b.mu.Lock()
 	if b.death != nil {
