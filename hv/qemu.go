@@ -22,6 +22,7 @@ import (
 
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/jail"
+	"github.com/boxlite/boxlite/protocol"
 )
 
 // Defaults and limits of Config.
@@ -35,7 +36,7 @@ const (
 	// VM.Channel; the guest finds it at /sys/class/virtio-ports/vportNpM/name
 	// and opens /dev/vportNpM (with one port on the only virtio-serial
 	// device: /dev/vport0p1).
-	AgentPortName = "boxlite.agent"
+	AgentPortName = protocol.AgentPort
 	// MaxSerialLen is the longest Disk.Serial: virtio-blk carries 20 bytes.
 	MaxSerialLen = 20
 	// maxCmdline is x86's COMMAND_LINE_SIZE minus the terminating NUL.
