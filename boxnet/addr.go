@@ -5,6 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/boxlite/boxlite/netpolicy"
+	"github.com/boxlite/boxlite/protocol"
 )
 
 // The box network: the same addresses in every box (each box has a stack of
@@ -31,7 +32,7 @@ const (
 // hostalias asks for /etc/hosts to name HostIP (only when the box's policy
 // lets it reach the host).
 func GuestConfig(hostAlias bool) string {
-	s := fmt.Sprintf("boxlite.net=%s/%d,%s,%d", GuestIP, Subnet.Bits(), GatewayIP, MTU)
+	s := protocol.NetWord(fmt.Sprintf("%s/%d,%s,%d", GuestIP, Subnet.Bits(), GatewayIP, MTU))
 	if hostAlias {
 		s += ",hostalias"
 	}

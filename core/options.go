@@ -252,7 +252,7 @@ func validKernelArgs(args []string) error {
 			return fmt.Errorf("kernel argument is empty")
 		case strings.IndexFunc(a, func(r rune) bool { return r <= ' ' || r > '~' || r == '"' }) >= 0:
 			return fmt.Errorf("kernel argument %q: one word of printable ASCII without quotes, please", a)
-		case strings.HasPrefix(a, "boxlite."):
+		case strings.HasPrefix(a, protocol.KernelWordPrefix):
 			return fmt.Errorf("kernel argument %q: boxlite.* words are boxlite's own", a)
 		case key == "init" || key == "rdinit":
 			return fmt.Errorf("kernel argument %q: the guest's first process is boxlite's agent (without it the box never becomes ready)", a)

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/protocol"
 	"github.com/boxlite/boxlite/shimapi"
 )
 
@@ -68,7 +69,7 @@ func (c *BoxConfig) validateVolumes() error {
 		return bad("%d volumes, at most %d", len(c.Volumes), MaxVolumes)
 	}
 	seen := map[string]bool{}
-	total := 0
+	var words []string
 	for i := range c.Volumes {
 		v := &c.Volumes[i]
 		g := v.GuestPath
@@ -83,7 +84,8 @@ func (c *BoxConfig) validateVolumes() error {
 			return bad("volume guest path %q is used twice", g)
 		}
 		seen[g] = true
-		total += len(escapeVolumePath(g)) + 20
+		// The word as the shim writes it (the index and kind at their longest).
+		words = append(words, protocol.VolumeWord{Index: i, ReadOnly: true, GuestPath: g}.String())
 		abs, err := filepath.Abs(v.HostPath)
 		if err != nil {
 			return bad("volume %s: host path %q: %v", g, v.HostPath, err)
@@ -113,7 +115,7 @@ func (c *BoxConfig) validateVolumes() error {
 		}
 		v.HostPath, v.HostID = abs, &id
 	}
-	if total > maxVolumePathBytes {
+	if total := protocol.CmdlineLen(words...); total > maxVolumePathBytes {
 		return bad("the volumes' guest paths are too long together (%d bytes on the kernel command line, limit %d)", total, maxVolumePathBytes)
 	}
 	return nil
@@ -126,18 +128,6 @@ func underAny(p string, dirs ...string) bool {
 		}
 	}
 	return false
-}
-
-// escapeVolumePath is how the shim writes a guest path on the kernel
-// command line (url.PathEscape); here only its length matters.
-func escapeVolumePath(p string) string {
-	n := 0
-	for i := 0; i < len(p); i++ {
-		if c := p[i]; c <= ' ' || c >= 0x7f || strings.IndexByte(`"%?#`, c) >= 0 {
-			n += 2
-		}
-	}
-	return p + strings.Repeat(" ", n)
 }
 
 // virtiofsd is the file daemon that serves volumes: beside boxlite-shim,

@@ -1,7 +1,6 @@
 package guest_test
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/guest/internal/testhost"
+	"github.com/boxlite/boxlite/hv"
 	"github.com/boxlite/boxlite/protocol"
 )
 
@@ -181,14 +180,13 @@ type disk struct {
 }
 
 type vm struct {
-	cmd     *exec.Cmd
+	m       *hv.VM
 	conn    net.Conn
 	host    *testhost.Host
 	hello   protocol.Hello
 	start   time.Time
 	logPath string
-	exited  chan struct{} // closed when QEMU has been reaped
-	exitErr error
+	exited  <-chan struct{} // closed when QEMU has been reaped
 }
 
 func (v *vm) console() string {
@@ -224,96 +222,32 @@ func (v *vm) shutdown(t *testing.T) {
 	}
 }
 
-func hostKHz(t *testing.T) int {
-	f, err := os.Open("/proc/cpuinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "cpu MHz" {
-			mhz, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err == nil {
-				return int(mhz * 1000)
-			}
-		}
-	}
-	t.Fatal("no cpu MHz in /proc/cpuinfo")
-	return 0
-}
-
 var bootCount int
 
-// start launches QEMU with a 60 s deadline and accepts the agent's channel.
+// start boots a VM through hv, as production's shim does (the same machine
+// type, kernel command line and devices), and connects to the agent's port.
 func start(t *testing.T, dir, kdir, initrd string, disks []disk) *vm {
 	t.Helper()
 	bootCount++
-	sock := filepath.Join(dir, fmt.Sprintf("agent%d.sock", bootCount))
-	ln, err := net.Listen("unix", sock)
+	v := &vm{logPath: filepath.Join(dir, fmt.Sprintf("console%d.log", bootCount)), start: time.Now()}
+	cfg := hv.Config{Kernel: filepath.Join(kdir, "vmlinuz"), Initrd: initrd, MemoryMiB: 256, Channel: true, ConsoleLog: v.logPath}
+	for _, d := range disks {
+		cfg.Disks = append(cfg.Disks, hv.Disk{Path: d.path, Serial: d.serial, ReadOnly: d.readonly})
+	}
+	m, err := hv.Start(cfg)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("start the VM: %v", err)
 	}
-	defer ln.Close()
-	v := &vm{logPath: filepath.Join(dir, fmt.Sprintf("console%d.log", bootCount)), exited: make(chan struct{})}
-	args := []string{"60", "qemu-system-x86_64",
-		"-M", "microvm,x-option-roms=off", "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
-		"-accel", "tcg", "-m", "256",
-		"-kernel", filepath.Join(kdir, "vmlinuz"), "-initrd", initrd,
-		"-append", fmt.Sprintf("console=ttyS0 quiet panic=-1 tsc_early_khz=%d", hostKHz(t)),
-		"-chardev", "file,id=con,path=" + v.logPath, "-serial", "chardev:con",
-		"-device", "virtio-serial-device",
-		"-chardev", "socket,id=agent,path=" + sock,
-		"-device", "virtserialport,chardev=agent,name=boxlite.agent",
-	}
-	for i, d := range disks {
-		drive := fmt.Sprintf("id=d%d,file=%s,format=raw,if=none", i, d.path)
-		if d.readonly {
-			drive += ",readonly=on"
-		}
-		args = append(args, "-drive", drive, "-device", fmt.Sprintf("virtio-blk-device,drive=d%d,serial=%s", i, d.serial))
-	}
-	v.cmd = exec.Command("timeout", args...)
-	var stderr bytes.Buffer
-	v.cmd.Stderr = &stderr
-	// timeout(1) and QEMU get a process group of their own, so that the
-	// cleanup can kill both by the group id; WaitDelay keeps Wait from
-	// hanging on a pipe held by a straggler.
-	v.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	v.cmd.WaitDelay = 5 * time.Second
-	v.start = time.Now()
-	if err := v.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		v.exitErr = v.cmd.Wait()
-		close(v.exited)
-	}()
+	// hv reaps QEMU; the cleanup kills what is left, with a deadline on the wait.
 	t.Cleanup(func() {
-		_ = syscall.Kill(-v.cmd.Process.Pid, syscall.SIGKILL) // our timeout(1) and its QEMU
-		<-v.exited
-	})
-	type accepted struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan accepted, 1)
-	go func() {
-		c, err := ln.Accept()
-		ch <- accepted{c, err}
-	}()
-	select {
-	case a := <-ch:
-		if a.err != nil {
-			t.Fatal(a.err)
+		m.Kill()
+		select {
+		case <-m.Done():
+		case <-time.After(30 * time.Second):
+			t.Errorf("QEMU (pid %d) not reaped 30 s after SIGKILL", m.Pid())
 		}
-		v.conn = a.c
-	case <-v.exited:
-		t.Fatalf("QEMU exited before connecting: %v\n%s", v.exitErr, stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("QEMU did not connect")
-	}
-	t.Cleanup(func() { v.conn.Close() })
+	})
+	v.m, v.exited, v.conn = m, m.Done(), m.Channel()
 	v.host = testhost.New(v.conn)
 	return v
 }

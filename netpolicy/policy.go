@@ -8,13 +8,14 @@ import (
 	"sync"
 
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/protocol"
 )
 
 // HostAlias is the name a box reaches the host's loopback by, and
 // HostAliasAddr the address it resolves to inside the box.
-const HostAlias = "host.boxlite.internal"
+const HostAlias = protocol.HostAliasName
 
-var HostAliasAddr = netip.MustParseAddr("192.168.127.254")
+var HostAliasAddr = netip.MustParseAddr(protocol.HostAliasIP)
 
 // Limits on what a policy holds: rules as given, and addresses learned from
 // DNS answers for allowed names (the oldest are forgotten first).

@@ -131,7 +131,7 @@ const (
 // moves a virtio-blk request's bytes natively, many times faster than the
 // channel's 4 KiB at a time. It is cut into slots of LaneSlot bytes.
 const (
-	LaneSerial = "boxlite-lane"
+	LaneSerial = "boxlite-lane" // see also names.go
 	LaneSlot   = 1 << 20
 	// MaxLaneSlots caps CopyIn.Lane and CopyOut.Lane.
 	MaxLaneSlots = 1024

@@ -198,9 +198,9 @@ func (s *shim) vmConfig() (hv.Config, string, error) {
 	vm := hv.Config{QEMU: c.QEMU, Kernel: c.Kernel, Initrd: c.Initrd, MemoryMiB: c.MemoryMiB, CPUs: c.CPUs,
 		Channel: true, ConsoleLog: c.Path(shimapi.ConsoleFile), Accel: accel, Cmdline: strings.Join(c.KernelArgs, " ")}
 	for i, l := range c.Layers {
-		vm.Disks = append(vm.Disks, hv.Disk{Path: l, Serial: fmt.Sprintf("layer%d", i), ReadOnly: true})
+		vm.Disks = append(vm.Disks, hv.Disk{Path: l, Serial: protocol.LayerSerial(i), ReadOnly: true})
 	}
-	vm.Disks = append(vm.Disks, hv.Disk{Path: c.Path(shimapi.DiskFile), Serial: "rw"})
+	vm.Disks = append(vm.Disks, hv.Disk{Path: c.Path(shimapi.DiskFile), Serial: protocol.WritableSerial})
 	if err := s.makeLane(); err != nil {
 		return hv.Config{}, "", err
 	}

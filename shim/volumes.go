@@ -3,7 +3,6 @@ package shim
 import (
 	"fmt"
 	"log"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/hv"
 	"github.com/boxlite/boxlite/jail"
+	"github.com/boxlite/boxlite/protocol"
 	"github.com/boxlite/boxlite/shimapi"
 )
 
@@ -27,8 +27,6 @@ import (
 // read-only daemon, which also runs --readonly): the guest mounts the device
 // once and binds each share to its guest path.
 const (
-	fsTagRW   = "boxlite-rw"
-	fsTagRO   = "boxlite-ro"
 	sharesDir = "/shares"
 	// fsMemoryMax and fsPidsMax are each daemon's cgroup limits: its own
 	// memory and the page cache of the files it reads; its threads.
@@ -85,10 +83,6 @@ func (s *shim) startVolumes() ([]hv.FS, string, error) {
 			s.fsWarnings = append(s.fsWarnings, fmt.Sprintf("volume %s: created by an older boxlite that did not record its host file; "+
 				"checked for symlinks only (recreate the box to pin it)", v.GuestPath))
 		}
-		kind := "d"
-		if id.Type != "dir" {
-			kind = "f"
-		}
 		if v.SizeLimitBytes > 0 && !v.ReadOnly && id.Type == "dir" {
 			l, err := newVolumeLimit(v.GuestPath, v.SizeLimitBytes, f)
 			if err != nil {
@@ -96,11 +90,7 @@ func (s *shim) startVolumes() ([]hv.FS, string, error) {
 			}
 			limits = append(limits, l)
 		}
-		mode := "rw"
-		if v.ReadOnly {
-			mode = "ro"
-		}
-		words = append(words, fmt.Sprintf("boxlite.vol=%d:%s:%s:%s", i, mode, kind, escapeGuestPath(v.GuestPath)))
+		words = append(words, protocol.VolumeWord{Index: i, ReadOnly: v.ReadOnly, File: id.Type != "dir", GuestPath: v.GuestPath}.String())
 		binds[v.ReadOnly] = append(binds[v.ReadOnly], jail.Bind{Host: v.HostPath, File: f,
 			Inside: sharesDir + "/" + strconv.Itoa(i), Writable: !v.ReadOnly})
 	}
@@ -117,17 +107,14 @@ func (s *shim) startVolumes() ([]hv.FS, string, error) {
 		if !ro {
 			d.limits, limits = limits, nil
 		}
-		tag := fsTagRW
+		tag := protocol.FSTagRW
 		if ro {
-			tag = fsTagRO
+			tag = protocol.FSTagRO
 		}
 		fss = append(fss, hv.FS{Tag: tag, Conn: d.conn})
 	}
 	return fss, strings.Join(words, " "), nil
 }
-
-// escapeGuestPath escapes what the kernel command line cannot carry.
-func escapeGuestPath(p string) string { return url.PathEscape(p) }
 
 // startFSDaemon starts one virtiofsd over binds, confined like the VMM: its
 // own mount, IPC and network namespaces whose root holds only the shares,

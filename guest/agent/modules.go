@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/boxlite/boxlite/protocol"
 )
 
 // ModulesDir is where the initramfs keeps kernel modules, flat, as NAME.ko.
@@ -154,7 +156,7 @@ func loadModules(dir, cmdline string) ([]string, error) {
 	}
 	sort.Strings(others)
 	params := moduleParams(cmdline)
-	volumes := strings.Contains(cmdline, "boxlite.vol=")
+	volumes := protocol.HasVolumes(cmdline)
 	state := make(map[string]int) // 1 loading, 2 done
 	var loaded []string
 	var load func(name string) error

@@ -16,6 +16,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/boxlite/boxlite/protocol"
 )
 
 // netConfig is the box's network as the host gives it on the kernel command
@@ -29,21 +31,14 @@ type netConfig struct {
 }
 
 const (
-	netDir       = boxDir + "/net" // the resolv.conf and hosts the box sees
-	nicTimeout   = 5 * time.Second
-	hostAliasIP  = "192.168.127.254"
-	hostAliasFQN = "host.boxlite.internal"
+	netDir     = boxDir + "/net" // the resolv.conf and hosts the box sees
+	nicTimeout = 5 * time.Second
 )
 
 // parseNetConfig finds boxlite.net= in cmdline; nil when there is none.
 func parseNetConfig(cmdline string) (*netConfig, error) {
-	var word string
-	for _, w := range splitCmdline(cmdline) {
-		if v, ok := strings.CutPrefix(w, "boxlite.net="); ok {
-			word = v
-		}
-	}
-	if word == "" {
+	word, ok := protocol.NetConfig(splitCmdline(cmdline))
+	if !ok || word == "" {
 		return nil, nil
 	}
 	f := strings.Split(word, ",")
@@ -120,7 +115,7 @@ func (c *netConfig) bindNetFiles(b *box) error {
 	}
 	hosts := "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
 	if c.HostAlias {
-		hosts += hostAliasIP + "\t" + hostAliasFQN + "\n"
+		hosts += protocol.HostAliasIP + "\t" + protocol.HostAliasName + "\n"
 	}
 	files := []struct{ name, content string }{
 		{"resolv.conf", "nameserver " + c.Gateway.String() + "\n"},

@@ -18,7 +18,7 @@ import (
 )
 
 // PortName is the virtio-serial port the host serves the protocol on.
-const PortName = "boxlite.agent"
+const PortName = protocol.AgentPort
 
 // Boot deadlines: generous for TCG, where a device can take a while.
 const (

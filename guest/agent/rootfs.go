@@ -218,7 +218,7 @@ func setupBox(disks map[string]string, logf func(string, ...any)) (*box, error) 
 	b := &box{}
 	var layers []string
 	for i := 0; ; i++ {
-		dev, ok := disks["layer"+strconv.Itoa(i)]
+		dev, ok := disks[protocol.LayerSerial(i)]
 		if !ok {
 			break
 		}
@@ -226,11 +226,11 @@ func setupBox(disks map[string]string, logf func(string, ...any)) (*box, error) 
 	}
 	var unknown []string
 	for serial := range disks {
-		if serial == "rw" || serial == protocol.LaneSerial {
+		if serial == protocol.WritableSerial || serial == protocol.LaneSerial {
 			continue
 		}
-		if n, ok := strings.CutPrefix(serial, "layer"); ok {
-			if i, err := strconv.Atoi(n); err == nil && i >= len(layers) {
+		if i, ok := protocol.LayerIndex(serial); ok {
+			if i >= len(layers) {
 				return nil, fmt.Errorf("disk %q without layer%d: layers must be numbered from 0 without gaps", serial, len(layers))
 			}
 			continue
@@ -242,7 +242,7 @@ func setupBox(disks map[string]string, logf func(string, ...any)) (*box, error) 
 		logf("ignoring disks with serials %q", unknown)
 	}
 
-	rwDev, writable := disks["rw"]
+	rwDev, writable := disks[protocol.WritableSerial]
 	if writable {
 		if err := b.mount(rwDev, rwDir, "ext4", diskFlags, ""); err != nil {
 			return b, fmt.Errorf("writable disk: %w", err)

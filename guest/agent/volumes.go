@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/boxlite/boxlite/protocol"
 )
 
 // Volumes: the host serves the box's read-write volumes on the virtio-fs
@@ -26,38 +27,12 @@ import (
 // process sees them.
 const volDir = boxDir + "/vol" // volDir/rw, volDir/ro
 
-type volume struct {
-	index int
-	ro    bool
-	file  bool   // a single file, not a directory
-	path  string // in the box
-}
+// volume is one volume the host named on the kernel command line.
+type volume = protocol.VolumeWord
 
-// parseVolumes reads the boxlite.vol= words of the kernel command line.
+// parseVolumes reads the volume words of the kernel command line.
 func parseVolumes(cmdline string) ([]volume, error) {
-	var vols []volume
-	for _, w := range splitCmdline(cmdline) {
-		v, ok := strings.CutPrefix(w, "boxlite.vol=")
-		if !ok {
-			continue
-		}
-		f := strings.SplitN(v, ":", 4)
-		if len(f) != 4 {
-			return nil, fmt.Errorf("volume %q: want INDEX:rw|ro:d|f:PATH", v)
-		}
-		i, err := strconv.Atoi(f[0])
-		p, perr := url.PathUnescape(f[3])
-		switch {
-		case err != nil || i < 0:
-			return nil, fmt.Errorf("volume %q: bad index", v)
-		case f[1] != "rw" && f[1] != "ro", f[2] != "d" && f[2] != "f":
-			return nil, fmt.Errorf("volume %q: want rw or ro, then d or f", v)
-		case perr != nil || !path.IsAbs(p) || path.Clean(p) != p || p == "/":
-			return nil, fmt.Errorf("volume %q: bad guest path", v)
-		}
-		vols = append(vols, volume{index: i, ro: f[1] == "ro", file: f[2] == "f", path: p})
-	}
-	return vols, nil
+	return protocol.ParseVolumeWords(splitCmdline(cmdline))
 }
 
 // volumeFlags: a volume holds no device the box can open and no set-id
@@ -74,13 +49,13 @@ func (b *box) mountVolumes(vols []volume) error {
 		return errors.New("volumes: the box has no root file system")
 	}
 	for _, ro := range []bool{false, true} {
-		tag, dir, flags := "boxlite-rw", filepath.Join(volDir, "rw"), uintptr(volumeFlags)
+		tag, dir, flags := protocol.FSTagRW, filepath.Join(volDir, "rw"), uintptr(volumeFlags)
 		if ro {
-			tag, dir, flags = "boxlite-ro", filepath.Join(volDir, "ro"), flags|unix.MS_RDONLY
+			tag, dir, flags = protocol.FSTagRO, filepath.Join(volDir, "ro"), flags|unix.MS_RDONLY
 		}
 		used := false
 		for _, v := range vols {
-			used = used || v.ro == ro
+			used = used || v.ReadOnly == ro
 		}
 		if used {
 			if err := b.mount(tag, dir, "virtiofs", flags, ""); err != nil {
@@ -88,29 +63,31 @@ func (b *box) mountVolumes(vols []volume) error {
 			}
 		}
 	}
-	sort.SliceStable(vols, func(i, j int) bool { return strings.Count(vols[i].path, "/") < strings.Count(vols[j].path, "/") })
+	sort.SliceStable(vols, func(i, j int) bool {
+		return strings.Count(vols[i].GuestPath, "/") < strings.Count(vols[j].GuestPath, "/")
+	})
 	for _, v := range vols {
-		src := filepath.Join(volDir, "rw", strconv.Itoa(v.index))
-		if v.ro {
-			src = filepath.Join(volDir, "ro", strconv.Itoa(v.index))
+		src := filepath.Join(volDir, "rw", strconv.Itoa(v.Index))
+		if v.ReadOnly {
+			src = filepath.Join(volDir, "ro", strconv.Itoa(v.Index))
 		}
-		target, err := mountPoint(b.Root, v.path, v.file)
+		target, err := mountPoint(b.Root, v.GuestPath, v.File)
 		if err != nil {
-			return fmt.Errorf("volume %s: mount point: %w", v.path, err)
+			return fmt.Errorf("volume %s: mount point: %w", v.GuestPath, err)
 		}
 		if err := b.mount(src, target, "", unix.MS_BIND, ""); err != nil {
-			return fmt.Errorf("volume %s: %w", v.path, err)
+			return fmt.Errorf("volume %s: %w", v.GuestPath, err)
 		}
 		// A bind keeps its source's nosuid and nodev; said again so that
 		// no change to the tag's mount can lose them. For a read-only
 		// volume the host refuses writes too (virtiofsd --readonly, a
 		// read-only bind); the flag makes them fail early with EROFS.
 		flags := uintptr(unix.MS_REMOUNT | unix.MS_BIND | volumeFlags)
-		if v.ro {
+		if v.ReadOnly {
 			flags |= unix.MS_RDONLY
 		}
 		if err := unix.Mount("", target, "", flags, ""); err != nil {
-			return fmt.Errorf("volume %s: remount nosuid, nodev: %w", v.path, err)
+			return fmt.Errorf("volume %s: remount nosuid, nodev: %w", v.GuestPath, err)
 		}
 	}
 	return nil

@@ -11,7 +11,7 @@ import (
 
 func TestParseVolumes(t *testing.T) {
 	vols, err := parseVolumes(`console=ttyS0 boxlite.vol=0:rw:d:/data boxlite.vol=3:ro:f:/etc/a%20b.conf quiet`)
-	want := []volume{{index: 0, path: "/data"}, {index: 3, ro: true, file: true, path: "/etc/a b.conf"}}
+	want := []volume{{Index: 0, GuestPath: "/data"}, {Index: 3, ReadOnly: true, File: true, GuestPath: "/etc/a b.conf"}}
 	if err != nil || !reflect.DeepEqual(vols, want) {
 		t.Fatalf("got %+v, %v", vols, err)
 	}

@@ -291,7 +291,7 @@ func newBareBoots(rt *core.Runtime, memMiB int) (bb bareBoots, err error) {
 		MemoryMiB: memMiB, CPUs: 1, Channel: true,
 		ConsoleLog: filepath.Join(dir, "console.log"), Accel: rec.accel}
 	for i, l := range layers {
-		cfg.Disks = append(cfg.Disks, hv.Disk{Path: l, Serial: fmt.Sprintf("layer%d", i), ReadOnly: true})
+		cfg.Disks = append(cfg.Disks, hv.Disk{Path: l, Serial: protocol.LayerSerial(i), ReadOnly: true})
 	}
 	stock := cfg
 	stock.Kernel, stock.Initrd = stockKernel(assets)

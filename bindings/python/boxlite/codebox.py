@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Optional
 
-from .box import check_str
+from ._checks import check_str
 from .runtime import Boxlite
 from .session import CellResult, CellStream, PythonSession, _Sessions
 from .simplebox import SimpleBox

@@ -10,7 +10,7 @@ import sys
 from typing import Any, Dict, List, Optional
 
 from ._aio import blocking
-from .box import check_argv, check_str, check_timeout
+from ._checks import check_argv, check_str, check_timeout
 from .errors import BoxliteError, TimeoutError
 from .exec import ExecResult
 from .execution import Execution, ExitStatus

@@ -11,7 +11,8 @@ from typing import Any, Dict, List, Optional
 
 from . import _ffi as raw
 from ._aio import blocking
-from .box import DEFAULT_OUTPUT_LIMIT, Box, BoxInfo, BoxOptions, check_optional_str, check_output_limit, check_str
+from .box import Box, BoxInfo, BoxOptions
+from ._checks import DEFAULT_OUTPUT_LIMIT, check_optional_str, check_output_limit, check_str
 from .errors import BoxliteError, ClosedError, NotFoundError, UnsupportedError
 from .metrics import RuntimeMetrics
 

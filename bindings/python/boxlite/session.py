@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, Optional
 
 from . import _ffi as raw
 from ._aio import blocking
-from .box import check_argv, check_env_dict, check_optional_str, check_output_limit, check_timeout, command_json
+from ._checks import check_argv, check_env_dict, check_optional_str, check_output_limit, check_timeout, command_json
 from .errors import BoxliteError, ClosedError, TimeoutError
 from .exec import ExecResult
 

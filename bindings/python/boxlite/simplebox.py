@@ -6,8 +6,8 @@ import asyncio
 from typing import Any, Dict, Optional
 
 from ._copy import CopyOptions
-from .box import (Box, BoxInfo, BoxOptions, check_argv, check_env_dict, check_optional_str, check_output_limit,
-                  check_timeout)
+from .box import Box, BoxInfo, BoxOptions
+from ._checks import check_argv, check_env_dict, check_optional_str, check_output_limit, check_timeout
 from .errors import InvalidArgumentError, InvalidStateError, NotFoundError, TimeoutError
 from .exec import ExecResult
 from .runtime import Boxlite

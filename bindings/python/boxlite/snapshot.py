@@ -59,7 +59,7 @@ class ExportOptions:
 
 
 def _check_name(name: Any, what: str = "name") -> str:
-    from .box import check_str
+    from ._checks import check_str
 
     return check_str(name, what)
 

@@ -1,0 +1,200 @@
+// Command boxlite runs commands in microVM boxes. See `boxlite help`.
+package main
+
+import (
+	"flag"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite/errdefs"
+)
+
+type multi []string
+
+// parseVolume reads -v HOST:GUEST[:OPTIONS], as docker does; OPTIONS are
+// comma-separated: ro or rw, and size=N (bytes, or with a k, m, g or t
+// suffix, powers of 1024) for a size limit.
+func parseVolume(s string) (core.Volume, error) {
+	bad := func() (core.Volume, error) {
+		return core.Volume{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "-v %q: want HOST:GUEST[:ro|:rw][,size=N[k|m|g|t]]", s)
+	}
+	f := strings.Split(s, ":")
+	if len(f) < 2 || len(f) > 3 {
+		return bad()
+	}
+	v := core.Volume{HostPath: f[0], GuestPath: f[1]}
+	if len(f) == 3 {
+		for _, o := range strings.Split(f[2], ",") {
+			switch {
+			case o == "ro" || o == "rw":
+				v.ReadOnly = o == "ro"
+			case strings.HasPrefix(o, "size="):
+				n, ok := parseBytes(strings.TrimPrefix(o, "size="))
+				if !ok {
+					return bad()
+				}
+				v.SizeLimitBytes = n
+			default:
+				return bad()
+			}
+		}
+	}
+	return v, nil
+}
+
+// parseBytes reads N with an optional k, m, g or t suffix (powers of 1024,
+// any case, an optional trailing "b" or "ib").
+func parseBytes(s string) (int64, bool) {
+	s = strings.ToLower(s)
+	s = strings.TrimSuffix(strings.TrimSuffix(s, "b"), "i")
+	mult := int64(1)
+	if i := strings.IndexAny(s, "kmgt"); i >= 0 && i == len(s)-1 {
+		mult = 1 << (10 * (1 + strings.IndexByte("kmgt", s[i])))
+		s = s[:i]
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 || n > (1<<62)/mult {
+		return 0, false
+	}
+	return n * mult, true
+}
+
+func (m *multi) String() string     { return strings.Join(*m, ",") }
+func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
+
+// boxFlags are the box options create and run share.
+type boxFlags struct {
+	name                 *string
+	memory, cpus, disk   *int
+	network, entrypoint  *string
+	allowNet, ports, vol multi
+}
+
+func addBoxFlags(fs *flag.FlagSet) *boxFlags {
+	f := &boxFlags{
+		name:       fs.String("name", "", "box name"),
+		memory:     fs.Int("memory", 512, "guest memory in MiB"),
+		cpus:       fs.Int("cpus", 1, "vCPUs"),
+		disk:       fs.Int("disk-size", 4, "writable disk size in GB (sparse)"),
+		network:    fs.String("network", "", "enabled (default) or disabled (only lo)"),
+		entrypoint: fs.String("entrypoint", "", "override the image's entrypoint (and drop its cmd)"),
+	}
+	fs.Var(&f.allowNet, "allow-net", "where the box may connect: names, *.wildcards, IPs, CIDRs, with :port (repeatable or comma-separated)")
+	fs.Var(&f.ports, "p", "publish a port: [[IP:]HOST:]GUEST[/tcp|udp] (repeatable; HOST 0 or none picks one)")
+	fs.Var(&f.vol, "v", "volume HOST:GUEST[:ro|:rw][,size=N[k|m|g|t]] (repeatable)")
+	return f
+}
+
+// options turns the flags into box options.
+func (f *boxFlags) options() ([]core.BoxOption, error) {
+	opts := []core.BoxOption{core.WithMemoryMiB(*f.memory), core.WithCPUs(*f.cpus), core.WithDiskSizeGB(*f.disk)}
+	if *f.name != "" {
+		opts = append(opts, core.WithName(*f.name))
+	}
+	if *f.entrypoint != "" {
+		opts = append(opts, core.WithEntrypoint(*f.entrypoint))
+	}
+	netOpts, err := networkOptions(*f.network, f.allowNet, f.ports)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, netOpts...)
+	for _, v := range f.vol {
+		vol, err := parseVolume(v)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, core.WithVolumeSpec(vol))
+	}
+	return opts, nil
+}
+
+// execFlags are the process options exec and run share.
+type execFlags struct {
+	workdir, user *string
+	timeout       *float64
+	stdin, tty    *bool
+	env           multi
+}
+
+func addExecFlags(fs *flag.FlagSet) *execFlags {
+	f := &execFlags{
+		workdir: fs.String("w", "", "working directory in the box"),
+		user:    fs.String("u", "", "user (name, uid or uid:gid)"),
+		timeout: fs.Float64("timeout", 0, "kill the command after SECONDS (TERM, then KILL 2s later)"),
+		stdin:   fs.Bool("i", false, "forward standard input"),
+		tty:     fs.Bool("t", false, "run the command on a terminal (with -i on a terminal: raw mode, size followed)"),
+	}
+	fs.Var(&f.env, "e", "environment KEY=VALUE (repeatable)")
+	return f
+}
+
+// command is the process the flags describe (argv empty: the box's
+// entrypoint and cmd).
+func (f *execFlags) command(argv []string) (core.Command, error) {
+	if *f.timeout < 0 {
+		return core.Command{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "--timeout %v is negative", *f.timeout)
+	}
+	return core.Command{Argv: argv, Env: envMap(f.env), Cwd: *f.workdir, User: *f.user,
+		Timeout: time.Duration(*f.timeout * float64(time.Second)), Stdin: *f.stdin, Tty: *f.tty}, nil
+}
+
+// envMap reads -e KEY=VALUE flags; -e KEY passes the host's value, as docker does.
+func envMap(kvs []string) map[string]string {
+	env := map[string]string{}
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			v = os.Getenv(k)
+		}
+		env[k] = v
+	}
+	return env
+}
+
+// splitShortFlags turns combined one-letter boolean flags such as -it into
+// -i -t (the flag package takes -it for one flag named "it"), up to IMAGE.
+func splitShortFlags(fs *flag.FlagSet, args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || !strings.HasPrefix(a, "-") || a == "-" {
+			return append(out, args[i:]...)
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if f := fs.Lookup(name); f != nil {
+			out = append(out, a)
+			if !hasValue && !isBoolFlag(f) && i+1 < len(args) {
+				i++
+				out = append(out, args[i]) // the flag's value
+			}
+			continue
+		}
+		split := !strings.HasPrefix(a, "--") && !hasValue
+		for _, c := range name {
+			if !isBoolFlag(fs.Lookup(string(c))) {
+				split = false
+				break
+			}
+		}
+		if !split {
+			out = append(out, a) // let Parse report it
+			continue
+		}
+		for _, c := range name {
+			out = append(out, "-"+string(c))
+		}
+	}
+	return out
+}
+
+func isBoolFlag(f *flag.Flag) bool {
+	if f == nil {
+		return false
+	}
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}

@@ -1,0 +1,189 @@
+// Command boxlite runs commands in microVM boxes. See `boxlite help`.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/image"
+	"github.com/boxlite/boxlite/safetext"
+)
+
+// ensureImage returns the image ref from the store, pulling it first (with
+// progress on stderr, as stdout is the command's) when the store lacks it.
+func ensureImage(rt *core.Runtime, ref string) (image.Image, error) {
+	img, err := rt.Images().Get(ref)
+	if !errors.Is(err, errdefs.ErrNotFound) || strings.HasPrefix(ref, "sha256:") {
+		return img, err
+	}
+	fmt.Fprintf(os.Stderr, "Pulling %s (not in the store)\n", ref)
+	res, err := pull(rt, ref, os.Stderr)
+	return res.Image, err
+}
+
+// pull pulls ref, showing each layer's bytes on w.
+func pull(rt *core.Runtime, ref string, w *os.File) (image.PullResult, error) {
+	p := newProgressPrinter(w)
+	res, err := rt.Pull(context.Background(), ref, image.WithProgress(p.update))
+	p.finish()
+	for _, e := range res.Failed {
+		printErr(e)
+	}
+	if err != nil {
+		return res, err
+	}
+	fmt.Fprintf(w, "Pulled %s (%s) from %s, %.1f MB downloaded\n", res.Name, res.Digest, res.Source, float64(res.Downloaded)/1e6)
+	return res, nil
+}
+
+// progressPrinter shows a pull's layers: on a terminal one line each,
+// redrawn in place at most ten times a second; otherwise a plain line when a
+// layer starts downloading and one when it is done.
+type progressPrinter struct {
+	w      io.Writer
+	tty    bool
+	order  []string
+	layers map[string]image.Progress
+	drawn  int // lines drawn last time, to move back over
+	last   time.Time
+	dirty  bool // updated since drawn
+}
+
+func newProgressPrinter(f *os.File) *progressPrinter {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return &progressPrinter{w: f, tty: err == nil, layers: map[string]image.Progress{}}
+}
+
+func (p *progressPrinter) update(ev image.Progress) {
+	prev, seen := p.layers[ev.Layer]
+	if !seen {
+		p.order = append(p.order, ev.Layer)
+	}
+	p.layers[ev.Layer] = ev
+	if p.tty {
+		p.dirty = true
+		if time.Since(p.last) >= 100*time.Millisecond || ev.Done == ev.Total {
+			p.draw()
+		}
+		return
+	}
+	switch {
+	case ev.Cached:
+		if !seen || prev.Source != ev.Source {
+			fmt.Fprintf(p.w, "%s\n", progressLine(ev))
+		}
+	case !seen || prev.Source != ev.Source:
+		fmt.Fprintf(p.w, "%.19s: downloading %.1f MB from %s\n", ev.Layer, float64(ev.Total)/1e6, ev.Source)
+	case ev.Done == ev.Total && prev.Done != ev.Total:
+		fmt.Fprintf(p.w, "%s\n", progressLine(ev))
+	}
+}
+
+func (p *progressPrinter) draw() {
+	if p.drawn > 0 {
+		fmt.Fprintf(p.w, "\x1b[%dA", p.drawn) // cursor up
+	}
+	for _, l := range p.order {
+		fmt.Fprintf(p.w, "\x1b[2K%s\n", progressLine(p.layers[l]))
+	}
+	p.drawn, p.last, p.dirty = len(p.order), time.Now(), false
+}
+
+func (p *progressPrinter) finish() {
+	if p.dirty {
+		p.draw()
+	}
+}
+
+func progressLine(ev image.Progress) string {
+	switch {
+	case ev.Cached:
+		return fmt.Sprintf("%.19s: already in the store (%.1f MB)", ev.Layer, float64(ev.Total)/1e6)
+	case ev.Done == ev.Total:
+		return fmt.Sprintf("%.19s: done %.1f MB", ev.Layer, float64(ev.Total)/1e6)
+	}
+	return fmt.Sprintf("%.19s: %.1f / %.1f MB", ev.Layer, float64(ev.Done)/1e6, float64(ev.Total)/1e6)
+}
+
+func cmdImage(args []string) error {
+	if len(args) == 0 {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite image load PATH | pull IMAGE | ls | rm IMAGE... | prune [-a]")
+	}
+	rt, err := core.NewRuntime()
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	store := rt.Images()
+	switch args[0] {
+	case "load":
+		if len(args) != 2 {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite image load PATH")
+		}
+		imgs, err := store.Load(context.Background(), args[1])
+		if err != nil {
+			return err
+		}
+		for _, img := range imgs {
+			fmt.Printf("Loaded %s (%s)\n", safetext.Line(img.Name), img.Digest)
+		}
+		return nil
+	case "ls":
+		imgs, err := store.List()
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tDIGEST\tLAYERS\tSIZE")
+		for _, i := range imgs {
+			fmt.Fprintf(tw, "%s\t%.19s\t%d\t%.1f MB\n", safetext.Line(i.Name), i.Digest, len(i.Layers), float64(i.Size)/1e6)
+		}
+		return tw.Flush()
+	case "pull":
+		if len(args) != 2 {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite pull IMAGE")
+		}
+		_, err := pull(rt, args[1], os.Stdout)
+		return err
+	case "rm":
+		if len(args) < 2 {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite image rm IMAGE...")
+		}
+		var errs []error
+		for _, ref := range args[1:] {
+			if err := rt.RemoveImage(ref); err != nil {
+				errs = append(errs, err)
+			} else {
+				fmt.Printf("Removed %s\n", ref)
+			}
+		}
+		return errors.Join(errs...)
+	case "prune":
+		fs := flag.NewFlagSet("image prune", flag.ContinueOnError)
+		all := fs.Bool("a", false, "remove every image that no box uses, named or not")
+		if err := fs.Parse(args[1:]); err != nil || fs.NArg() != 0 {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite image prune [-a]")
+		}
+		res, err := rt.PruneImages(context.Background(), *all)
+		if err != nil {
+			return err
+		}
+		for _, n := range res.Images {
+			fmt.Printf("Removed %s\n", n)
+		}
+		fmt.Printf("Freed %.1f MB: %d blobs, %d ext4 layers\n", float64(res.Bytes)/1e6, res.Blobs, res.Layers)
+		return nil
+	}
+	return errdefs.Errorf(errdefs.ErrInvalidArgument, "image: unknown subcommand %q", args[0])
+}
