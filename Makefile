@@ -17,7 +17,7 @@ APT_PKGS   := qemu-system-x86 busybox-static e2fsprogs cpio debootstrap cmake gc
 export BOXLITE_HOME   ?= $(BUILD)/home
 export BOXLITE_ASSETS := $(BUILD)
 
-GO_SRC := $(shell find . -name '*.go' -not -path './build/*') $(wildcard core/session/*.py) go.mod go.sum
+GO_SRC := $(shell find . -name '*.go' -not -path './build/*') $(wildcard internal/session/*.py) go.mod go.sum
 
 .PHONY: all setup build lib images demo test test-go test-c test-rust test-node test-python python node bench soak vet fmt clean FORCE
 all: build

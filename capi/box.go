@@ -7,15 +7,15 @@ import (
 	"context"
 	"unsafe"
 
-	"github.com/boxlite/boxlite/abi"
-	"github.com/boxlite/boxlite/abi/convert"
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/abi"
+	"github.com/boxlite/boxlite/internal/abi/convert"
 )
 
 // boxObj is a box handle; id is the C copy of the box id, freed with the handle.
 type boxObj struct {
-	b  *core.Box
+	b  *boxlite.Box
 	id *C.char
 }
 
@@ -23,7 +23,7 @@ func boxOf(p *C.boxlite_box_t) (*boxObj, error) {
 	return lookup[*boxObj](uintptr(C.bx_box_id(p)), "box")
 }
 
-func newBoxHandle(b *core.Box, out **C.boxlite_box_t) {
+func newBoxHandle(b *boxlite.Box, out **C.boxlite_box_t) {
 	C.bx_set_box(out, C.uintptr_t(newHandle(&boxObj{b: b, id: C.CString(b.ID())})))
 }
 

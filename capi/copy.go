@@ -7,19 +7,19 @@ import (
 	"context"
 	"time"
 
-	"github.com/boxlite/boxlite/abi"
-	"github.com/boxlite/boxlite/abi/convert"
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/abi"
+	"github.com/boxlite/boxlite/internal/abi/convert"
 )
 
 // copyOptions is boxlite_box_copy_in/out's options_json (BoxLite's
 // CopyOptions; absent booleans take their defaults).
-func parseCopyOptions(s *C.cchar_t) (core.CopyOptions, time.Duration, error) {
+func parseCopyOptions(s *C.cchar_t) (boxlite.CopyOptions, time.Duration, error) {
 	var o abi.CopyOptions
 	if s != nil {
 		if err := decode("copy options", s, &o); err != nil {
-			return core.CopyOptions{}, 0, err
+			return boxlite.CopyOptions{}, 0, err
 		}
 	}
 	return convert.CopyOptions(o)

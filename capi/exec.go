@@ -11,26 +11,26 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/boxlite/boxlite/abi"
-	"github.com/boxlite/boxlite/abi/convert"
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/abi"
+	"github.com/boxlite/boxlite/internal/abi/convert"
 )
 
-func parseCommand(s *C.cchar_t) (core.Command, error) {
+func parseCommand(s *C.cchar_t) (boxlite.Command, error) {
 	var c abi.Command
 	if s == nil {
-		return core.Command{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "command is NULL (\"argv\" is required)")
+		return boxlite.Command{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "command is NULL (\"argv\" is required)")
 	}
 	if err := decode("command", s, &c); err != nil {
-		return core.Command{}, err
+		return boxlite.Command{}, err
 	}
 	return convert.Command(c)
 }
 
 // execObj is an execution handle; its waker's eventfd serves event loops.
 type execObj struct {
-	e  *core.Execution
+	e  *boxlite.Execution
 	id *C.char // e.ID(), for the handle's life
 	waker
 	eof [3]bool // the streams whose end the caller has been told
@@ -74,17 +74,17 @@ func execOf(p *C.boxlite_execution_t) (*execObj, error) {
 }
 
 // boxCommand reads the box handle and the command of an exec or a run.
-func boxCommand(p *C.boxlite_box_t, cmdJSON *C.cchar_t, outNil bool, op string) (*boxObj, core.Command, error) {
+func boxCommand(p *C.boxlite_box_t, cmdJSON *C.cchar_t, outNil bool, op string) (*boxObj, boxlite.Command, error) {
 	o, err := boxOf(p)
 	if err != nil {
-		return nil, core.Command{}, err
+		return nil, boxlite.Command{}, err
 	}
 	cmd, err := parseCommand(cmdJSON)
 	if err != nil {
-		return nil, core.Command{}, err
+		return nil, boxlite.Command{}, err
 	}
 	if outNil {
-		return nil, core.Command{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "%s: out is NULL", op)
+		return nil, boxlite.Command{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "%s: out is NULL", op)
 	}
 	return o, cmd, nil
 }
@@ -127,7 +127,7 @@ func boxlite_box_run(p *C.boxlite_box_t, cmdJSON *C.cchar_t, out **C.boxlite_res
 }
 
 // newResult copies a collected result to C memory (boxlite_result_free).
-func newResult(res *core.ExecResult) *C.boxlite_result_t {
+func newResult(res *boxlite.ExecResult) *C.boxlite_result_t {
 	r := (*C.boxlite_result_t)(C.calloc(1, C.size_t(unsafe.Sizeof(C.boxlite_result_t{}))))
 	setExit(&r.exit, res.ExitStatus)
 	r.stdout_data, r.stdout_len = cBytes(res.Stdout)
@@ -161,7 +161,7 @@ func cBytes(b []byte) (*C.uint8_t, C.size_t) {
 	return p, C.size_t(len(b))
 }
 
-func setExit(out *C.boxlite_exit_t, st core.ExitStatus) {
+func setExit(out *C.boxlite_exit_t, st boxlite.ExitStatus) {
 	out.exit_code = C.int(st.Code)
 	out.signal = C.int(st.Signal)
 	out.timed_out = 0

@@ -1,5 +1,5 @@
 // Command capi is libboxlite.so: the C ABI of include/boxlite.h over package
-// core. Build it with go build -buildmode=c-shared.
+// the Go API (package boxlite). Build it with go build -buildmode=c-shared.
 //
 // Handles are ids in a table, never pointers: a stale, freed or mistyped
 // handle is an error, not a crash (cgo.Handle would panic on a stale one).

@@ -10,9 +10,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/boxlite/boxlite/abi/convert"
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/abi/convert"
 )
 
 // decode reads an optional JSON object strictly: unknown fields are errors.
@@ -50,8 +50,8 @@ func libraryAssets() string {
 	return dir
 }
 
-func runtimeOf(p *C.boxlite_runtime_t) (*core.Runtime, error) {
-	return lookup[*core.Runtime](uintptr(C.bx_rt_id(p)), "runtime")
+func runtimeOf(p *C.boxlite_runtime_t) (*boxlite.Runtime, error) {
+	return lookup[*boxlite.Runtime](uintptr(C.bx_rt_id(p)), "runtime")
 }
 
 //export boxlite_runtime_new
@@ -68,21 +68,21 @@ func boxlite_runtime_new(optsJSON *C.cchar_t, out **C.boxlite_runtime_t, cerr **
 	if out == nil {
 		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "runtime_new: out is NULL"), cerr)
 	}
-	var opts []core.Option
+	var opts []boxlite.Option
 	if o.Home != "" {
-		opts = append(opts, core.WithHome(o.Home))
+		opts = append(opts, boxlite.WithHome(o.Home))
 	}
 	if o.OutputLimit != 0 {
-		opts = append(opts, core.WithOutputLimit(o.OutputLimit))
+		opts = append(opts, boxlite.WithOutputLimit(o.OutputLimit))
 	}
 	assets := o.Assets
 	if assets == "" && os.Getenv("BOXLITE_ASSETS") == "" {
 		assets = libraryAssets()
 	}
 	if assets != "" {
-		opts = append(opts, core.WithAssets(assets))
+		opts = append(opts, boxlite.WithAssets(assets))
 	}
-	rt, err := core.NewRuntime(opts...)
+	rt, err := boxlite.NewRuntime(opts...)
 	if err != nil {
 		return status(err, cerr)
 	}
@@ -93,7 +93,7 @@ func boxlite_runtime_new(optsJSON *C.cchar_t, out **C.boxlite_runtime_t, cerr **
 //export boxlite_runtime_free
 func boxlite_runtime_free(p *C.boxlite_runtime_t) {
 	defer quiet()
-	if rt, ok := release[*core.Runtime](uintptr(C.bx_rt_id(p))); ok {
+	if rt, ok := release[*boxlite.Runtime](uintptr(C.bx_rt_id(p))); ok {
 		rt.Close()
 	}
 }

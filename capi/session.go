@@ -17,16 +17,16 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/boxlite/boxlite/abi"
-	"github.com/boxlite/boxlite/abi/convert"
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/abi"
+	"github.com/boxlite/boxlite/internal/abi/convert"
 )
 
 // sessionObj is a session handle: a Python session or a shell session.
 type sessionObj struct {
-	py *core.Session
-	sh *core.ShellSession
+	py *boxlite.Session
+	sh *boxlite.ShellSession
 }
 
 func (o *sessionObj) kind() string {
@@ -80,7 +80,7 @@ func boxlite_session_new(p *C.boxlite_box_t, kind *C.cchar_t, optsJSON *C.cchar_
 	return status(nil, cerr)
 }
 
-func pythonOf(p *C.boxlite_session_t, op string) (*core.Session, error) {
+func pythonOf(p *C.boxlite_session_t, op string) (*boxlite.Session, error) {
 	o, err := sessionOf(p)
 	if err != nil {
 		return nil, err
@@ -93,7 +93,7 @@ func pythonOf(p *C.boxlite_session_t, op string) (*core.Session, error) {
 
 // cellResult hands a cell's result to C: the JSON with BOXLITE_OK, or with
 // BOXLITE_ERR_TIMEOUT; nothing with other errors.
-func cellResult(r core.CellResult, err error, out **C.char, cerr **C.boxlite_error_t) C.int {
+func cellResult(r boxlite.CellResult, err error, out **C.char, cerr **C.boxlite_error_t) C.int {
 	if err != nil && !errors.Is(err, errdefs.ErrTimeout) {
 		return status(err, cerr)
 	}
@@ -140,7 +140,7 @@ func boxlite_session_run(p *C.boxlite_session_t, code, optsJSON *C.cchar_t, out 
 
 // cellObj is a cell handle; its waker's eventfd serves event loops (see execObj).
 type cellObj struct {
-	c *core.Cell
+	c *boxlite.Cell
 	waker
 	want bool // the caller read the cell dry: wake it when that changes
 }

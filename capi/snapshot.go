@@ -6,7 +6,7 @@ import "C"
 import (
 	"context"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
 )
 
@@ -34,7 +34,7 @@ func boxlite_box_snapshot_create(p *C.boxlite_box_t, name *C.cchar_t, out **C.ch
 		err = errdefs.Errorf(errdefs.ErrInvalidArgument, "snapshot_create: out_json is NULL")
 	}
 	if err == nil {
-		var si core.SnapshotInfo
+		var si boxlite.SnapshotInfo
 		if si, err = o.b.CreateSnapshot(context.Background(), goStringOrEmpty(name)); err == nil {
 			err = outJSON(si, out)
 		}
@@ -47,7 +47,7 @@ func boxlite_box_snapshot_list(p *C.boxlite_box_t, out **C.char, cerr **C.boxlit
 	defer guard(&rc, cerr)
 	o, err := boxOf(p)
 	if err == nil {
-		var all []core.SnapshotInfo
+		var all []boxlite.SnapshotInfo
 		if all, err = o.b.Snapshots(context.Background()); err == nil {
 			err = outJSON(all, out)
 		}
@@ -64,7 +64,7 @@ func boxlite_box_snapshot_get(p *C.boxlite_box_t, name *C.cchar_t, out **C.char,
 		n, err = snapshotName("snapshot_get", name)
 	}
 	if err == nil {
-		var si core.SnapshotInfo
+		var si boxlite.SnapshotInfo
 		if si, err = o.b.Snapshot(context.Background(), n); err == nil {
 			err = outJSON(si, out)
 		}
@@ -117,7 +117,7 @@ func boxlite_box_clone(p *C.boxlite_box_t, optsJSON *C.cchar_t, out **C.boxlite_
 	if out == nil {
 		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "box_clone: out is NULL"), cerr)
 	}
-	c, err := o.b.Clone(context.Background(), core.CloneOptions{Name: opts.Name, Snapshot: opts.Snapshot})
+	c, err := o.b.Clone(context.Background(), boxlite.CloneOptions{Name: opts.Name, Snapshot: opts.Snapshot})
 	if err != nil {
 		return status(err, cerr)
 	}

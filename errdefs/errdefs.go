@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/boxlite/boxlite/safetext"
+	"github.com/boxlite/boxlite/internal/safetext"
 )
 
 // Kinds. Wrap them with context: fmt.Errorf("exec: box %q is stopped: %w", id, ErrInvalidState).

@@ -17,8 +17,8 @@ import (
 
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/guest/internal/testhost"
-	"github.com/boxlite/boxlite/hv"
-	"github.com/boxlite/boxlite/protocol"
+	"github.com/boxlite/boxlite/internal/hv"
+	"github.com/boxlite/boxlite/internal/protocol"
 )
 
 // TestBoot boots the real guest under QEMU (TCG is fine): an initramfs with

@@ -10,7 +10,7 @@ import (
 	"os"
 
 	"github.com/boxlite/boxlite/guest/agent"
-	"github.com/boxlite/boxlite/protocol"
+	"github.com/boxlite/boxlite/internal/protocol"
 )
 
 type stdio struct{}

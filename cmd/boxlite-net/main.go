@@ -16,9 +16,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/boxlite/boxlite/boxnet"
-	"github.com/boxlite/boxlite/netpolicy"
-	"github.com/boxlite/boxlite/netstack"
+	"github.com/boxlite/boxlite/internal/boxnet"
+	"github.com/boxlite/boxlite/internal/netpolicy"
+	"github.com/boxlite/boxlite/internal/netstack"
 )
 
 func main() {

@@ -9,9 +9,9 @@ import (
 	"log"
 	"os"
 
-	"github.com/boxlite/boxlite/jail"
-	"github.com/boxlite/boxlite/shim"
-	"github.com/boxlite/boxlite/shimapi"
+	"github.com/boxlite/boxlite/internal/jail"
+	"github.com/boxlite/boxlite/internal/shim"
+	"github.com/boxlite/boxlite/internal/shimapi"
 )
 
 // Usage: boxlite-shim CONFIG.json, with fd 3 the ready pipe and, unless the

@@ -5,7 +5,7 @@ import (
 	"flag"
 	"strings"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
 )
 
@@ -24,8 +24,8 @@ func cmdCp(args []string) error {
 	if (srcBox == "") == (dstBox == "") {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "cp: exactly one of SRC and DST is BOX:PATH\n%s", cpUsage)
 	}
-	opts := core.CopyOptions{FollowSymlinks: *follow, NoOverwrite: *noOverwrite}
-	return eachBox([]string{srcBox + dstBox}, func(rt *core.Runtime, b *core.Box) error {
+	opts := boxlite.CopyOptions{FollowSymlinks: *follow, NoOverwrite: *noOverwrite}
+	return eachBox([]string{srcBox + dstBox}, func(rt *boxlite.Runtime, b *boxlite.Box) error {
 		if srcBox != "" {
 			return b.CopyOut(context.Background(), src, dst, opts)
 		}

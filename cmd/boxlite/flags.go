@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
 )
 
@@ -17,15 +17,15 @@ type multi []string
 // parseVolume reads -v HOST:GUEST[:OPTIONS], as docker does; OPTIONS are
 // comma-separated: ro or rw, and size=N (bytes, or with a k, m, g or t
 // suffix, powers of 1024) for a size limit.
-func parseVolume(s string) (core.Volume, error) {
-	bad := func() (core.Volume, error) {
-		return core.Volume{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "-v %q: want HOST:GUEST[:ro|:rw][,size=N[k|m|g|t]]", s)
+func parseVolume(s string) (boxlite.Volume, error) {
+	bad := func() (boxlite.Volume, error) {
+		return boxlite.Volume{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "-v %q: want HOST:GUEST[:ro|:rw][,size=N[k|m|g|t]]", s)
 	}
 	f := strings.Split(s, ":")
 	if len(f) < 2 || len(f) > 3 {
 		return bad()
 	}
-	v := core.Volume{HostPath: f[0], GuestPath: f[1]}
+	v := boxlite.Volume{HostPath: f[0], GuestPath: f[1]}
 	if len(f) == 3 {
 		for _, o := range strings.Split(f[2], ",") {
 			switch {
@@ -89,13 +89,13 @@ func addBoxFlags(fs *flag.FlagSet) *boxFlags {
 }
 
 // options turns the flags into box options.
-func (f *boxFlags) options() ([]core.BoxOption, error) {
-	opts := []core.BoxOption{core.WithMemoryMiB(*f.memory), core.WithCPUs(*f.cpus), core.WithDiskSizeGB(*f.disk)}
+func (f *boxFlags) options() ([]boxlite.BoxOption, error) {
+	opts := []boxlite.BoxOption{boxlite.WithMemoryMiB(*f.memory), boxlite.WithCPUs(*f.cpus), boxlite.WithDiskSizeGB(*f.disk)}
 	if *f.name != "" {
-		opts = append(opts, core.WithName(*f.name))
+		opts = append(opts, boxlite.WithName(*f.name))
 	}
 	if *f.entrypoint != "" {
-		opts = append(opts, core.WithEntrypoint(*f.entrypoint))
+		opts = append(opts, boxlite.WithEntrypoint(*f.entrypoint))
 	}
 	netOpts, err := networkOptions(*f.network, f.allowNet, f.ports)
 	if err != nil {
@@ -107,7 +107,7 @@ func (f *boxFlags) options() ([]core.BoxOption, error) {
 		if err != nil {
 			return nil, err
 		}
-		opts = append(opts, core.WithVolumeSpec(vol))
+		opts = append(opts, boxlite.WithVolumeSpec(vol))
 	}
 	return opts, nil
 }
@@ -134,11 +134,11 @@ func addExecFlags(fs *flag.FlagSet) *execFlags {
 
 // command is the process the flags describe (argv empty: the box's
 // entrypoint and cmd).
-func (f *execFlags) command(argv []string) (core.Command, error) {
+func (f *execFlags) command(argv []string) (boxlite.Command, error) {
 	if *f.timeout < 0 {
-		return core.Command{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "--timeout %v is negative", *f.timeout)
+		return boxlite.Command{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "--timeout %v is negative", *f.timeout)
 	}
-	return core.Command{Argv: argv, Env: envMap(f.env), Cwd: *f.workdir, User: *f.user,
+	return boxlite.Command{Argv: argv, Env: envMap(f.env), Cwd: *f.workdir, User: *f.user,
 		Timeout: time.Duration(*f.timeout * float64(time.Second)), Stdin: *f.stdin, Tty: *f.tty}, nil
 }
 

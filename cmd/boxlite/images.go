@@ -14,15 +14,15 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
-	"github.com/boxlite/boxlite/image"
-	"github.com/boxlite/boxlite/safetext"
+	"github.com/boxlite/boxlite/internal/image"
+	"github.com/boxlite/boxlite/internal/safetext"
 )
 
 // ensureImage returns the image ref from the store, pulling it first (with
 // progress on stderr, as stdout is the command's) when the store lacks it.
-func ensureImage(rt *core.Runtime, ref string) (image.Image, error) {
+func ensureImage(rt *boxlite.Runtime, ref string) (image.Image, error) {
 	img, err := rt.Images().Get(ref)
 	if !errors.Is(err, errdefs.ErrNotFound) || strings.HasPrefix(ref, "sha256:") {
 		return img, err
@@ -33,7 +33,7 @@ func ensureImage(rt *core.Runtime, ref string) (image.Image, error) {
 }
 
 // pull pulls ref, showing each layer's bytes on w.
-func pull(rt *core.Runtime, ref string, w *os.File) (image.PullResult, error) {
+func pull(rt *boxlite.Runtime, ref string, w *os.File) (image.PullResult, error) {
 	p := newProgressPrinter(w)
 	res, err := rt.Pull(context.Background(), ref, image.WithProgress(p.update))
 	p.finish()
@@ -120,7 +120,7 @@ func cmdImage(args []string) error {
 	if len(args) == 0 {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite image load PATH | pull IMAGE | ls | rm IMAGE... | prune [-a]")
 	}
-	rt, err := core.NewRuntime()
+	rt, err := boxlite.NewRuntime()
 	if err != nil {
 		return err
 	}

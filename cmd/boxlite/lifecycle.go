@@ -11,10 +11,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
-	"github.com/boxlite/boxlite/safetext"
-	"github.com/boxlite/boxlite/shimapi"
+	"github.com/boxlite/boxlite/internal/safetext"
+	"github.com/boxlite/boxlite/internal/shimapi"
 )
 
 // lifecycle runs create, start, stop, restart, exec and logs.
@@ -27,18 +27,18 @@ func lifecycle(op string, args []string) (int, error) {
 		// A start that is interrupted leaves nothing: its shim and VMM are ended.
 		in := catchInterrupts()
 		defer in.stop()
-		return in.interrupted("start", eachBox(args, func(rt *core.Runtime, b *core.Box) error {
+		return in.interrupted("start", eachBox(args, func(rt *boxlite.Runtime, b *boxlite.Box) error {
 			if err := detached(b, "start"); err != nil {
 				return err
 			}
 			return b.Start(in.ctx)
 		}))
 	case "stop":
-		return 0, eachBox(args, func(rt *core.Runtime, b *core.Box) error { return b.Stop(ctx) })
+		return 0, eachBox(args, func(rt *boxlite.Runtime, b *boxlite.Box) error { return b.Stop(ctx) })
 	case "restart":
 		in := catchInterrupts()
 		defer in.stop()
-		return in.interrupted("restart", eachBox(args, func(rt *core.Runtime, b *core.Box) error {
+		return in.interrupted("restart", eachBox(args, func(rt *boxlite.Runtime, b *boxlite.Box) error {
 			if err := detached(b, "restart"); err != nil {
 				return err
 			}
@@ -57,7 +57,7 @@ func lifecycle(op string, args []string) (int, error) {
 
 // detached refuses to boot, for op, a box that would stop when this command
 // exits (one a program created without detach).
-func detached(b *core.Box, op string) error {
+func detached(b *boxlite.Box, op string) error {
 	if b.Info().Config.Detach {
 		return nil
 	}
@@ -88,17 +88,17 @@ func cmdCreate(args []string) error {
 	if err != nil {
 		return err
 	}
-	opts = append(opts, core.WithDetach(), core.WithWorkingDir(*workdir), core.WithUser(*user))
+	opts = append(opts, boxlite.WithDetach(), boxlite.WithWorkingDir(*workdir), boxlite.WithUser(*user))
 	if *rm {
-		opts = append(opts, core.WithAutoRemove())
+		opts = append(opts, boxlite.WithAutoRemove())
 	}
 	if len(argv) > 0 {
-		opts = append(opts, core.WithCmd(argv...))
+		opts = append(opts, boxlite.WithCmd(argv...))
 	}
 	for k, v := range envMap(env) {
-		opts = append(opts, core.WithEnv(k, v))
+		opts = append(opts, boxlite.WithEnv(k, v))
 	}
-	rt, err := core.NewRuntime()
+	rt, err := boxlite.NewRuntime()
 	if err != nil {
 		return err
 	}
@@ -130,7 +130,7 @@ func cmdExec(args []string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("exec: %w", err)
 	}
-	rt, err := core.NewRuntime()
+	rt, err := boxlite.NewRuntime()
 	if err != nil {
 		return 0, err
 	}
@@ -149,7 +149,7 @@ func cmdExec(args []string) (int, error) {
 // passed on to the command; one that does not end within execGrace (say,
 // its background child holds its output open), or a second signal, makes
 // it abandon the command, killed in the box, with 128+N.
-func streamExec(in *interrupts, b *core.Box, cmd core.Command) int {
+func streamExec(in *interrupts, b *boxlite.Box, cmd boxlite.Command) int {
 	ctx := in.ctx
 	// The host terminal: the box's gets its size, and with -i its input in
 	// raw mode, so that keys (^C, ^D, arrows) reach the box's terminal as typed.
@@ -202,7 +202,7 @@ func streamExec(in *interrupts, b *core.Box, cmd core.Command) int {
 // runDetached is run -d: boot the (detached) box, start its command, if it
 // has one, in the background of the box (its output discarded: it must
 // outlive this process, and an exec ends with its client), print the id.
-func runDetached(ctx context.Context, b *core.Box, cmd core.Command, published bool) error {
+func runDetached(ctx context.Context, b *boxlite.Box, cmd boxlite.Command, published bool) error {
 	argv, noCommand := b.DefaultCommand()
 	if err := b.Start(ctx); err != nil {
 		return err
@@ -236,7 +236,7 @@ func cmdLogs(args []string) error {
 	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite logs [-f] BOX")
 	}
-	return eachBox(fs.Args(), func(rt *core.Runtime, b *core.Box) error {
+	return eachBox(fs.Args(), func(rt *boxlite.Runtime, b *boxlite.Box) error {
 		dir := b.Info().Dir
 		files := []string{filepath.Join(dir, shimapi.LogFile), filepath.Join(dir, shimapi.ConsoleFile)}
 		offsets := make([]int64, len(files))
@@ -253,7 +253,7 @@ func cmdLogs(args []string) error {
 		sigs := make(chan os.Signal, 1)
 		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 		defer signal.Stop(sigs)
-		for b.State() == core.StateRunning {
+		for b.State() == boxlite.StateRunning {
 			for i, f := range files {
 				offsets[i] = copyNew(f, offsets[i])
 			}

@@ -10,10 +10,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/boxlite/boxlite/abi/convert"
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
-	"github.com/boxlite/boxlite/safetext"
+	"github.com/boxlite/boxlite/internal/abi/convert"
+	"github.com/boxlite/boxlite/internal/safetext"
 )
 
 const usage = `usage: boxlite COMMAND [ARGS]
@@ -180,17 +180,17 @@ func cmdRun(args []string) (int, error) {
 		return 0, err
 	}
 	if len(argv) > 0 {
-		opts = append(opts, core.WithCmd(argv...)) // as docker run: the command replaces the image's cmd
+		opts = append(opts, boxlite.WithCmd(argv...)) // as docker run: the command replaces the image's cmd
 	}
 	if *detach {
-		opts = append(opts, core.WithDetach())
+		opts = append(opts, boxlite.WithDetach())
 	}
 	if *rm {
 		// The box goes when it stops, even when this process is killed
 		// (SIGKILL): its shim removes a box whose creator died.
-		opts = append(opts, core.WithAutoRemove())
+		opts = append(opts, boxlite.WithAutoRemove())
 	}
-	rt, err := core.NewRuntime()
+	rt, err := boxlite.NewRuntime()
 	if err != nil {
 		return 0, err
 	}
@@ -246,7 +246,7 @@ func exitFor(err error) int {
 }
 
 func cmdLs(args []string) error {
-	rt, err := core.NewRuntime()
+	rt, err := boxlite.NewRuntime()
 	if err != nil {
 		return err
 	}
@@ -270,7 +270,7 @@ func cmdInfo(args []string) error {
 	if len(args) != 1 {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite info BOX")
 	}
-	return eachBox(args, func(rt *core.Runtime, b *core.Box) error {
+	return eachBox(args, func(rt *boxlite.Runtime, b *boxlite.Box) error {
 		printJSON(convert.BoxInfo(b.Info()))
 		return nil
 	})
@@ -282,15 +282,15 @@ func cmdRm(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "rm: %v", err)
 	}
-	return eachBox(fs.Args(), func(rt *core.Runtime, b *core.Box) error { return b.Remove(context.Background(), *force) })
+	return eachBox(fs.Args(), func(rt *boxlite.Runtime, b *boxlite.Box) error { return b.Remove(context.Background(), *force) })
 }
 
 // eachBox applies f to each named box, reporting every failure.
-func eachBox(names []string, f func(*core.Runtime, *core.Box) error) error {
+func eachBox(names []string, f func(*boxlite.Runtime, *boxlite.Box) error) error {
 	if len(names) == 0 {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "no box given")
 	}
-	rt, err := core.NewRuntime()
+	rt, err := boxlite.NewRuntime()
 	if err != nil {
 		return err
 	}

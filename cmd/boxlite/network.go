@@ -5,15 +5,15 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
 )
 
 // parsePort reads a -p value as docker does: [[IP:]HOST:]GUEST[/PROTO]; an
-// absent or empty HOST is 0 (a free port). core checks the ranges.
-func parsePort(s string) (core.Port, error) {
-	var p core.Port
-	bad := func(why string) (core.Port, error) {
+// absent or empty HOST is 0 (a free port). the runtime checks the ranges.
+func parsePort(s string) (boxlite.Port, error) {
+	var p boxlite.Port
+	bad := func(why string) (boxlite.Port, error) {
 		return p, errdefs.Errorf(errdefs.ErrInvalidArgument, "-p %q: %s (want [[IP:]HOST:]GUEST[/tcp|udp])", s, why)
 	}
 	spec, proto, _ := strings.Cut(s, "/")
@@ -48,9 +48,9 @@ func parsePort(s string) (core.Port, error) {
 }
 
 // networkOptions turns --network, --allow-net and -p into box options.
-func networkOptions(mode string, allow, ports []string) ([]core.BoxOption, error) {
-	var opts []core.BoxOption
-	spec := core.NetworkSpec{Mode: mode}
+func networkOptions(mode string, allow, ports []string) ([]boxlite.BoxOption, error) {
+	var opts []boxlite.BoxOption
+	spec := boxlite.NetworkSpec{Mode: mode}
 	for _, a := range allow {
 		for _, e := range strings.Split(a, ",") {
 			if e = strings.TrimSpace(e); e != "" {
@@ -58,19 +58,19 @@ func networkOptions(mode string, allow, ports []string) ([]core.BoxOption, error
 			}
 		}
 	}
-	opts = append(opts, core.WithNetwork(spec))
+	opts = append(opts, boxlite.WithNetwork(spec))
 	for _, s := range ports {
 		p, err := parsePort(s)
 		if err != nil {
 			return nil, err
 		}
-		opts = append(opts, core.WithPorts(p))
+		opts = append(opts, boxlite.WithPorts(p))
 	}
 	return opts, nil
 }
 
 // portsString shows ports as docker ps does: 127.0.0.1:8080->80/tcp, ...
-func portsString(ports []core.Port) string {
+func portsString(ports []boxlite.Port) string {
 	var out []string
 	for _, p := range ports {
 		proto := p.Protocol
@@ -88,7 +88,7 @@ func portsString(ports []core.Port) string {
 
 // boxPorts are a box's published ports: as bound while it runs, else as
 // configured (0: a free port at each start).
-func boxPorts(i core.BoxInfo) []core.Port {
+func boxPorts(i boxlite.BoxInfo) []boxlite.Port {
 	if i.Runtime != nil && i.Runtime.Network != nil {
 		return i.Runtime.Network.Ports
 	}

@@ -4,12 +4,12 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
 )
 
 func TestParsePort(t *testing.T) {
-	for in, want := range map[string]core.Port{
+	for in, want := range map[string]boxlite.Port{
 		"80":                  {GuestPort: 80},
 		"8080:80":             {HostPort: 8080, GuestPort: 80},
 		"5353:53/udp":         {Protocol: "udp", HostPort: 5353, GuestPort: 53},
@@ -30,7 +30,7 @@ func TestParsePort(t *testing.T) {
 }
 
 func TestPortsString(t *testing.T) {
-	got := portsString([]core.Port{{GuestPort: 80, HostPort: 8080}, {Protocol: "udp", HostIP: "0.0.0.0", HostPort: 53, GuestPort: 53}})
+	got := portsString([]boxlite.Port{{GuestPort: 80, HostPort: 8080}, {Protocol: "udp", HostIP: "0.0.0.0", HostPort: 53, GuestPort: 53}})
 	if want := "127.0.0.1:8080->80/tcp, 0.0.0.0:53->53/udp"; got != want {
 		t.Errorf("portsString = %q, want %q", got, want)
 	}

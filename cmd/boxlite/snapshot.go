@@ -8,9 +8,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/boxlite/boxlite/abi/convert"
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/abi/convert"
 )
 
 const snapshotUsage = "usage: boxlite snapshot create BOX [NAME] | ls BOX | rm BOX NAME | restore BOX NAME"
@@ -44,7 +44,7 @@ func cmdSnapshot(args []string) error {
 		}
 		return nil
 	}
-	var op func(*core.Runtime, *core.Box) error
+	var op func(*boxlite.Runtime, *boxlite.Box) error
 	switch sub {
 	case "create":
 		if len(rest) > 1 {
@@ -54,7 +54,7 @@ func cmdSnapshot(args []string) error {
 		if len(rest) == 1 {
 			name = rest[0]
 		}
-		op = func(_ *core.Runtime, b *core.Box) error {
+		op = func(_ *boxlite.Runtime, b *boxlite.Box) error {
 			si, err := b.CreateSnapshot(ctx, name)
 			if err == nil {
 				fmt.Printf("%s\t%s\n", si.Name, si.ID)
@@ -65,7 +65,7 @@ func cmdSnapshot(args []string) error {
 		if err := need(0); err != nil {
 			return err
 		}
-		op = func(_ *core.Runtime, b *core.Box) error {
+		op = func(_ *boxlite.Runtime, b *boxlite.Box) error {
 			all, err := b.Snapshots(ctx)
 			if err != nil {
 				return err
@@ -82,12 +82,12 @@ func cmdSnapshot(args []string) error {
 		if err := need(1); err != nil {
 			return err
 		}
-		op = func(_ *core.Runtime, b *core.Box) error { return b.RemoveSnapshot(ctx, rest[0]) }
+		op = func(_ *boxlite.Runtime, b *boxlite.Box) error { return b.RemoveSnapshot(ctx, rest[0]) }
 	case "restore":
 		if err := need(1); err != nil {
 			return err
 		}
-		op = func(_ *core.Runtime, b *core.Box) error { return b.RestoreSnapshot(ctx, rest[0]) }
+		op = func(_ *boxlite.Runtime, b *boxlite.Box) error { return b.RestoreSnapshot(ctx, rest[0]) }
 	default:
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "snapshot: unknown subcommand %q\n%s", sub, snapshotUsage)
 	}
@@ -103,8 +103,8 @@ func cmdClone(args []string) error {
 	if err != nil || len(pos) != 1 {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite clone BOX [--name N] [--snapshot S]")
 	}
-	return eachBox(pos, func(_ *core.Runtime, b *core.Box) error {
-		c, err := b.Clone(context.Background(), core.CloneOptions{Name: *name, Snapshot: *snap})
+	return eachBox(pos, func(_ *boxlite.Runtime, b *boxlite.Box) error {
+		c, err := b.Clone(context.Background(), boxlite.CloneOptions{Name: *name, Snapshot: *snap})
 		if err == nil {
 			fmt.Println(c.ID())
 		}
@@ -117,7 +117,7 @@ func cmdExport(args []string) error {
 	if len(args) != 2 {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite export BOX FILE|DIR")
 	}
-	return eachBox(args[:1], func(_ *core.Runtime, b *core.Box) error {
+	return eachBox(args[:1], func(_ *boxlite.Runtime, b *boxlite.Box) error {
 		p, err := b.Export(context.Background(), args[1])
 		if err == nil {
 			fmt.Println(p)
@@ -143,11 +143,11 @@ func cmdImport(args []string) error {
 	if err != nil {
 		return err
 	}
-	opts = append(opts, core.WithDetach())
+	opts = append(opts, boxlite.WithDetach())
 	if *rm {
-		opts = append(opts, core.WithAutoRemove())
+		opts = append(opts, boxlite.WithAutoRemove())
 	}
-	rt, err := core.NewRuntime()
+	rt, err := boxlite.NewRuntime()
 	if err != nil {
 		return err
 	}

@@ -10,15 +10,15 @@ import (
 	"os"
 	"text/tabwriter"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
 )
 
 // boxStats is one row of `boxlite stats`, and its --json form.
 type boxStats struct {
-	ID      string          `json:"id"`
-	Name    string          `json:"name,omitempty"`
-	Metrics core.BoxMetrics `json:"metrics"`
+	ID      string             `json:"id"`
+	Name    string             `json:"name,omitempty"`
+	Metrics boxlite.BoxMetrics `json:"metrics"`
 }
 
 // cmdStats prints the metrics of the named boxes, or of every running box,
@@ -33,7 +33,7 @@ func cmdStats(args []string) error {
 	if !*once {
 		return errdefs.Errorf(errdefs.ErrUnsupported, "stats: streaming is not implemented; stats prints once")
 	}
-	rt, err := core.NewRuntime()
+	rt, err := boxlite.NewRuntime()
 	if err != nil {
 		return err
 	}
@@ -46,7 +46,7 @@ func cmdStats(args []string) error {
 			return err
 		}
 		for _, i := range infos {
-			if i.State == core.StateRunning {
+			if i.State == boxlite.StateRunning {
 				names = append(names, i.ID)
 			}
 		}
@@ -55,7 +55,7 @@ func cmdStats(args []string) error {
 	var errs []error
 	for _, n := range names {
 		b, err := rt.Get(ctx, n)
-		var m core.BoxMetrics
+		var m boxlite.BoxMetrics
 		if err == nil {
 			m, err = b.Metrics(ctx)
 		}

@@ -5,13 +5,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 )
 
 func TestPrintStats(t *testing.T) {
 	cpu, mem, rx, tx := 12.34, uint64(300<<20), uint64(1536), uint64(10)
 	rows := []boxStats{
-		{ID: "0123456789ab", Name: "web", Metrics: core.BoxMetrics{CommandsExecutedTotal: 5, ExecErrorsTotal: 2,
+		{ID: "0123456789ab", Name: "web", Metrics: boxlite.BoxMetrics{CommandsExecutedTotal: 5, ExecErrorsTotal: 2,
 			CPUPercent: &cpu, MemoryBytes: &mem, NetworkBytesSent: &rx, NetworkBytesReceived: &tx}},
 		{ID: "ba9876543210"}, // an old shim, no network: dashes
 	}

@@ -6,7 +6,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/boxlite/boxlite/safetext"
+	"github.com/boxlite/boxlite/internal/safetext"
 )
 
 // Text from a box (a guest's messages, an image's or an archive's names)

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/boxlite/boxlite/safetext"
+	"github.com/boxlite/boxlite/internal/safetext"
 )
 
 // JSON that `info` and `import` print carries no control character a

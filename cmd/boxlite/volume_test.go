@@ -3,19 +3,19 @@ package main
 import (
 	"testing"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 )
 
 func TestParseVolume(t *testing.T) {
 	for _, c := range []struct {
 		in   string
-		want core.Volume
+		want boxlite.Volume
 	}{
-		{"/a:/b", core.Volume{HostPath: "/a", GuestPath: "/b"}},
-		{"/a:/b:ro", core.Volume{HostPath: "/a", GuestPath: "/b", ReadOnly: true}},
-		{"/a:/b:rw,size=512m", core.Volume{HostPath: "/a", GuestPath: "/b", SizeLimitBytes: 512 << 20}},
-		{"/a:/b:size=2GiB", core.Volume{HostPath: "/a", GuestPath: "/b", SizeLimitBytes: 2 << 30}},
-		{"/a:/b:size=1048576", core.Volume{HostPath: "/a", GuestPath: "/b", SizeLimitBytes: 1 << 20}},
+		{"/a:/b", boxlite.Volume{HostPath: "/a", GuestPath: "/b"}},
+		{"/a:/b:ro", boxlite.Volume{HostPath: "/a", GuestPath: "/b", ReadOnly: true}},
+		{"/a:/b:rw,size=512m", boxlite.Volume{HostPath: "/a", GuestPath: "/b", SizeLimitBytes: 512 << 20}},
+		{"/a:/b:size=2GiB", boxlite.Volume{HostPath: "/a", GuestPath: "/b", SizeLimitBytes: 2 << 30}},
+		{"/a:/b:size=1048576", boxlite.Volume{HostPath: "/a", GuestPath: "/b", SizeLimitBytes: 1 << 20}},
 	} {
 		got, err := parseVolume(c.in)
 		if err != nil || got != c.want {

@@ -15,8 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/boxlite/boxlite/errdefs"
-	"github.com/boxlite/boxlite/filecopy"
-	"github.com/boxlite/boxlite/protocol"
+	"github.com/boxlite/boxlite/internal/filecopy"
+	"github.com/boxlite/boxlite/internal/protocol"
 )
 
 // maxCopies caps the copies one connection may run at once.

@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"github.com/boxlite/boxlite/errdefs"
-	"github.com/boxlite/boxlite/filecopy"
 	"github.com/boxlite/boxlite/guest/internal/testhost"
-	"github.com/boxlite/boxlite/protocol"
+	"github.com/boxlite/boxlite/internal/filecopy"
+	"github.com/boxlite/boxlite/internal/protocol"
 )
 
 // agentCopyIn sends archive on a copy-in stream within the window and

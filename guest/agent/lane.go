@@ -11,8 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/boxlite/boxlite/errdefs"
-	"github.com/boxlite/boxlite/filecopy"
-	"github.com/boxlite/boxlite/protocol"
+	"github.com/boxlite/boxlite/internal/filecopy"
+	"github.com/boxlite/boxlite/internal/protocol"
 )
 
 // laneWait bounds how long a copy waits for the lane: the host takes it

@@ -17,7 +17,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/boxlite/boxlite/protocol"
+	"github.com/boxlite/boxlite/internal/protocol"
 )
 
 // netConfig is the box's network as the host gives it on the kernel command

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/boxlite/boxlite/errdefs"
-	"github.com/boxlite/boxlite/protocol"
+	"github.com/boxlite/boxlite/internal/protocol"
 )
 
 // Parked processes (protocol.TPark): a template VM starts a session's

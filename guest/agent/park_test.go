@@ -11,7 +11,7 @@ import (
 
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/guest/internal/testhost"
-	"github.com/boxlite/boxlite/protocol"
+	"github.com/boxlite/boxlite/internal/protocol"
 )
 
 // parkReq parks e on a new stream and returns the TParked answer's pid.

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/boxlite/boxlite/errdefs"
-	"github.com/boxlite/boxlite/protocol"
+	"github.com/boxlite/boxlite/internal/protocol"
 )
 
 // PortName is the virtio-serial port the host serves the protocol on.

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/boxlite/boxlite/errdefs"
-	"github.com/boxlite/boxlite/seccomp"
+	"github.com/boxlite/boxlite/internal/seccomp"
 )
 
 // A Sandbox walls box processes off from the agent like a container. A

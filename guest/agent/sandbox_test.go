@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/boxlite/boxlite/seccomp"
+	"github.com/boxlite/boxlite/internal/seccomp"
 )
 
 // forkOn runs argv from g's forking thread through the reaper and returns

@@ -17,7 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/boxlite/boxlite/seccomp"
+	"github.com/boxlite/boxlite/internal/seccomp"
 )
 
 // sandboxInitArg0 is argv[0] of the sandbox init: the agent binary run again

@@ -5,7 +5,7 @@ package agent
 import (
 	"golang.org/x/sys/unix"
 
-	"github.com/boxlite/boxlite/seccomp"
+	"github.com/boxlite/boxlite/internal/seccomp"
 )
 
 // x32 system calls arrive with arch x86_64 and this bit in the number.

@@ -2,7 +2,7 @@
 
 package agent
 
-import "github.com/boxlite/boxlite/seccomp"
+import "github.com/boxlite/boxlite/internal/seccomp"
 
 // boxSeccompPolicy has no table for this arch: the sandbox refuses to start
 // rather than run boxes without the filter.

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/boxlite/boxlite/seccomp"
+	"github.com/boxlite/boxlite/internal/seccomp"
 )
 
 func boxProg(t *testing.T) []unix.SockFilter {

@@ -11,8 +11,8 @@ import (
 	"sync"
 
 	"github.com/boxlite/boxlite/errdefs"
-	"github.com/boxlite/boxlite/filecopy"
-	"github.com/boxlite/boxlite/protocol"
+	"github.com/boxlite/boxlite/internal/filecopy"
+	"github.com/boxlite/boxlite/internal/protocol"
 )
 
 // Version names the agent build; set with -ldflags "-X github.com/boxlite/boxlite/guest/agent.Version=...".

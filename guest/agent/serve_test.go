@@ -19,7 +19,7 @@ import (
 
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/guest/internal/testhost"
-	"github.com/boxlite/boxlite/protocol"
+	"github.com/boxlite/boxlite/internal/protocol"
 )
 
 const wait = 20 * time.Second

@@ -16,7 +16,7 @@ import (
 
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/guest/internal/testhost"
-	"github.com/boxlite/boxlite/protocol"
+	"github.com/boxlite/boxlite/internal/protocol"
 )
 
 // term drives a TTY exec: it reads the stream's frames, credits output back

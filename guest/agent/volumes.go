@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/boxlite/boxlite/protocol"
+	"github.com/boxlite/boxlite/internal/protocol"
 )
 
 // Volumes: the host serves the box's read-write volumes on the virtio-fs

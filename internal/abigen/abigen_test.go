@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/boxlite/boxlite/abi"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/abi"
 )
 
 const root = "../.."

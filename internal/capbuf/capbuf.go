@@ -3,7 +3,7 @@
 // without bound. Box.Run, session cells and shell session commands use it.
 package capbuf
 
-import "github.com/boxlite/boxlite/abi"
+import "github.com/boxlite/boxlite/internal/abi"
 
 // Buffer keeps the first limit bytes written to it and counts the rest.
 type Buffer struct {

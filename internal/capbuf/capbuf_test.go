@@ -3,7 +3,7 @@ package capbuf
 import (
 	"testing"
 
-	"github.com/boxlite/boxlite/abi"
+	"github.com/boxlite/boxlite/internal/abi"
 )
 
 func TestBuffer(t *testing.T) {

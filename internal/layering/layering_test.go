@@ -13,6 +13,14 @@ import (
 
 const module = "github.com/boxlite/boxlite/"
 
+// rel is pkg relative to the module: "." for its root package.
+func rel(pkg string) string {
+	if pkg+"/" == module {
+		return "."
+	}
+	return strings.TrimPrefix(pkg, module)
+}
+
 type layer struct {
 	name     string
 	patterns []string
@@ -88,25 +96,25 @@ func goList(t *testing.T, deps bool, pkgs ...string) map[string][]string {
 func violations(ls []*layer, imports map[string][]string) []string {
 	var bad []string
 	for pkg, imps := range imports {
-		rel := strings.TrimPrefix(pkg, module)
-		l := layerOf(ls, rel)
+		r := rel(pkg)
+		l := layerOf(ls, r)
 		if l == nil {
-			bad = append(bad, fmt.Sprintf("package %s is in no layer of internal/layering/layers.txt", rel))
+			bad = append(bad, fmt.Sprintf("package %s is in no layer of internal/layering/layers.txt", r))
 			continue
 		}
 		for _, imp := range imps {
-			if !strings.HasPrefix(imp, module) {
+			if imp+"/" != module && !strings.HasPrefix(imp, module) {
 				continue
 			}
-			irel := strings.TrimPrefix(imp, module)
-			il := layerOf(ls, irel)
+			ir := rel(imp)
+			il := layerOf(ls, ir)
 			switch {
 			case il == nil:
-				bad = append(bad, fmt.Sprintf("%s imports %s, which is in no layer", rel, irel))
+				bad = append(bad, fmt.Sprintf("%s imports %s, which is in no layer", r, ir))
 			case il.name == "tools" && l.name != "tools":
-				bad = append(bad, fmt.Sprintf("%s (%s) imports %s: tools and tests are imported by nothing", rel, l.name, irel))
+				bad = append(bad, fmt.Sprintf("%s (%s) imports %s: tools and tests are imported by nothing", r, l.name, ir))
 			case !l.allowed[il.name]:
-				bad = append(bad, fmt.Sprintf("%s (layer %s) imports %s (layer %s): not allowed by layers.txt", rel, l.name, irel, il.name))
+				bad = append(bad, fmt.Sprintf("%s (layer %s) imports %s (layer %s): not allowed by layers.txt", r, l.name, ir, il.name))
 			}
 		}
 	}
@@ -123,13 +131,20 @@ func TestImportsFollowTheLayers(t *testing.T) {
 // The check itself: the edges the architecture forbids are caught.
 func TestForbiddenEdgesAreCaught(t *testing.T) {
 	ls := readLayers(t)
-	for _, edge := range [][2]string{{"core", "hv"}, {"core", "jail"}, {"capi", "seccomp"}, {"guest/agent", "core"},
-		{"netstack", "shim"}, {"shim", "core"}, {"errdefs", "core"}, {"core", "tests/internal/boxtest"}, {"newpkg", "errdefs"}} {
-		if v := violations(ls, map[string][]string{module + edge[0]: {module + edge[1]}}); len(v) != 1 {
+	pkg := func(r string) string {
+		if r == "." {
+			return strings.TrimSuffix(module, "/")
+		}
+		return module + r
+	}
+	for _, edge := range [][2]string{{".", "internal/hv"}, {".", "internal/jail"}, {"capi", "internal/seccomp"},
+		{"guest/agent", "."}, {"internal/netstack", "internal/shim"}, {"internal/shim", "."}, {"errdefs", "."},
+		{".", "tests/internal/boxtest"}, {"internal/newpkg", "errdefs"}} {
+		if v := violations(ls, map[string][]string{pkg(edge[0]): {pkg(edge[1])}}); len(v) != 1 {
 			t.Errorf("%s -> %s: %v, want one violation", edge[0], edge[1], v)
 		}
 	}
-	if v := violations(ls, map[string][]string{module + "core": {module + "image", module + "errdefs", "golang.org/x/sys/unix"}}); len(v) != 0 {
+	if v := violations(ls, map[string][]string{pkg("."): {pkg("internal/image"), pkg("errdefs"), "golang.org/x/sys/unix"}}); len(v) != 0 {
 		t.Errorf("allowed imports reported: %v", v)
 	}
 }
@@ -139,14 +154,14 @@ func TestForbiddenEdgesAreCaught(t *testing.T) {
 func TestBannedModulesAreNotLinked(t *testing.T) {
 	ls := readLayers(t)
 	for pkg, deps := range goList(t, true, "./...") {
-		l := layerOf(ls, strings.TrimPrefix(pkg, module))
+		l := layerOf(ls, rel(pkg))
 		if l == nil {
 			continue // reported by TestImportsFollowTheLayers
 		}
 		for _, d := range deps {
 			for _, b := range l.banned {
 				if d == b || strings.HasPrefix(d, b+"/") {
-					t.Errorf("%s (layer %s) links %s", strings.TrimPrefix(pkg, module), l.name, d)
+					t.Errorf("%s (layer %s) links %s", rel(pkg), l.name, d)
 				}
 			}
 		}
@@ -154,7 +169,7 @@ func TestBannedModulesAreNotLinked(t *testing.T) {
 	capi := goList(t, true, "./capi")[module+"capi"]
 	for _, d := range capi {
 		for _, no := range []string{"hv", "jail", "seccomp", "shim", "template", "netstack"} {
-			if d == module+no {
+			if d == module+"internal/"+no {
 				t.Errorf("libboxlite.so (./capi) links %s", no)
 			}
 		}

@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/boxlite/boxlite/core"
-	"github.com/boxlite/boxlite/shimapi"
+	"github.com/boxlite/boxlite"
+	"github.com/boxlite/boxlite/internal/shimapi"
 	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
@@ -37,7 +37,7 @@ func copyBench() error {
 		return err
 	}
 	defer done()
-	box, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithMemoryMiB(512))
+	box, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", boxlite.WithMemoryMiB(512))
 	if err != nil {
 		return err
 	}
@@ -88,11 +88,11 @@ func copyBench() error {
 		// writing it in the box costs without the channel (under TCG the
 		// emulated guest's disk path is the floor of any copy in).
 		start = time.Now()
-		if _, err := box.Run(ctx, core.Command{Argv: []string{"sh", "-c", "cp -a /root/bench/" + filepath.Base(c.src) + " /root/guestcp && sync"}}); err != nil {
+		if _, err := box.Run(ctx, boxlite.Command{Argv: []string{"sh", "-c", "cp -a /root/bench/" + filepath.Base(c.src) + " /root/guestcp && sync"}}); err != nil {
 			return err
 		}
 		guestCp := time.Since(start)
-		if _, err := box.Run(ctx, core.Command{Argv: []string{"rm", "-rf", "/root/bench", "/root/guestcp"}}); err != nil {
+		if _, err := box.Run(ctx, boxlite.Command{Argv: []string{"rm", "-rf", "/root/bench", "/root/guestcp"}}); err != nil {
 			return err
 		}
 		mbs := func(d time.Duration) float64 { return c.bytes / 1e6 / d.Seconds() }
@@ -110,7 +110,7 @@ func copyBench() error {
 		}
 		rec.vs("copy "+c.name+" into the box, lane", mbs(in), "MB/s", "the channel", mbs(chIn), nil)
 		rec.vs("copy "+c.name+" out of the box, lane", mbs(out), "MB/s", "the channel", mbs(chOut), nil)
-		if _, err := box.Run(ctx, core.Command{Argv: []string{"rm", "-rf", "/root/bench"}}); err != nil {
+		if _, err := box.Run(ctx, boxlite.Command{Argv: []string{"rm", "-rf", "/root/bench"}}); err != nil {
 			return err
 		}
 	}
@@ -120,14 +120,14 @@ func copyBench() error {
 // copyRound copies src into the box's /root/bench/ and back out, through
 // its lane or over the channel, and returns how long each way took. A lane
 // copy that leaves the lane's file untouched is an error.
-func copyRound(ctx context.Context, box *core.Box, src, dir string, lane bool) (in, out time.Duration, err error) {
+func copyRound(ctx context.Context, box *boxlite.Box, src, dir string, lane bool) (in, out time.Duration, err error) {
 	if !lane {
-		os.Setenv(core.LaneEnv, "off")
-		defer os.Unsetenv(core.LaneEnv)
+		os.Setenv(boxlite.LaneEnv, "off")
+		defer os.Unsetenv(boxlite.LaneEnv)
 	}
 	laneFile := filepath.Join(box.Info().Dir, shimapi.LaneFile)
 	var used int64
-	opts := core.CopyOptions{MaxBytes: -1, Progress: func(core.CopyProgress) {
+	opts := boxlite.CopyOptions{MaxBytes: -1, Progress: func(boxlite.CopyProgress) {
 		var st unix.Stat_t
 		if unix.Stat(laneFile, &st) == nil {
 			used = max(used, st.Blocks*512)

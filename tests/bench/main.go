@@ -29,10 +29,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/boxlite/boxlite/core"
-	"github.com/boxlite/boxlite/hv"
-	"github.com/boxlite/boxlite/jail"
-	"github.com/boxlite/boxlite/protocol"
+	"github.com/boxlite/boxlite"
+	"github.com/boxlite/boxlite/internal/hv"
+	"github.com/boxlite/boxlite/internal/jail"
+	"github.com/boxlite/boxlite/internal/protocol"
 	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
@@ -85,7 +85,7 @@ func main() {
 func run() error {
 	ctx := context.Background()
 	// Cold figures: every box boots (warm starts are -warm's).
-	rt, done, err := freshRuntime(core.WithTemplates(false))
+	rt, done, err := freshRuntime(boxlite.WithTemplates(false))
 	if err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func run() error {
 	// result, each box followed by a round of bare boots, so that the load
 	// of this shared machine weighs on both alike.
 	var cold, boot, rest []time.Duration // create to first exec; of it, VMM start to hello; the rest
-	var box *core.Box
+	var box *boxlite.Box
 	var bare bareBoots
 	defer func() {
 		if bare.close != nil {
@@ -111,7 +111,7 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		if _, err := b.Run(ctx, core.Command{Argv: []string{"true"}}); err != nil {
+		if _, err := b.Run(ctx, boxlite.Command{Argv: []string{"true"}}); err != nil {
 			return err
 		}
 		cold = append(cold, time.Since(start))
@@ -148,7 +148,7 @@ func run() error {
 	var rtt []time.Duration
 	for range 60 {
 		start := time.Now()
-		if _, err := box.Run(ctx, core.Command{Argv: []string{"true"}}); err != nil {
+		if _, err := box.Run(ctx, boxlite.Command{Argv: []string{"true"}}); err != nil {
 			return err
 		}
 		rtt = append(rtt, time.Since(start))
@@ -167,7 +167,7 @@ func run() error {
 	const blocks, size = 3200, 3200 << 16
 	dd := fmt.Sprintf("dd if=/dev/zero bs=65536 count=%d 2>/dev/null", blocks)
 	start := time.Now()
-	res, err := box.Run(ctx, core.Command{Argv: []string{"sh", "-c", dd}, OutputLimit: size})
+	res, err := box.Run(ctx, boxlite.Command{Argv: []string{"sh", "-c", dd}, OutputLimit: size})
 	if err != nil || len(res.Stdout) != size {
 		return fmt.Errorf("throughput run: %v", err)
 	}
@@ -198,7 +198,7 @@ func run() error {
 // conversion of its layer to ext4, store size, and create to the first exec
 // result with the image converted or not.
 func pythonImage(ctx context.Context, archive string) error {
-	rt, done, err := freshRuntime(core.WithTemplates(false)) // both boxes boot: the figure is the conversion's
+	rt, done, err := freshRuntime(boxlite.WithTemplates(false)) // both boxes boot: the figure is the conversion's
 	if err != nil {
 		return err
 	}
@@ -216,7 +216,7 @@ func pythonImage(ctx context.Context, archive string) error {
 			return 0, err
 		}
 		defer b.Remove(ctx, true)
-		_, err = b.Run(ctx, core.Command{Argv: []string{"python3", "-c", "pass"}})
+		_, err = b.Run(ctx, boxlite.Command{Argv: []string{"python3", "-c", "pass"}})
 		return time.Since(start), err
 	}
 	cold, err := firstExec() // converts the layer to ext4 first
@@ -245,12 +245,12 @@ func pythonImage(ctx context.Context, archive string) error {
 }
 
 // freshRuntime opens a runtime on a temporary home; done closes and removes it.
-func freshRuntime(opts ...core.Option) (*core.Runtime, func(), error) {
+func freshRuntime(opts ...boxlite.Option) (*boxlite.Runtime, func(), error) {
 	home, err := os.MkdirTemp("", "bxb")
 	if err != nil {
 		return nil, nil, err
 	}
-	rt, err := core.NewRuntime(append([]core.Option{core.WithHome(home)}, opts...)...)
+	rt, err := boxlite.NewRuntime(append([]boxlite.Option{boxlite.WithHome(home)}, opts...)...)
 	if err != nil {
 		os.RemoveAll(home)
 		return nil, nil, err
@@ -271,7 +271,7 @@ type bareBoots struct {
 // newBareBoots prepares boots of the agent and alpine's layers with hv alone
 // (no shim, no runtime): Debian's stock kernel (with an initramfs of its
 // modules), the box's kernel and initramfs, and those jailed. close cleans up.
-func newBareBoots(rt *core.Runtime, memMiB int) (bb bareBoots, err error) {
+func newBareBoots(rt *boxlite.Runtime, memMiB int) (bb bareBoots, err error) {
 	bb.close = func() {}
 	dir, err := os.MkdirTemp("", "bxq")
 	if err != nil {
@@ -351,16 +351,16 @@ func stockKernel(assets string) (kernel, initrd string) {
 }
 
 // guestSpawn times spawns of true inside the guest, per spawn.
-func guestSpawn(ctx context.Context, box *core.Box) (time.Duration, error) {
+func guestSpawn(ctx context.Context, box *boxlite.Box) (time.Duration, error) {
 	ns, err := guestNs(ctx, box, "/bin/true", 200)
 	return time.Duration(ns / 200), err
 }
 
 // guestNs times n runs of a shell command by the guest's clock. busybox date
 // has no nanoseconds, so it reads /proc/uptime (10 ms resolution).
-func guestNs(ctx context.Context, box *core.Box, cmd string, n int) (int64, error) {
+func guestNs(ctx context.Context, box *boxlite.Box, cmd string, n int) (int64, error) {
 	script := fmt.Sprintf(`cs() { tr -d . </proc/uptime | cut -d' ' -f1; }; s=$(cs); i=0; while [ $i -lt %d ]; do %s; i=$((i+1)); done; e=$(cs); echo $((e-s))`, n, cmd)
-	res, err := box.Run(ctx, core.Command{Argv: []string{"sh", "-c", script}})
+	res, err := box.Run(ctx, boxlite.Command{Argv: []string{"sh", "-c", script}})
 	if err != nil {
 		return 0, err
 	}

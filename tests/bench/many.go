@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
@@ -25,13 +25,13 @@ func many(n int) error {
 		return err
 	}
 	defer done()
-	probe, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithMemoryMiB(128))
+	probe, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", boxlite.WithMemoryMiB(128))
 	if err != nil {
 		return err
 	}
 	execTrue := func() (time.Duration, error) {
 		t0 := time.Now()
-		_, err := probe.Run(ctx, core.Command{Argv: []string{"true"}})
+		_, err := probe.Run(ctx, boxlite.Command{Argv: []string{"true"}})
 		return time.Since(t0), err
 	}
 	var idle []time.Duration
@@ -65,17 +65,17 @@ func many(n int) error {
 		}
 	}()
 	start := time.Now()
-	boxes := make([]*core.Box, n)
+	boxes := make([]*boxlite.Box, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range boxes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithMemoryMiB(128))
+			b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", boxlite.WithMemoryMiB(128))
 			if err == nil {
-				var res *core.ExecResult
-				if res, err = b.Run(ctx, core.Command{Argv: []string{"echo", fmt.Sprint(i)}}); err == nil && string(res.Stdout) != fmt.Sprintf("%d\n", i) {
+				var res *boxlite.ExecResult
+				if res, err = b.Run(ctx, boxlite.Command{Argv: []string{"echo", fmt.Sprint(i)}}); err == nil && string(res.Stdout) != fmt.Sprintf("%d\n", i) {
 					err = fmt.Errorf("box %d answered %q", i, res.Stdout)
 				}
 			}
@@ -138,11 +138,11 @@ func spin() error {
 		return err
 	}
 	defer done()
-	quiet, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithMemoryMiB(128))
+	quiet, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", boxlite.WithMemoryMiB(128))
 	if err != nil {
 		return err
 	}
-	busy, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithMemoryMiB(128))
+	busy, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", boxlite.WithMemoryMiB(128))
 	if err != nil {
 		return err
 	}
@@ -150,7 +150,7 @@ func spin() error {
 		var d []time.Duration
 		for range 40 {
 			t0 := time.Now()
-			if _, err := quiet.Run(ctx, core.Command{Argv: []string{"true"}}); err != nil {
+			if _, err := quiet.Run(ctx, boxlite.Command{Argv: []string{"true"}}); err != nil {
 				return 0, err
 			}
 			d = append(d, time.Since(t0))
@@ -162,7 +162,7 @@ func spin() error {
 	if err != nil {
 		return err
 	}
-	loop, err := busy.Exec(ctx, core.Command{Argv: []string{"sh", "-c", "while :; do :; done"}})
+	loop, err := busy.Exec(ctx, boxlite.Command{Argv: []string{"sh", "-c", "while :; do :; done"}})
 	if err != nil {
 		return err
 	}
@@ -177,7 +177,7 @@ func spin() error {
 }
 
 // imageRuntime is a fresh runtime (with opts) with the test image loaded.
-func imageRuntime(ctx context.Context, opts ...core.Option) (*core.Runtime, func(), error) {
+func imageRuntime(ctx context.Context, opts ...boxlite.Option) (*boxlite.Runtime, func(), error) {
 	rt, done, err := freshRuntime(opts...)
 	if err != nil {
 		return nil, nil, err

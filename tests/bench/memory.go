@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
@@ -25,14 +25,14 @@ const heavyMiB = 300
 // idleMemory records the host RSS of an idle box (shim + QEMU, with QEMU's
 // smaps broken down), then the same after an exec that allocated and freed
 // heavyMiB in the guest.
-func idleMemory(ctx context.Context, box *core.Box) error {
+func idleMemory(ctx context.Context, box *boxlite.Box) error {
 	info := box.Info()
 	memMiB := info.Config.MemoryMiB
 	time.Sleep(settle)
 	memoryRows(ctx, box, fmt.Sprintf("idle %d MiB box", memMiB))
 
 	dd := fmt.Sprintf("dd if=/dev/zero of=/dev/null bs=%dM count=1", heavyMiB)
-	res, err := box.Run(ctx, core.Command{Argv: []string{"sh", "-c", dd}})
+	res, err := box.Run(ctx, boxlite.Command{Argv: []string{"sh", "-c", dd}})
 	if err != nil {
 		return fmt.Errorf("memory-heavy exec %q: %v", dd, err)
 	}
@@ -49,7 +49,7 @@ func idleMemory(ctx context.Context, box *core.Box) error {
 // memoryRows records the box's host RSS (goal: issue 12's 100 MiB): its
 // shim, QEMU and network stack, QEMU's smaps by kind and what the guest
 // itself says it uses.
-func memoryRows(ctx context.Context, box *core.Box, what string) {
+func memoryRows(ctx context.Context, box *boxlite.Box, what string) {
 	rt := box.Info().Runtime
 	shim, vmm, net := rssKB(rt.ShimPid), rssKB(rt.VMMPid), rssKB(childNamed(rt.ShimPid, "boxlite-net"))
 	rec.add("host RSS, "+what, float64(shim+vmm+net)/1024, "MiB", atMost(100))
@@ -66,7 +66,7 @@ func memoryRows(ctx context.Context, box *core.Box, what string) {
 	// Files are page cache that every box maps alike (QEMU, its libraries,
 	// the kernel and initramfs): what a box costs on its own is the rest.
 	rec.add("  of it, the box's own (less QEMU's file pages)", float64(shim+vmm+net-kinds[filesKind])/1024, "MiB", nil)
-	res, err := box.Run(ctx, core.Command{Argv: []string{"sh", "-c", "grep -E '^(MemTotal|MemAvailable):' /proc/meminfo"}})
+	res, err := box.Run(ctx, boxlite.Command{Argv: []string{"sh", "-c", "grep -E '^(MemTotal|MemAvailable):' /proc/meminfo"}})
 	if err == nil {
 		var total, avail int
 		for _, l := range strings.Split(string(res.Stdout), "\n") {
@@ -159,25 +159,25 @@ func memOnly() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	// Booted boxes: a box restored from a template has no balloon.
-	rt, done, err := imageRuntime(ctx, core.WithTemplates(false))
+	rt, done, err := imageRuntime(ctx, boxlite.WithTemplates(false))
 	if err != nil {
 		return err
 	}
 	defer done()
 	start := time.Now()
-	box, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithMemoryMiB(512))
+	box, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", boxlite.WithMemoryMiB(512))
 	if err != nil {
 		return err
 	}
 	defer box.Remove(context.Background(), true)
-	if _, err := box.Run(ctx, core.Command{Argv: []string{"true"}}); err != nil {
+	if _, err := box.Run(ctx, boxlite.Command{Argv: []string{"true"}}); err != nil {
 		return err
 	}
 	rec.add("create to first exec result", msf(time.Since(start)), "ms", nil)
 	if err := idleMemory(ctx, box); err != nil {
 		return err
 	}
-	res, err := box.Run(ctx, core.Command{Argv: []string{"sh", "-c",
+	res, err := box.Run(ctx, boxlite.Command{Argv: []string{"sh", "-c",
 		"cat /proc/buddyinfo /sys/module/page_reporting/parameters/page_reporting_order; grep -E '^(MemTotal|MemFree|Cached|Shmem|AnonPages|Slab|KernelStack|PageTables|Percpu)' /proc/meminfo"}})
 	if err != nil {
 		return err

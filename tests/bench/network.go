@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
@@ -28,21 +28,21 @@ func network() error {
 	// Boot cost of the NIC: alternate, so drift hits both alike.
 	var on, off []time.Duration
 	for i := range 4 {
-		spec := core.NetworkSpec{Mode: core.NetworkDisabled}
+		spec := boxlite.NetworkSpec{Mode: boxlite.NetworkDisabled}
 		if i%2 == 0 {
-			spec.Mode = core.NetworkEnabled
+			spec.Mode = boxlite.NetworkEnabled
 		}
 		start := time.Now()
-		b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithNetwork(spec))
+		b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", boxlite.WithNetwork(spec))
 		if err != nil {
 			return err
 		}
-		if _, err := b.Run(ctx, core.Command{Argv: []string{"true"}}); err != nil {
+		if _, err := b.Run(ctx, boxlite.Command{Argv: []string{"true"}}); err != nil {
 			return err
 		}
 		d := time.Since(start)
 		b.Remove(ctx, true)
-		if spec.Mode == core.NetworkEnabled {
+		if spec.Mode == boxlite.NetworkEnabled {
 			on = append(on, d)
 		} else {
 			off = append(off, d)
@@ -60,7 +60,7 @@ func network() error {
 	if err != nil {
 		return err
 	}
-	pyBox, err := boxtest.CreateStarted(ctx, rt, imgs[0].Name, core.WithPorts(core.Port{GuestPort: 5001}))
+	pyBox, err := boxtest.CreateStarted(ctx, rt, imgs[0].Name, boxlite.WithPorts(boxlite.Port{GuestPort: 5001}))
 	if err != nil {
 		return err
 	}
@@ -97,14 +97,14 @@ s = socket.create_connection(("host.boxlite.internal", %d))
 b = bytes(1 << 20)
 for _ in range(%d): s.sendall(b)
 s.close()`, port, size>>20)
-	if res, err := pyBox.Run(ctx, core.Command{Argv: []string{"python3", "-c", send}, Timeout: 5 * time.Minute}); err != nil || res.Code != 0 {
+	if res, err := pyBox.Run(ctx, boxlite.Command{Argv: []string{"python3", "-c", send}, Timeout: 5 * time.Minute}); err != nil || res.Code != 0 {
 		return fmt.Errorf("box -> host: %v %s", err, res.Stderr)
 	}
 	up := <-got
 	rec.vs("network: TCP box -> host", up, "MB/s", "host loopback", loop, nil)
 
 	// Host -> box through the published port.
-	sink, err := pyBox.Exec(ctx, core.Command{Argv: []string{"python3", "-c", `import socket
+	sink, err := pyBox.Exec(ctx, boxlite.Command{Argv: []string{"python3", "-c", `import socket
 l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); l.bind(("0.0.0.0", 5001)); l.listen(1)
 open("/tmp/listening", "w").close()
 c, _ = l.accept()
@@ -114,7 +114,7 @@ c.close()`}})
 		return err
 	}
 	defer sink.Close()
-	if res, err := pyBox.Run(ctx, core.Command{Argv: []string{"sh", "-c", "for i in $(seq 100); do [ -e /tmp/listening ] && exit 0; sleep 0.1; done; exit 1"}}); err != nil || res.Code != 0 {
+	if res, err := pyBox.Run(ctx, boxlite.Command{Argv: []string{"sh", "-c", "for i in $(seq 100); do [ -e /tmp/listening ] && exit 0; sleep 0.1; done; exit 1"}}); err != nil || res.Code != 0 {
 		return fmt.Errorf("the sink in the box did not start")
 	}
 	hp := pyBox.Info().Runtime.Network.Ports[0].HostPort
@@ -139,7 +139,7 @@ c.close()`}})
 	// Connection setup and DNS, per operation, against the guest's own
 	// loopback (the same nc and loop, no NAT).
 	const ops = 20
-	srv, err := box.Exec(ctx, core.Command{Argv: []string{"nc", "-ll", "-p", "7000", "-e", "true"}})
+	srv, err := box.Exec(ctx, boxlite.Command{Argv: []string{"nc", "-ll", "-p", "7000", "-e", "true"}})
 	if err != nil {
 		return err
 	}

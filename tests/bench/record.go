@@ -13,7 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/boxlite/boxlite/hv"
+	"github.com/boxlite/boxlite/internal/hv"
 )
 
 // Row is one figure of a run. Baseline, when set, is the same quantity

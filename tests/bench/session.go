@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
@@ -33,7 +33,7 @@ func sessionBench(ctx context.Context, archive string) error {
 	defer b.Remove(ctx, true)
 
 	start := time.Now()
-	s, err := b.NewPythonSession(ctx, core.SessionOptions{})
+	s, err := b.NewPythonSession(ctx, boxlite.SessionOptions{})
 	if err != nil {
 		return err
 	}
@@ -49,7 +49,7 @@ func sessionBench(ctx context.Context, archive string) error {
 		return err
 	}
 	execs, err := timeN(5, func() error {
-		_, err := b.Run(ctx, core.Command{Argv: []string{"python3", "-c", "pass"}})
+		_, err := b.Run(ctx, boxlite.Command{Argv: []string{"python3", "-c", "pass"}})
 		return err
 	})
 	if err != nil {
@@ -60,7 +60,7 @@ func sessionBench(ctx context.Context, archive string) error {
 	rec.add("python session: start", msf(startup), "ms", nil)
 
 	rss := func(pid string) float64 { // MiB, 0 when the guest cannot tell
-		res, err := b.Run(ctx, core.Command{Argv: []string{"sh", "-c", `grep VmRSS /proc/` + pid + `/status`}})
+		res, err := b.Run(ctx, boxlite.Command{Argv: []string{"sh", "-c", `grep VmRSS /proc/` + pid + `/status`}})
 		if err != nil {
 			return 0
 		}
@@ -71,7 +71,7 @@ func sessionBench(ctx context.Context, archive string) error {
 		kb, _ := strconv.ParseFloat(f[0], 64)
 		return kb / 1024
 	}
-	bare, err := b.Run(ctx, core.Command{Argv: []string{"python3", "-c", "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmRSS')][0], 'kB')"}})
+	bare, err := b.Run(ctx, boxlite.Command{Argv: []string{"python3", "-c", "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmRSS')][0], 'kB')"}})
 	if err != nil {
 		return err
 	}
@@ -81,7 +81,7 @@ func sessionBench(ctx context.Context, archive string) error {
 	bareKB, _ := strconv.ParseFloat(strings.Fields(string(bare.Stdout) + " 0")[0], 64)
 	rec.vs("python session: interpreter VmRSS in the guest", rss(fmt.Sprint(s.Pid())), "MiB", "a bare `python3 -c`", bareKB/1024, nil)
 
-	sh, err := b.NewShellSession(ctx, core.SessionOptions{})
+	sh, err := b.NewShellSession(ctx, boxlite.SessionOptions{})
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ func sessionBench(ctx context.Context, archive string) error {
 	if err != nil {
 		return err
 	}
-	plain, err := timeN(30, func() error { _, err := b.Run(ctx, core.Command{Argv: []string{"true"}}); return err })
+	plain, err := timeN(30, func() error { _, err := b.Run(ctx, boxlite.Command{Argv: []string{"true"}}); return err })
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/tests/internal/boxtest"
 	"github.com/boxlite/boxlite/tests/internal/proc"
 )
@@ -47,16 +47,16 @@ func volumes() error {
 	var plainRSS, volRSS [3]int // shim, QEMU, virtiofsd in KiB (last boot)
 	for range boots {
 		for _, withVol := range []bool{false, true} {
-			opts := []core.BoxOption{}
+			opts := []boxlite.BoxOption{}
 			if withVol {
-				opts = append(opts, core.WithVolume(vol, "/vol", false))
+				opts = append(opts, boxlite.WithVolume(vol, "/vol", false))
 			}
 			t0 := time.Now()
 			b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", opts...)
 			if err != nil {
 				return err
 			}
-			if _, err := b.Run(ctx, core.Command{Argv: []string{"true"}}); err != nil {
+			if _, err := b.Run(ctx, boxlite.Command{Argv: []string{"true"}}); err != nil {
 				return err
 			}
 			d := time.Since(t0)
@@ -80,14 +80,14 @@ func volumes() error {
 	rec.vs("  QEMU RSS with a volume", mib(volRSS[1]), "MiB", "without", mib(plainRSS[1]), nil)
 	rec.add("  virtiofsd RSS", mib(volRSS[2]), "MiB", nil)
 
-	b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithVolume(vol, "/vol", false))
+	b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", boxlite.WithVolume(vol, "/vol", false))
 	if err != nil {
 		return err
 	}
 	defer b.Remove(ctx, true)
 	inBox := func(script string) (time.Duration, error) {
 		t0 := time.Now()
-		res, err := b.Run(ctx, core.Command{Argv: []string{"sh", "-c", script}})
+		res, err := b.Run(ctx, boxlite.Command{Argv: []string{"sh", "-c", script}})
 		if err == nil && res.Code != 0 {
 			err = fmt.Errorf("box: %q: code %d: %s", script, res.Code, res.Stderr)
 		}

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 )
 
 // warm measures warm starts from templates in a fresh home: create to the
@@ -28,13 +28,13 @@ func warm() error {
 	if _, err := rt.Images().Load(ctx, os.Getenv("BOXLITE_TEST_IMAGE")); err != nil {
 		return err
 	}
-	firstExec := func(opts ...core.BoxOption) (*core.Box, time.Duration, error) {
+	firstExec := func(opts ...boxlite.BoxOption) (*boxlite.Box, time.Duration, error) {
 		start := time.Now()
 		b, err := rt.Create(ctx, "alpine:latest", opts...)
 		if err != nil {
 			return nil, 0, err
 		}
-		if _, err := b.Run(ctx, core.Command{Argv: []string{"true"}}); err != nil {
+		if _, err := b.Run(ctx, boxlite.Command{Argv: []string{"true"}}); err != nil {
 			return nil, 0, err
 		}
 		return b, time.Since(start), nil
@@ -54,7 +54,7 @@ func warm() error {
 	}
 	defer bare.close()
 	var warm []time.Duration
-	var last *core.Box
+	var last *boxlite.Box
 	for range boots {
 		b, d, err := firstExec()
 		if err != nil {
@@ -87,7 +87,7 @@ func warm() error {
 	fmt.Printf("  shim: %s\n  core stages: %s\n", restoreLine, strings.Join(strings.Fields(string(stages)), " "))
 
 	// Memory: one idle box of the template, then ten.
-	mem := func(boxes []*core.Box) (total, shared float64) {
+	mem := func(boxes []*boxlite.Box) (total, shared float64) {
 		time.Sleep(3 * time.Second)
 		for _, b := range boxes {
 			i := b.Info().Runtime
@@ -97,8 +97,8 @@ func warm() error {
 		shared = templateMemMiB(rt.Home()) - sharedMappedMiB(boxes)
 		return total + shared, shared
 	}
-	one, oneShared := mem([]*core.Box{first})
-	boxes := []*core.Box{first}
+	one, oneShared := mem([]*boxlite.Box{first})
+	boxes := []*boxlite.Box{first}
 	for len(boxes) < 10 {
 		b, _, err := firstExec()
 		if err != nil {
@@ -125,19 +125,19 @@ func warm() error {
 // first cell's result, restored from its template, against bare QEMU
 // booting the stock kernel in the same rounds, and the same box shape
 // without the prestart (its interpreter starts in the box).
-func codeBoxRows(ctx context.Context, rt *core.Runtime, bare *bareBoots) error {
+func codeBoxRows(ctx context.Context, rt *boxlite.Runtime, bare *bareBoots) error {
 	imgs, err := rt.Images().Load(ctx, os.Getenv("BOXLITE_TEST_PYTHON_IMAGE"))
 	if err != nil {
 		return err
 	}
-	firstRun := func(want string, opts ...core.BoxOption) (time.Duration, error) {
+	firstRun := func(want string, opts ...boxlite.BoxOption) (time.Duration, error) {
 		start := time.Now()
 		b, err := rt.Create(ctx, imgs[0].Name, opts...)
 		if err != nil {
 			return 0, err
 		}
 		defer b.Remove(ctx, true)
-		s, err := b.NewPythonSession(ctx, core.SessionOptions{})
+		s, err := b.NewPythonSession(ctx, boxlite.SessionOptions{})
 		if err != nil {
 			return 0, err
 		}
@@ -155,7 +155,7 @@ func codeBoxRows(ctx context.Context, rt *core.Runtime, bare *bareBoots) error {
 		}
 		return d, nil
 	}
-	prestart := core.WithPrestart(core.PrestartPython)
+	prestart := boxlite.WithPrestart(boxlite.PrestartPython)
 	made, err := firstRun("new-template", prestart)
 	if err != nil {
 		return err
@@ -227,7 +227,7 @@ func templateMemMiB(home string) float64 {
 // sharedMappedMiB is a lower bound of the template memory the boxes' VMMs
 // map (in their Pss already): the most one of them maps. The total then
 // errs high.
-func sharedMappedMiB(boxes []*core.Box) float64 {
+func sharedMappedMiB(boxes []*boxlite.Box) float64 {
 	var most float64
 	for _, b := range boxes {
 		most = max(most, statusMiB(b.Info().Runtime.VMMPid, "RssShmem:"))
@@ -248,7 +248,7 @@ func statusMiB(pid int, field string) float64 {
 }
 
 // lastLogLine is the last line of the box's shim log that holds s.
-func lastLogLine(b *core.Box, s string) string {
+func lastLogLine(b *boxlite.Box, s string) string {
 	log, _ := os.ReadFile(filepath.Join(b.Info().Dir, "shim.log"))
 	var out string
 	for _, l := range strings.Split(string(log), "\n") {

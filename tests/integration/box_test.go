@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/tests/internal/boxtest"
 	"github.com/boxlite/boxlite/tests/internal/proc"
@@ -29,7 +29,7 @@ func TestStreamsAndExitCode(t *testing.T) {
 }
 
 func TestGuestKernel(t *testing.T) {
-	res := runIn(t, shared, core.Command{Argv: []string{"uname", "-r"}})
+	res := runIn(t, shared, boxlite.Command{Argv: []string{"uname", "-r"}})
 	var host syscall.Utsname
 	syscall.Uname(&host)
 	guest := strings.TrimSpace(string(res.Stdout))
@@ -93,7 +93,7 @@ func TestTimeoutKillsAndBoxStaysUsable(t *testing.T) {
 	// the grace period: well before this deadline, which the sleep outlasts.
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
-	res, err := shared.Run(ctx, core.Command{Argv: []string{"sh", "-c", "trap '' TERM; echo started; sleep 60"},
+	res, err := shared.Run(ctx, boxlite.Command{Argv: []string{"sh", "-c", "trap '' TERM; echo started; sleep 60"},
 		Timeout: time.Second, Grace: 500 * time.Millisecond})
 	if !errors.Is(err, errdefs.ErrTimeout) || !res.TimedOut {
 		t.Fatalf("want timeout, got %v (%+v)", err, res)
@@ -107,7 +107,7 @@ func TestTimeoutKillsAndBoxStaysUsable(t *testing.T) {
 }
 
 func TestStdinAndLargeOutput(t *testing.T) {
-	e, err := shared.Exec(context.Background(), core.Command{Argv: []string{"cat"}, Stdin: true})
+	e, err := shared.Exec(context.Background(), boxlite.Command{Argv: []string{"cat"}, Stdin: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestBackpressure(t *testing.T) {
 }
 
 func TestEnvCwdUser(t *testing.T) {
-	res := runIn(t, shared, core.Command{Argv: []string{"sh", "-c", `echo "$GREETING"; pwd; id -u`},
+	res := runIn(t, shared, boxlite.Command{Argv: []string{"sh", "-c", `echo "$GREETING"; pwd; id -u`},
 		Env: map[string]string{"GREETING": "hi there"}, Cwd: "/tmp", User: "1000"})
 	if got := string(res.Stdout); got != "hi there\n/tmp\n1000\n" {
 		t.Fatalf("got %q (stderr %q)", got, res.Stderr)
@@ -152,16 +152,16 @@ func TestEnvCwdUser(t *testing.T) {
 
 func TestBadRequests(t *testing.T) {
 	ctx := context.Background()
-	if _, err := shared.Run(ctx, core.Command{Argv: []string{"no-such-command"}}); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := shared.Run(ctx, boxlite.Command{Argv: []string{"no-such-command"}}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("missing command: %v", err)
 	}
-	if _, err := shared.Run(ctx, core.Command{Argv: []string{""}}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+	if _, err := shared.Run(ctx, boxlite.Command{Argv: []string{""}}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("empty command: %v", err)
 	}
-	if _, err := shared.Run(ctx, core.Command{Argv: []string{"true"}, Cwd: "/no/such/dir"}); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := shared.Run(ctx, boxlite.Command{Argv: []string{"true"}, Cwd: "/no/such/dir"}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("bad cwd: %v", err)
 	}
-	if _, err := shared.Run(ctx, core.Command{Argv: []string{"true"}, User: "nosuchuser"}); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := shared.Run(ctx, boxlite.Command{Argv: []string{"true"}, User: "nosuchuser"}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("bad user: %v", err)
 	}
 	// A loopback registry that is not there (tests never reach out): its
@@ -169,7 +169,7 @@ func TestBadRequests(t *testing.T) {
 	if _, err := boxtest.CreateStarted(ctx, rt, "127.0.0.1:9/no-such-image:latest"); !errors.Is(err, errdefs.ErrUnreachable) {
 		t.Errorf("missing image, no registry: %v", err)
 	}
-	if _, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithMemoryMiB(1)); !errors.Is(err, errdefs.ErrInvalidArgument) {
+	if _, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", boxlite.WithMemoryMiB(1)); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("bad memory: %v", err)
 	}
 	if _, err := rt.Get(ctx, "no-such-box"); !errors.Is(err, errdefs.ErrNotFound) {
@@ -184,7 +184,7 @@ func TestBadRequests(t *testing.T) {
 	// made to refuse one, and says so).
 	if total := hostMemMiB(t); total < 64<<10 {
 		shims := len(proc.ChildrenNamed(os.Getpid(), "boxlite-shim"))
-		if _, err := boxtest.CreateStarted(context.Background(), rt, "alpine:latest", core.WithMemoryMiB(64<<10)); !errors.Is(err, errdefs.ErrLimit) {
+		if _, err := boxtest.CreateStarted(context.Background(), rt, "alpine:latest", boxlite.WithMemoryMiB(64<<10)); !errors.Is(err, errdefs.ErrLimit) {
 			t.Errorf("a 64 GiB box on a %d MiB host: %v; want ErrLimit", total, err)
 		} else if n := len(proc.ChildrenNamed(os.Getpid(), "boxlite-shim")); n > shims {
 			t.Errorf("refusing a 64 GiB box started a shim (%d shims, %d before): it must not boot", n, shims)
@@ -229,14 +229,14 @@ func waitGone(t *testing.T, what string, pid int) {
 // so instead of rebooting it; rm leaves nothing behind. Two boots.
 func TestLifecycle(t *testing.T) {
 	ctx := context.Background()
-	b, err := rt.Create(ctx, "alpine:latest", core.WithName("lifecycle"), core.WithEntrypoint("echo", "entry"), core.WithCmd("and", "cmd"))
+	b, err := rt.Create(ctx, "alpine:latest", boxlite.WithName("lifecycle"), boxlite.WithEntrypoint("echo", "entry"), boxlite.WithCmd("and", "cmd"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bi := b.Info(); bi.State != core.StateConfigured || bi.Runtime != nil {
+	if bi := b.Info(); bi.State != boxlite.StateConfigured || bi.Runtime != nil {
 		t.Fatalf("created box: state %s, runtime %+v; want configured with no runtime", bi.State, bi.Runtime)
 	}
-	if err := b.Stop(ctx); err != nil || b.State() != core.StateConfigured {
+	if err := b.Stop(ctx); err != nil || b.State() != boxlite.StateConfigured {
 		t.Fatalf("stop of a configured box: %v, state %s; want a no-op", err, b.State())
 	}
 	infos, err := rt.List(ctx)
@@ -244,16 +244,16 @@ func TestLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, bi := range infos {
-		if bi.ID == b.ID() && bi.State != core.StateConfigured {
+		if bi.ID == b.ID() && bi.State != boxlite.StateConfigured {
 			t.Errorf("list shows the created box %s", bi.State)
 		}
 	}
 	// An auto-remove box goes when it stops, not when it is merely configured.
-	auto, err := rt.Create(ctx, "alpine:latest", core.WithAutoRemove())
+	auto, err := rt.Create(ctx, "alpine:latest", boxlite.WithAutoRemove())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := auto.Stop(ctx); err != nil || auto.State() != core.StateConfigured {
+	if err := auto.Stop(ctx); err != nil || auto.State() != boxlite.StateConfigured {
 		t.Fatalf("stop of a configured auto-remove box: %v, state %s", err, auto.State())
 	}
 	if err := auto.Remove(ctx, false); err != nil {
@@ -272,11 +272,11 @@ func TestLifecycle(t *testing.T) {
 	if shims := shimsLogged(t, b.Info().Dir); shims != 1 {
 		t.Errorf("three execs at once on a configured box ran %d shims, want 1", shims)
 	}
-	if err := b.Start(ctx); err != nil || b.State() != core.StateRunning {
+	if err := b.Start(ctx); err != nil || b.State() != boxlite.StateRunning {
 		t.Fatalf("start of a running box: %v, state %s; want a no-op", err, b.State())
 	}
 	// No command: the box's entrypoint and cmd (they override the image's /bin/sh).
-	if res := runIn(t, b, core.Command{}); string(res.Stdout) != "entry and cmd\n" {
+	if res := runIn(t, b, boxlite.Command{}); string(res.Stdout) != "entry and cmd\n" {
 		t.Errorf("bare exec ran %q, want the box's entrypoint and cmd", res.Stdout)
 	}
 	runIn(t, b, sh("echo kept > /root/note && sync"))
@@ -284,13 +284,13 @@ func TestLifecycle(t *testing.T) {
 	if err := b.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if s := b.State(); s != core.StateStopped {
+	if s := b.State(); s != boxlite.StateStopped {
 		t.Fatalf("after stop: %s", s)
 	}
 	if res := runIn(t, b, sh("cat /root/note")); string(res.Stdout) != "kept\n" {
 		t.Fatalf("exec on the stopped box: disk lost across stop and start: %q %q", res.Stdout, res.Stderr)
 	}
-	if bi := b.Info(); bi.State != core.StateRunning || bi.Runtime == nil || bi.Runtime.ShimPid == shim1 {
+	if bi := b.Info(); bi.State != boxlite.StateRunning || bi.Runtime == nil || bi.Runtime.ShimPid == shim1 {
 		t.Fatalf("exec on the stopped box did not start it again: %+v", bi)
 	}
 
@@ -414,7 +414,7 @@ func TestKillEndsTheGroup(t *testing.T) {
 // remove(force) of a running auto-remove box succeed.
 func TestStopAndRemoveAreIdempotent(t *testing.T) {
 	ctx := context.Background()
-	b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithAutoRemove())
+	b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", boxlite.WithAutoRemove())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
 )
 
@@ -85,7 +85,7 @@ func TestCLILifecycleAndDetach(t *testing.T) {
 		t.Fatal(err)
 	}
 	bi := b.Info()
-	if bi.State != core.StateRunning || bi.Runtime == nil || !bi.Config.Detach {
+	if bi.State != boxlite.StateRunning || bi.Runtime == nil || !bi.Config.Detach {
 		t.Fatalf("the box after its CLI start exited: %+v", bi)
 	}
 	shimPid, vmmPid := bi.Runtime.ShimPid, bi.Runtime.VMMPid
@@ -126,7 +126,7 @@ func TestCLILifecycleAndDetach(t *testing.T) {
 		t.Fatal(err)
 	}
 	bi = b.Info()
-	if bi.State != core.StateRunning || bi.Runtime == nil || bi.Runtime.ShimPid == shimPid {
+	if bi.State != boxlite.StateRunning || bi.Runtime == nil || bi.Runtime.ShimPid == shimPid {
 		t.Fatalf("exec on the stopped box did not start it again, or it died with that CLI: %+v", bi)
 	}
 	shimPid, vmmPid2 := bi.Runtime.ShimPid, bi.Runtime.VMMPid
@@ -146,11 +146,11 @@ func TestCLILifecycleAndDetach(t *testing.T) {
 func TestDetachedAutoRemove(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	boxes := make([]*core.Box, 2)
+	boxes := make([]*boxlite.Box, 2)
 	errs := make(chan error, 2)
 	for i := range boxes {
 		go func() {
-			b, err := rt.Create(ctx, "alpine:latest", core.WithDetach(), core.WithAutoRemove(), core.WithMemoryMiB(256))
+			b, err := rt.Create(ctx, "alpine:latest", boxlite.WithDetach(), boxlite.WithAutoRemove(), boxlite.WithMemoryMiB(256))
 			if err == nil {
 				err = b.Start(ctx)
 			}
@@ -167,7 +167,7 @@ func TestDetachedAutoRemove(t *testing.T) {
 	if err := stopped.Stop(ctx); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
-	if s := stopped.State(); s != core.StateRemoved {
+	if s := stopped.State(); s != boxlite.StateRemoved {
 		t.Errorf("after stop: %s, want removed", s)
 	}
 	info := killed.Info()

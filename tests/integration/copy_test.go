@@ -18,11 +18,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
-	"github.com/boxlite/boxlite/filecopy"
-	"github.com/boxlite/boxlite/protocol"
-	"github.com/boxlite/boxlite/shimapi"
+	"github.com/boxlite/boxlite/internal/filecopy"
+	"github.com/boxlite/boxlite/internal/protocol"
+	"github.com/boxlite/boxlite/internal/shimapi"
 	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
@@ -115,10 +115,10 @@ func TestCopy(t *testing.T) {
 	t.Run("RoundTrip", func(t *testing.T) {
 		// The data crosses the box's lane (its host disk use seen as data
 		// moves), which is punched empty after each copy.
-		var progress []core.CopyProgress
+		var progress []boxlite.CopyProgress
 		var laneMax int64
 		start := time.Now()
-		must(t, shared.CopyIn(ctx, src, "/root/ct/", core.CopyOptions{Progress: func(p core.CopyProgress) {
+		must(t, shared.CopyIn(ctx, src, "/root/ct/", boxlite.CopyOptions{Progress: func(p boxlite.CopyProgress) {
 			progress = append(progress, p)
 			laneMax = max(laneMax, laneBytes(t, shared))
 		}}))
@@ -135,7 +135,7 @@ func TestCopy(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "back")
 		start = time.Now()
 		laneMax = 0
-		must(t, shared.CopyOut(ctx, "/root/ct/tree", out, core.CopyOptions{Progress: func(core.CopyProgress) { laneMax = max(laneMax, laneBytes(t, shared)) }}))
+		must(t, shared.CopyOut(ctx, "/root/ct/tree", out, boxlite.CopyOptions{Progress: func(boxlite.CopyProgress) { laneMax = max(laneMax, laneBytes(t, shared)) }}))
 		t.Logf("copy out of 64 MiB: %v", time.Since(start))
 		checkLane(t, shared, "copy out", laneMax, true)
 		sameTree(t, src, out)
@@ -154,7 +154,7 @@ func TestCopy(t *testing.T) {
 		defer f.Close()
 		must(t, unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB))
 		var laneMax int64
-		opts := core.CopyOptions{Progress: func(core.CopyProgress) { laneMax = max(laneMax, laneBytes(t, shared)) }}
+		opts := boxlite.CopyOptions{Progress: func(boxlite.CopyProgress) { laneMax = max(laneMax, laneBytes(t, shared)) }}
 		out := filepath.Join(t.TempDir(), "big.bin")
 		must(t, shared.CopyOut(ctx, "/root/ct/tree/big.bin", out, opts))
 		checkLane(t, shared, "copy out beside a held lane", laneMax, false)
@@ -170,33 +170,33 @@ func TestCopy(t *testing.T) {
 		f := filepath.Join(dir, "f.txt")
 		must(t, os.WriteFile(f, []byte("hello"), 0o644))
 		runIn(t, shared, sh("rm -rf /root/r && mkdir -p /root/r/dir && ln -s /root/r/dir /root/r/dirlink && ln -s / /root/r/up"))
-		must(t, shared.CopyIn(ctx, f, "/root/r/dir", core.CopyOptions{}))          // into a directory
-		must(t, shared.CopyIn(ctx, f, "/root/r/new.txt", core.CopyOptions{}))      // a new name
-		must(t, shared.CopyIn(ctx, f, "/root/r/dirlink", core.CopyOptions{}))      // a box symlink to a directory
-		must(t, shared.CopyIn(ctx, f, "root/r/up/root/r/rel", core.CopyOptions{})) // relative to /, through an absolute box link
-		must(t, shared.CopyIn(ctx, src+"/sub/.", "/root/r/contents", core.CopyOptions{}))
+		must(t, shared.CopyIn(ctx, f, "/root/r/dir", boxlite.CopyOptions{}))          // into a directory
+		must(t, shared.CopyIn(ctx, f, "/root/r/new.txt", boxlite.CopyOptions{}))      // a new name
+		must(t, shared.CopyIn(ctx, f, "/root/r/dirlink", boxlite.CopyOptions{}))      // a box symlink to a directory
+		must(t, shared.CopyIn(ctx, f, "root/r/up/root/r/rel", boxlite.CopyOptions{})) // relative to /, through an absolute box link
+		must(t, shared.CopyIn(ctx, src+"/sub/.", "/root/r/contents", boxlite.CopyOptions{}))
 		res := runIn(t, shared, sh("cd /root/r && cat dir/f.txt new.txt rel && ls contents | tr '\\n' ' '"))
 		if got := string(res.Stdout); got != "hellohellohellodeep hard link " {
 			t.Fatalf("box tree: %q", got)
 		}
-		if err := shared.CopyIn(ctx, f, "/root/r/new.txt", core.CopyOptions{NoOverwrite: true}); !errors.Is(err, errdefs.ErrAlreadyExists) {
+		if err := shared.CopyIn(ctx, f, "/root/r/new.txt", boxlite.CopyOptions{NoOverwrite: true}); !errors.Is(err, errdefs.ErrAlreadyExists) {
 			t.Fatalf("no overwrite: %v", err)
 		}
-		if err := shared.CopyIn(ctx, filepath.Join(dir, "missing"), "/root/r", core.CopyOptions{}); !errors.Is(err, errdefs.ErrNotFound) || !strings.Contains(err.Error(), "missing") {
+		if err := shared.CopyIn(ctx, filepath.Join(dir, "missing"), "/root/r", boxlite.CopyOptions{}); !errors.Is(err, errdefs.ErrNotFound) || !strings.Contains(err.Error(), "missing") {
 			t.Fatalf("missing source: %v", err)
 		}
-		if err := shared.CopyIn(ctx, src, "/root/r/x", core.CopyOptions{NoRecursive: true}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		if err := shared.CopyIn(ctx, src, "/root/r/x", boxlite.CopyOptions{NoRecursive: true}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Fatalf("not recursive: %v", err)
 		}
-		if err := shared.CopyOut(ctx, "/no/such", filepath.Join(dir, "x"), core.CopyOptions{}); !errors.Is(err, errdefs.ErrNotFound) || !strings.Contains(err.Error(), "/no/such") {
+		if err := shared.CopyOut(ctx, "/no/such", filepath.Join(dir, "x"), boxlite.CopyOptions{}); !errors.Is(err, errdefs.ErrNotFound) || !strings.Contains(err.Error(), "/no/such") {
 			t.Fatalf("missing box source: %v", err)
 		}
-		if err := shared.CopyOut(ctx, "/", filepath.Join(dir, "x"), core.CopyOptions{}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		if err := shared.CopyOut(ctx, "/", filepath.Join(dir, "x"), boxlite.CopyOptions{}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Fatalf("root by name: %v", err)
 		}
-		must(t, shared.CopyOut(ctx, "/root/r/dir/f.txt", dir, core.CopyOptions{})) // into an existing dir: replaces f.txt
-		must(t, shared.CopyOut(ctx, "/root/r/up/root/r/dir/", filepath.Join(dir, "d2"), core.CopyOptions{}))
-		must(t, shared.CopyOut(ctx, "/root/r/dir/.", filepath.Join(dir, "d2"), core.CopyOptions{})) // contents merged
+		must(t, shared.CopyOut(ctx, "/root/r/dir/f.txt", dir, boxlite.CopyOptions{})) // into an existing dir: replaces f.txt
+		must(t, shared.CopyOut(ctx, "/root/r/up/root/r/dir/", filepath.Join(dir, "d2"), boxlite.CopyOptions{}))
+		must(t, shared.CopyOut(ctx, "/root/r/dir/.", filepath.Join(dir, "d2"), boxlite.CopyOptions{})) // contents merged
 		if b, _ := os.ReadFile(filepath.Join(dir, "d2", "f.txt")); string(b) != "hello" {
 			t.Fatalf("d2/f.txt: %q", b)
 		}
@@ -204,11 +204,11 @@ func TestCopy(t *testing.T) {
 			t.Fatalf("host dir: %v", ents)
 		}
 		// Caps: nothing is left of a refused copy to a new name.
-		err := shared.CopyOut(ctx, "/root/ct/tree", filepath.Join(dir, "capped"), core.CopyOptions{MaxBytes: 1 << 20})
+		err := shared.CopyOut(ctx, "/root/ct/tree", filepath.Join(dir, "capped"), boxlite.CopyOptions{MaxBytes: 1 << 20})
 		if !errors.Is(err, errdefs.ErrLimit) {
 			t.Fatalf("max bytes: %v", err)
 		}
-		if err := shared.CopyOut(ctx, "/root/ct/tree", filepath.Join(dir, "capped"), core.CopyOptions{MaxEntries: 3}); !errors.Is(err, errdefs.ErrLimit) {
+		if err := shared.CopyOut(ctx, "/root/ct/tree", filepath.Join(dir, "capped"), boxlite.CopyOptions{MaxEntries: 3}); !errors.Is(err, errdefs.ErrLimit) {
 			t.Fatalf("max entries: %v", err)
 		}
 		if ents, _ := os.ReadDir(dir); len(ents) != 2 {
@@ -249,13 +249,13 @@ func TestCopy(t *testing.T) {
 		victim := t.TempDir()
 		runIn(t, shared, sh("rm -rf /evil && mkdir -p /evil/sub && echo x > /evil/sub/f && ln -s "+victim+" /evil/link && echo y > /evil/g"))
 		out := t.TempDir()
-		must(t, shared.CopyOut(ctx, "/evil", out, core.CopyOptions{}))
+		must(t, shared.CopyOut(ctx, "/evil", out, boxlite.CopyOptions{}))
 		if l, _ := os.Readlink(filepath.Join(out, "evil", "link")); l != victim {
 			t.Fatalf("link %q", l)
 		}
 		// The host now has out/evil/link -> victim. Make the box send link/f.
 		runIn(t, shared, sh("rm /evil/link && mkdir /evil/link && echo z > /evil/link/f"))
-		err := shared.CopyOut(ctx, "/evil", out, core.CopyOptions{})
+		err := shared.CopyOut(ctx, "/evil", out, boxlite.CopyOptions{})
 		if err == nil {
 			// The link was replaced by a directory: never written through.
 			if fi, err := os.Lstat(filepath.Join(out, "evil", "link")); err != nil || !fi.IsDir() {
@@ -264,7 +264,7 @@ func TestCopy(t *testing.T) {
 		}
 		must(t, os.Symlink(victim, filepath.Join(out, "evil", "sub2")))
 		runIn(t, shared, sh("mkdir /evil/sub2 && echo w > /evil/sub2/f"))
-		must(t, shared.CopyOut(ctx, "/evil", out, core.CopyOptions{}))
+		must(t, shared.CopyOut(ctx, "/evil", out, boxlite.CopyOptions{}))
 		if ents, _ := os.ReadDir(victim); len(ents) != 0 {
 			t.Fatalf("wrote through a symlink: %v", ents)
 		}
@@ -277,12 +277,12 @@ func TestCopy(t *testing.T) {
 		victim := t.TempDir()
 		runIn(t, shared, sh("rm -rf /evil3 /loot && ln -s "+victim+" /evil3 && mkdir /loot && echo k > /loot/key && chmod 666 /loot/key && chmod 777 /loot"))
 		out := t.TempDir()
-		must(t, shared.CopyOut(ctx, "/evil3", filepath.Join(out, "data"), core.CopyOptions{}))
+		must(t, shared.CopyOut(ctx, "/evil3", filepath.Join(out, "data"), boxlite.CopyOptions{}))
 		if l, _ := os.Readlink(filepath.Join(out, "data")); l != victim {
 			t.Fatalf("out/data -> %q", l)
 		}
 		for _, dst := range []string{filepath.Join(out, "data"), filepath.Join(out, "data", "sub"), filepath.Join(out, "data") + "/"} {
-			err := shared.CopyOut(ctx, "/loot/.", dst, core.CopyOptions{})
+			err := shared.CopyOut(ctx, "/loot/.", dst, boxlite.CopyOptions{})
 			var se *filecopy.SymlinkError
 			if !errors.As(err, &se) || !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), filepath.Join(out, "data")+" is a symlink") {
 				t.Errorf("copy out to %s: %v", dst, err)
@@ -291,7 +291,7 @@ func TestCopy(t *testing.T) {
 		if ents, _ := os.ReadDir(victim); len(ents) != 0 {
 			t.Fatalf("wrote through a symlink: %v", ents)
 		}
-		must(t, shared.CopyOut(ctx, "/loot", out, core.CopyOptions{}))
+		must(t, shared.CopyOut(ctx, "/loot", out, boxlite.CopyOptions{}))
 		umask := os.FileMode(filecopy.Umask())
 		for name, mode := range map[string]os.FileMode{"loot": 0o777 | os.ModeDir, "loot/key": 0o666} {
 			fi, err := os.Lstat(filepath.Join(out, name))
@@ -304,7 +304,7 @@ func TestCopy(t *testing.T) {
 }
 
 // laneBytes is the host disk the box's lane file uses.
-func laneBytes(t *testing.T, b *core.Box) int64 {
+func laneBytes(t *testing.T, b *boxlite.Box) int64 {
 	var st unix.Stat_t
 	if err := unix.Stat(filepath.Join(b.Info().Dir, shimapi.LaneFile), &st); err != nil {
 		t.Errorf("lane: %v", err)
@@ -315,7 +315,7 @@ func laneBytes(t *testing.T, b *core.Box) int64 {
 
 // checkLane checks a copy's use of b's lane, seen at its
 // progress calls (max): used or not, and empty after the copy either way.
-func checkLane(t *testing.T, b *core.Box, what string, max int64, used bool) {
+func checkLane(t *testing.T, b *boxlite.Box, what string, max int64, used bool) {
 	t.Helper()
 	if used != (max > 0) {
 		t.Errorf("%s: the lane held %d bytes at most while it ran; used: %v, want %v", what, max, max > 0, used)
@@ -332,14 +332,14 @@ func fileSum(t *testing.T, p string) [32]byte {
 }
 
 // laneRoundTrip copies a 3 MiB file into b and back, through its lane.
-func laneRoundTrip(ctx context.Context, t *testing.T, b *core.Box) {
+func laneRoundTrip(ctx context.Context, t *testing.T, b *boxlite.Box) {
 	t.Helper()
 	data := make([]byte, 3<<20+5)
 	_, _ = rand.Read(data)
 	dir := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(dir, "lane.bin"), data, 0o600))
 	var laneMax int64
-	opts := core.CopyOptions{Progress: func(core.CopyProgress) { laneMax = max(laneMax, laneBytes(t, b)) }}
+	opts := boxlite.CopyOptions{Progress: func(boxlite.CopyProgress) { laneMax = max(laneMax, laneBytes(t, b)) }}
 	must(t, b.CopyIn(ctx, filepath.Join(dir, "lane.bin"), "/root/", opts))
 	checkLane(t, b, "copy in", laneMax, true)
 	laneMax = 0
@@ -354,11 +354,11 @@ func laneRoundTrip(ctx context.Context, t *testing.T, b *core.Box) {
 // without the lane does the same): the tree still round-trips, and the lane
 // is never touched.
 func TestCopyChannel(t *testing.T) {
-	t.Setenv(core.LaneEnv, "off")
+	t.Setenv(boxlite.LaneEnv, "off")
 	ctx := copyCtx(t)
 	src := copyTree(t)
 	var laneMax int64
-	progress := core.CopyOptions{Progress: func(core.CopyProgress) { laneMax = max(laneMax, laneBytes(t, shared)) }}
+	progress := boxlite.CopyOptions{Progress: func(boxlite.CopyProgress) { laneMax = max(laneMax, laneBytes(t, shared)) }}
 	start := time.Now()
 	must(t, shared.CopyIn(ctx, src, "/root/cc/", progress))
 	t.Logf("copy in of 64 MiB over the channel: %v", time.Since(start))
@@ -379,12 +379,12 @@ func TestCopyHostileAgent(t *testing.T) {
 	must(t, err)
 	fake := filepath.Join(t.TempDir(), fakeQEMUPrefix+"copy")
 	must(t, os.Link(exe, fake))
-	frt, err := core.NewRuntime(core.WithHome(t.TempDir()), core.WithQEMU(fake))
+	frt, err := boxlite.NewRuntime(boxlite.WithHome(t.TempDir()), boxlite.WithQEMU(fake))
 	must(t, err)
 	defer frt.Close()
 	loadTestImage(t, frt)
 	ctx := copyCtx(t)
-	b, err := boxtest.CreateStarted(ctx, frt, "alpine:latest", core.WithBootTimeout(10*time.Second))
+	b, err := boxtest.CreateStarted(ctx, frt, "alpine:latest", boxlite.WithBootTimeout(10*time.Second))
 	must(t, err)
 	cases := []struct {
 		src  string
@@ -414,7 +414,7 @@ func TestCopyHostileAgent(t *testing.T) {
 			must(t, os.MkdirAll(filepath.Join(dst, strings.TrimPrefix(c.src, "/")), 0o755)) // merge: entries land in place
 			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
-			err := b.CopyOut(cctx, c.src, dst, core.CopyOptions{MaxEntries: 1000})
+			err := b.CopyOut(cctx, c.src, dst, boxlite.CopyOptions{MaxEntries: 1000})
 			if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("copy out: %v; want %v naming %q", err, c.kind, c.want)
 			}
@@ -434,19 +434,19 @@ func TestCopyHostileAgent(t *testing.T) {
 	}
 	// An honest-looking copy still works on the same box.
 	out := filepath.Join(top, "ok")
-	must(t, b.CopyOut(ctx, "/ok", out, core.CopyOptions{}))
+	must(t, b.CopyOut(ctx, "/ok", out, boxlite.CopyOptions{}))
 	if got, _ := os.ReadFile(out); string(got) != "fine" {
 		t.Fatalf("ok copy: %q", got)
 	}
 	// A window overrun stops the box: the copy fails, and so does every
 	// later call, naming the violation. (Over the channel: a copy that
 	// takes the lane may send no data frames at all.)
-	t.Setenv(core.LaneEnv, "off")
-	if err := b.CopyOut(ctx, "/overrun", filepath.Join(top, "o"), core.CopyOptions{}); err == nil {
+	t.Setenv(boxlite.LaneEnv, "off")
+	if err := b.CopyOut(ctx, "/overrun", filepath.Join(top, "o"), boxlite.CopyOptions{}); err == nil {
 		t.Fatal("overrun: no error")
 	}
 	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
-		err := b.CopyOut(ctx, "/ok", filepath.Join(top, "o2"), core.CopyOptions{})
+		err := b.CopyOut(ctx, "/ok", filepath.Join(top, "o2"), boxlite.CopyOptions{})
 		if errors.Is(err, errdefs.ErrInvalidState) && strings.Contains(err.Error(), "overruns its window") {
 			break
 		}

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
@@ -30,7 +30,7 @@ func TestTwoProcessesStartOneBox(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithName("twostart"))
+	b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", boxlite.WithName("twostart"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func starter(name string) {
 	if err == nil {
 		err = b.Start(ctx)
 	}
-	var res *core.ExecResult
+	var res *boxlite.ExecResult
 	if err == nil {
 		res, err = b.Run(ctx, sh("echo ok"))
 	}
@@ -146,7 +146,7 @@ func TestKilledCreatorLeavesNothing(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		r, err := core.NewRuntime(core.WithHome(home))
+		r, err := boxlite.NewRuntime(boxlite.WithHome(home))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +158,7 @@ func TestKilledCreatorLeavesNothing(t *testing.T) {
 		for _, bi := range infos {
 			// At rest: configured when the kill came between Create and the
 			// start making its disk, stopped after.
-			if bi.State != core.StateStopped && bi.State != core.StateConfigured {
+			if bi.State != boxlite.StateStopped && bi.State != boxlite.StateConfigured {
 				t.Errorf("killed after %v: box %s is %s", delay, bi.ID, bi.State)
 			}
 			if err := r.Remove(ctx, bi.ID, true); err != nil {
@@ -178,7 +178,7 @@ func TestKilledCreatorLeavesNothing(t *testing.T) {
 
 func doomed() {
 	ctx := context.Background()
-	r, err := core.NewRuntime(core.WithHome(os.Getenv("BOXLITE_TEST_HOME")))
+	r, err := boxlite.NewRuntime(boxlite.WithHome(os.Getenv("BOXLITE_TEST_HOME")))
 	if err == nil {
 		_, err = r.Images().Load(ctx, os.Getenv("BOXLITE_TEST_IMAGE"))
 	}
@@ -235,7 +235,7 @@ func TestShimKilledMeansStopped(t *testing.T) {
 	if os.Getenv("BOXLITE_SOAK_CYCLES") != "" {
 		kills = 20
 	}
-	var info *core.BoxRuntimeInfo
+	var info *boxlite.BoxRuntimeInfo
 	for k := 0; k < kills; k++ {
 		if k > 0 {
 			if err := b.Start(ctx); err != nil {
@@ -263,7 +263,7 @@ func TestShimKilledMeansStopped(t *testing.T) {
 	// Recovery: another runtime of the home sees it stopped (the killed
 	// shim's socket is stale), and an explicit Start boots it again past that
 	// socket and the lock the dead shim held.
-	other, err := core.NewRuntime(core.WithHome(rt.Home()))
+	other, err := boxlite.NewRuntime(boxlite.WithHome(rt.Home()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func TestShimKilledMeansStopped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := ob.State(); s != core.StateStopped {
+	if s := ob.State(); s != boxlite.StateStopped {
 		t.Fatalf("another runtime sees the box of the killed shim as %s; want stopped", s)
 	}
 	if _, err := os.Stat(filepath.Join(b.Info().Dir, "shim.sock")); err != nil {

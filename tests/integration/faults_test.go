@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
@@ -22,7 +22,7 @@ import (
 func TestGuestOOM(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithMemoryMiB(128))
+	b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", boxlite.WithMemoryMiB(128))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,13 +60,13 @@ func TestHostDiskFull(t *testing.T) {
 		}
 	}
 	defer exec.Command("umount", "-l", mnt).Run()
-	frt, err := core.NewRuntime(core.WithHome(filepath.Join(mnt, "home")))
+	frt, err := boxlite.NewRuntime(boxlite.WithHome(filepath.Join(mnt, "home")))
 	must(t, err)
 	defer frt.Close()
 	loadTestImage(t, frt)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	b, err := frt.Create(ctx, "alpine:latest", core.WithMemoryMiB(256), core.WithNetwork(core.NetworkSpec{Mode: core.NetworkDisabled}))
+	b, err := frt.Create(ctx, "alpine:latest", boxlite.WithMemoryMiB(256), boxlite.WithNetwork(boxlite.NetworkSpec{Mode: boxlite.NetworkDisabled}))
 	must(t, err)
 	defer b.Remove(context.Background(), true)
 	must(t, b.Start(ctx)) // its disk is made: now fill the host
@@ -107,12 +107,12 @@ func TestGuestKernelPanic(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	for _, bad := range [][]string{{"boxlite.net=1.2.3.4/24"}, {"a b"}, {""}, {"x=\"y\""}} {
-		if _, err := rt.Create(ctx, "alpine:latest", core.WithKernelArgs(bad...)); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		if _, err := rt.Create(ctx, "alpine:latest", boxlite.WithKernelArgs(bad...)); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Fatalf("kernel args %q: %v", bad, err)
 		}
 	}
-	b, err := rt.Create(ctx, "alpine:latest", core.WithMemoryMiB(128), core.WithKernelArgs("sysctl.vm.panic_on_oom=1"),
-		core.WithNetwork(core.NetworkSpec{Mode: core.NetworkDisabled}))
+	b, err := rt.Create(ctx, "alpine:latest", boxlite.WithMemoryMiB(128), boxlite.WithKernelArgs("sysctl.vm.panic_on_oom=1"),
+		boxlite.WithNetwork(boxlite.NetworkSpec{Mode: boxlite.NetworkDisabled}))
 	must(t, err)
 	defer b.Remove(context.Background(), true)
 	_, err = b.Run(ctx, sh(`awk 'BEGIN { s = "x"; while (1) s = s s }'`))

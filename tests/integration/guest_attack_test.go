@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
@@ -259,14 +259,14 @@ func TestGuestAttack(t *testing.T) {
 	t.Cleanup(func() { b.Remove(ctx, true) })
 
 	// A process of another exec, for the attacker to find and the user to kill.
-	bystander, err := b.Exec(ctx, core.Command{Argv: []string{"sleep", "600"}})
+	bystander, err := b.Exec(ctx, boxlite.Command{Argv: []string{"sleep", "600"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { bystander.Close() })
 
 	t.Run("attacks", func(t *testing.T) {
-		res := runIn(t, b, core.Command{Argv: []string{"python3", "-c", attackScript}, Timeout: 3 * time.Minute})
+		res := runIn(t, b, boxlite.Command{Argv: []string{"python3", "-c", attackScript}, Timeout: 3 * time.Minute})
 		if res.Code != 0 {
 			t.Fatalf("attack script: exit %d\n%s", res.Code, res.Stderr)
 		}
@@ -277,7 +277,7 @@ func TestGuestAttack(t *testing.T) {
 		checkAttacks(t, &r, bystander.Pid())
 	})
 
-	run := func(t *testing.T, cmd core.Command, want string) {
+	run := func(t *testing.T, cmd boxlite.Command, want string) {
 		t.Helper()
 		cmd.Timeout = 2 * time.Minute
 		res := runIn(t, b, cmd)
@@ -302,7 +302,7 @@ func TestGuestAttack(t *testing.T) {
 			run(t, sh(`touch /tmp/owned && chown 1000:1000 /tmp/owned && stat -c %u:%g /tmp/owned &&
 			cp /usr/bin/id /tmp/suid-id && chmod 4755 /tmp/suid-id && su -s /bin/sh -c 'id -u' nobody`), "1000:1000\n65534\n")
 			// A setuid-root program run by uid 1000 runs as root.
-			run(t, core.Command{Argv: []string{"sh", "-c", "id -u; /tmp/suid-id -u"}, User: "1000"}, "1000\n0\n")
+			run(t, boxlite.Command{Argv: []string{"sh", "-c", "id -u; /tmp/suid-id -u"}, User: "1000"}, "1000\n0\n")
 		})
 		t.Run("apt-get and pip", func(t *testing.T) {
 			t.Parallel()
@@ -310,11 +310,11 @@ func TestGuestAttack(t *testing.T) {
 			printf 'Package: boxlite-test\nVersion: 1.0\nArchitecture: all\nMaintainer: t <t@example.com>\nDescription: test\n' > /tmp/pkg/DEBIAN/control &&
 			dpkg-deb --build /tmp/pkg /tmp/boxlite-test.deb >/dev/null && apt-get install -y -q /tmp/boxlite-test.deb >/dev/null &&
 			cat /usr/share/boxlite-test/hi`), "installed\n")
-			run(t, core.Command{Argv: []string{"python3", "-m", "pip", "--version"}}, "pip ")
+			run(t, boxlite.Command{Argv: []string{"python3", "-m", "pip", "--version"}}, "pip ")
 		})
 		t.Run("tty", func(t *testing.T) {
 			t.Parallel()
-			run(t, core.Command{Argv: []string{"sh", "-c", "tty; stty size; test -t 0 && echo terminal"}, Tty: true, Rows: 33, Cols: 101},
+			run(t, boxlite.Command{Argv: []string{"sh", "-c", "tty; stty size; test -t 0 && echo terminal"}, Tty: true, Rows: 33, Cols: 101},
 				"33 101\r\nterminal\r\n")
 		})
 	})
@@ -337,7 +337,7 @@ func TestGuestAttack(t *testing.T) {
 	// (its oom_score_adj is the box's to raise); its namespace dies with
 	// every box process, and the next exec gets a new sandbox.
 	t.Run("sandbox init killed", func(t *testing.T) {
-		res := runIn(t, b, core.Command{Argv: []string{"sh", "-c", `echo 1000 > /proc/1/oom_score_adj &&
+		res := runIn(t, b, boxlite.Command{Argv: []string{"sh", "-c", `echo 1000 > /proc/1/oom_score_adj &&
 			exec python3 -c 'a = []
 while True: a.append(b"x" * (1 << 24))'`}, Timeout: 2 * time.Minute})
 		if res.Signal != int(syscall.SIGKILL) {

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
-	"github.com/boxlite/boxlite/protocol"
+	"github.com/boxlite/boxlite/internal/protocol"
 	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
@@ -48,20 +48,20 @@ func TestHostileAgent(t *testing.T) {
 	}
 	cases := []struct {
 		name    string
-		cmd     core.Command
+		cmd     boxlite.Command
 		want    string // in the error
 		noBoot  bool   // the box must fail to boot
 		timeout bool   // the error is ErrTimeout rather than a stopped box
 		late    bool   // the command itself completes; the box is stopped after it
 	}{
 		{name: "window-overrun", cmd: sh("cat"), want: "overruns its window"},
-		{name: "credit-overflow", cmd: core.Command{Argv: []string{"cat"}, Stdin: true}, want: "credit of 4611686018427387904 bytes"},
+		{name: "credit-overflow", cmd: boxlite.Command{Argv: []string{"cat"}, Stdin: true}, want: "credit of 4611686018427387904 bytes"},
 		{name: "bad-header", cmd: sh("true"), want: "claims 4294967295 bytes"},
 		{name: "stream0-flood", cmd: sh("true"), want: "frames on streams that are not open"},
 		{name: "frames-after-exit", cmd: sh("true"), want: "frames on streams that are not open", late: true},
 		{name: "second-started", cmd: sh("true"), want: "second started frame"},
 		{name: "garbage-exit", cmd: sh("true"), want: "stream"},
-		{name: "no-exit", cmd: core.Command{Argv: []string{"sleep", "1000"}, Timeout: time.Second, Grace: time.Second}, want: "did not report", timeout: true},
+		{name: "no-exit", cmd: boxlite.Command{Argv: []string{"sleep", "1000"}, Timeout: time.Second, Grace: time.Second}, want: "did not report", timeout: true},
 		{name: "bad-hello", noBoot: true, want: "agent speaks version 99"},
 	}
 	bin := t.TempDir()
@@ -72,7 +72,7 @@ func TestHostileAgent(t *testing.T) {
 			if err := os.Link(exe, fake); err != nil {
 				t.Fatal(err)
 			}
-			rt, err := core.NewRuntime(core.WithHome(t.TempDir()), core.WithQEMU(fake))
+			rt, err := boxlite.NewRuntime(boxlite.WithHome(t.TempDir()), boxlite.WithQEMU(fake))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -80,12 +80,12 @@ func TestHostileAgent(t *testing.T) {
 			loadTestImage(t, rt)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithBootTimeout(10*time.Second))
+			b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", boxlite.WithBootTimeout(10*time.Second))
 			if c.noBoot {
 				if !errors.Is(err, errdefs.ErrBootFailed) || !strings.Contains(err.Error(), c.want) {
 					t.Fatalf("create: %v; want a boot failure naming %q", err, c.want)
 				}
-				if m := rt.Metrics(); m != (core.RuntimeMetrics{BoxesCreatedTotal: 1, BoxesFailedTotal: 1}) {
+				if m := rt.Metrics(); m != (boxlite.RuntimeMetrics{BoxesCreatedTotal: 1, BoxesFailedTotal: 1}) {
 					t.Fatalf("runtime metrics after a failed create: %+v", m)
 				}
 				return
@@ -128,7 +128,7 @@ func TestHostileAgent(t *testing.T) {
 	}
 }
 
-func loadTestImage(t *testing.T, rt *core.Runtime) {
+func loadTestImage(t *testing.T, rt *boxlite.Runtime) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/tests/internal/proc"
 )
 
@@ -51,7 +51,7 @@ func TestHostWide(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(homeB)
-	rtB, err := core.NewRuntime(core.WithHome(homeB))
+	rtB, err := boxlite.NewRuntime(boxlite.WithHome(homeB))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestHostWide(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Remove(context.Background(), true)
-	b, err := rtB.Create(ctx, "python:slim", core.WithPorts(core.Port{HostIP: "0.0.0.0", GuestPort: 8000}))
+	b, err := rtB.Create(ctx, "python:slim", boxlite.WithPorts(boxlite.Port{HostIP: "0.0.0.0", GuestPort: 8000}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestHostWide(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	gate := make(chan struct{})
-	for i, box := range []*core.Box{a, b} {
+	for i, box := range []*boxlite.Box{a, b} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -102,7 +102,7 @@ func TestHostWide(t *testing.T) {
 		seen := map[string]string{}
 		for _, c := range []struct {
 			name string
-			box  *core.Box
+			box  *boxlite.Box
 		}{{"home A", a}, {"home B", b}, {"the shared box", shared}} {
 			info := c.box.Info().Runtime
 			stacks := proc.ChildrenNamed(info.ShimPid, "boxlite-net")
@@ -125,7 +125,7 @@ func TestHostWide(t *testing.T) {
 	})
 
 	t.Run("published port of another home", func(t *testing.T) {
-		srv, err := b.Exec(ctx, core.Command{Argv: []string{"python3", "-c", inBoxServer}})
+		srv, err := b.Exec(ctx, boxlite.Command{Argv: []string{"python3", "-c", inBoxServer}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +170,7 @@ func TestHostWide(t *testing.T) {
 			fmt.Sprintf("host.boxlite.internal:%d", plain), fmt.Sprintf("%s:%d", hostIP, plain),
 			fmt.Sprintf("host.boxlite.internal:%d", port), fmt.Sprintf("%s:%d", hostIP, port),
 		}
-		res := runIn(t, a, core.Command{Argv: append([]string{"python3", "-c", tryConnect}, targets...)})
+		res := runIn(t, a, boxlite.Command{Argv: append([]string{"python3", "-c", tryConnect}, targets...)})
 		out := string(res.Stdout)
 		t.Logf("home A's box:\n%s%s", out, res.Stderr)
 		for _, tg := range targets[:2] {

@@ -13,8 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/boxlite/boxlite/core"
-	"github.com/boxlite/boxlite/shimapi"
+	"github.com/boxlite/boxlite"
+	"github.com/boxlite/boxlite/internal/shimapi"
 )
 
 // Majors the VM's virtio-blk disks may have (the kernel picks one of the
@@ -70,7 +70,7 @@ func TestImageDeviceNodes(t *testing.T) {
 		tarOf(t, append([]layerEntry{dir("devs/", 0o755), dir("dev/", 0o755), dir("etc/", 0o755)}, devs...), t0+1000),
 	})
 
-	b, err := rt.Create(ctx, "boxlite-test/devices", core.WithDiskSizeGB(1))
+	b, err := rt.Create(ctx, "boxlite-test/devices", boxlite.WithDiskSizeGB(1))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
@@ -93,7 +93,7 @@ func TestPythonBox(t *testing.T) {
 	}
 	defer b.Remove(ctx, true)
 	booted := time.Since(start)
-	run := func(argv ...string) *core.ExecResult { return runIn(t, b, core.Command{Argv: argv}) }
+	run := func(argv ...string) *boxlite.ExecResult { return runIn(t, b, boxlite.Command{Argv: argv}) }
 	res := run("python", "-c", "pass")
 	t.Logf("python:slim box: boot %.1fs, then first python -c pass %.2fs", booted.Seconds(), time.Since(start).Seconds()-booted.Seconds())
 	if res.Code != 0 {

@@ -19,10 +19,10 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/boxlite/boxlite/abi"
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
-	"github.com/boxlite/boxlite/shimapi"
+	"github.com/boxlite/boxlite/internal/abi"
+	"github.com/boxlite/boxlite/internal/shimapi"
 )
 
 // archiveEntry is one entry of a box archive.
@@ -111,7 +111,7 @@ func noEscapes(t *testing.T, what, out string) {
 func TestHostileArchiveImportsAsANewBox(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	src, err := rt.Create(ctx, "alpine:latest", core.WithName("archive-src"))
+	src, err := rt.Create(ctx, "alpine:latest", boxlite.WithName("archive-src"))
 	must(t, err)
 	defer src.Remove(context.Background(), true)
 	dir := t.TempDir()
@@ -143,7 +143,7 @@ func TestHostileArchiveImportsAsANewBox(t *testing.T) {
 	switch {
 	case len(c.Ports) != 0:
 		t.Errorf("published ports kept: %+v", c.Ports)
-	case len(c.Network.AllowNet) != 0 || c.Network.Mode != core.NetworkEnabled:
+	case len(c.Network.AllowNet) != 0 || c.Network.Mode != boxlite.NetworkEnabled:
 		t.Errorf("network policy kept: %+v", c.Network)
 	case len(c.KernelArgs) != 0:
 		t.Errorf("kernel arguments kept: %q", c.KernelArgs)
@@ -163,7 +163,7 @@ func TestHostileArchiveImportsAsANewBox(t *testing.T) {
 	}
 
 	// A record from before image names were checked: ls and info escape it.
-	old, err := rt.Create(ctx, "alpine:latest", core.WithName("old-record"))
+	old, err := rt.Create(ctx, "alpine:latest", boxlite.WithName("old-record"))
 	must(t, err)
 	defer old.Remove(context.Background(), true)
 	recPath := filepath.Join(old.Info().Dir, "box.json")
@@ -291,7 +291,7 @@ func TestInterruptedStartLeavesNothing(t *testing.T) {
 	}
 	var info abi.BoxInfo // the CLI prints the wire's
 	must(t, json.Unmarshal([]byte(mustCLI(t, "info", "interrupted-1")), &info))
-	if info.State != string(core.StateStarting) {
+	if info.State != string(boxlite.StateStarting) {
 		t.Errorf("info of a box whose shim is booting: %s, want starting", info.State)
 	}
 	if _, errOut, code := cli(t, "rm", "interrupted-1"); code == 0 || !strings.Contains(errOut, "starting") {
@@ -319,7 +319,7 @@ func TestInterruptedStartLeavesNothing(t *testing.T) {
 		t.Fatalf("after an interrupted start: shim %d running %v, VMM %d running %v", shim, running(shim), vmm, running(vmm))
 	}
 	must(t, json.Unmarshal([]byte(mustCLI(t, "info", "interrupted-2")), &info))
-	if info.State != string(core.StateStopped) || !strings.Contains(info.LastExit, "start cancelled") {
+	if info.State != string(boxlite.StateStopped) || !strings.Contains(info.LastExit, "start cancelled") {
 		t.Errorf("box after an interrupted start: %s, last exit %q", info.State, info.LastExit)
 	}
 	mustCLI(t, "rm", "interrupted-2")

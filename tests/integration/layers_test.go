@@ -21,9 +21,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
-	"github.com/boxlite/boxlite/image"
+	"github.com/boxlite/boxlite/internal/image"
 	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
@@ -288,7 +288,7 @@ func TestLayers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Remove(ctx, true)
-	res := runIn(t, b, core.Command{Argv: []string{"/fslist", "/data"}})
+	res := runIn(t, b, boxlite.Command{Argv: []string{"/fslist", "/data"}})
 	if res.Code != 0 {
 		t.Fatalf("fslist in the box: exit %d: %s", res.Code, res.Stderr)
 	}
@@ -384,7 +384,7 @@ func referenceListing(t *testing.T, fslist, dir string, layers [][]byte) string 
 			t.Fatalf("tar -x layer %d: %v\n%s", i, err, out)
 		}
 	}
-	// Device nodes are dropped from layers (image/layerfix.go; a box gets
+	// Device nodes are dropped from layers (internal/image/layerfix.go; a box gets
 	// devices only from its agent), so the reference has none either.
 	// Their directory keeps the mtime the layer gave it.
 	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {

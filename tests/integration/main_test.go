@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
 var (
-	rt     *core.Runtime
-	shared *core.Box // one box for the tests that can share it
+	rt     *boxlite.Runtime
+	shared *boxlite.Box // one box for the tests that can share it
 	repo   string
 )
 
@@ -50,7 +50,7 @@ func run(m *testing.M) int {
 		os.Setenv("BOXLITE_HOME", home) // for the CLI
 	}
 	var err error
-	if rt, err = core.NewRuntime(core.WithHome(home)); err != nil {
+	if rt, err = boxlite.NewRuntime(boxlite.WithHome(home)); err != nil {
 		fmt.Println(err)
 		return 1
 	}
@@ -64,14 +64,14 @@ func run(m *testing.M) int {
 	if child {
 		return m.Run()
 	}
-	if shared, err = boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithName("shared")); err != nil {
+	if shared, err = boxtest.CreateStarted(ctx, rt, "alpine:latest", boxlite.WithName("shared")); err != nil {
 		fmt.Println("create shared box:", err)
 		return 1
 	}
 	return m.Run()
 }
 
-func runIn(t *testing.T, b *core.Box, cmd core.Command) *core.ExecResult {
+func runIn(t *testing.T, b *boxlite.Box, cmd boxlite.Command) *boxlite.ExecResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -82,4 +82,4 @@ func runIn(t *testing.T, b *core.Box, cmd core.Command) *core.ExecResult {
 	return res
 }
 
-func sh(script string) core.Command { return core.Command{Argv: []string{"sh", "-c", script}} }
+func sh(script string) boxlite.Command { return boxlite.Command{Argv: []string{"sh", "-c", script}} }

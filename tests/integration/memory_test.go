@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
@@ -19,7 +19,7 @@ import (
 // pages. (A box restored from a template has no balloon: see hv.RAM.)
 func TestFreedGuestMemoryReturnsToHost(t *testing.T) {
 	t.Parallel()
-	crt, err := core.NewRuntime(core.WithHome(rt.Home()), core.WithTemplates(false))
+	crt, err := boxlite.NewRuntime(boxlite.WithHome(rt.Home()), boxlite.WithTemplates(false))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
 )
 
@@ -29,7 +29,7 @@ func TestMetrics(t *testing.T) {
 	// Three that run (one exits non-zero: still executed, not an error), two that never start.
 	runIn(t, shared, sh("echo hello"))           // 6 bytes out
 	runIn(t, shared, sh("echo err >&2; exit 3")) // 4 bytes out
-	e, err := shared.Exec(ctx, core.Command{Argv: []string{"cat"}, Stdin: true})
+	e, err := shared.Exec(ctx, boxlite.Command{Argv: []string{"cat"}, Stdin: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,14 +38,14 @@ func TestMetrics(t *testing.T) {
 	if res, err := e.Collect(ctx); err != nil || string(res.Stdout) != "abc" {
 		t.Fatalf("cat: %v %q", err, res.Stdout)
 	}
-	if _, err := shared.Run(ctx, core.Command{Argv: []string{"no-such-binary"}}); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := shared.Run(ctx, boxlite.Command{Argv: []string{"no-such-binary"}}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("missing binary: %v", err)
 	}
-	if _, err := shared.Run(ctx, core.Command{Argv: []string{"true"}, Cwd: "/no/such/dir"}); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := shared.Run(ctx, boxlite.Command{Argv: []string{"true"}, Cwd: "/no/such/dir"}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("missing cwd: %v", err)
 	}
 	// Refused before it reaches the box: counted nowhere.
-	if _, err := shared.Run(ctx, core.Command{Argv: []string{"true"}, Timeout: -time.Second}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+	if _, err := shared.Run(ctx, boxlite.Command{Argv: []string{"true"}, Timeout: -time.Second}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Fatalf("negative timeout: %v", err)
 	}
 
@@ -95,8 +95,8 @@ func TestMetrics(t *testing.T) {
 	// A second process sees the same box counters.
 	out, errOut, code := cli(t, "stats", "--json", "shared")
 	var rows []struct {
-		Name    string          `json:"name"`
-		Metrics core.BoxMetrics `json:"metrics"`
+		Name    string             `json:"name"`
+		Metrics boxlite.BoxMetrics `json:"metrics"`
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 1 {
 		t.Fatalf("boxlite stats --json shared: exit %d, %q, %s", code, out, errOut)

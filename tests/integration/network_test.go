@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/tests/internal/boxtest"
 	"github.com/boxlite/boxlite/tests/internal/proc"
@@ -65,7 +65,7 @@ func startHostServer(t *testing.T) *hostServer {
 }
 
 // netBox creates a box for one network scenario.
-func netBox(t *testing.T, image string, opts ...core.BoxOption) *core.Box {
+func netBox(t *testing.T, image string, opts ...boxlite.BoxOption) *boxlite.Box {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -112,17 +112,17 @@ func TestNetwork(t *testing.T) {
 	host := startHostServer(t)
 	hi := fmt.Sprintf("http://host.boxlite.internal:%d/hi", host.port)
 
-	var restricted, allowed, off, pub *core.Box
+	var restricted, allowed, off, pub *boxlite.Box
 	var wg sync.WaitGroup
 	for _, c := range []struct {
-		b     **core.Box
+		b     **boxlite.Box
 		image string
-		opts  []core.BoxOption
+		opts  []boxlite.BoxOption
 	}{
-		{&restricted, "alpine:latest", []core.BoxOption{core.WithNetwork(core.NetworkSpec{AllowNet: []string{"example.invalid"}})}},
-		{&allowed, "alpine:latest", []core.BoxOption{core.WithNetwork(core.NetworkSpec{AllowNet: []string{"host.boxlite.internal"}})}},
-		{&off, "alpine:latest", []core.BoxOption{core.WithNetwork(core.NetworkSpec{Mode: core.NetworkDisabled})}},
-		{&pub, "python:slim", []core.BoxOption{core.WithPorts(core.Port{GuestPort: 8000}, core.Port{GuestPort: 9000, Protocol: "udp"})}},
+		{&restricted, "alpine:latest", []boxlite.BoxOption{boxlite.WithNetwork(boxlite.NetworkSpec{AllowNet: []string{"example.invalid"}})}},
+		{&allowed, "alpine:latest", []boxlite.BoxOption{boxlite.WithNetwork(boxlite.NetworkSpec{AllowNet: []string{"host.boxlite.internal"}})}},
+		{&off, "alpine:latest", []boxlite.BoxOption{boxlite.WithNetwork(boxlite.NetworkSpec{Mode: boxlite.NetworkDisabled})}},
+		{&pub, "python:slim", []boxlite.BoxOption{boxlite.WithPorts(boxlite.Port{GuestPort: 8000}, boxlite.Port{GuestPort: 9000, Protocol: "udp"})}},
 	} {
 		wg.Add(1)
 		go func() { defer wg.Done(); *c.b = netBox(t, c.image, c.opts...) }()
@@ -176,7 +176,7 @@ func TestNetwork(t *testing.T) {
 	t.Run("100 connections at once", func(t *testing.T) {
 		script := fmt.Sprintf(`for i in $(seq 100); do wget -q -O /tmp/gate.$i http://host.boxlite.internal:%d/gate/100 & done; wait
 			cat /tmp/gate.* | grep -c open=100; rm -f /tmp/gate.*`, host.port)
-		res := runIn(t, shared, core.Command{Argv: []string{"sh", "-c", script}, Timeout: 2 * time.Minute})
+		res := runIn(t, shared, boxlite.Command{Argv: []string{"sh", "-c", script}, Timeout: 2 * time.Minute})
 		if got := strings.TrimSpace(string(res.Stdout)); got != "100" {
 			t.Fatalf("%s of 100 connections completed together (exit %d)\n%s", got, res.Code, res.Stderr)
 		}
@@ -242,7 +242,7 @@ func TestNetwork(t *testing.T) {
 
 	t.Run("published ports", func(t *testing.T) {
 		ctx := context.Background()
-		srv, err := pub.Exec(ctx, core.Command{Argv: []string{"python3", "-c", inBoxServer}})
+		srv, err := pub.Exec(ctx, boxlite.Command{Argv: []string{"python3", "-c", inBoxServer}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -295,7 +295,7 @@ func TestNetwork(t *testing.T) {
 		}
 
 		// A port in use is a typed error naming it, before anything boots.
-		_, err = boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithPorts(core.Port{HostPort: ports[0].HostPort, GuestPort: 80}))
+		_, err = boxtest.CreateStarted(ctx, rt, "alpine:latest", boxlite.WithPorts(boxlite.Port{HostPort: ports[0].HostPort, GuestPort: 80}))
 		if !errors.Is(err, errdefs.ErrAlreadyExists) || !strings.Contains(err.Error(), fmt.Sprint(ports[0].HostPort)) {
 			t.Errorf("publishing a port in use: %v", err)
 		}
@@ -320,12 +320,12 @@ func TestNetwork(t *testing.T) {
 
 	t.Run("bad specs", func(t *testing.T) {
 		ctx := context.Background()
-		for _, opt := range []core.BoxOption{
-			core.WithNetwork(core.NetworkSpec{Mode: "bridge"}),
-			core.WithNetwork(core.NetworkSpec{AllowNet: []string{"http://x"}}),
-			core.WithNetwork(core.NetworkSpec{Mode: core.NetworkDisabled, AllowNet: []string{"x.com"}}),
-			core.WithPorts(core.Port{GuestPort: 0}),
-			core.WithPorts(core.Port{GuestPort: 80, Protocol: "sctp"}),
+		for _, opt := range []boxlite.BoxOption{
+			boxlite.WithNetwork(boxlite.NetworkSpec{Mode: "bridge"}),
+			boxlite.WithNetwork(boxlite.NetworkSpec{AllowNet: []string{"http://x"}}),
+			boxlite.WithNetwork(boxlite.NetworkSpec{Mode: boxlite.NetworkDisabled, AllowNet: []string{"x.com"}}),
+			boxlite.WithPorts(boxlite.Port{GuestPort: 0}),
+			boxlite.WithPorts(boxlite.Port{GuestPort: 80, Protocol: "sctp"}),
 		} {
 			if _, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", opt); !errors.Is(err, errdefs.ErrInvalidArgument) {
 				t.Errorf("want invalid argument, got %v", err)

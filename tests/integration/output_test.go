@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 )
 
 // A command printing far more than its output limit: the result keeps the
@@ -34,7 +34,7 @@ func TestLargeOutputIsCapped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
-	res, err := shared.Run(ctx, core.Command{Argv: []string{"sh", "-c", "dd if=/dev/zero bs=65536 count=1526 2>/dev/null; echo done >&2"}, OutputLimit: limit})
+	res, err := shared.Run(ctx, boxlite.Command{Argv: []string{"sh", "-c", "dd if=/dev/zero bs=65536 count=1526 2>/dev/null; echo done >&2"}, OutputLimit: limit})
 	close(stop)
 	if err != nil {
 		t.Fatal(err)

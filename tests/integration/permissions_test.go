@@ -12,9 +12,9 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
-	"github.com/boxlite/boxlite/shimapi"
+	"github.com/boxlite/boxlite/internal/shimapi"
 )
 
 // Nothing under a home is open to other users while a box runs: every
@@ -64,7 +64,7 @@ func TestHomeOwnership(t *testing.T) {
 	} else {
 		other = "/" // owned by root, not by this user
 	}
-	if _, err := core.NewRuntime(core.WithHome(other)); !errors.Is(err, errdefs.ErrInvalidState) {
+	if _, err := boxlite.NewRuntime(boxlite.WithHome(other)); !errors.Is(err, errdefs.ErrInvalidState) {
 		t.Fatalf("home owned by another user: %v; want ErrInvalidState", err)
 	}
 	open := filepath.Join(dir, "open")
@@ -72,7 +72,7 @@ func TestHomeOwnership(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chmod(open, 0o777)
-	r, err := core.NewRuntime(core.WithHome(open))
+	r, err := boxlite.NewRuntime(boxlite.WithHome(open))
 	if err != nil {
 		t.Fatal(err)
 	}

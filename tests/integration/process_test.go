@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
@@ -89,7 +89,7 @@ func TestBoxDiesWithCreator(t *testing.T) {
 
 // creator runs in a child test process: it makes a box, reports it and waits to be killed.
 func creator() {
-	b, err := boxtest.CreateStarted(context.Background(), rt, "alpine:latest", core.WithAutoRemove())
+	b, err := boxtest.CreateStarted(context.Background(), rt, "alpine:latest", boxlite.WithAutoRemove())
 	if err != nil {
 		fmt.Println("create:", err)
 		os.Exit(1)
@@ -110,12 +110,12 @@ func TestBootFailureShowsConsole(t *testing.T) {
 		}
 	}
 	os.WriteFile(filepath.Join(assets, "guest", "initramfs.cpio"), []byte("not an initramfs"), 0o644)
-	r, err := core.NewRuntime(core.WithHome(rt.Home()), core.WithAssets(assets))
+	r, err := boxlite.NewRuntime(boxlite.WithHome(rt.Home()), boxlite.WithAssets(assets))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	_, err = boxtest.CreateStarted(context.Background(), r, "alpine:latest", core.WithBootTimeout(40*time.Second))
+	_, err = boxtest.CreateStarted(context.Background(), r, "alpine:latest", boxlite.WithBootTimeout(40*time.Second))
 	if !errors.Is(err, errdefs.ErrBootFailed) || !strings.Contains(err.Error(), "console") || !strings.Contains(err.Error(), "Kernel panic") {
 		t.Fatalf("want boot failure with the console tail, got %v", err)
 	}

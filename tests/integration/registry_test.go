@@ -20,7 +20,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
@@ -57,7 +57,7 @@ func pushTestImage(tb testing.TB, host, repoTag string) string {
 
 // storeFiles lists the files of the runtime's image store with their sizes
 // (locks aside), to see that a failed pull leaves nothing behind.
-func storeFiles(t *testing.T, r *core.Runtime) []string {
+func storeFiles(t *testing.T, r *boxlite.Runtime) []string {
 	t.Helper()
 	dir := filepath.Join(r.Home(), "images")
 	var out []string
@@ -84,7 +84,7 @@ func TestRegistryRunByNameThroughMirror(t *testing.T) {
 	defer cancel()
 	host := startRegistry(t)
 	digest := pushTestImage(t, host, "library/mirrored:1")
-	r, err := core.NewRuntime(core.WithHome(rt.Home()), core.WithRegistryMirrors("docker.io=http://"+host))
+	r, err := boxlite.NewRuntime(boxlite.WithHome(rt.Home()), boxlite.WithRegistryMirrors("docker.io=http://"+host))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestRegistryPullByDigestAndErrors(t *testing.T) {
 	host := startRegistry(t)
 	digest := pushTestImage(t, host, "library/app:1")
 	// Explicitly no mirrors (whatever the environment says), the registry allowed over plain HTTP.
-	direct, err := core.NewRuntime(core.WithHome(rt.Home()), core.WithInsecureRegistries(host), core.WithRegistryMirrors())
+	direct, err := boxlite.NewRuntime(boxlite.WithHome(rt.Home()), boxlite.WithInsecureRegistries(host), boxlite.WithRegistryMirrors())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestRegistryPullByDigestAndErrors(t *testing.T) {
 	if img, err := direct.Images().Get(byDigest); err != nil || img.Digest != digest {
 		t.Fatalf("Get(%s): %+v, %v", byDigest, img, err)
 	}
-	mirrored, err := core.NewRuntime(core.WithHome(rt.Home()), core.WithRegistryMirrors("docker.io=http://"+host))
+	mirrored, err := boxlite.NewRuntime(boxlite.WithHome(rt.Home()), boxlite.WithRegistryMirrors("docker.io=http://"+host))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestRegistryPullByDigestAndErrors(t *testing.T) {
 	}
 
 	// Not allowed over plain HTTP unless asked.
-	strict, err := core.NewRuntime(core.WithHome(rt.Home()), core.WithInsecureRegistries(), core.WithRegistryMirrors())
+	strict, err := boxlite.NewRuntime(boxlite.WithHome(rt.Home()), boxlite.WithInsecureRegistries(), boxlite.WithRegistryMirrors())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestRegistryPullByDigestAndErrors(t *testing.T) {
 	wrong := "sha256:" + strings.Repeat("0", 64)
 	boxes, _ := direct.List(ctx)
 	for _, c := range []struct {
-		rt   *core.Runtime
+		rt   *boxlite.Runtime
 		ref  string
 		kind error
 		msg  string
@@ -193,19 +193,19 @@ func BenchmarkCreateToFirstExec(b *testing.B) {
 	host := startRegistry(b)
 	pushTestImage(b, host, "library/bench:1")
 	ctx := context.Background()
-	newRuntime := func(b *testing.B, home string) *core.Runtime {
-		r, err := core.NewRuntime(core.WithHome(home), core.WithRegistryMirrors("docker.io=http://"+host))
+	newRuntime := func(b *testing.B, home string) *boxlite.Runtime {
+		r, err := boxlite.NewRuntime(boxlite.WithHome(home), boxlite.WithRegistryMirrors("docker.io=http://"+host))
 		if err != nil {
 			b.Fatal(err)
 		}
 		return r
 	}
-	firstExec := func(b *testing.B, r *core.Runtime) {
+	firstExec := func(b *testing.B, r *boxlite.Runtime) {
 		box, err := boxtest.CreateStarted(ctx, r, "bench:1")
 		if err != nil {
 			b.Fatal(err)
 		}
-		if res, err := box.Run(ctx, core.Command{Argv: []string{"true"}}); err != nil || res.Code != 0 {
+		if res, err := box.Run(ctx, boxlite.Command{Argv: []string{"true"}}); err != nil || res.Code != 0 {
 			b.Fatal(res, err)
 		}
 		b.StopTimer()

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
@@ -26,10 +26,10 @@ func TestSessionInterruptWithoutSh(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Remove(context.Background(), true)
-	if r := runIn(t, b, core.Command{Argv: []string{"rm", "/bin/sh"}}); r.Code != 0 {
+	if r := runIn(t, b, boxlite.Command{Argv: []string{"rm", "/bin/sh"}}); r.Code != 0 {
 		t.Fatalf("rm /bin/sh: exit %d %s", r.Code, r.Stderr)
 	}
-	if r, err := b.Run(ctx, core.Command{Argv: []string{"sh", "-c", "true"}}); err == nil && r.Code == 0 {
+	if r, err := b.Run(ctx, boxlite.Command{Argv: []string{"sh", "-c", "true"}}); err == nil && r.Code == 0 {
 		t.Fatal("the box still runs sh")
 	}
 
@@ -37,7 +37,7 @@ func TestSessionInterruptWithoutSh(t *testing.T) {
 		// A signal to the group reaches the shell's foreground child (it says
 		// ready once it runs); one to the shell alone would wait for the
 		// sleep to end before the trap runs.
-		e, err := b.Exec(ctx, core.Command{Argv: []string{"/bin/ash", "-c", `trap 'echo trapped' INT; /bin/ash -c 'echo ready; exec sleep 600'; echo after; exit 3`}})
+		e, err := b.Exec(ctx, boxlite.Command{Argv: []string{"/bin/ash", "-c", `trap 'echo trapped' INT; /bin/ash -c 'echo ready; exec sleep 600'; echo after; exit 3`}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +59,7 @@ func TestSessionInterruptWithoutSh(t *testing.T) {
 	})
 
 	t.Run("shell session", func(t *testing.T) {
-		s, err := b.NewShellSession(ctx, core.SessionOptions{Shell: "/bin/ash", Grace: 30 * time.Second})
+		s, err := b.NewShellSession(ctx, boxlite.SessionOptions{Shell: "/bin/ash", Grace: 30 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +68,7 @@ func TestSessionInterruptWithoutSh(t *testing.T) {
 			t.Fatal(err)
 		}
 		r, err := s.Exec(ctx, []string{"sleep", "600"}, nil, time.Second)
-		if !errors.Is(err, errdefs.ErrTimeout) || errors.Is(err, core.ErrSessionRestarted) || !r.TimedOut || r.Code != 130 {
+		if !errors.Is(err, errdefs.ErrTimeout) || errors.Is(err, boxlite.ErrSessionRestarted) || !r.TimedOut || r.Code != 130 {
 			t.Fatalf("want the command interrupted, the shell kept: %v %+v", err, r)
 		}
 		// Interrupt, as an SDK's cancellation does.
@@ -78,7 +78,7 @@ func TestSessionInterruptWithoutSh(t *testing.T) {
 			done <- err
 		}()
 		for deadline := time.Now().Add(time.Minute); ; {
-			if r := runIn(t, b, core.Command{Argv: []string{"cat", "/tmp/started"}}); r.Code == 0 {
+			if r := runIn(t, b, boxlite.Command{Argv: []string{"cat", "/tmp/started"}}); r.Code == 0 {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -89,7 +89,7 @@ func TestSessionInterruptWithoutSh(t *testing.T) {
 		s.Interrupt()
 		select {
 		case err := <-done:
-			if !errors.Is(err, errdefs.ErrTimeout) || errors.Is(err, core.ErrSessionRestarted) {
+			if !errors.Is(err, errdefs.ErrTimeout) || errors.Is(err, boxlite.ErrSessionRestarted) {
 				t.Fatal(err)
 			}
 		case <-ctx.Done():

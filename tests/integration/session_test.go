@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
@@ -25,13 +25,13 @@ func TestPythonSession(t *testing.T) {
 	}
 	defer b.Remove(ctx, true)
 	start := time.Now()
-	s, err := b.NewPythonSession(ctx, core.SessionOptions{Grace: 2 * time.Second})
+	s, err := b.NewPythonSession(ctx, boxlite.SessionOptions{Grace: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	t.Logf("session started in %.2fs (Python %s, pid %d)", time.Since(start).Seconds(), s.PythonVersion(), s.Pid())
-	run := func(t *testing.T, code string) core.CellResult {
+	run := func(t *testing.T, code string) boxlite.CellResult {
 		t.Helper()
 		r, err := s.Run(ctx, code, time.Minute)
 		if err != nil {
@@ -87,7 +87,7 @@ func TestPythonSession(t *testing.T) {
 		run(t, "x = 1")
 		t0 := time.Now()
 		r, err := s.Run(ctx, "while True: pass", time.Second)
-		if !errors.Is(err, errdefs.ErrTimeout) || errors.Is(err, core.ErrSessionRestarted) || !r.TimedOut {
+		if !errors.Is(err, errdefs.ErrTimeout) || errors.Is(err, boxlite.ErrSessionRestarted) || !r.TimedOut {
 			t.Fatalf("want a timeout: %v %+v", err, r)
 		}
 		t.Logf("interrupted after %.2fs: %v", time.Since(t0).Seconds(), err)
@@ -99,7 +99,7 @@ func TestPythonSession(t *testing.T) {
 	t.Run("cell ignoring the interrupt is killed, session restarted", func(t *testing.T) {
 		before := s.Restarts()
 		r, err := s.Run(ctx, "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass", time.Second)
-		if !errors.Is(err, errdefs.ErrTimeout) || !errors.Is(err, core.ErrSessionRestarted) || !r.Restarted {
+		if !errors.Is(err, errdefs.ErrTimeout) || !errors.Is(err, boxlite.ErrSessionRestarted) || !r.Restarted {
 			t.Fatalf("want timeout + restart: %v", err)
 		}
 		if !strings.Contains(err.Error(), "restarted") || !strings.Contains(err.Error(), "gone") {
@@ -142,7 +142,7 @@ func TestPythonSession(t *testing.T) {
 	})
 
 	t.Run("independent sessions and reset", func(t *testing.T) {
-		s2, err := b.NewPythonSession(ctx, core.SessionOptions{})
+		s2, err := b.NewPythonSession(ctx, boxlite.SessionOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +166,7 @@ func TestPythonSession(t *testing.T) {
 	})
 
 	t.Run("memory", func(t *testing.T) {
-		res := runIn(t, b, core.Command{Argv: []string{"grep", "VmRSS", fmt.Sprintf("/proc/%d/status", s.Pid())}})
+		res := runIn(t, b, boxlite.Command{Argv: []string{"grep", "VmRSS", fmt.Sprintf("/proc/%d/status", s.Pid())}})
 		t.Logf("interpreter %s", strings.Join(strings.Fields(string(res.Stdout)), " "))
 	})
 }
@@ -183,12 +183,12 @@ func lines(n int) string {
 func TestShellSession(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := shared.NewShellSession(ctx, core.SessionOptions{Grace: 2 * time.Second})
+	s, err := shared.NewShellSession(ctx, boxlite.SessionOptions{Grace: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	exec := func(argv ...string) *core.ExecResult {
+	exec := func(argv ...string) *boxlite.ExecResult {
 		t.Helper()
 		r, err := s.Exec(ctx, argv, nil, time.Minute)
 		if err != nil {
@@ -214,7 +214,7 @@ func TestShellSession(t *testing.T) {
 	}
 	// A timeout interrupts the command; the shell keeps its state.
 	r, err = s.Exec(ctx, []string{"sleep", "30"}, nil, time.Second)
-	if !errors.Is(err, errdefs.ErrTimeout) || errors.Is(err, core.ErrSessionRestarted) || !r.TimedOut {
+	if !errors.Is(err, errdefs.ErrTimeout) || errors.Is(err, boxlite.ErrSessionRestarted) || !r.TimedOut {
 		t.Fatalf("%v %+v", err, r)
 	}
 	if r := exec("pwd"); string(r.Stdout) != "/tmp\n" {
@@ -222,7 +222,7 @@ func TestShellSession(t *testing.T) {
 	}
 	// One that ignores SIGINT is killed with the shell.
 	_, err = s.Exec(ctx, []string{"sh", "-c", "trap '' INT; sleep 30"}, nil, time.Second)
-	if !errors.Is(err, errdefs.ErrTimeout) || !errors.Is(err, core.ErrSessionRestarted) {
+	if !errors.Is(err, errdefs.ErrTimeout) || !errors.Is(err, boxlite.ErrSessionRestarted) {
 		t.Fatal(err)
 	}
 	if r := exec("pwd"); string(r.Stdout) != "/\n" || s.Restarts() != 1 {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 )
 
 // TestSnapshotCloneExportImport: a file written before a snapshot is back
@@ -19,7 +19,7 @@ import (
 func TestSnapshotCloneExportImport(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	src, err := rt.Create(ctx, "alpine:latest", core.WithName("snap-src"), core.WithMemoryMiB(256))
+	src, err := rt.Create(ctx, "alpine:latest", boxlite.WithName("snap-src"), boxlite.WithMemoryMiB(256))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestSnapshotCloneExportImport(t *testing.T) {
 	clone, err := rt.Get(ctx, strings.TrimSpace(out))
 	must(t, err)
 	t.Cleanup(func() { clone.Remove(context.Background(), true) })
-	if clone.Name() != "snap-clone" || clone.State() != core.StateStopped {
+	if clone.Name() != "snap-clone" || clone.State() != boxlite.StateStopped {
 		t.Fatalf("clone %q is %s", clone.Name(), clone.State())
 	}
 
@@ -75,7 +75,7 @@ func TestSnapshotCloneExportImport(t *testing.T) {
 	t.Logf("archive: %.1f MB (image %.1f MB)", float64(fi.Size())/1e6, float64(img.Size)/1e6)
 
 	home2 := t.TempDir()
-	rt2, err := core.NewRuntime(core.WithHome(home2))
+	rt2, err := boxlite.NewRuntime(boxlite.WithHome(home2))
 	must(t, err)
 	defer rt2.Close()
 	if imgs, _ := rt2.Images().List(); len(imgs) != 0 {
@@ -87,7 +87,7 @@ func TestSnapshotCloneExportImport(t *testing.T) {
 
 	// Boot the three at once: each must see the file as it was at the snapshot.
 	var wg sync.WaitGroup
-	for _, b := range []*core.Box{src, clone, imported} {
+	for _, b := range []*boxlite.Box{src, clone, imported} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -95,7 +95,7 @@ func TestSnapshotCloneExportImport(t *testing.T) {
 				t.Errorf("start %s: %v", b.Name(), err)
 				return
 			}
-			res, err := b.Run(ctx, core.Command{Argv: []string{"cat", "/root/f.txt"}})
+			res, err := b.Run(ctx, boxlite.Command{Argv: []string{"cat", "/root/f.txt"}})
 			if err != nil {
 				t.Errorf("%s: %v", b.Name(), err)
 			} else if string(res.Stdout) != "one\n" {

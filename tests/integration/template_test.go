@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
@@ -24,7 +24,7 @@ func TestTemplates(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	home := t.TempDir()
-	trt, err := core.NewRuntime(core.WithHome(home), core.WithTemplates(true))
+	trt, err := boxlite.NewRuntime(boxlite.WithHome(home), boxlite.WithTemplates(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,14 +33,14 @@ func TestTemplates(t *testing.T) {
 		t.Fatal(err)
 	}
 	// start creates a box, runs a command in it and checks how it started.
-	start := func(rt *core.Runtime, image, want string, opts ...core.BoxOption) (*core.Box, string) {
+	start := func(rt *boxlite.Runtime, image, want string, opts ...boxlite.BoxOption) (*boxlite.Box, string) {
 		t.Helper()
 		b, err := rt.Create(ctx, image, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { b.Remove(context.Background(), true) })
-		res, err := b.Run(ctx, core.Command{Argv: []string{"sh", "-c",
+		res, err := b.Run(ctx, boxlite.Command{Argv: []string{"sh", "-c",
 			"hostname; cat /proc/sys/kernel/random/boot_id; head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n'; echo; date +%s; cat /proc/sys/kernel/random/uuid"}})
 		if err != nil {
 			t.Fatal(err)
@@ -53,15 +53,15 @@ func TestTemplates(t *testing.T) {
 	}
 
 	_, first := start(trt, "alpine:latest", "new-template")
-	b, outB := start(trt, "alpine:latest", "template", core.WithHostname("box-b"))
-	c, outC := start(trt, "alpine:latest", "template", core.WithHostname("box-c"))
+	b, outB := start(trt, "alpine:latest", "template", boxlite.WithHostname("box-b"))
+	c, outC := start(trt, "alpine:latest", "template", boxlite.WithHostname("box-c"))
 	// Each restored box has its own lane, at the template's drive.
 	laneRoundTrip(ctx, t, b)
 	laneRoundTrip(ctx, t, c)
 	seen := map[string]string{}
 	for _, o := range []struct {
 		host, out string
-	}{{core.DefaultHostname, first}, {"box-b", outB}, {"box-c", outC}} {
+	}{{boxlite.DefaultHostname, first}, {"box-b", outB}, {"box-c", outC}} {
 		f := strings.Fields(o.out)
 		if len(f) != 5 {
 			t.Fatalf("box said %q", o.out)
@@ -87,7 +87,7 @@ func TestTemplates(t *testing.T) {
 		t.Errorf("the boxes' VMMs map template memory %q and %q, want one memfd", mb, mc)
 	}
 	// A restored box is a whole box: disk writes persist over a restart.
-	runIn(t, b, core.Command{Argv: []string{"sh", "-c", "echo kept > /root/f && sync"}})
+	runIn(t, b, boxlite.Command{Argv: []string{"sh", "-c", "echo kept > /root/f && sync"}})
 	if err := b.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestTemplates(t *testing.T) {
 	if info := b.Info().Runtime; info.Start != "boot" {
 		t.Errorf("a restarted box started by %q, want boot (its disk is its own now)", info.Start)
 	}
-	if res := runIn(t, b, core.Command{Argv: []string{"cat", "/root/f"}}); string(res.Stdout) != "kept\n" {
+	if res := runIn(t, b, boxlite.Command{Argv: []string{"cat", "/root/f"}}); string(res.Stdout) != "kept\n" {
 		t.Errorf("after a restart /root/f = %q", res.Stdout)
 	}
 
@@ -118,7 +118,7 @@ func TestTemplates(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(assets, "guest", "initramfs.cpio"), append(initrd, make([]byte, 512)...), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rt2, err := core.NewRuntime(core.WithHome(home), core.WithAssets(assets), core.WithTemplates(true))
+	rt2, err := boxlite.NewRuntime(boxlite.WithHome(home), boxlite.WithAssets(assets), boxlite.WithTemplates(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestTemplates(t *testing.T) {
 
 // templateMemfd names the template memory b's VMM maps (its memfd's
 // inode), or "".
-func templateMemfd(t *testing.T, b *core.Box) string {
+func templateMemfd(t *testing.T, b *boxlite.Box) string {
 	t.Helper()
 	maps, err := os.ReadFile("/proc/" + strconv.Itoa(b.Info().Runtime.VMMPid) + "/maps")
 	if err != nil {
@@ -202,16 +202,16 @@ func TestPrestartedSessions(t *testing.T) {
 	defer cancel()
 	// parked returns the pids of the box's processes whose command line
 	// contains pattern (grep's basic regexp over NUL-separated words).
-	parked := func(b *core.Box, pattern string) string {
+	parked := func(b *boxlite.Box, pattern string) string {
 		t.Helper()
-		res, err := b.Run(ctx, core.Command{Argv: []string{"sh", "-c",
+		res, err := b.Run(ctx, boxlite.Command{Argv: []string{"sh", "-c",
 			`for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline 2>/dev/null | grep -q -e "$1" && echo ${p#/proc/}; done; true`, "sh", pattern}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return strings.TrimSpace(string(res.Stdout))
 	}
-	cell := func(s *core.Session) string {
+	cell := func(s *boxlite.Session) string {
 		t.Helper()
 		r, err := s.Run(ctx, "import random, socket\nprint(random.getrandbits(64), socket.gethostname())", time.Minute)
 		if err != nil || r.Error != nil {
@@ -219,9 +219,9 @@ func TestPrestartedSessions(t *testing.T) {
 		}
 		return strings.TrimSpace(string(r.Stdout))
 	}
-	box := func(name string) (*core.Box, string, string) {
+	box := func(name string) (*boxlite.Box, string, string) {
 		t.Helper()
-		b, err := boxtest.CreateStarted(ctx, rt, "python:slim", core.WithPrestart(core.PrestartPython, core.PrestartShell), core.WithHostname(name))
+		b, err := boxtest.CreateStarted(ctx, rt, "python:slim", boxlite.WithPrestart(boxlite.PrestartPython, boxlite.PrestartShell), boxlite.WithHostname(name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -238,7 +238,7 @@ func TestPrestartedSessions(t *testing.T) {
 
 	a, pyA, shA := box("pre-a")
 	t0 := time.Now()
-	sa, err := a.NewPythonSession(ctx, core.SessionOptions{})
+	sa, err := a.NewPythonSession(ctx, boxlite.SessionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +248,7 @@ func TestPrestartedSessions(t *testing.T) {
 		t.Fatalf("the session's interpreter is pid %s, the parked one %s", got, pyA)
 	}
 	outA := cell(sa)
-	sh, err := a.NewShellSession(ctx, core.SessionOptions{})
+	sh, err := a.NewShellSession(ctx, boxlite.SessionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestPrestartedSessions(t *testing.T) {
 	}
 	// Options of its own: a fresh interpreter, the parked one stays.
 	t0 = time.Now()
-	own, err := b.NewPythonSession(ctx, core.SessionOptions{Env: map[string]string{"OWN": "1"}})
+	own, err := b.NewPythonSession(ctx, boxlite.SessionOptions{Env: map[string]string{"OWN": "1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func TestPrestartedSessions(t *testing.T) {
 		t.Fatalf("a session with its own env took over the parked interpreter")
 	}
 	own.Close()
-	sb, err := b.NewPythonSession(ctx, core.SessionOptions{})
+	sb, err := b.NewPythonSession(ctx, boxlite.SessionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
 )
 
@@ -22,7 +22,7 @@ import (
 // a person would: wait for some text, then type.
 type screen struct {
 	t    *testing.T
-	e    *core.Execution
+	e    *boxlite.Execution
 	mu   sync.Mutex
 	cond *sync.Cond
 	out  []byte
@@ -30,7 +30,7 @@ type screen struct {
 	end  error
 }
 
-func openScreen(t *testing.T, cmd core.Command) *screen {
+func openScreen(t *testing.T, cmd boxlite.Command) *screen {
 	t.Helper()
 	cmd.Tty, cmd.Stdin = true, true
 	e, err := shared.Exec(context.Background(), cmd)
@@ -120,7 +120,7 @@ func (s *screen) typeIn(keys string) {
 	}
 }
 
-func (s *screen) wait() core.ExitStatus {
+func (s *screen) wait() boxlite.ExitStatus {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -135,7 +135,7 @@ func (s *screen) wait() core.ExitStatus {
 
 // An interactive shell on a terminal, driven as a person would.
 func TestTTYShell(t *testing.T) {
-	s := openScreen(t, core.Command{Argv: []string{"sh"}})
+	s := openScreen(t, boxlite.Command{Argv: []string{"sh"}})
 	const prompt = `# $` // busybox ash as root: "/ # "
 	s.expect(prompt)
 	s.typeIn(`read x; echo "got:$x"` + "\r")
@@ -173,7 +173,7 @@ func TestTTYShell(t *testing.T) {
 // A program reading a line from its terminal with echo on, its stderr on
 // the same terminal, the size it was started with, ^C, and the errors.
 func TestTTYReadLine(t *testing.T) {
-	s := openScreen(t, core.Command{Argv: []string{"sh", "-c",
+	s := openScreen(t, boxlite.Command{Argv: []string{"sh", "-c",
 		`stty -a | grep -o ' echo ' >&2; printf 'name? '; read name; echo "hello, $name" >&2; stty size; echo "TERM=$TERM"; exec sleep 60`},
 		Rows: 33, Cols: 111})
 	s.expect(`^ echo \r\nname\? $`)
@@ -202,17 +202,17 @@ func TestTTYReadLine(t *testing.T) {
 		if size[0] == 0 || size[1] == 0 {
 			continue // 0 means the default there
 		}
-		if _, err := shared.Exec(context.Background(), core.Command{Argv: []string{"true"}, Tty: true, Rows: size[0], Cols: size[1]}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		if _, err := shared.Exec(context.Background(), boxlite.Command{Argv: []string{"true"}, Tty: true, Rows: size[0], Cols: size[1]}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("exec with size %v: %v", size, err)
 		}
 	}
 	// A user gets a terminal it owns, in the box's own devpts.
-	res := runIn(t, shared, core.Command{Argv: []string{"sh", "-c", `ls -ln "$(tty)"; id -u`}, User: "box", Tty: true})
+	res := runIn(t, shared, boxlite.Command{Argv: []string{"sh", "-c", `ls -ln "$(tty)"; id -u`}, User: "box", Tty: true})
 	if !regexp.MustCompile(`^crw--w---- +1 1000 +5 .* /dev/pts/\d+\r\n1000\r\n$`).Match(res.Stdout) || res.Code != 0 {
 		t.Errorf("terminal of user box: %q, exit %d", res.Stdout, res.Code)
 	}
 	// Run collects a terminal's output like any other.
-	res = runIn(t, shared, core.Command{Argv: []string{"sh", "-c", "echo out; echo err >&2"}, Tty: true})
+	res = runIn(t, shared, boxlite.Command{Argv: []string{"sh", "-c", "echo out; echo err >&2"}, Tty: true})
 	if string(res.Stdout) != "out\r\nerr\r\n" || len(res.Stderr) != 0 || res.Code != 0 {
 		t.Fatalf("run on a terminal: %+v", res)
 	}

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
@@ -67,19 +67,19 @@ func TestVolumeEscape(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	type made struct {
-		b   *core.Box
+		b   *boxlite.Box
 		err error
 	}
 	starts := make(chan made, 2)
 	go func() {
-		b, err := boxtest.CreateStarted(ctx, rt, "python:slim", core.WithName("vol-attacker"),
-			core.WithVolume(proj, "/proj", false), core.WithVolume(out, "/out", false), core.WithVolume(small, "/small", false))
+		b, err := boxtest.CreateStarted(ctx, rt, "python:slim", boxlite.WithName("vol-attacker"),
+			boxlite.WithVolume(proj, "/proj", false), boxlite.WithVolume(out, "/out", false), boxlite.WithVolume(small, "/small", false))
 		starts <- made{b, err}
 	}()
 	lim := filepath.Join(base, "lim")
 	os.Mkdir(lim, 0o755)
-	victim, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", core.WithName("vol-victim"), core.WithVolume(c, "/c", false),
-		core.WithVolumeSpec(core.Volume{HostPath: lim, GuestPath: "/lim", SizeLimitBytes: 2 << 20}))
+	victim, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", boxlite.WithName("vol-victim"), boxlite.WithVolume(c, "/c", false),
+		boxlite.WithVolumeSpec(boxlite.Volume{HostPath: lim, GuestPath: "/lim", SizeLimitBytes: 2 << 20}))
 	m := <-starts
 	if m.b != nil {
 		t.Cleanup(func() { m.b.Remove(context.Background(), true) })
@@ -93,7 +93,7 @@ func TestVolumeEscape(t *testing.T) {
 	attacker := m.b
 
 	t.Run("NoSetIDOrDeviceOnHost", func(t *testing.T) {
-		res := runIn(t, attacker, core.Command{Argv: []string{"python3", "-c", setIDAttack}})
+		res := runIn(t, attacker, boxlite.Command{Argv: []string{"python3", "-c", setIDAttack}})
 		t.Logf("in the box:\n%s%s", res.Stdout, res.Stderr)
 		if res.Code != 0 {
 			t.Fatalf("attack script: code %d", res.Code)
@@ -143,11 +143,11 @@ func TestVolumeEscape(t *testing.T) {
 		rctx, rcancel := context.WithTimeout(ctx, time.Minute)
 		victim.Run(rctx, sh(`dd if=/dev/zero of=/lim/big bs=1M count=16; sync; sleep 60`))
 		rcancel()
-		for end := time.Now().Add(time.Minute); victim.Info().State == core.StateRunning && time.Now().Before(end); {
+		for end := time.Now().Add(time.Minute); victim.Info().State == boxlite.StateRunning && time.Now().Before(end); {
 			time.Sleep(200 * time.Millisecond)
 		}
 		info := victim.Info()
-		if info.State == core.StateRunning || !strings.Contains(info.LastExit, "/lim") || !strings.Contains(info.LastExit, "size limit") {
+		if info.State == boxlite.StateRunning || !strings.Contains(info.LastExit, "/lim") || !strings.Contains(info.LastExit, "size limit") {
 			t.Fatalf("state %s, last exit %q: want stopped for /lim's size limit", info.State, info.LastExit)
 		}
 		var used int64
@@ -167,13 +167,13 @@ func TestVolumeEscape(t *testing.T) {
 		if res.Code != 0 {
 			t.Fatalf("swap: code %d %s", res.Code, res.Stderr)
 		}
-		for _, b := range []*core.Box{attacker, victim} {
+		for _, b := range []*boxlite.Box{attacker, victim} {
 			if err := b.Stop(ctx); err != nil {
 				t.Fatalf("stop %s: %v", b.Info().Name, err)
 			}
 		}
 		for _, c := range []struct {
-			b               *core.Box
+			b               *boxlite.Box
 			guest, hostPath string
 			probe           string
 		}{

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boxlite/boxlite/core"
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/tests/internal/boxtest"
 	"github.com/boxlite/boxlite/tests/internal/proc"
@@ -28,12 +28,12 @@ func TestVolume(t *testing.T) {
 	if err := os.WriteFile(secret, []byte("host secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	opts := []core.BoxOption{core.WithName("volumes")}
+	opts := []boxlite.BoxOption{boxlite.WithName("volumes")}
 	dirs := make([]string, rw)
 	for i := range dirs {
 		dirs[i] = filepath.Join(base, "v"+strconv.Itoa(i))
 		os.Mkdir(dirs[i], 0o755)
-		opts = append(opts, core.WithVolume(dirs[i], "/mnt/v"+strconv.Itoa(i), false))
+		opts = append(opts, boxlite.WithVolume(dirs[i], "/mnt/v"+strconv.Itoa(i), false))
 	}
 	roDir := filepath.Join(base, "ro")
 	os.Mkdir(roDir, 0o755)
@@ -44,7 +44,7 @@ func TestVolume(t *testing.T) {
 	// file outside the volume.
 	os.Symlink(secret, filepath.Join(dirs[0], "abs"))
 	os.Symlink("../secret", filepath.Join(dirs[0], "rel"))
-	opts = append(opts, core.WithVolume(roDir, "/data/ro", true), core.WithVolume(file, "/etc/app.conf", false))
+	opts = append(opts, boxlite.WithVolume(roDir, "/data/ro", true), boxlite.WithVolume(file, "/etc/app.conf", false))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -104,7 +104,7 @@ func TestVolume(t *testing.T) {
 		if res.Code != 0 {
 			t.Fatalf("as root: code %d: %s", res.Code, res.Stderr)
 		}
-		res = runIn(t, b, core.Command{Argv: []string{"sh", "-c", "id -u; echo user > /mnt/v2/user-file"}, User: "1000:1000"})
+		res = runIn(t, b, boxlite.Command{Argv: []string{"sh", "-c", "id -u; echo user > /mnt/v2/user-file"}, User: "1000:1000"})
 		if res.Code != 0 || strings.TrimSpace(string(res.Stdout)) != "1000" {
 			t.Fatalf("as 1000: code %d: %s %s", res.Code, res.Stdout, res.Stderr)
 		}
@@ -178,12 +178,12 @@ func TestVolume(t *testing.T) {
 
 func TestVolumeMissingHostPath(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "no-such-dir")
-	_, err := boxtest.CreateStarted(context.Background(), rt, "alpine:latest", core.WithVolume(missing, "/data", false))
+	_, err := boxtest.CreateStarted(context.Background(), rt, "alpine:latest", boxlite.WithVolume(missing, "/data", false))
 	if !errors.Is(err, errdefs.ErrNotFound) || !strings.Contains(fmt.Sprint(err), missing) {
 		t.Fatalf("err %v, want not found naming %s", err, missing)
 	}
 	for _, g := range []string{"data", "/", "/proc/x", "/a/../b"} {
-		_, err := boxtest.CreateStarted(context.Background(), rt, "alpine:latest", core.WithVolume(t.TempDir(), g, false))
+		_, err := boxtest.CreateStarted(context.Background(), rt, "alpine:latest", boxlite.WithVolume(t.TempDir(), g, false))
 		if !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Fatalf("guest path %q: err %v, want invalid argument", g, err)
 		}

@@ -37,7 +37,7 @@ CDEF = r"""
 #define BOXLITE_AGAIN 100 /* nothing available yet; poll boxlite_execution_fd() */
 #define BOXLITE_EOF 101   /* the stream has ended */
 
-/* Defaults and limits of box options and commands (abi/limits.go). */
+/* Defaults and limits of box options and commands (internal/abi/limits.go). */
 /* BEGIN GENERATED: defaults (go generate ./errdefs; do not edit) */
 #define BOXLITE_DEFAULT_MEMORY_MIB 512 /* a box's guest memory */
 #define BOXLITE_MIN_MEMORY_MIB 64 /* the least guest memory a box may have */

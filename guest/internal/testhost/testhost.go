@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/boxlite/boxlite/protocol"
+	"github.com/boxlite/boxlite/internal/protocol"
 )
 
 // Host is one connection to an agent.

@@ -1,0 +1,192 @@
+package convert
+
+import (
+	"time"
+
+	"github.com/boxlite/boxlite"
+	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/abi"
+	"github.com/boxlite/boxlite/internal/image"
+)
+
+// BoxOptions are the core options of o; core validates them.
+func BoxOptions(o abi.BoxOptions) ([]boxlite.BoxOption, error) {
+	var opts []boxlite.BoxOption
+	add := func(cond bool, opt func() boxlite.BoxOption) {
+		if cond {
+			opts = append(opts, opt())
+		}
+	}
+	add(o.Name != "", func() boxlite.BoxOption { return boxlite.WithName(o.Name) })
+	add(o.MemoryMiB != nil, func() boxlite.BoxOption { return boxlite.WithMemoryMiB(*o.MemoryMiB) })
+	add(o.CPUs != nil, func() boxlite.BoxOption { return boxlite.WithCPUs(*o.CPUs) })
+	add(o.DiskSizeGB != nil, func() boxlite.BoxOption { return boxlite.WithDiskSizeGB(*o.DiskSizeGB) })
+	for k, v := range o.Env {
+		opts = append(opts, boxlite.WithEnv(k, v))
+	}
+	add(o.WorkingDir != "", func() boxlite.BoxOption { return boxlite.WithWorkingDir(o.WorkingDir) })
+	add(o.User != "", func() boxlite.BoxOption { return boxlite.WithUser(o.User) })
+	add(o.Hostname != "", func() boxlite.BoxOption { return boxlite.WithHostname(o.Hostname) })
+	add(len(o.Prestart) > 0, func() boxlite.BoxOption { return boxlite.WithPrestart(o.Prestart...) })
+	if o.BootTimeoutSecs != nil {
+		d, err := o.BootTimeoutSecs.Positive("box options: boot_timeout_secs")
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, boxlite.WithBootTimeout(d))
+	}
+	add(o.AutoRemove != nil && *o.AutoRemove, boxlite.WithAutoRemove)
+	add(o.Detach, boxlite.WithDetach)
+	add(o.Entrypoint != nil, func() boxlite.BoxOption { return boxlite.WithEntrypoint(o.Entrypoint...) })
+	add(o.Cmd != nil, func() boxlite.BoxOption { return boxlite.WithCmd(o.Cmd...) })
+	if o.Network != nil {
+		opts = append(opts, boxlite.WithNetwork(boxlite.NetworkSpec{Mode: o.Network.Mode, AllowNet: o.Network.AllowNet}))
+	}
+	if len(o.Ports) > 0 {
+		ports := make([]boxlite.Port, len(o.Ports))
+		for i, p := range o.Ports {
+			ports[i] = boxlite.Port{Protocol: p.Protocol, HostIP: p.HostIP, HostPort: p.HostPort, GuestPort: p.GuestPort}
+		}
+		opts = append(opts, boxlite.WithPorts(ports...))
+	}
+	for _, v := range o.Volumes {
+		opts = append(opts, boxlite.WithVolumeSpec(boxlite.Volume{HostPath: v.HostPath, GuestPath: v.GuestPath,
+			ReadOnly: v.ReadOnly, SizeLimitBytes: v.SizeLimitBytes}))
+	}
+	return opts, nil
+}
+
+// BoxInfo is info on the wire.
+func BoxInfo(info boxlite.BoxInfo) abi.BoxInfo {
+	c := info.Config
+	w := abi.BoxInfo{ID: info.ID, Name: info.Name, Image: info.Image, State: string(info.State),
+		CreatedAtUnix: info.CreatedAt.Unix(), CreatedAt: info.CreatedAt.UTC().Format(time.RFC3339Nano),
+		Dir: info.Dir, LastExit: info.LastExit, Faulted: info.Faulted,
+		Config: abi.BoxConfig{Image: c.Image, Name: c.Name, MemoryMiB: c.MemoryMiB, CPUs: c.CPUs, DiskSizeGB: c.DiskSizeGB,
+			Env: c.Env, WorkingDir: c.WorkingDir, User: c.User, BootTimeoutSecs: abi.SecondsOf(c.BootTimeout),
+			AutoRemove: c.AutoRemove, Detach: c.Detach, Entrypoint: c.Entrypoint, Cmd: c.Cmd,
+			Network: abi.Network{Mode: c.Network.Mode, AllowNet: c.Network.AllowNet}, Ports: ports(c.Ports),
+			KernelArgs: c.KernelArgs, Hostname: c.Hostname, Prestart: c.Prestart}}
+	if w.Config.Network.Mode == "" {
+		w.Config.Network.Mode = boxlite.NetworkEnabled
+	}
+	if w.Config.Hostname == "" {
+		w.Config.Hostname = abi.DefaultHostname
+	}
+	for _, v := range c.Volumes {
+		w.Config.Volumes = append(w.Config.Volumes, abi.Volume{HostPath: v.HostPath, GuestPath: v.GuestPath,
+			ReadOnly: v.ReadOnly, SizeLimitBytes: v.SizeLimitBytes})
+	}
+	if r := info.Runtime; r != nil {
+		w.Runtime = &abi.BoxRuntimeInfo{Accel: r.Accel, AccelReason: r.AccelReason, Kernel: r.Kernel, BootMs: r.BootMs,
+			GuestKernelMs: r.GuestKernelMs, GuestReadyMs: r.GuestReadyMs, ShimPid: r.ShimPid, VMMPid: r.VMMPid,
+			Start: r.Start, StartNote: r.StartNote, Warnings: r.Warnings}
+		if n := r.Network; n != nil {
+			w.Runtime.Network = &abi.NetworkInfo{GuestIP: n.GuestIP, GatewayIP: n.GatewayIP, AllowNet: n.AllowNet, Ports: ports(n.Ports)}
+			if s := n.Stats; s != nil {
+				w.Runtime.Network.Stats = &abi.NetworkStats{BytesToGuest: s.BytesToGuest, BytesFromGuest: s.BytesFromGuest,
+					TCPConns: s.TCPConns, UDPFlows: s.UDPFlows}
+			}
+		}
+	}
+	return w
+}
+
+func ports(ps []boxlite.Port) []abi.Port {
+	var out []abi.Port
+	for _, p := range ps {
+		out = append(out, abi.Port{Protocol: p.Protocol, HostIP: p.HostIP, HostPort: p.HostPort, GuestPort: p.GuestPort})
+	}
+	return out
+}
+
+// BoxInfos is a list of infos on the wire.
+func BoxInfos(infos []boxlite.BoxInfo) []abi.BoxInfo {
+	out := make([]abi.BoxInfo, len(infos))
+	for i, info := range infos {
+		out[i] = BoxInfo(info)
+	}
+	return out
+}
+
+// Command is c for boxlite.
+func Command(c abi.Command) (boxlite.Command, error) {
+	bad := func(format string, args ...any) (boxlite.Command, error) {
+		return boxlite.Command{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "command: "+format, args...)
+	}
+	timeout, err := c.TimeoutSecs.Duration("command: timeout_secs")
+	if err != nil {
+		return boxlite.Command{}, err
+	}
+	if c.OutputLimit < 0 {
+		return bad("output_limit_bytes %d is negative", c.OutputLimit)
+	}
+	if !c.Tty && (c.Rows != 0 || c.Cols != 0) {
+		return bad("rows and cols need \"tty\": true")
+	}
+	return boxlite.Command{Argv: c.Argv, Env: c.Env, Cwd: c.Cwd, User: c.User, Timeout: timeout, Stdin: c.Stdin,
+		Tty: c.Tty, Rows: c.Rows, Cols: c.Cols, OutputLimit: c.OutputLimit}, nil
+}
+
+// CopyOptions are o for core, and the copy's timeout (0: none).
+func CopyOptions(o abi.CopyOptions) (boxlite.CopyOptions, time.Duration, error) {
+	if o.MaxBytes < -1 || o.MaxEntries < -1 {
+		return boxlite.CopyOptions{}, 0, errdefs.Errorf(errdefs.ErrInvalidArgument,
+			"copy options: max_bytes and max_entries are > 0, 0 (default) or -1 (no cap)")
+	}
+	var timeout time.Duration
+	if o.TimeoutSecs != nil {
+		var err error
+		if timeout, err = o.TimeoutSecs.Positive("copy options: timeout_secs"); err != nil {
+			return boxlite.CopyOptions{}, 0, err
+		}
+	}
+	no := func(b *bool) bool { return b != nil && !*b }
+	return boxlite.CopyOptions{NoOverwrite: no(o.Overwrite), FollowSymlinks: o.FollowSymlinks, ContentsOnly: no(o.IncludeParent),
+		NoRecursive: no(o.Recursive), MaxBytes: o.MaxBytes, MaxEntries: o.MaxEntries}, timeout, nil
+}
+
+// SessionOptions are o for boxlite.
+func SessionOptions(o abi.SessionOptions) (boxlite.SessionOptions, error) {
+	opts := boxlite.SessionOptions{Python: o.Python, Shell: o.Shell, Env: o.Env, Cwd: o.Cwd, User: o.User, OutputLimit: o.OutputLimit}
+	if o.GraceSecs != nil {
+		var err error
+		if opts.Grace, err = o.GraceSecs.Positive("session options: grace_secs"); err != nil {
+			return boxlite.SessionOptions{}, err
+		}
+	}
+	return opts, nil
+}
+
+// ShellCommand is c's timeout (0: none), after checking c.
+func ShellCommand(c abi.ShellCommand) (time.Duration, error) {
+	if c.OutputLimit < 0 {
+		return 0, errdefs.Errorf(errdefs.ErrInvalidArgument, "shell command: output_limit_bytes %d is negative", c.OutputLimit)
+	}
+	return c.TimeoutSecs.Duration("shell command: timeout_secs")
+}
+
+// CellResult is r on the wire.
+func CellResult(r boxlite.CellResult) abi.CellResult {
+	w := abi.CellResult{Stdout: string(r.Stdout), Stderr: string(r.Stderr), Value: r.Value,
+		ExitCode: r.ExitCode, TimedOut: r.TimedOut, Restarted: r.Restarted,
+		StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated}
+	if e := r.Error; e != nil {
+		w.Error = &abi.CellError{Type: e.Type, Message: e.Message, Traceback: e.Traceback}
+	}
+	return w
+}
+
+// Images are the store's images on the wire.
+func Images(imgs []image.Image) []abi.ImageInfo {
+	out := make([]abi.ImageInfo, len(imgs))
+	for i, m := range imgs {
+		out[i] = abi.ImageInfo{Name: m.Name, Digest: m.Digest, SizeBytes: m.Size, Layers: []abi.ImageLayer{},
+			Config: abi.ImageConfig{Env: m.Config.Env, WorkingDir: m.Config.WorkingDir, User: m.Config.User,
+				Entrypoint: m.Config.Entrypoint, Cmd: m.Config.Cmd}}
+		for _, l := range m.Layers {
+			out[i].Layers = append(out[i].Layers, abi.ImageLayer{DiffID: l.DiffID, SizeBytes: l.Size})
+		}
+	}
+	return out
+}

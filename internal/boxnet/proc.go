@@ -1,0 +1,29 @@
+package boxnet
+
+import (
+	"time"
+
+	"github.com/boxlite/boxlite/internal/protocol"
+)
+
+// The network stack's process (cmd/boxlite-net), as the shim starts it:
+// "boxlite-net CONFIG" with CONFIG a ProcConfig in JSON, and these
+// descriptors: the NIC (the VMM's SOCK_SEQPACKET peer), a control socket
+// (the stack says it is up, then answers "stats" lines with its
+// counters), a registry socket (the stack asks whether a host port is a
+// box's published one: AskPublished, AnswerPublished), then the
+// published ports' listeners, in the order of ProcConfig.Ports.
+const (
+	ProcNIC       = 3
+	ProcControl   = 4
+	ProcRegistry  = 5
+	ProcFirstPort = 6
+	// StatsWait bounds each question either side asks the other.
+	StatsWait = time.Second
+)
+
+// ProcConfig is what the stack process is told on its command line.
+type ProcConfig struct {
+	AllowNet []string        `json:"allow_net,omitempty"`
+	Ports    []protocol.Port `json:"ports,omitempty"` // as bound, in the order of the listeners
+}

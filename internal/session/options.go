@@ -1,0 +1,77 @@
+// Package session runs persistent sessions in a box (DESIGN.md, decision 9):
+// a long-lived Python interpreter that runs cells and keeps their state
+// (Python), or a long-lived shell that runs commands and keeps its working
+// directory and variables (Shell).
+//
+// A session needs four things of a box, the Process interface: start a
+// process with argv, env, cwd and user and its stdin open; read its stdout
+// and stderr; signal it or its process group; wait for it. core adapts an
+// Execution to it (Box.NewPythonSession, Box.NewShellSession); the tests
+// use local processes. One supervisor (supervisor.go) keeps the process of
+// every kind: it starts it (ensure), replaces one that died (restart),
+// starts a fresh one on Reset, stops it on Close, and lets one cell or
+// command run at a time (busy). The Python driver's protocol is in
+// driver.go and driver.py, a cell's output stream in cell.go, the shell's
+// marker stream in marker.go.
+package session
+
+import (
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/boxlite/boxlite/errdefs"
+)
+
+// ErrRestarted is wrapped, with ErrTimeout, by the error of a cell or
+// command that did not stop when interrupted: its interpreter or shell was
+// killed and started again, and the session's state is gone.
+var ErrRestarted = errors.New("session restarted")
+
+const (
+	defaultGrace    = 3 * time.Second
+	startTimeout    = 2 * time.Minute
+	stderrTailBytes = 4 << 10
+)
+
+// Options configures a session (boxlite.SessionOptions).
+type Options struct {
+	// Python is the interpreter of a Python session. Default: the first of
+	// /usr/local/bin/python3, python3 and python (on the box's PATH) that exists.
+	Python string
+	// Shell is the shell of a shell session. Default: /bin/sh.
+	Shell string
+	Env   map[string]string // added to the image's and the box's environment
+	Cwd   string            // default: the box's, else the image's working directory
+	User  string            // default: the box's, else the image's user
+	// Grace is how long an interrupted cell or command has to stop before its
+	// interpreter or shell is killed and restarted (losing the session's
+	// state). Default 3s.
+	Grace time.Duration
+	// OutputLimit caps how many bytes of each stream a cell's result or a
+	// shell command's result keeps; the rest is dropped and the result is
+	// marked truncated. Default: the runtime's (DefaultOutputLimit, 64 MiB).
+	OutputLimit int64
+}
+
+func (o Options) grace() time.Duration {
+	if o.Grace > 0 {
+		return o.Grace
+	}
+	return defaultGrace
+}
+
+func (o Options) check(what string) error {
+	if o.Grace < 0 {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s: negative grace period", what)
+	}
+	if o.OutputLimit < 0 {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s: negative output limit", what)
+	}
+	for k := range o.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s: env key %q is invalid", what, k)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,259 @@
+package shim
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/boxnet"
+	"github.com/boxlite/boxlite/internal/hv"
+	"github.com/boxlite/boxlite/internal/jail"
+	"github.com/boxlite/boxlite/internal/netpolicy"
+	"github.com/boxlite/boxlite/internal/protocol"
+)
+
+// A box's network stack runs in a process of its own, confined like the
+// VMM (it parses every frame the guest sends): cmd/boxlite-net (its
+// command line and descriptors are boxnet's Proc*), started as
+// "/boxlite-net CONFIG" through package jail with the host's network
+// namespace (it NATs through host sockets) but its own mount and IPC
+// namespaces, a uid of its own when the shim is root, a cgroup, rlimits,
+// no_new_privs and seccomp. The shim binds the published ports itself, so
+// that a port in use (or a privileged one) is decided before anything
+// starts, and answers the stack's registry questions (boxnet.Registry,
+// host-wide) itself: the stack needs no view of the host's sockets.
+const (
+	// netMemoryMax and netPidsMax are the stack's cgroup limits: its
+	// buffers (MaxTCPConns connections of at most 2 MiB each) and the Go
+	// runtime's threads.
+	netMemoryMax = 768 << 20
+	netPidsMax   = 128
+)
+
+// netProc is the shim's end of the running stack.
+type netProc struct {
+	cmd      *jail.Cmd
+	ports    []*os.File // the listeners, until the stack has them
+	registry *boxnet.Registry
+	bound    []protocol.Port
+	done     chan struct{}
+	err      error // set before done is closed
+
+	mu  sync.Mutex // one stats request at a time
+	ctl *net.UnixConn
+	rd  *bufio.Reader
+}
+
+// startNetwork binds the box's published ports and gives its VM a NIC and
+// the guest its addresses; the stack itself starts with the VM
+// (serveNetwork), which holds the NIC's other end.
+func (s *shim) startNetwork(vm *hv.Config) error {
+	n := s.cfg.Network
+	if n == nil {
+		return nil
+	}
+	if s.cfg.Netstack == "" {
+		return fmt.Errorf("network: the shim's config names no network stack binary")
+	}
+	policy, err := netpolicy.Parse(n.AllowNet)
+	if err != nil {
+		return err
+	}
+	reg, err := boxnet.NewRegistry()
+	if err != nil {
+		return err
+	}
+	bound, files, err := boxnet.Publish(n.Ports)
+	if err != nil {
+		return err
+	}
+	if err := reg.Hold(bound); err != nil {
+		for _, f := range files {
+			f.Close()
+		}
+		return err
+	}
+	s.net = &netProc{ports: files, registry: reg, bound: bound, done: make(chan struct{})}
+	vm.NIC = &hv.NIC{MAC: boxnet.GuestMAC}
+	vm.Cmdline = strings.TrimSpace(vm.Cmdline + " " + boxnet.GuestConfig(policy.AllowName(netpolicy.HostAlias)))
+	s.netInfo = &protocol.NetworkInfo{GuestIP: boxnet.GuestIP.String(), GatewayIP: boxnet.GatewayIP.String(),
+		AllowNet: policy.Rules(), Ports: bound}
+	return nil
+}
+
+// serveNetwork starts the box's network stack on the VM's NIC. If it dies
+// while the box runs, the box stops: a box does not lose its network
+// silently.
+func (s *shim) serveNetwork() error {
+	p := s.net
+	if p == nil {
+		return nil
+	}
+	nic, err := s.vm.Network().(*net.UnixConn).File()
+	if err != nil {
+		return fmt.Errorf("network: %w", err)
+	}
+	defer nic.Close()
+	ctl, theirCtl, err := connPair("control")
+	if err != nil {
+		return err
+	}
+	defer theirCtl.Close()
+	p.ctl, p.rd = ctl, bufio.NewReaderSize(ctl, 4096)
+	reg, theirReg, err := connPair("registry")
+	if err != nil {
+		return err
+	}
+	defer theirReg.Close()
+	go boxnet.AnswerPublished(reg, p.registry.Published)
+
+	cfg, _ := json.Marshal(boxnet.ProcConfig{AllowNet: s.cfg.Network.AllowNet, Ports: p.bound})
+	const inside = "/boxlite-net" // its command name too
+	binds := []jail.Bind{{Host: s.cfg.Netstack, Inside: inside}}
+	// The stack resolves names for the box as the host does.
+	for _, f := range []string{"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf"} {
+		if _, err := os.Stat(f); err == nil {
+			binds = append(binds, jail.Bind{Host: f})
+		}
+	}
+	spec := jail.Spec{
+		Path: inside, Args: []string{inside, string(cfg)}, HostNetwork: true,
+		Binds: binds, Devices: []string{"/dev/null", "/dev/urandom"},
+		ExtraFiles: append([]*os.File{nic, theirCtl, theirReg}, p.ports...), Stdout: os.Stderr, Stderr: os.Stderr,
+		Cgroup: &jail.CgroupSpec{Name: "boxlite-" + s.cfg.BoxID + ".net", MemoryMaxBytes: netMemoryMax,
+			PidsMax: netPidsMax, CPUWeight: 100},
+	}
+	if os.Geteuid() == 0 {
+		uid, release, err := jail.AllocUID(jail.HostUIDDir, jail.UIDRangeLo, jail.UIDRangeHi)
+		if err != nil {
+			return fmt.Errorf("network: a uid for the stack: %w", err)
+		}
+		spec.UID, spec.GID = uid, uid
+		prev := s.releaseUID
+		s.releaseUID = func() {
+			release()
+			if prev != nil {
+				prev()
+			}
+		}
+	}
+	p.cmd, err = hv.StartHelper("", spec)
+	for _, f := range p.ports {
+		f.Close() // the stack has them now (or nobody needs them)
+	}
+	p.ports = nil
+	if err != nil {
+		return fmt.Errorf("network: start the stack: %w", err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+		if !exitedSoon(s.vm) {
+			s.kill(fmt.Sprintf("the network stack exited: %v", p.err))
+		}
+	}()
+	// The stack says it is up (or why not) before the guest needs it.
+	p.ctl.SetReadDeadline(time.Now().Add(10 * time.Second))
+	line, err := p.rd.ReadString('\n')
+	p.ctl.SetReadDeadline(time.Time{})
+	if err != nil {
+		return fmt.Errorf("network: the stack did not start: %v", err)
+	}
+	var r struct{ Error string }
+	if json.Unmarshal([]byte(line), &r) != nil || r.Error != "" {
+		return fmt.Errorf("network: the stack did not start: %s", strings.TrimSpace(r.Error+" "+line))
+	}
+	l := p.cmd.Layers()
+	l.NetNS.Applied = true // the host's, by design: it NATs through host sockets
+	for _, m := range l.Missing() {
+		s.netWarnings = append(s.netWarnings, fmt.Sprintf("network stack confinement: no %s (%s)", m.Name, m.Note))
+	}
+	return nil
+}
+
+// connPair is a connected pair of stream sockets: the shim's end, and the
+// stack's as a file to hand over.
+func connPair(name string) (*net.UnixConn, *os.File, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("network: %s socket: %v: %w", name, err, errdefs.ErrLimit)
+	}
+	mine := os.NewFile(uintptr(fds[0]), name)
+	c, err := net.FileConn(mine)
+	mine.Close()
+	if err != nil {
+		unix.Close(fds[1])
+		return nil, nil, fmt.Errorf("network: %s socket: %w", name, err)
+	}
+	return c.(*net.UnixConn), os.NewFile(uintptr(fds[1]), name), nil
+}
+
+// stats asks the stack for its counters; nil if it does not answer soon.
+func (p *netProc) stats() *protocol.NetworkStats {
+	if p == nil || p.ctl == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ctl.SetDeadline(time.Now().Add(boxnet.StatsWait))
+	defer p.ctl.SetDeadline(time.Time{})
+	if _, err := p.ctl.Write([]byte("stats\n")); err != nil {
+		return nil
+	}
+	// The stack is confined, not trusted: a line of at most the reader's
+	// buffer, decoded into counters.
+	line, err := p.rd.ReadSlice('\n')
+	if err != nil {
+		return nil
+	}
+	var st protocol.NetworkStats
+	if json.Unmarshal(line, &st) != nil {
+		return nil
+	}
+	return &st
+}
+
+// stopNetwork ends the stack and frees the box's published ports.
+func (s *shim) stopNetwork() {
+	p := s.net
+	if p == nil {
+		return
+	}
+	for _, f := range p.ports {
+		f.Close()
+	}
+	if p.cmd != nil {
+		p.cmd.Process().Kill()
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+			log.Printf("network: the stack did not exit after SIGKILL")
+		}
+	}
+	if p.ctl != nil {
+		p.ctl.Close()
+	}
+	p.registry.Release(p.bound)
+}
+
+// currentInfo is the box's info with its metrics and the network's counters
+// as they are now.
+func (s *shim) currentInfo() protocol.Info {
+	info := s.info
+	info.Metrics = s.metrics()
+	if info.Network != nil {
+		n := *info.Network
+		n.Stats = s.net.stats()
+		info.Network = &n
+	}
+	return info
+}

@@ -1,0 +1,143 @@
+package shimapi
+
+import (
+	"path/filepath"
+	"time"
+
+	"github.com/boxlite/boxlite/internal/protocol"
+)
+
+// Files of a box directory.
+const (
+	ConfigFile  = "shim.json"   // Config, written by the runtime
+	SocketFile  = "shim.sock"   // where host clients connect
+	ExitFile    = "exit.json"   // Exit, written by the shim when the box ends
+	LogFile     = "shim.log"    // the shim's own log (stdout and stderr)
+	ConsoleFile = "console.log" // the guest's serial console, capped by the shim
+	DiskFile    = "disk.ext4"   // the box's writable disk
+	// LockFile is flock'ed by the box's shim for its whole life: one box,
+	// one VM. Whoever fails to take it joins the running box instead. The
+	// shim writes its pid in it (decimal, a newline) as soon as it holds
+	// it, before it has a socket; a runtime that takes it for a disk
+	// operation writes nothing. A pid read here names the box's shim only
+	// while that process holds the lock (see core's lockHolder).
+	LockFile = "shim.lock"
+	// LaneFile is the box's lane (protocol.LaneSerial): a sparse file of
+	// LaneSize bytes the shim makes for each VM start and removes after it.
+	// A copy's host side reads and writes it directly, flock'ed for the
+	// copy's length: one copy at a time uses the lane.
+	LaneFile = "lane.raw"
+)
+
+// LaneSize is the lane's size: 64 slots of protocol.LaneSlot bytes. It is
+// fixed, so the guest can never make the file use more host disk.
+const LaneSize = 64 * protocol.LaneSlot
+
+// Config is what the runtime hands the shim for one box start: what the box
+// is, never how its VM is built (the shim decides that: accelerator, devices,
+// confinement).
+type Config struct {
+	BoxID string `json:"box_id"`
+	Dir   string `json:"dir"` // the box directory; the files above live here
+
+	Kernel    string   `json:"kernel"`
+	Initrd    string   `json:"initrd"`
+	QEMU      string   `json:"qemu,omitempty"` // the VMM binary; default qemu-system-x86_64 on PATH
+	MemoryMiB int      `json:"memory_mib"`
+	CPUs      int      `json:"cpus"`
+	Layers    []string `json:"layers"` // read-only ext4 images of the image's layers, bottom first
+	// Accel is "kvm", "tcg" or empty (detect); RequireKVM refuses to fall
+	// back to TCG, which is not a security boundary.
+	Accel      string `json:"accel,omitempty"`
+	RequireKVM bool   `json:"require_kvm,omitempty"`
+
+	// BootTimeout is the boot's budget of VMM CPU time from VMM start to
+	// the agent's hello: a guest starved by other boxes is slow, a hung one
+	// spins. The wall-clock wait is bounded too, by BootWallFactor times it.
+	BootTimeout time.Duration `json:"boot_timeout"`
+	StopTimeout time.Duration `json:"stop_timeout"` // shutdown request to VMM exit, then kill
+	// OwnerUID is the only uid (besides root) whose clients the shim serves.
+	OwnerUID int `json:"owner_uid"`
+	// AutoRemove: the box directory is deleted after the box ends because
+	// its creator died, or, for a detached box (no parent-death pipe), after
+	// it ends at all: nobody may be left to remove it.
+	AutoRemove bool `json:"auto_remove,omitempty"`
+	// Detach: the box outlives its creator; there is no parent-death pipe
+	// on fd 4 (which then may be any fd the shim's own runtime opened).
+	Detach bool `json:"detach,omitempty"`
+	// Network is the box's network; nil: none at all (only lo in the box,
+	// no network stack in the shim).
+	Network *Network `json:"network,omitempty"`
+	// Netstack is the network stack's binary (cmd/boxlite-net), required
+	// with Network.
+	Netstack string `json:"netstack,omitempty"`
+
+	// Volumes are host files and directories the box mounts (validated by
+	// the runtime); Virtiofsd is the daemon that serves them, required
+	// with any.
+	Volumes   []Volume `json:"volumes,omitempty"`
+	Virtiofsd string   `json:"virtiofsd,omitempty"`
+
+	// KernelArgs are added to the guest kernel's command line, before
+	// boxlite's own words (validated by the runtime).
+	KernelArgs []string `json:"kernel_args,omitempty"`
+
+	// Hostname is the box's (the runtime's default when it sets none).
+	Hostname string `json:"hostname,omitempty"`
+
+	// Templates, when set, is the directory of the image's warm-start
+	// templates (package template): the box starts from the template of
+	// its shape, which the shim makes first if there is none. The runtime
+	// sets it only for a box's first start (its disk is the fresh one a
+	// template's replaces) without volumes. Empty: the VM boots.
+	Templates string `json:"templates,omitempty"`
+	// Park lists execs a template VM starts before it is saved (protocol.TPark:
+	// a session's interpreter), so that a box restored from it finds them
+	// started; each entry is alternatives, tried in order until one parks
+	// (the interpreters a session would try). They are part of the
+	// template's shape. Only with Templates.
+	Park [][]protocol.Exec `json:"park,omitempty"`
+}
+
+// Network is a box's network: where it may connect (AllowNet, as
+// netpolicy parses it; empty: anywhere) and the ports it publishes.
+type Network struct {
+	AllowNet []string        `json:"allow_net,omitempty"`
+	Ports    []protocol.Port `json:"ports,omitempty"`
+}
+
+// BootWallFactor bounds a boot's wall-clock wait: BootWallFactor times its
+// BootTimeout, however little CPU the VMM got.
+const BootWallFactor = 10
+
+// Path is the path of a file of the box directory.
+func (c Config) Path(name string) string { return filepath.Join(c.Dir, name) }
+
+// Ready is the shim's one message to its parent on the ready pipe: the box's
+// info once the agent said hello, or why the box failed to boot.
+type Ready struct {
+	Info *protocol.Info `json:"info,omitempty"`
+	// Running: another shim holds the box's lock (it runs or starts the
+	// box), so this one did nothing; join that one.
+	Running bool   `json:"running,omitempty"`
+	Kind    string `json:"kind,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// Exit records why a box ended, for the next client that asks.
+type Exit struct {
+	Reason string `json:"reason"`
+	// Fault: the box ended because something failed (its VMM, agent,
+	// network stack or volumes), not on request or with its creator; the
+	// runtime does not restart such a box on its own (see boxlite.Box.Exec).
+	Fault bool      `json:"fault,omitempty"`
+	At    time.Time `json:"at"`
+}
+
+// SweepCommand is boxlite-shim's subcommand that removes what a killed shim
+// of a box left behind: `boxlite-shim sweep BOX-ID`.
+const SweepCommand = "sweep"
+
+// CgroupPrefix starts the names of the cgroups of a box's confined processes
+// (its VMM and helpers).
+func CgroupPrefix(boxID string) string { return "boxlite-" + boxID }
