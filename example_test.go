@@ -124,7 +124,9 @@ func ExampleBox_CopyOut() {
 			_, err := box.Run(ctx, boxlite.Command{Argv: []string{"sh", "-c", "sort /tmp/words.txt | tr a-z A-Z > /tmp/sorted.txt"}})
 			return err
 		},
-		func() error { return box.CopyOut(ctx, "/tmp/sorted.txt", filepath.Join(dir, "sorted.txt"), boxlite.CopyOptions{}) },
+		func() error {
+			return box.CopyOut(ctx, "/tmp/sorted.txt", filepath.Join(dir, "sorted.txt"), boxlite.CopyOptions{})
+		},
 	}
 	for _, step := range steps {
 		if err := step(); err != nil {
