@@ -29,7 +29,7 @@ const (
 // guestKernel is the kernel the build puts in build/guest.
 func guestKernel(tb testing.TB) string {
 	tb.Helper()
-	k, err := filepath.Abs("../build/guest/vmlinuz")
+	k, err := filepath.Abs("../../build/guest/vmlinuz")
 	if err != nil {
 		tb.Fatal(err)
 	}
