@@ -7,14 +7,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
-	"time"
 
 	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/internal/safetext"
-	"github.com/boxlite/boxlite/internal/shimapi"
 )
 
 // lifecycle runs create, start, stop, restart, exec and logs.
@@ -224,9 +221,6 @@ func runDetached(ctx context.Context, b *boxlite.Box, cmd boxlite.Command, publi
 	return nil
 }
 
-// logsChunk bounds one read of a followed log.
-const logsChunk = 64 << 10
-
 // cmdLogs prints a box's shim log and guest console (the last MiB of each;
 // the box directory keeps at most two console files), then with -f follows
 // them until the box stops or ^C.
@@ -237,59 +231,18 @@ func cmdLogs(args []string) error {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite logs [-f] BOX")
 	}
 	return eachBox(fs.Args(), func(rt *boxlite.Runtime, b *boxlite.Box) error {
-		dir := b.Info().Dir
-		files := []string{filepath.Join(dir, shimapi.LogFile), filepath.Join(dir, shimapi.ConsoleFile)}
-		offsets := make([]int64, len(files))
-		for i, f := range files {
-			if st, err := os.Stat(f); err == nil {
-				offsets[i] = st.Size()
-				fmt.Fprintf(os.Stderr, "==> %s <==\n", filepath.Base(f))
-				fmt.Println(safetext.Text(shimapi.ConsoleTail(f, shimapi.ConsoleLogMax)))
-			}
+		for _, l := range b.Logs(1 << 20) {
+			fmt.Fprintf(os.Stderr, "==> %s <==\n", l.Name)
+			fmt.Println(l.Text)
 		}
 		if !*follow {
 			return nil
 		}
-		sigs := make(chan os.Signal, 1)
-		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-		defer signal.Stop(sigs)
-		for b.State() == boxlite.StateRunning {
-			for i, f := range files {
-				offsets[i] = copyNew(f, offsets[i])
-			}
-			select {
-			case <-sigs:
-				return nil
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-		for i, f := range files { // what the box wrote as it stopped
-			copyNew(f, offsets[i])
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		if err := b.FollowLogs(ctx, func(l boxlite.BoxLog) { os.Stdout.WriteString(l.Text) }); err != nil && ctx.Err() == nil {
+			return err
 		}
 		return nil
 	})
-}
-
-// copyNew prints what was appended to path since offset (at most logsChunk)
-// and returns the new offset; a file that shrank (the console log rotates)
-// is read from its start.
-func copyNew(path string, offset int64) int64 {
-	f, err := os.Open(path)
-	if err != nil {
-		return offset
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return offset
-	}
-	if st.Size() < offset {
-		offset = 0
-	}
-	buf := make([]byte, logsChunk)
-	n, _ := f.ReadAt(buf, offset)
-	if n > 0 {
-		os.Stdout.WriteString(safetext.Text(string(buf[:n])))
-	}
-	return offset + int64(n)
 }

@@ -197,3 +197,21 @@ func defaultsTable() string {
 	}
 	return b.String()
 }
+
+func nodeDefaults() string {
+	var b strings.Builder
+	b.WriteString("// Code " + notice + "\n'use strict';\n// The library's defaults and limits (internal/abi/limits.go), as the C header's BOXLITE_* macros.\n\nmodule.exports = Object.freeze({\n")
+	for _, c := range abi.Constants {
+		fmt.Fprintf(&b, "  /** %s */\n  %s: %d,\n", c.Doc, c.Name, c.Value)
+	}
+	b.WriteString("});\n")
+	return b.String()
+}
+
+func tsDefaults() string {
+	var b strings.Builder
+	for _, c := range abi.Constants {
+		fmt.Fprintf(&b, "/** %s */\nexport declare const %s: %d;\n", c.Doc, c.Name, c.Value)
+	}
+	return b.String()
+}

@@ -55,8 +55,33 @@ export declare function errorCode(err: unknown): BoxliteErrorCode | undefined;
 /** The library version, "MAJOR.MINOR.PATCH". */
 export declare function version(): string;
 
-export declare const DEFAULT_CPUS: 1;
+// The library's defaults and limits (the C header's BOXLITE_* macros).
+// BEGIN GENERATED: defaults (go generate ./errdefs; do not edit)
+/** a box's guest memory */
 export declare const DEFAULT_MEMORY_MIB: 512;
+/** the least guest memory a box may have */
+export declare const MIN_MEMORY_MIB: 64;
+/** the most guest memory a box may have */
+export declare const MAX_MEMORY_MIB: 65536;
+/** a box's virtual CPUs */
+export declare const DEFAULT_CPUS: 1;
+/** the most virtual CPUs a box may have */
+export declare const MAX_CPUS: 64;
+/** a box's writable disk (sparse: it costs what the box writes) */
+export declare const DEFAULT_DISK_SIZE_GB: 4;
+/** the largest writable disk a box may have */
+export declare const MAX_DISK_SIZE_GB: 1024;
+/** how long a start may take until the box's agent answers */
+export declare const DEFAULT_BOOT_TIMEOUT_SECS: 60;
+/** the longest boot timeout a box may ask for */
+export declare const MAX_BOOT_TIMEOUT_SECS: 600;
+/** output collected per stream of a run, a cell or a shell command */
+export declare const DEFAULT_OUTPUT_LIMIT_BYTES: 67108864;
+/** a terminal's initial rows */
+export declare const DEFAULT_ROWS: 24;
+/** a terminal's initial columns */
+export declare const DEFAULT_COLS: 80;
+// END GENERATED: defaults
 
 // ---- runtime ----
 

@@ -43,6 +43,5 @@ module.exports = {
   errorCode,
   ERROR_CODES: CODES,
   version,
-  DEFAULT_CPUS: 1,
-  DEFAULT_MEMORY_MIB: 512,
+  ...require('./defaults'), // DEFAULT_MEMORY_MIB, DEFAULT_CPUS, ...: generated from internal/abi
 };

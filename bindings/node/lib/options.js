@@ -34,7 +34,7 @@ function checkSeconds(v, name) {
 }
 
 /** Bytes of output collected per stream of a command run to completion (the C ABI's default). */
-const DEFAULT_OUTPUT_LIMIT = 64 * 1024 * 1024;
+const DEFAULT_OUTPUT_LIMIT = require('./defaults').DEFAULT_OUTPUT_LIMIT_BYTES;
 
 /** An output limit: a whole number of bytes > 0 (undefined/null: the default). */
 function checkOutputLimit(v, name) {
