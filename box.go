@@ -139,8 +139,10 @@ func (b *Box) Info() BoxInfo {
 		// A shim that holds the box's lock without a socket yet is booting
 		// it (started by another process, or left by an interrupted start).
 		if p := b.lockHolder(); p != nil {
+			if !p.ended {
+				bi.State, bi.LastExit, bi.Faulted = StateStarting, "", false
+			}
 			p.close()
-			bi.State, bi.LastExit, bi.Faulted = StateStarting, "", false
 		}
 	}
 	if b.state == StateRunning {

@@ -30,6 +30,9 @@ type proc struct {
 	pid   int
 	fd    int    // pidfd; -1: none
 	start uint64 // start time (clock ticks after boot), from /proc/PID/stat
+	// ended: a box's shim (lockHolder) that has ended its box and is
+	// finishing, not one still booting it (shimapi.LockContent).
+	ended bool
 }
 
 // openProc opens pid; nil when it is gone (or a zombie).
@@ -158,11 +161,11 @@ func descendants(pid int) []*proc {
 func (b *Box) lockHolder() *proc {
 	path := b.path(shimapi.LockFile)
 	data, err := os.ReadFile(path)
-	if err != nil || len(data) == 0 || len(data) > 32 {
+	if err != nil {
 		return nil
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil {
+	pid, ended, ok := shimapi.ParseLockContent(data)
+	if !ok {
 		return nil
 	}
 	var st unix.Stat_t
@@ -177,6 +180,7 @@ func (b *Box) lockHolder() *proc {
 		p.close()
 		return nil
 	}
+	p.ended = ended
 	return p
 }
 
@@ -273,6 +277,11 @@ func endShim(id string, p *proc) error {
 func (b *Box) endBootingShim() (bool, error) {
 	p := b.lockHolder()
 	if p == nil {
+		return false, nil
+	}
+	if p.ended { // it stopped the box and is exiting: not ours to end
+		p.wait(shimGrace)
+		p.close()
 		return false, nil
 	}
 	return true, endShim(b.rec.ID, p)

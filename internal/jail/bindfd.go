@@ -3,9 +3,10 @@ package jail
 import (
 	"fmt"
 	"os"
-	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/boxlite/boxlite/internal/shimapi"
 )
 
 // Binds from a descriptor (Bind.File): the caller opened the source (and
@@ -83,7 +84,7 @@ func bindFromFD(b Bind, fd int, tree bool) (mnt, error) {
 	if tree {
 		return m, nil
 	}
-	own, err := openNoSymlinks(b.Host)
+	own, err := shimapi.OpenNoSymlinksFD(b.Host)
 	if err != nil {
 		return mnt{}, fail(step, err)
 	}
@@ -99,72 +100,4 @@ func bindFromFD(b Bind, fd int, tree bool) (mnt, error) {
 	}
 	m.fd = own // close-on-exec: gone once the program runs
 	return m, nil
-}
-
-// openNoSymlinks opens path (absolute) with O_PATH, following no symlink:
-// openat2 with RESOLVE_NO_SYMLINKS, or before Linux 5.6 a walk of
-// O_NOFOLLOW opens, one component at a time. A symlink is ELOOP.
-func openNoSymlinks(path string) (int, error) {
-	fd, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
-		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
-	if err == unix.ENOSYS {
-		fd, err = walkNoFollow(path)
-	}
-	if err != nil {
-		return -1, err
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return -1, err
-	}
-	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-		unix.Close(fd)
-		return -1, fmt.Errorf("%s is a symlink: %w", path, unix.ELOOP)
-	}
-	return fd, nil
-}
-
-// walkNoFollow opens path one component at a time with O_NOFOLLOW.
-func walkNoFollow(path string) (int, error) {
-	if len(path) == 0 || path[0] != '/' {
-		return -1, unix.EINVAL
-	}
-	fd, err := unix.Open("/", unix.O_PATH|unix.O_CLOEXEC|unix.O_DIRECTORY, 0)
-	if err != nil {
-		return -1, err
-	}
-	rest := path[1:]
-	for rest != "" {
-		name := rest
-		if i := strings.IndexByte(rest, '/'); i >= 0 {
-			name, rest = rest[:i], rest[i+1:]
-		} else {
-			rest = ""
-		}
-		if name == "" || name == "." || name == ".." {
-			unix.Close(fd)
-			return -1, fmt.Errorf("%s is not a clean path: %w", path, unix.EINVAL)
-		}
-		next, err := unix.Openat(fd, name, unix.O_PATH|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-		unix.Close(fd)
-		if err != nil {
-			return -1, err
-		}
-		fd = next
-		if rest != "" {
-			var st unix.Stat_t
-			if err := unix.Fstat(fd, &st); err != nil {
-				unix.Close(fd)
-				return -1, err
-			}
-			if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-				unix.Close(fd)
-				return -1, fmt.Errorf("%s: a component is a symlink: %w", path, unix.ELOOP)
-			}
-		}
-	}
-	return fd, nil
 }

@@ -11,7 +11,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -268,7 +267,7 @@ func (s *shim) lockBox() error {
 	if err := f.Truncate(0); err != nil {
 		return fmt.Errorf("box %s: %s: %w", s.cfg.BoxID, shimapi.LockFile, err)
 	}
-	if _, err := f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0); err != nil {
+	if _, err := f.WriteAt(shimapi.LockContent(os.Getpid(), false), 0); err != nil {
 		return fmt.Errorf("box %s: %s: %w", s.cfg.BoxID, shimapi.LockFile, err)
 	}
 	return nil
@@ -449,6 +448,10 @@ func (s *shim) teardown() {
 	s.clients = map[*client]bool{}
 	s.mu.Unlock()
 	s.writeExit(reason, fault)
+	if s.lock != nil { // from here the box reads as stopped, not starting
+		s.lock.Truncate(0)
+		s.lock.WriteAt(shimapi.LockContent(os.Getpid(), true), 0)
+	}
 	s.stopNetwork() // its published ports are free again
 	s.stopVolumes()
 	s.ln.Close()

@@ -24,3 +24,16 @@ func TestConsoleTail(t *testing.T) {
 		t.Errorf("ConsoleTail(0) = %q", got)
 	}
 }
+
+func TestLockContent(t *testing.T) {
+	for _, ended := range []bool{false, true} {
+		if pid, e, ok := ParseLockContent(LockContent(4242, ended)); !ok || pid != 4242 || e != ended {
+			t.Errorf("ended %v: %d %v %v", ended, pid, e, ok)
+		}
+	}
+	for _, bad := range []string{"", "x\n", "12 stopping\n", "-3\n", "1 ended extra\n", strings.Repeat("9", 40)} {
+		if _, _, ok := ParseLockContent([]byte(bad)); ok {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}

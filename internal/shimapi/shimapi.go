@@ -2,6 +2,8 @@ package shimapi
 
 import (
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/boxlite/boxlite/internal/protocol"
@@ -141,3 +143,27 @@ const SweepCommand = "sweep"
 // CgroupPrefix starts the names of the cgroups of a box's confined processes
 // (its VMM and helpers).
 func CgroupPrefix(boxID string) string { return "boxlite-" + boxID }
+
+// LockContent is what the shim writes in LockFile: its pid, and "ended"
+// once its box has ended (its exit record written, its socket about to
+// go), so that a runtime reading a lock held without a socket can tell a
+// shim still booting the box from one finishing.
+func LockContent(pid int, ended bool) []byte {
+	if ended {
+		return []byte(strconv.Itoa(pid) + " ended\n")
+	}
+	return []byte(strconv.Itoa(pid) + "\n")
+}
+
+// ParseLockContent reads LockContent; ok is false for anything else.
+func ParseLockContent(b []byte) (pid int, ended, ok bool) {
+	if len(b) == 0 || len(b) > 32 {
+		return 0, false, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 || len(f) > 2 || (len(f) == 2 && f[1] != "ended") {
+		return 0, false, false
+	}
+	pid, err := strconv.Atoi(f[0])
+	return pid, len(f) == 2, err == nil && pid > 0
+}

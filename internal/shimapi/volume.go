@@ -106,8 +106,18 @@ func OpenVolume(v Volume) (*os.File, FileID, error) {
 // (before Linux 5.6), one O_NOFOLLOW openat per component. A symlink on
 // the way is an error wrapping ELOOP.
 func OpenNoSymlinks(path string) (*os.File, error) {
+	fd, err := OpenNoSymlinksFD(path)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// OpenNoSymlinksFD is OpenNoSymlinks's descriptor, for code that must not
+// leave a descriptor to the garbage collector (the jail's helper).
+func OpenNoSymlinksFD(path string) (int, error) {
 	if !strings.HasPrefix(path, "/") {
-		return nil, fmt.Errorf("%q is not absolute: %w", path, unix.EINVAL)
+		return -1, fmt.Errorf("%q is not absolute: %w", path, unix.EINVAL)
 	}
 	fd, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
@@ -117,18 +127,18 @@ func OpenNoSymlinks(path string) (*os.File, error) {
 		fd, err = walkNoFollow(path)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return -1, fmt.Errorf("open %s: %w", path, err)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("fstat %s: %w", path, err)
+		return -1, fmt.Errorf("fstat %s: %w", path, err)
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 		unix.Close(fd)
-		return nil, fmt.Errorf("%s is a symlink: %w", path, unix.ELOOP)
+		return -1, fmt.Errorf("%s is a symlink: %w", path, unix.ELOOP)
 	}
-	return os.NewFile(uintptr(fd), path), nil
+	return fd, nil
 }
 
 // walkNoFollow opens path one component at a time with O_NOFOLLOW.

@@ -143,11 +143,11 @@ func TestVolumeEscape(t *testing.T) {
 		rctx, rcancel := context.WithTimeout(ctx, time.Minute)
 		victim.Run(rctx, sh(`dd if=/dev/zero of=/lim/big bs=1M count=16; sync; sleep 60`))
 		rcancel()
-		for end := time.Now().Add(time.Minute); victim.Info().State == boxlite.StateRunning && time.Now().Before(end); {
+		for end := time.Now().Add(time.Minute); victim.Info().State != boxlite.StateStopped && time.Now().Before(end); {
 			time.Sleep(200 * time.Millisecond)
 		}
 		info := victim.Info()
-		if info.State == boxlite.StateRunning || !strings.Contains(info.LastExit, "/lim") || !strings.Contains(info.LastExit, "size limit") {
+		if info.State != boxlite.StateStopped || !strings.Contains(info.LastExit, "/lim") || !strings.Contains(info.LastExit, "size limit") {
 			t.Fatalf("state %s, last exit %q: want stopped for /lim's size limit", info.State, info.LastExit)
 		}
 		var used int64
