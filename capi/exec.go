@@ -8,7 +8,6 @@ import (
 	"errors"
 	"runtime/debug"
 	"syscall"
-	"time"
 	"unsafe"
 
 	"github.com/boxlite/boxlite"
@@ -260,22 +259,21 @@ func boxlite_execution_wait(p *C.boxlite_execution_t, timeoutMs C.int64_t, out *
 	if err != nil {
 		return status(err, cerr)
 	}
+	wait := abi.Millis(timeoutMs)
+	ctx, cancel := wait.Context(context.Background())
+	defer cancel()
 	select {
 	case <-x.e.Done():
 	default:
-		if timeoutMs == 0 {
+		if wait.Poll() {
 			status(nil, cerr)
 			return C.BOXLITE_AGAIN
 		}
-		if timeoutMs > 0 {
-			t := time.NewTimer(time.Duration(timeoutMs) * time.Millisecond)
-			defer t.Stop()
-			select {
-			case <-x.e.Done():
-			case <-t.C:
-				status(nil, cerr)
-				return C.BOXLITE_AGAIN
-			}
+		select {
+		case <-x.e.Done():
+		case <-ctx.Done():
+			status(nil, cerr)
+			return C.BOXLITE_AGAIN
 		}
 	}
 	st, err := x.e.Wait(context.Background())

@@ -249,20 +249,18 @@ func boxlite_cell_result(p *C.boxlite_cell_t, timeoutMs C.int64_t, out **C.char,
 	}
 	// A poll (timeout 0) leaves the output to boxlite_cell_read; a wait
 	// collects what is left, so a cell blocked on unread output can end.
-	ctx := context.Background()
-	switch {
-	case timeoutMs == 0:
+	wait := abi.Millis(timeoutMs)
+	if wait.Poll() {
 		select {
 		case <-x.c.Done():
+			wait = -1 // ended: collect without a deadline
 		default:
 			status(nil, cerr)
 			return C.BOXLITE_AGAIN
 		}
-	case timeoutMs > 0:
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(timeoutMs)*time.Millisecond)
-		defer cancel()
 	}
+	ctx, cancel := wait.Context(context.Background())
+	defer cancel()
 	r, err := x.c.Result(ctx)
 	if err != nil && ctx.Err() != nil {
 		select {

@@ -4,10 +4,12 @@ package main
 import "C"
 
 import (
+	"context"
 	"sync"
-	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/boxlite/boxlite/internal/abi"
 )
 
 // waker wakes the readers of an object's output: readers blocked in this
@@ -80,24 +82,21 @@ func (w *waker) close() {
 // timeoutMs (0: never wait, < 0: as long as needed). When time is up, dry
 // (which re-arms the eventfd) runs and the answer is BOXLITE_AGAIN.
 func (w *waker) read(timeoutMs C.int64_t, try func() (C.int, bool), dry func()) C.int {
-	var deadline <-chan time.Time
-	if timeoutMs > 0 {
-		t := time.NewTimer(time.Duration(timeoutMs) * time.Millisecond)
-		defer t.Stop()
-		deadline = t.C
-	}
+	wait := abi.Millis(timeoutMs)
+	ctx, cancel := wait.Context(context.Background())
+	defer cancel()
 	for {
 		changed := w.watch() // before trying, so no arrival is missed
 		if rc, ok := try(); ok {
 			return rc
 		}
-		if timeoutMs == 0 {
+		if wait.Poll() {
 			dry()
 			return C.BOXLITE_AGAIN
 		}
 		select {
 		case <-changed:
-		case <-deadline:
+		case <-ctx.Done():
 			dry()
 			return C.BOXLITE_AGAIN
 		}

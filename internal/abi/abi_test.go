@@ -1,6 +1,7 @@
 package abi
 
 import (
+	"context"
 	"errors"
 	"math"
 	"reflect"
@@ -42,17 +43,20 @@ func TestSecondsDuration(t *testing.T) {
 }
 
 func TestMillisWait(t *testing.T) {
-	if _, block, bounded := Millis(0).Wait(); block || !bounded {
-		t.Error("0 must not block")
+	if !Millis(0).Poll() || Millis(-1).Poll() || Millis(5).Poll() {
+		t.Error("only 0 polls")
 	}
-	if _, block, bounded := Millis(-1).Wait(); !block || bounded {
-		t.Error("-1 must block without bound")
+	ctx, cancel := Millis(-1).Context(context.Background())
+	if _, ok := ctx.Deadline(); ok {
+		t.Error("a negative wait has a deadline")
 	}
-	if d, block, bounded := Millis(250).Wait(); !block || !bounded || d != 250*time.Millisecond {
-		t.Errorf("250 ms: %v %v %v", d, block, bounded)
-	}
-	if d, _, _ := Millis(math.MaxInt64).Wait(); d <= 0 {
-		t.Errorf("MaxInt64 ms overflowed: %v", d)
+	cancel()
+	for _, m := range []Millis{250, math.MaxInt64} {
+		ctx, cancel := m.Context(context.Background())
+		if d, ok := ctx.Deadline(); !ok || time.Until(d) <= 0 {
+			t.Errorf("%d ms: deadline %v, %v", m, d, ok)
+		}
+		cancel()
 	}
 }
 

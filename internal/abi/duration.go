@@ -1,6 +1,7 @@
 package abi
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"time"
@@ -52,28 +53,23 @@ func (s Seconds) Positive(what string) (time.Duration, error) {
 // SecondsOf is d on the wire.
 func SecondsOf(d time.Duration) Seconds { return Seconds(d.Seconds()) }
 
-// OptionalSeconds is an optional duration field: nil when absent.
-func OptionalSeconds(d time.Duration) *Seconds {
-	s := SecondsOf(d)
-	return &s
-}
-
 // Millis is the C ABI's one convention for a function's wait argument
 // (int64_t timeout_ms): how long the call may block. 0 never blocks
 // (BOXLITE_AGAIN when nothing is there yet), a negative value waits as long
 // as it takes, a positive one at most that many milliseconds.
 type Millis int64
 
-// Wait returns the deadline's duration and whether the call may block at all
-// and whether it is bounded.
-func (m Millis) Wait() (d time.Duration, block, bounded bool) {
-	switch {
-	case m == 0:
-		return 0, false, true
-	case m < 0:
-		return 0, true, false
+// Poll reports a wait of 0: the call must not block.
+func (m Millis) Poll() bool { return m == 0 }
+
+// Context bounds parent by the wait m allows: unbounded for a negative m,
+// at most m milliseconds (capped at MaxSeconds) for a positive one. (A
+// poll, m == 0, gives an already ended context: check Poll first.)
+func (m Millis) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	if m < 0 {
+		return context.WithCancel(parent)
 	}
-	return time.Duration(min(int64(m), int64(MaxSeconds)*1000)) * time.Millisecond, true, true
+	return context.WithTimeout(parent, time.Duration(min(int64(m), int64(MaxSeconds)*1000))*time.Millisecond)
 }
 
 func (s Seconds) String() string { return fmt.Sprintf("%gs", float64(s)) }
