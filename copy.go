@@ -44,6 +44,9 @@ type CopyOptions struct {
 	ContentsOnly bool
 	// NoRecursive refuses a directory source (BoxLite recursive=false).
 	NoRecursive bool
+	// ArchiveOneFile: CopyInArchive's archive holds one file, placed as
+	// CopyIn places one.
+	ArchiveOneFile bool
 	// MaxBytes and MaxEntries cap the file data and the entries of one
 	// copy; past them it fails with ErrLimit. 0 means the default: for a
 	// copy out DefaultCopyOutMaxBytes and DefaultCopyOutMaxEntries, for a
@@ -98,12 +101,20 @@ func (b *Box) CopyIn(ctx context.Context, hostSrc, boxDst string, opts CopyOptio
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer dir.Close()
+	return b.sendArchive(ctx, what, protocol.CopyIn{Dest: boxDst, Name: base, Overwrite: !opts.NoOverwrite}, func(w io.Writer) error {
+		_, err := filecopy.Send(w, dir, name, filecopy.SendOptions{Name: base, Limits: opts.limits(false), Progress: opts.progress()})
+		return err
+	})
+}
+
+// sendArchive streams the tar archive write produces to the box as the copy
+// in req, through the lane when the box has one free.
+func (b *Box) sendArchive(ctx context.Context, what string, req protocol.CopyIn, write func(io.Writer) error) error {
 	c, lane, err := b.copyConn(ctx, what)
 	if err != nil {
 		return err
 	}
 	s := newCopyStream(c, what)
-	req := protocol.CopyIn{Dest: boxDst, Name: base, Overwrite: !opts.NoOverwrite}
 	var w interface {
 		io.Writer
 		Flush() error
@@ -121,7 +132,7 @@ func (b *Box) CopyIn(ctx context.Context, hostSrc, boxDst string, opts CopyOptio
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return s.run(ctx, func() error {
-		_, err := filecopy.Send(w, dir, name, filecopy.SendOptions{Name: base, Limits: opts.limits(false), Progress: opts.progress()})
+		err := write(w)
 		if err == nil {
 			err = w.Flush()
 		}
@@ -191,49 +202,17 @@ func (b *Box) CopyOut(ctx context.Context, boxSrc, hostDst string, opts CopyOpti
 			return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s: %s names no file; copy a directory's contents with ContentsOnly", what, boxSrc)
 		}
 	}
-	c, lane, err := b.copyConn(ctx, what)
-	if err != nil {
-		return err
-	}
-	if lane != nil {
-		defer lane.release()
-	}
 	umask := filecopy.Umask()
 	// Where it lands is settled (and checked) before the box sends anything.
 	t, err := filecopy.Prepare(filecopy.HostNoSymlinks(), hostDst, filecopy.Place{Base: base, Overwrite: !opts.NoOverwrite})
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	s := newCopyStream(c, what)
-	req := protocol.CopyOut{Src: boxSrc, Contents: contents, Follow: opts.FollowSymlinks}
-	var src io.Reader
-	if lane != nil {
-		req.Lane = lane.slots
-		s.lrecv = newLaneReader(lane, func() { c.send(protocol.TLaneFree, s.id, protocol.LaneFree{Slots: 1}) })
-		src = s.lrecv
-	} else {
-		s.recv = newWindow(func(n int) { c.send(protocol.TCredit, s.id, protocol.Credit{Fd: 1, Bytes: n}) })
-		src = s.recv
-	}
-	if _, err := c.open(s, protocol.TCopyOut, req); err != nil {
-		t.Discard()
-		return fmt.Errorf("%s: %w", what, err)
-	}
 	var st filecopy.Stats
-	err = s.run(ctx, func() error {
-		r := bufio.NewReaderSize(src, protocol.MaxChunk)
+	err = b.receiveArchive(ctx, what, protocol.CopyOut{Src: boxSrc, Contents: contents, Follow: opts.FollowSymlinks}, func(r io.Reader) error {
 		var err error
 		st, err = t.Extract(r, filecopy.ExtractOptions{Limits: opts.limits(true), Progress: opts.progress(), Umask: umask})
-		if err != nil {
-			return err
-		}
-		// After the archive's end, only padding is expected.
-		if n, err := io.Copy(io.Discard, io.LimitReader(r, maxTrailing+1)); err != nil {
-			return err
-		} else if n > maxTrailing {
-			return errdefs.Errorf(errdefs.ErrInvalidArgument, "the box sent more than %d bytes after the end of the archive", maxTrailing)
-		}
-		return nil
+		return err
 	})
 	if err == nil {
 		err = t.Commit()
@@ -246,6 +225,45 @@ func (b *Box) CopyOut(ctx context.Context, boxSrc, hostDst string, opts CopyOpti
 		return err
 	}
 	return nil
+}
+
+// receiveArchive streams the box's tar archive of the copy out req to read,
+// which must consume the archive to its end; after it, only padding may
+// follow.
+func (b *Box) receiveArchive(ctx context.Context, what string, req protocol.CopyOut, read func(io.Reader) error) error {
+	c, lane, err := b.copyConn(ctx, what)
+	if err != nil {
+		return err
+	}
+	if lane != nil {
+		defer lane.release()
+	}
+	s := newCopyStream(c, what)
+	var src io.Reader
+	if lane != nil {
+		req.Lane = lane.slots
+		s.lrecv = newLaneReader(lane, func() { c.send(protocol.TLaneFree, s.id, protocol.LaneFree{Slots: 1}) })
+		src = s.lrecv
+	} else {
+		s.recv = newWindow(func(n int) { c.send(protocol.TCredit, s.id, protocol.Credit{Fd: 1, Bytes: n}) })
+		src = s.recv
+	}
+	if _, err := c.open(s, protocol.TCopyOut, req); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return s.run(ctx, func() error {
+		r := bufio.NewReaderSize(src, protocol.MaxChunk)
+		if err := read(r); err != nil {
+			return err
+		}
+		// After the archive's end, only padding is expected.
+		if n, err := io.Copy(io.Discard, io.LimitReader(r, maxTrailing+1)); err != nil {
+			return err
+		} else if n > maxTrailing {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "the box sent more than %d bytes after the end of the archive", maxTrailing)
+		}
+		return nil
+	})
 }
 
 // copyConn is the box's connection for a copy, if its agent has the

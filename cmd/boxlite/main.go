@@ -81,6 +81,17 @@ const usage = `usage: boxlite COMMAND [ARGS]
   image prune [-a]  remove unnamed images (-a: all images) that no box uses, and
                     the blobs and layers nothing needs
 
+  serve [--listen HOST:PORT] [--tls-cert F --tls-key F] [--insecure-no-tls] [--keys FILE]
+      [--access-log FILE] [--max-boxes-per-key N] [--max-memory-mib-per-key N]
+      [--max-execs-per-key N] [--max-transfer-bytes N]
+                    serve BoxLite's REST API (default 127.0.0.1:8100, under /v1;
+                    schema at /v1/openapi.json) over this home until SIGINT or
+                    SIGTERM; every request but /v1/config, /v1/openapi.json and
+                    /healthz needs Authorization: Bearer KEY; a listen beyond
+                    loopback needs TLS (or --insecure-no-tls)
+  serve key create [--keys FILE] [--name N] | ls [--keys FILE] | rm [--keys FILE] NAME
+                    make a key (printed once; only its hash is kept), list, revoke
+
 run and create pull IMAGE when it is not in the store; one in the store is used as it is.
 Exit codes of run and exec: the command's own; 124 when --timeout killed it; 125 when
 boxlite failed; 127 when the command was not found. BOXLITE_HOME sets the home (~/.boxlite).
@@ -126,6 +137,8 @@ func run(args []string) int {
 		err = cmdImage(args[1:])
 	case "pull":
 		err = cmdImage(append([]string{"pull"}, args[1:]...))
+	case "serve":
+		err = cmdServe(args[1:])
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 	default:

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -26,6 +27,8 @@ type Image struct {
 	Config Config  `json:"config"`
 	Layers []Layer `json:"layers"` // bottom layer first
 	Size   int64   `json:"size"`   // bytes of the layer blobs in the store
+	// CachedAt is when its manifest reached the store (zero if unknown).
+	CachedAt time.Time `json:"cached_at"`
 }
 
 // Config is the part of the image configuration that says how to run it.
@@ -385,6 +388,9 @@ func (s *Store) image(d v1.Descriptor) (Image, error) {
 			Env: cf.Config.Env, WorkingDir: cf.Config.WorkingDir, User: cf.Config.User,
 			Entrypoint: cf.Config.Entrypoint, Cmd: cf.Config.Cmd,
 		},
+	}
+	if st, err := os.Stat(filepath.Join(s.blobDir(), d.Digest.Hex)); err == nil {
+		img.CachedAt = st.ModTime().UTC()
 	}
 	for i, l := range m.Layers {
 		img.Layers = append(img.Layers, Layer{DiffID: cf.RootFS.DiffIDs[i].String(), Size: l.Size})

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/boxlite/boxlite"
+	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/restapi"
+	"github.com/boxlite/boxlite/internal/serve"
+)
+
+// defaultKeysFile is the key file of the runtime home: $BOXLITE_HOME/serve/keys.
+func defaultKeysFile() string {
+	home := os.Getenv("BOXLITE_HOME")
+	if home == "" {
+		h, _ := os.UserHomeDir()
+		home = filepath.Join(h, ".boxlite")
+	}
+	return filepath.Join(home, "serve", "keys")
+}
+
+// cmdServe is `boxlite serve [flags]` and `boxlite serve key ...`.
+func cmdServe(args []string) error {
+	if len(args) > 0 && args[0] == "key" {
+		return cmdServeKey(args[1:])
+	}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	listen := fs.String("listen", serve.DefaultListen, "host:port to listen on")
+	cert := fs.String("tls-cert", "", "TLS certificate (PEM)")
+	key := fs.String("tls-key", "", "TLS private key (PEM)")
+	insecure := fs.Bool("insecure-no-tls", false, "allow a non-loopback --listen without TLS (a TLS proxy in front)")
+	keys := fs.String("keys", defaultKeysFile(), "key file (boxlite serve key create)")
+	accessLog := fs.String("access-log", "-", "access log file (JSON lines; - is stderr, empty: none)")
+	boxes := fs.Int("max-boxes-per-key", restapi.DefaultBoxesPerKey, "boxes one key may have")
+	mem := fs.Int("max-memory-mib-per-key", restapi.DefaultMemoryMiBPerKey, "memory (MiB) one key's boxes may be given")
+	execs := fs.Int("max-execs-per-key", restapi.DefaultExecsPerKey, "executions of one key that may run at once")
+	transfer := fs.Int64("max-transfer-bytes", restapi.DefaultTransferBytes, "largest upload, download or import")
+	if err := fs.Parse(args); err != nil {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "serve: %v", err)
+	}
+	if fs.NArg() > 0 {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "serve: unexpected argument %q", fs.Arg(0))
+	}
+	cfg := serve.Config{Listen: *listen, TLSCert: *cert, TLSKey: *key, InsecureNoTLS: *insecure, KeysFile: *keys,
+		Limits: restapi.Limits{BoxesPerKey: *boxes, MemoryMiBPerKey: *mem, ExecsPerKey: *execs, TransferBytes: *transfer}}
+	switch *accessLog {
+	case "":
+	case "-":
+		cfg.AccessLog = os.Stderr
+	default:
+		f, err := os.OpenFile(*accessLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		cfg.AccessLog = f
+	}
+	rt, err := boxlite.NewRuntime()
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	srv, err := serve.New(cfg, rt)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	scheme := "http"
+	if *cert != "" {
+		scheme = "https"
+	}
+	fmt.Fprintf(os.Stderr, "boxlite serve: listening on %s://%s (BoxLite REST API under /v1; keys in %s)\n", scheme, srv.Addr(), *keys)
+	err = srv.Serve(ctx)
+	fmt.Fprintln(os.Stderr, "boxlite serve: stopped; its boxes keep running (they are detached)")
+	return err
+}
+
+func cmdServeKey(args []string) error {
+	if len(args) == 0 {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "serve key: want create, ls or rm")
+	}
+	fs := flag.NewFlagSet("serve key "+args[0], flag.ContinueOnError)
+	keys := fs.String("keys", defaultKeysFile(), "key file")
+	name := fs.String("name", "", "the key's name (create; default key-N)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "serve key: %v", err)
+	}
+	switch args[0] {
+	case "create":
+		if fs.NArg() > 0 {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "serve key create: unexpected argument %q (the name goes in --name)", fs.Arg(0))
+		}
+		value, k, err := serve.CreateKey(*keys, *name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "key %q added to %s; it is shown once, here:\n", k.Name, *keys)
+		fmt.Println(value)
+	case "ls":
+		if fs.NArg() > 0 {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "serve key ls: unexpected argument %q", fs.Arg(0))
+		}
+		ks, err := serve.ReadKeys(*keys)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tCREATED")
+		for _, k := range ks {
+			fmt.Fprintf(tw, "%s\t%s\n", k.Name, k.Created.Local().Format(time.RFC3339))
+		}
+		return tw.Flush()
+	case "rm":
+		if fs.NArg() != 1 {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "serve key rm: want one NAME")
+		}
+		return serve.RemoveKey(*keys, fs.Arg(0))
+	default:
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "serve key %q: want create, ls or rm", args[0])
+	}
+	return nil
+}

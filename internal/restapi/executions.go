@@ -1,0 +1,294 @@
+package restapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/boxlite/boxlite"
+	"github.com/boxlite/boxlite/errdefs"
+)
+
+// chunkSize is the most one output read takes: one chunk per stream is all
+// the server holds of an execution's output.
+const chunkSize = 32 << 10
+
+// execution is one process started by POST /exec, its output pumped one
+// chunk at a time: a pump blocks until a client takes its chunk, so an
+// unread stream holds the process back through the box's own window.
+type execution struct {
+	id, boxID, key string
+	x              *boxlite.Execution
+	tty            bool
+	started        time.Time
+
+	out [2]chan []byte // stdout, stderr; closed at the stream's end
+
+	mu       sync.Mutex
+	pending  [2][]byte // a chunk taken by a client that failed to send it
+	attached bool
+	idle     time.Time // when the last client left (or the start)
+	ended    time.Time // zero while running
+	exit     boxlite.ExitStatus
+	waitErr  error
+	killed   bool
+	exited   chan struct{} // closed when the process has ended
+	kick     chan struct{} // closed to end an attached client (kill, evict)
+}
+
+func newExecID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return "exec-" + hex.EncodeToString(b[:])
+}
+
+func (e *execution) pump(i int, r io.Reader) {
+	defer close(e.out[i])
+	for {
+		buf := make([]byte, chunkSize)
+		n, err := r.Read(buf)
+		if n > 0 {
+			select {
+			case e.out[i] <- buf[:n]:
+			case <-e.kick: // evicted: nobody will read
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// start runs the pumps and the waiter.
+func (e *execution) start() {
+	e.out = [2]chan []byte{make(chan []byte), make(chan []byte)}
+	go e.pump(0, e.x.Stdout)
+	go e.pump(1, e.x.Stderr)
+	go func() {
+		st, err := e.x.Wait(context.Background())
+		e.mu.Lock()
+		e.exit, e.waitErr, e.ended = st, err, time.Now()
+		e.mu.Unlock()
+		close(e.exited)
+	}()
+}
+
+// info is the execution's state as the API shows it.
+func (e *execution) info() ExecutionInfo {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	in := ExecutionInfo{ExecutionID: e.id, Status: "running", StartedAt: e.started.UTC().Format(time.RFC3339Nano)}
+	if e.ended.IsZero() {
+		return in
+	}
+	code := e.exit.Code
+	d := e.ended.Sub(e.started).Milliseconds()
+	in.ExitCode, in.DurationMs = &code, &d
+	switch {
+	case e.killed:
+		in.Status = "killed"
+	case e.exit.TimedOut:
+		in.Status = "timed_out"
+	default:
+		in.Status = "completed"
+	}
+	if e.waitErr != nil {
+		msg := e.waitErr.Error()
+		in.ErrorMessage = &msg
+	} else if e.exit.Signal != 0 {
+		msg := "killed by signal " + syscall.Signal(e.exit.Signal).String()
+		in.ErrorMessage = &msg
+	}
+	return in
+}
+
+// registry holds the executions the API started, until they are removed,
+// their box goes, or the janitor's limits pass.
+type registry struct {
+	lim  Limits
+	mu   sync.Mutex
+	m    map[string]*execution
+	stop chan struct{}
+}
+
+func newRegistry(lim Limits) *registry {
+	g := &registry{lim: lim, m: map[string]*execution{}, stop: make(chan struct{})}
+	go g.janitor()
+	return g
+}
+
+func (g *registry) close() {
+	select {
+	case <-g.stop:
+	default:
+		close(g.stop)
+	}
+}
+
+// add registers e if its key has room for one more running execution.
+func (g *registry) add(e *execution) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	running := 0
+	for _, o := range g.m {
+		if o.key == e.key && !o.isEnded() {
+			running++
+		}
+	}
+	if running >= g.lim.ExecsPerKey {
+		return newError(errQuota, "key %q has %d executions running, its limit", e.key, running)
+	}
+	g.m[e.id] = e
+	return nil
+}
+
+func (e *execution) isEnded() bool {
+	select {
+	case <-e.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// get is the execution id of box boxID.
+func (g *registry) get(boxID, id string) (*execution, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e, ok := g.m[id]
+	if !ok || e.boxID != boxID {
+		return nil, errdefs.Errorf(errdefs.ErrNotFound, "execution %s of box %s: not found (it may have ended more than its retention ago)", id, boxID)
+	}
+	return e, nil
+}
+
+// evict forgets an execution, ending its client.
+func (g *registry) evict(e *execution) {
+	g.mu.Lock()
+	if g.m[e.id] == e {
+		delete(g.m, e.id)
+	}
+	g.mu.Unlock()
+	e.mu.Lock()
+	select {
+	case <-e.kick:
+	default:
+		close(e.kick)
+	}
+	e.mu.Unlock()
+	_ = e.x.Close()
+}
+
+// ofBox is the executions of box boxID, oldest first.
+func (g *registry) ofBox(boxID string) []*execution {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []*execution
+	for _, e := range g.m {
+		if e.boxID == boxID {
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].started.Before(out[j].started) })
+	return out
+}
+
+// forgetBox evicts a removed box's executions.
+func (g *registry) forgetBox(boxID string) {
+	g.mu.Lock()
+	var gone []*execution
+	for _, e := range g.m {
+		if e.boxID == boxID {
+			gone = append(gone, e)
+		}
+	}
+	g.mu.Unlock()
+	for _, e := range gone {
+		g.evict(e)
+	}
+}
+
+func (g *registry) count() (running, retained int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, e := range g.m {
+		if e.isEnded() {
+			retained++
+		} else {
+			running++
+		}
+	}
+	return
+}
+
+// janitor kills executions left without a client for ExecIdle and forgets
+// ended ones ExecRetention after their end, their unread output with them.
+func (g *registry) janitor() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case now := <-t.C:
+			g.sweep(now)
+		}
+	}
+}
+
+func (g *registry) sweep(now time.Time) {
+	g.mu.Lock()
+	var idle, old []*execution
+	for _, e := range g.m {
+		e.mu.Lock()
+		switch {
+		case !e.ended.IsZero() && !e.attached && now.Sub(e.ended) > g.lim.ExecRetention:
+			old = append(old, e)
+		case e.ended.IsZero() && !e.attached && now.Sub(e.idle) > g.lim.ExecIdle:
+			idle = append(idle, e)
+		}
+		e.mu.Unlock()
+	}
+	g.mu.Unlock()
+	for _, e := range idle {
+		e.kill()
+	}
+	for _, e := range old {
+		g.evict(e)
+	}
+}
+
+// kill ends the process (its group too) for good.
+func (e *execution) kill() {
+	e.mu.Lock()
+	e.killed = true
+	e.mu.Unlock()
+	if err := e.x.Kill(); err != nil && !errors.Is(err, errdefs.ErrClosed) {
+		_ = e.x.SignalGroup(syscall.SIGKILL)
+	}
+}
+
+// claim makes the caller the execution's one attached client.
+func (e *execution) claim() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.attached {
+		return errdefs.Errorf(errdefs.ErrAlreadyExists, "execution %s: another client is already attached", e.id)
+	}
+	e.attached = true
+	return nil
+}
+
+func (e *execution) release() {
+	e.mu.Lock()
+	e.attached = false
+	e.idle = time.Now()
+	e.mu.Unlock()
+}
