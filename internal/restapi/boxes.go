@@ -93,6 +93,9 @@ func (a *API) createBox(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer done()
+	if err := a.ensureImage(r.Context(), image); err != nil {
+		return err
+	}
 	b, err := a.rt.Create(r.Context(), image, opts...)
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package restapi
 
 import (
+	"context"
 	"net/http"
 	"sort"
 	"strings"
@@ -73,15 +74,34 @@ func (a *API) pullImage(w http.ResponseWriter, r *http.Request) error {
 	if req.Reference == "" || len(req.Reference) > 512 {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "reference is required (at most 512 bytes)")
 	}
-	res, err := a.rt.Pull(r.Context(), req.Reference)
+	res, err := a.pull(r.Context(), req.Reference)
 	if err != nil {
-		if k := errdefs.KindOf(err); k == errdefs.KindInvalidArgument || k == errdefs.KindTimeout {
-			return err
-		}
-		return newError(errImagePull, "%v", err)
+		return err
 	}
 	writeJSON(w, http.StatusOK, imageInfo(res.Image))
 	return nil
+}
+
+// pull pulls ref; a registry's failure is BoxLite's 422 image_pull_failed.
+func (a *API) pull(ctx context.Context, ref string) (boxlite.PullResult, error) {
+	res, err := a.rt.Pull(ctx, ref)
+	if err != nil {
+		if k := errdefs.KindOf(err); k == errdefs.KindInvalidArgument || k == errdefs.KindTimeout {
+			return res, err
+		}
+		return res, newError(errImagePull, "%v", err)
+	}
+	return res, nil
+}
+
+// ensureImage pulls a create's image unless the store has it, so that a
+// registry's failure answers as a pull's.
+func (a *API) ensureImage(ctx context.Context, ref string) error {
+	if _, err := a.rt.Images().Get(ref); err == nil {
+		return nil
+	}
+	_, err := a.pull(ctx, ref)
+	return err
 }
 
 func (a *API) runtimeMetrics(w http.ResponseWriter, r *http.Request) error {
