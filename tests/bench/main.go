@@ -46,6 +46,7 @@ var modes = map[string]func() error{
 	"-spin":    spin,
 	"-mem":     memOnly,
 	"-warm":    warm,
+	"-rest":    restBench,
 }
 
 func main() {
@@ -65,7 +66,7 @@ func main() {
 		case len(os.Args) == 1:
 			f = run
 		default:
-			return fmt.Errorf("usage: bench [-many N | -net | -volumes | -copy | -spin | -mem | -warm]")
+			return fmt.Errorf("usage: bench [-many N | -net | -volumes | -copy | -spin | -mem | -warm | -rest]")
 		}
 		var err error
 		if rec, err = newRecorder(mode); err != nil {
