@@ -3,6 +3,7 @@ package restapi
 import (
 	"context"
 	"encoding/base64"
+	"github.com/boxlite/boxlite/internal/restapi/wire"
 	"net/http"
 	"sort"
 	"strconv"
@@ -17,10 +18,10 @@ import (
 const defaultImage = "alpine:latest"
 
 func (a *API) getConfig(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, ServerConfig{
-		Defaults:  ConfigDefaults{CPUs: abi.DefaultCPUs, MemoryMiB: abi.DefaultMemoryMiB, DiskSizeGB: abi.DefaultDiskSizeGB},
+	writeJSON(w, http.StatusOK, wire.ServerConfig{
+		Defaults:  wire.ConfigDefaults{CPUs: abi.DefaultCPUs, MemoryMiB: abi.DefaultMemoryMiB, DiskSizeGB: abi.DefaultDiskSizeGB},
 		Overrides: map[string]string{"detach": "true"},
-		Capabilities: ConfigCapabilities{
+		Capabilities: wire.ConfigCapabilities{
 			MaxCPUs: abi.MaxCPUs, MaxMemoryMiB: abi.MaxMemoryMiB, MaxDiskSizeGB: abi.MaxDiskSizeGB,
 			MaxBoxesPerPathPrefix: a.lim.BoxesPerKey, MaxConcurrentExecutions: a.lim.ExecsPerKey,
 			FileTransferMaxBytes: a.lim.TransferBytes, ExecTimeoutMaxSeconds: maxExecTimeout.Seconds(),
@@ -36,13 +37,13 @@ var scopes = []string{"box:read", "box:write", "box:exec", "box:delete", "me:rea
 
 func (a *API) getMe(w http.ResponseWriter, r *http.Request) error {
 	name := caller(r)
-	writeJSON(w, http.StatusOK, Principal{Sub: name, PrincipalType: "service_account", DisplayName: name, Scopes: scopes})
+	writeJSON(w, http.StatusOK, wire.Principal{Sub: name, PrincipalType: "service_account", DisplayName: name, Scopes: scopes})
 	return nil
 }
 
 // box is the API's view of info.
-func box(info boxlite.BoxInfo) Box {
-	b := Box{
+func box(info boxlite.BoxInfo) wire.Box {
+	b := wire.Box{
 		BoxID: info.ID, Status: status(info.State), Image: info.Image,
 		CreatedAt: info.CreatedAt.UTC().Format(time.RFC3339Nano), CPUs: info.Config.CPUs,
 		MemoryMiB: info.Config.MemoryMiB, Labels: map[string]string{}, AutoResume: true,
@@ -76,7 +77,7 @@ func (a *API) getBox(ctx context.Context, r *http.Request) (*boxlite.Box, error)
 }
 
 func (a *API) createBox(w http.ResponseWriter, r *http.Request) error {
-	var req CreateBoxRequest
+	var req wire.CreateBoxRequest
 	if err := a.decode(r, &req, false); err != nil {
 		return err
 	}
@@ -109,7 +110,7 @@ func errBadName(n string) error {
 
 // boxOptions turns a create request into the runtime's options. What the
 // request names that boxlite serve does not do is refused, never dropped.
-func boxOptions(req CreateBoxRequest) (string, []boxlite.BoxOption, error) {
+func boxOptions(req wire.CreateBoxRequest) (string, []boxlite.BoxOption, error) {
 	unsupported := func(what string) (string, []boxlite.BoxOption, error) {
 		return "", nil, newError(errNotServed, "%s is not supported by boxlite serve", what)
 	}
@@ -177,7 +178,7 @@ func boxOptions(req CreateBoxRequest) (string, []boxlite.BoxOption, error) {
 // network is the box's network from the split form or the flat one (not
 // both). The inbound side has nothing to enforce (there are no tunnels
 // yet): its mode is accepted, an allow-list refused as BoxLite does.
-func network(n NetworkSpec) (boxlite.NetworkSpec, error) {
+func network(n wire.NetworkSpec) (boxlite.NetworkSpec, error) {
 	flat := n.Mode != "" || n.AllowNet != nil
 	if flat && (n.Outbound != nil || n.Inbound != nil) {
 		return boxlite.NetworkSpec{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "network: the flat mode/allow_net and the nested outbound/inbound cannot be mixed")
@@ -190,7 +191,7 @@ func network(n NetworkSpec) (boxlite.NetworkSpec, error) {
 			return boxlite.NetworkSpec{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "network.inbound.allow_net is not supported: inbound access is controlled by its mode alone")
 		}
 	}
-	out := DirectionSpec{Mode: n.Mode, AllowNet: n.AllowNet}
+	out := wire.DirectionSpec{Mode: n.Mode, AllowNet: n.AllowNet}
 	if n.Outbound != nil {
 		out = *n.Outbound
 		if out.Mode == "" {
@@ -231,7 +232,7 @@ func (a *API) listBoxes(w http.ResponseWriter, r *http.Request) error {
 		}
 		return infos[i].ID < infos[j].ID
 	})
-	boxes := make([]Box, 0, len(infos))
+	boxes := make([]wire.Box, 0, len(infos))
 	for _, info := range infos {
 		b := box(info)
 		if s, ok := q["status"]; ok && b.Status != s {
@@ -243,7 +244,7 @@ func (a *API) listBoxes(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, ListBoxesResponse{Boxes: boxes[page[0]:page[1]], NextPageToken: next})
+	writeJSON(w, http.StatusOK, wire.ListBoxesResponse{Boxes: boxes[page[0]:page[1]], NextPageToken: next})
 	return nil
 }
 
@@ -329,7 +330,7 @@ func (a *API) startBox(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) stopBox(w http.ResponseWriter, r *http.Request) error {
-	var req StopBoxRequest
+	var req wire.StopBoxRequest
 	if err := a.decode(r, &req, true); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/boxlite/boxlite/internal/restapi/wire"
 	"net/http"
 
 	"github.com/boxlite/boxlite/errdefs"
@@ -81,7 +82,7 @@ func answerFor(err error) restError {
 // WriteError answers err in BoxLite's error model, naming the request.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	a := answerFor(err)
-	body := ErrorResponse{Error: ErrorModel{Message: err.Error(), Type: a.Type, Code: a.Code, RequestID: w.Header().Get("X-Request-Id")}}
+	body := wire.ErrorResponse{Error: wire.ErrorModel{Message: err.Error(), Type: a.Type, Code: a.Code, RequestID: w.Header().Get("X-Request-Id")}}
 	writeJSON(w, a.Status, body)
 }
 

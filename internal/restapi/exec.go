@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/boxlite/boxlite/internal/restapi/wire"
 	"net/http"
 	"syscall"
 	"time"
@@ -34,7 +35,7 @@ var allowedSignals = map[int]bool{
 }
 
 func (a *API) startExec(w http.ResponseWriter, r *http.Request) error {
-	var req ExecRequest
+	var req wire.ExecRequest
 	if err := a.decode(r, &req, false); err != nil {
 		return err
 	}
@@ -71,7 +72,7 @@ func (a *API) startExec(w http.ResponseWriter, r *http.Request) error {
 	}
 	e.start()
 	w.Header().Set("Location", "/v1/boxes/"+b.ID()+"/executions/"+e.id)
-	writeJSON(w, http.StatusCreated, ExecResponse{ExecutionID: e.id})
+	writeJSON(w, http.StatusCreated, wire.ExecResponse{ExecutionID: e.id})
 	return nil
 }
 
@@ -88,7 +89,7 @@ func (a *API) listExecs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := []ExecutionInfo{}
+	out := []wire.ExecutionInfo{}
 	for _, e := range a.execs.ofBox(b.ID()) {
 		out = append(out, e.info())
 	}
@@ -123,7 +124,7 @@ func (a *API) killExec(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) signalExec(w http.ResponseWriter, r *http.Request) error {
-	var req SignalRequest
+	var req wire.SignalRequest
 	if err := a.decode(r, &req, false); err != nil {
 		return err
 	}
@@ -149,7 +150,7 @@ func (e *execution) signal(sig int) error {
 }
 
 func (a *API) resizeExec(w http.ResponseWriter, r *http.Request) error {
-	var req ResizeRequest
+	var req wire.ResizeRequest
 	if err := a.decode(r, &req, false); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"github.com/boxlite/boxlite/internal/restapi/wire"
 	"io"
 	"sort"
 	"sync"
@@ -81,10 +82,10 @@ func (e *execution) start() {
 }
 
 // info is the execution's state as the API shows it.
-func (e *execution) info() ExecutionInfo {
+func (e *execution) info() wire.ExecutionInfo {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	in := ExecutionInfo{ExecutionID: e.id, Status: "running", StartedAt: e.started.UTC().Format(time.RFC3339Nano)}
+	in := wire.ExecutionInfo{ExecutionID: e.id, Status: "running", StartedAt: e.started.UTC().Format(time.RFC3339Nano)}
 	if e.ended.IsZero() {
 		return in
 	}

@@ -1,11 +1,13 @@
 package restapi
 
 import (
+	"archive/tar"
 	"bufio"
 	"context"
 	"io"
 	"net/http"
 	"os"
+	path2 "path"
 	"path/filepath"
 	"strings"
 
@@ -32,6 +34,7 @@ func (a *API) uploadFiles(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	_, given := q["source_is_dir"]
 	isDir, err := boolParam(q, "source_is_dir", true)
 	if err != nil {
 		return err
@@ -48,13 +51,51 @@ func (a *API) uploadFiles(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	body := http.MaxBytesReader(w, r.Body, a.lim.TransferBytes+1<<20) // the archive's headers on top
+	var body io.Reader = http.MaxBytesReader(w, r.Body, a.lim.TransferBytes+1<<20) // the archive's headers on top
+	if !given {
+		// Clients before source_is_dir (BoxLite's Node 0.10.0) send a
+		// file as an archive of that one file, meant to land as path: the
+		// upload is spooled to tell one file from a directory's entries.
+		f, oneFile, err := a.spoolArchive(w, r)
+		if err != nil {
+			return err
+		}
+		defer os.Remove(f.Name())
+		defer f.Close()
+		body, isDir = f, !oneFile
+	}
 	opts := boxlite.CopyOptions{NoOverwrite: !overwrite, ArchiveOneFile: !isDir, MaxBytes: a.lim.TransferBytes, MaxEntries: boxlite.DefaultCopyOutMaxEntries}
 	if err := b.CopyInArchive(r.Context(), bufio.NewReaderSize(body, 64<<10), dst, opts); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// spoolArchive writes an upload to a spool file (open, at its start) and
+// says whether it is an archive of one file at its top level.
+func (a *API) spoolArchive(w http.ResponseWriter, r *http.Request) (*os.File, bool, error) {
+	path, err := a.spoolBody(r.Context(), w, r, "upload-*.tar")
+	if err != nil {
+		return nil, false, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		os.Remove(path)
+		return nil, false, err
+	}
+	tr := tar.NewReader(bufio.NewReader(f))
+	oneFile := false
+	if h, err := tr.Next(); err == nil && (h.Typeflag == tar.TypeReg || h.Typeflag == tar.TypeSymlink) && !strings.Contains(strings.Trim(path2.Clean(h.Name), "/"), "/") {
+		_, err := tr.Next()
+		oneFile = err == io.EOF
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, false, err
+	}
+	return f, oneFile, nil
 }
 
 // downloadFiles streams the box's archive of a path. The archive goes to

@@ -2,6 +2,7 @@ package restapi
 
 import (
 	"context"
+	"github.com/boxlite/boxlite/internal/restapi/wire"
 	"net/http"
 	"sort"
 	"strings"
@@ -11,13 +12,13 @@ import (
 	"github.com/boxlite/boxlite/errdefs"
 )
 
-func imageInfo(img boxlite.Image) ImageInfo {
+func imageInfo(img boxlite.Image) wire.ImageInfo {
 	repo, tag := img.Name, ""
 	if i := strings.LastIndex(img.Name, ":"); i > strings.LastIndex(img.Name, "/") {
 		repo, tag = img.Name[:i], img.Name[i+1:]
 	}
 	size := img.Size
-	in := ImageInfo{Reference: img.Name, Repository: repo, Tag: tag, ID: img.Digest, SizeBytes: &size}
+	in := wire.ImageInfo{Reference: img.Name, Repository: repo, Tag: tag, ID: img.Digest, SizeBytes: &size}
 	if !img.CachedAt.IsZero() {
 		in.CachedAt = img.CachedAt.UTC().Format(time.RFC3339Nano)
 	}
@@ -34,7 +35,7 @@ func (a *API) listImages(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	sort.Slice(imgs, func(i, j int) bool { return imgs[i].Name < imgs[j].Name })
-	out := make([]ImageInfo, 0, len(imgs))
+	out := make([]wire.ImageInfo, 0, len(imgs))
 	for _, img := range imgs {
 		if img.Name != "" {
 			out = append(out, imageInfo(img))
@@ -44,7 +45,7 @@ func (a *API) listImages(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, ListImagesResponse{Images: out[page[0]:page[1]], NextPageToken: next})
+	writeJSON(w, http.StatusOK, wire.ListImagesResponse{Images: out[page[0]:page[1]], NextPageToken: next})
 	return nil
 }
 
@@ -67,7 +68,7 @@ func (a *API) headImage(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) pullImage(w http.ResponseWriter, r *http.Request) error {
-	var req PullImageRequest
+	var req wire.PullImageRequest
 	if err := a.decode(r, &req, false); err != nil {
 		return err
 	}
@@ -106,7 +107,7 @@ func (a *API) ensureImage(ctx context.Context, ref string) error {
 
 func (a *API) runtimeMetrics(w http.ResponseWriter, r *http.Request) error {
 	m := a.rt.Metrics()
-	writeJSON(w, http.StatusOK, RuntimeMetrics{
+	writeJSON(w, http.StatusOK, wire.RuntimeMetrics{
 		BoxesCreatedTotal: m.BoxesCreatedTotal, BoxesFailedTotal: m.BoxesFailedTotal,
 		NumRunningBoxes: m.NumRunningBoxes, TotalCommandsExecuted: m.TotalCommandsExecuted, TotalExecErrors: m.TotalExecErrors,
 	})
@@ -130,13 +131,13 @@ func (a *API) boxMetrics(w http.ResponseWriter, r *http.Request) error {
 		return &v
 	}
 	boot := m.GuestBootDurationMs
-	writeJSON(w, http.StatusOK, BoxMetrics{
+	writeJSON(w, http.StatusOK, wire.BoxMetrics{
 		CommandsExecutedTotal: m.CommandsExecutedTotal, ExecErrorsTotal: m.ExecErrorsTotal,
 		BytesSentTotal: m.BytesSentTotal, BytesReceivedTotal: m.BytesReceivedTotal,
 		CPUPercent: m.CPUPercent, MemoryBytes: m.MemoryBytes,
 		NetworkBytesSent: m.NetworkBytesSent, NetworkBytesReceived: m.NetworkBytesReceived,
 		NetworkTCPConnections: m.NetworkTCPConnections,
-		BootTiming: &BootTiming{
+		BootTiming: &wire.BootTiming{
 			TotalCreateMs: ms(m.TotalCreateDurationMs), GuestBootMs: ms(&boot),
 			ImagePrepareMs: ms(m.StageImagePrepareMs), BoxConfigMs: ms(m.StageBoxConfigMs),
 			BoxSpawnMs: ms(m.StageBoxSpawnMs), ContainerInitMs: ms(m.StageContainerInitMs),

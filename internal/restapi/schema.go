@@ -2,6 +2,7 @@ package restapi
 
 import (
 	"encoding/json"
+	"github.com/boxlite/boxlite/internal/restapi/wire"
 	"net/http"
 	"reflect"
 	"sort"
@@ -67,7 +68,7 @@ func buildOpenAPI() map[string]any {
 			ok["content"] = map[string]any{rt.respRaw: map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}
 		}
 		resps[strconv.Itoa(rt.status)] = ok
-		errRef := schemaRef(reflect.TypeFor[ErrorResponse](), schemas)
+		errRef := schemaRef(reflect.TypeFor[wire.ErrorResponse](), schemas)
 		for _, code := range rt.errors {
 			e := map[string]any{"description": http.StatusText(code)}
 			if rt.method != "HEAD" {
@@ -85,7 +86,7 @@ func buildOpenAPI() map[string]any {
 	}
 	return map[string]any{
 		"openapi": "3.1.0",
-		"info": map[string]any{"title": "boxlite serve: BoxLite's Box API", "version": Version,
+		"info": map[string]any{"title": "boxlite serve: BoxLite's wire.Box API", "version": Version,
 			"description": "BoxLite's REST API as boxlite serve speaks it. Every route but /config and /openapi.json needs `Authorization: Bearer <key>`. Operations of BoxLite's hosted cloud answer 501."},
 		"servers":    []any{map[string]any{"url": "/v1"}},
 		"security":   []any{map[string]any{"BearerAuth": []string{}}},

@@ -2,6 +2,7 @@ package restapi
 
 import (
 	"context"
+	"github.com/boxlite/boxlite/internal/restapi/wire"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,13 +14,13 @@ import (
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-func snapshot(s boxlite.SnapshotInfo) Snapshot {
-	return Snapshot{ID: s.ID, BoxID: s.BoxID, Name: s.Name, CreatedAt: s.CreatedAt,
+func snapshot(s boxlite.SnapshotInfo) wire.Snapshot {
+	return wire.Snapshot{ID: s.ID, BoxID: s.BoxID, Name: s.Name, CreatedAt: s.CreatedAt,
 		ContainerDiskBytes: s.ContainerDiskBytes, SizeBytes: s.SizeBytes}
 }
 
 func (a *API) createSnapshot(w http.ResponseWriter, r *http.Request) error {
-	var req CreateSnapshotRequest
+	var req wire.CreateSnapshotRequest
 	if err := a.decode(r, &req, false); err != nil {
 		return err
 	}
@@ -44,7 +45,7 @@ func (a *API) listSnapshots(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := ListSnapshotsResponse{Snapshots: make([]Snapshot, 0, len(ss))}
+	out := wire.ListSnapshotsResponse{Snapshots: make([]wire.Snapshot, 0, len(ss))}
 	for _, s := range ss {
 		out.Snapshots = append(out.Snapshots, snapshot(s))
 	}
@@ -90,7 +91,7 @@ func (a *API) restoreSnapshot(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) cloneBox(w http.ResponseWriter, r *http.Request) error {
-	var req CloneBoxRequest
+	var req wire.CloneBoxRequest
 	if err := a.decode(r, &req, true); err != nil {
 		return err
 	}
@@ -135,7 +136,7 @@ func (a *API) created(w http.ResponseWriter, r *http.Request, b *boxlite.Box, me
 }
 
 func (a *API) exportBox(w http.ResponseWriter, r *http.Request) error {
-	var req ExportBoxRequest
+	var req wire.ExportBoxRequest
 	if err := a.decode(r, &req, true); err != nil {
 		return err
 	}

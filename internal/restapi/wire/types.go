@@ -1,4 +1,4 @@
-package restapi
+package wire
 
 import "github.com/boxlite/boxlite/internal/abi"
 
