@@ -2,7 +2,7 @@
 // same paths, verbs, JSON field names, status codes and error bodies) over
 // a boxlite.Runtime, for `boxlite serve`. The route table (routes.go) is
 // the one description of the API: the mux, authentication and the served
-// OpenAPI document (schema.go) all come from it and from types.go.
+// OpenAPI document (schema.go) all come from it and from the wire types (package wire).
 //
 // Everything in a request is the network's: bodies are decoded strictly
 // within a bound, ids and names are checked before they reach the runtime
