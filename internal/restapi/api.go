@@ -109,6 +109,7 @@ type API struct {
 	auth   Authenticator
 	lim    Limits
 	owners *owners
+	idem   *idemStore
 	execs  *registry
 	tmp    string
 	mux    *http.ServeMux
@@ -123,7 +124,11 @@ func New(o Options) (*API, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &API{rt: o.Runtime, auth: o.Auth, lim: o.Limits.withDefaults(), owners: own, tmp: o.TempDir, mux: http.NewServeMux()}
+	idem, err := openIdemStore(o.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	a := &API{rt: o.Runtime, auth: o.Auth, lim: o.Limits.withDefaults(), owners: own, idem: idem, tmp: o.TempDir, mux: http.NewServeMux()}
 	a.execs = newRegistry(a.lim)
 	for _, rt := range routes {
 		a.mux.Handle(rt.method+" /v1"+rt.path, a.handler(rt))
@@ -180,7 +185,14 @@ func (a *API) handler(rt route) http.Handler {
 			WriteError(w, r, err)
 			return
 		}
-		if err := rt.handle(a, w, r); err != nil {
+		serve := func(w http.ResponseWriter, r *http.Request) {
+			if err := rt.handle(a, w, r); err != nil {
+				WriteError(w, r, err)
+			}
+		}
+		if !rt.idempotent {
+			serve(w, r)
+		} else if err := a.idempotent(w, r, serve); err != nil {
 			WriteError(w, r, err)
 		}
 	})

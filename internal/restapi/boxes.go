@@ -26,7 +26,7 @@ func (a *API) getConfig(w http.ResponseWriter, r *http.Request) error {
 			MaxBoxesPerPathPrefix: a.lim.BoxesPerKey, MaxConcurrentExecutions: a.lim.ExecsPerKey,
 			FileTransferMaxBytes: a.lim.TransferBytes, ExecTimeoutMaxSeconds: maxExecTimeout.Seconds(),
 			TTYEnabled: true, StreamingEnabled: true, SnapshotsEnabled: true, CloneEnabled: true, ExportEnabled: true,
-			IdempotencyKeyLifetime: "PT0S",
+			IdempotencyKeyLifetime: idemLifetimeISO,
 		},
 	})
 	return nil

@@ -22,6 +22,7 @@ type route struct {
 	errors       []int
 	public       bool // no key needed
 	stream       bool // no request deadline (WebSocket, transfers)
+	idempotent   bool // takes an Idempotency-Key (idempotency.go)
 	handle       func(a *API, w http.ResponseWriter, r *http.Request) error
 }
 
@@ -53,7 +54,7 @@ func routeTable() []route {
 		{method: "GET", path: "/me", id: "getCurrentPrincipal", summary: "The calling key", tag: "Authentication",
 			status: 200, resp: typ[wire.Principal](), errors: []int{401}, handle: (*API).getMe},
 
-		{method: "POST", path: "/boxes", id: "createBox", summary: "Create a box (configured; it starts on start or its first exec)", tag: "Boxes",
+		{method: "POST", path: "/boxes", id: "createBox", idempotent: true, summary: "Create a box (configured; it starts on start or its first exec)", tag: "Boxes",
 			body: typ[wire.CreateBoxRequest](), status: 201, resp: typ[wire.Box](), errors: []int{400, 401, 409, 429, 501}, handle: (*API).createBox},
 		{method: "GET", path: "/boxes", id: "listBoxes", summary: "List boxes", tag: "Boxes",
 			query: append([]param{{"status", "string", "Only boxes in this status", false}}, pageParams...), status: 200, resp: typ[wire.ListBoxesResponse](), errors: []int{400, 401}, handle: (*API).listBoxes},
@@ -61,11 +62,11 @@ func routeTable() []route {
 			status: 200, resp: typ[wire.Box](), errors: []int{400, 401, 404}, handle: (*API).getBoxInfo},
 		{method: "HEAD", path: "/boxes/{box_id}", id: "boxExists", summary: "Whether a box exists", tag: "Boxes",
 			status: 204, errors: []int{401, 404}, handle: (*API).headBox},
-		{method: "DELETE", path: "/boxes/{box_id}", id: "removeBox", summary: "Remove a box and its disk", tag: "Boxes",
+		{method: "DELETE", path: "/boxes/{box_id}", id: "removeBox", idempotent: true, summary: "Remove a box and its disk", tag: "Boxes",
 			query: []param{{"force", "boolean", "Stop a running box first", false}}, status: 204, errors: boxErrors, handle: (*API).removeBox},
-		{method: "POST", path: "/boxes/{box_id}/start", id: "startBox", summary: "Start a box", tag: "Boxes",
+		{method: "POST", path: "/boxes/{box_id}/start", id: "startBox", idempotent: true, summary: "Start a box", tag: "Boxes",
 			status: 200, resp: typ[wire.Box](), errors: boxErrors, handle: (*API).startBox},
-		{method: "POST", path: "/boxes/{box_id}/stop", id: "stopBox", summary: "Stop a box", tag: "Boxes",
+		{method: "POST", path: "/boxes/{box_id}/stop", id: "stopBox", idempotent: true, summary: "Stop a box", tag: "Boxes",
 			body: typ[wire.StopBoxRequest](), bodyOptional: true, status: 200, resp: typ[wire.Box](), errors: boxErrors, handle: (*API).stopBox},
 
 		{method: "POST", path: "/boxes/{box_id}/snapshots", id: "createSnapshot", summary: "Snapshot a stopped box's disk", tag: "Boxes",
@@ -85,7 +86,7 @@ func routeTable() []route {
 		{method: "POST", path: "/boxes/import", id: "importBox", summary: "Make a box from an exported archive (untrusted)", tag: "Boxes",
 			query: []param{{"name", "string", "The new box's name", false}}, bodyRaw: "application/octet-stream", status: 201, resp: typ[wire.Box](), errors: []int{400, 401, 409, 413, 429}, stream: true, handle: (*API).importBox},
 
-		{method: "POST", path: "/boxes/{box_id}/exec", id: "startExecution", summary: "Start a command; attach to stream it", tag: "Execution",
+		{method: "POST", path: "/boxes/{box_id}/exec", id: "startExecution", idempotent: true, summary: "Start a command; attach to stream it", tag: "Execution",
 			body: typ[wire.ExecRequest](), status: 201, resp: typ[wire.ExecResponse](), errors: []int{400, 401, 404, 409, 429}, handle: (*API).startExec},
 		{method: "GET", path: "/boxes/{box_id}/executions", id: "listExecutions", summary: "The box's executions started through this server, running or retained", tag: "Execution",
 			status: 200, resp: typ[[]wire.ExecutionInfo](), errors: []int{400, 401, 404}, handle: (*API).listExecs},
@@ -96,7 +97,7 @@ func routeTable() []route {
 		{method: "GET", path: "/boxes/{box_id}/executions/{exec_id}/attach", id: "attachExecution", summary: "Stream an execution over a WebSocket", tag: "Execution",
 			query:  []param{{"stdin", "boolean", "false: this client sends no stdin (default true)", false}},
 			status: 101, errors: []int{400, 401, 404, 409}, stream: true, handle: (*API).attachExec},
-		{method: "POST", path: "/boxes/{box_id}/executions/{exec_id}/signal", id: "signalExecution", summary: "Signal an execution", tag: "Execution",
+		{method: "POST", path: "/boxes/{box_id}/executions/{exec_id}/signal", id: "signalExecution", idempotent: true, summary: "Signal an execution", tag: "Execution",
 			body: typ[wire.SignalRequest](), status: 204, errors: []int{400, 401, 404, 409}, handle: (*API).signalExec},
 		{method: "POST", path: "/boxes/{box_id}/executions/{exec_id}/resize", id: "resizeExecution", summary: "Resize an execution's terminal", tag: "Execution",
 			body: typ[wire.ResizeRequest](), status: 204, errors: []int{400, 401, 404, 409}, handle: (*API).resizeExec},

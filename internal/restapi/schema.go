@@ -48,6 +48,10 @@ func buildOpenAPI() map[string]any {
 		for _, q := range rt.query {
 			params = append(params, map[string]any{"name": q.name, "in": "query", "required": q.required, "description": q.doc, "schema": map[string]any{"type": q.typ}})
 		}
+		if rt.idempotent {
+			params = append(params, map[string]any{"name": IdempotencyHeader, "in": "header", "required": false, "schema": map[string]any{"type": "string", "minLength": 1, "maxLength": idemKeyMax},
+				"description": "Retrying with the same key and the same request replays the first answer (kept " + idemLifetimeISO + "); the same key with another request is a 400, while the first still runs a 409"})
+		}
 		if params != nil {
 			op["parameters"] = params
 		}

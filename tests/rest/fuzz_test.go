@@ -101,11 +101,17 @@ func (f *fuzzer) request(method, path string, op map[string]any) *http.Request {
 		}
 	}
 	q := url.Values{}
+	hdr := http.Header{}
 	if ps, ok := op["parameters"].([]any); ok {
 		for _, p := range ps {
 			pm := p.(map[string]any)
-			if pm["in"] == "query" && f.rnd.Intn(2) == 0 {
+			switch {
+			case pm["in"] == "query" && f.rnd.Intn(2) == 0:
 				q.Set(pm["name"].(string), f.scalarString())
+			case pm["in"] == "header" && f.rnd.Intn(2) == 0:
+				if v := f.str(); !strings.ContainsAny(v, "\x00\r\n") { // what a client can send
+					hdr.Set(pm["name"].(string), v)
+				}
 			}
 		}
 	}
@@ -131,6 +137,7 @@ func (f *fuzzer) request(method, path string, op map[string]any) *http.Request {
 		body, ctype = strings.NewReader(`{"unexpected":true}`), "application/json"
 	}
 	req, _ := http.NewRequest(method, srv.url+u, body)
+	req.Header = hdr
 	req.Header.Set("Authorization", "Bearer "+key)
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
