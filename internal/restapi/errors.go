@@ -42,6 +42,7 @@ var (
 	errNotServed       = restError{http.StatusNotImplemented, "unsupported", "UnsupportedError"}
 	errMethod          = restError{http.StatusMethodNotAllowed, "invalid_argument", "InvalidArgumentError"}
 	errTooLarge        = restError{http.StatusRequestEntityTooLarge, "resource_exhausted", "ResourceExhaustedError"}
+	errIdemReused      = restError{http.StatusUnprocessableEntity, "invalid_argument", "InvalidArgumentError"}
 )
 
 // Error is an error with its HTTP answer fixed, for what the edge refuses

@@ -18,7 +18,7 @@ import (
 )
 
 // Idempotency keys (BoxLite's `Idempotency-Key` header on create, remove,
-// start, stop, exec and signal): a retried request with the same key and
+// start, stop, exec, signal and image pull): a retried request with the same key and
 // the same request gets the first one's answer, replayed, instead of
 // running again. Answers are kept per caller for IdempotencyLifetime, in
 // StateDir/idempotency (one file each, named by a hash: no key reaches a
@@ -116,7 +116,7 @@ func (s *idemStore) begin(caller, key, fp string) (*idemAnswer, error) {
 		case !a.Done:
 			return nil, errdefs.Errorf(errdefs.ErrInvalidState, "a request with this %s is still running; retry when it has answered", IdempotencyHeader)
 		case a.Fingerprint != fp:
-			return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "this %s was used for a different request (method, path, query or body) in the last %s", IdempotencyHeader, IdempotencyLifetime)
+			return nil, newError(errIdemReused, "this %s was used for a different request (method, path, query or body) in the last %s", IdempotencyHeader, IdempotencyLifetime)
 		}
 		return a, nil
 	}

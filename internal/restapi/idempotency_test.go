@@ -34,7 +34,7 @@ func TestIdempotencyStore(t *testing.T) {
 		s.finish(caller, key, rec)
 	}
 	answer("ci", "../../k1", "fp1", 201, `{"box_id":"b1"}`)
-	if _, err := s.begin("ci", "../../k1", "fp2"); !errors.Is(err, errdefs.ErrInvalidArgument) {
+	if _, err := s.begin("ci", "../../k1", "fp2"); answerFor(err).Status != 422 {
 		t.Fatalf("same key, other request: %v", err)
 	}
 	if kept, err := s.begin("other", "../../k1", "fp1"); err != nil || kept != nil {

@@ -118,7 +118,7 @@ func routeTable() []route {
 		{method: "GET", path: "/boxes/{box_id}/metrics", id: "getBoxMetrics", summary: "A box's counters and samples", tag: "Metrics",
 			status: 200, resp: typ[wire.BoxMetrics](), errors: []int{400, 401, 404, 409}, handle: (*API).boxMetrics},
 
-		{method: "POST", path: "/images/pull", id: "pullImage", summary: "Pull an image into the server's store", tag: "Images",
+		{method: "POST", path: "/images/pull", id: "pullImage", idempotent: true, summary: "Pull an image into the server's store", tag: "Images",
 			body: typ[wire.PullImageRequest](), status: 200, resp: typ[wire.ImageInfo](), errors: []int{400, 401, 422}, handle: (*API).pullImage},
 		{method: "GET", path: "/images", id: "listImages", summary: "The server's images", tag: "Images",
 			query: pageParams, status: 200, resp: typ[wire.ListImagesResponse](), errors: []int{400, 401}, handle: (*API).listImages},

@@ -50,7 +50,7 @@ func buildOpenAPI() map[string]any {
 		}
 		if rt.idempotent {
 			params = append(params, map[string]any{"name": IdempotencyHeader, "in": "header", "required": false, "schema": map[string]any{"type": "string", "minLength": 1, "maxLength": idemKeyMax},
-				"description": "Retrying with the same key and the same request replays the first answer (kept " + idemLifetimeISO + "); the same key with another request is a 400, while the first still runs a 409"})
+				"description": "Retrying with the same key and the same request replays the first answer (kept " + idemLifetimeISO + "); the same key with another request is a 422, while the first still runs a 409"})
 		}
 		if params != nil {
 			op["parameters"] = params

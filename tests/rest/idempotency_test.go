@@ -36,7 +36,7 @@ func idemCall(t *testing.T, method, path, idemKey string, v any) (*http.Response
 
 // TestIdempotencyKeys: a retried create, exec or remove with the same key
 // and request gets the first answer (replayed, marked so) and does nothing
-// twice; the same key with another request is a 400; /v1/config says how
+// twice; the same key with another request is a 422; /v1/config says how
 // long answers are kept.
 func TestIdempotencyKeys(t *testing.T) {
 	status, body := callJSON(t, "GET", "/v1/config", nil)
@@ -58,7 +58,7 @@ func TestIdempotencyKeys(t *testing.T) {
 	if r1.Header.Get("Idempotent-Replayed") != "" || r2.Header.Get("Idempotent-Replayed") != "true" {
 		t.Errorf("Idempotent-Replayed: first %q, second %q", r1.Header.Get("Idempotent-Replayed"), r2.Header.Get("Idempotent-Replayed"))
 	}
-	if r, b := idemCall(t, "POST", "/v1/boxes", "create-1", map[string]any{"name": "idem-other"}); r.StatusCode != 400 || errorCode(t, b) != "invalid_argument" {
+	if r, b := idemCall(t, "POST", "/v1/boxes", "create-1", map[string]any{"name": "idem-other"}); r.StatusCode != 422 || errorCode(t, b) != "invalid_argument" {
 		t.Fatalf("one key, another request: %d %s", r.StatusCode, b)
 	}
 	if status, body := callJSON(t, "POST", "/v1/boxes", req); status != 409 {
