@@ -3,7 +3,6 @@ package restapi
 import (
 	"context"
 	"encoding/base64"
-	"github.com/boxlite/boxlite/internal/restapi/wire"
 	"net/http"
 	"sort"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/internal/abi"
+	"github.com/boxlite/boxlite/internal/restapi/wire"
 )
 
 // defaultImage is what a create without an image boots (BoxLite's default).

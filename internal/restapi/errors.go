@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/boxlite/boxlite/internal/restapi/wire"
 	"net/http"
 
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/restapi/wire"
 )
 
 // restError is how one of our error kinds answers over HTTP: BoxLite's

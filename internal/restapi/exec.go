@@ -4,16 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/boxlite/boxlite/internal/restapi/wire"
 	"net/http"
 	"syscall"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/internal/abi"
+	"github.com/boxlite/boxlite/internal/restapi/wire"
+	"github.com/coder/websocket"
 )
 
 // maxExecTimeout bounds an execution's timeout_seconds.

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"github.com/boxlite/boxlite/internal/restapi/wire"
 	"io"
 	"sort"
 	"sync"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/restapi/wire"
 )
 
 // chunkSize is the most one output read takes: one chunk per stream is all

@@ -2,7 +2,6 @@ package restapi
 
 import (
 	"context"
-	"github.com/boxlite/boxlite/internal/restapi/wire"
 	"net/http"
 	"sort"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/restapi/wire"
 )
 
 func imageInfo(img boxlite.Image) wire.ImageInfo {

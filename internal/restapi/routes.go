@@ -1,9 +1,10 @@
 package restapi
 
 import (
-	"github.com/boxlite/boxlite/internal/restapi/wire"
 	"net/http"
 	"reflect"
+
+	"github.com/boxlite/boxlite/internal/restapi/wire"
 )
 
 // route is one operation of the API: the mux serves it, and the OpenAPI

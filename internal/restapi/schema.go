@@ -2,7 +2,6 @@ package restapi
 
 import (
 	"encoding/json"
-	"github.com/boxlite/boxlite/internal/restapi/wire"
 	"net/http"
 	"reflect"
 	"sort"
@@ -11,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/boxlite/boxlite/internal/abi"
+	"github.com/boxlite/boxlite/internal/restapi/wire"
 )
 
 // Version is the API document's version.

@@ -2,7 +2,6 @@ package restapi
 
 import (
 	"context"
-	"github.com/boxlite/boxlite/internal/restapi/wire"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/internal/abi"
+	"github.com/boxlite/boxlite/internal/restapi/wire"
 )
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
