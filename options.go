@@ -195,7 +195,7 @@ type BoxConfig struct {
 	WorkingDir  string            `json:"working_dir,omitempty"`
 	User        string            `json:"user,omitempty"`
 	BootTimeout time.Duration     `json:"boot_timeout"`
-	AutoRemove  bool              `json:"auto_remove,omitempty"`
+	AutoRemove  bool              `json:"auto_remove"` // absent in a record written before it defaulted to true: false
 	// Detach: the box is not tied to the process that starts it (see WithDetach).
 	Detach bool `json:"detach,omitempty"`
 	// Entrypoint and Cmd override the image's (nil: the image's); see Box.DefaultCommand.
@@ -415,11 +415,13 @@ func WithBootTimeout(d time.Duration) BoxOption {
 	return func(c *BoxConfig) error { c.BootTimeout = d; return nil }
 }
 
-// WithAutoRemove removes the box when it stops (Box.Stop, its VM exiting,
-// or, unless detached, its creator's exit), never while it is merely
-// configured. Default false.
-func WithAutoRemove() BoxOption {
-	return func(c *BoxConfig) error { c.AutoRemove = true; return nil }
+// WithAutoRemove(true) removes the box when it stops (Box.Stop, its VM
+// exiting, or, unless detached, its creator's exit), never while it is
+// merely configured; WithAutoRemove(false) keeps it, stopped, until
+// Box.Remove. Default abi.DefaultAutoRemove (true, as BoxLite's): a box that
+// is to be stopped and started again needs WithAutoRemove(false).
+func WithAutoRemove(remove bool) BoxOption {
+	return func(c *BoxConfig) error { c.AutoRemove = remove; return nil }
 }
 
 // WithDetach lets the box outlive the process that starts it, as docker's

@@ -112,6 +112,7 @@ extern "C" {
 #define BOXLITE_DEFAULT_OUTPUT_LIMIT_BYTES 67108864 /* output collected per stream of a run, a cell or a shell command */
 #define BOXLITE_DEFAULT_ROWS 24 /* a terminal's initial rows */
 #define BOXLITE_DEFAULT_COLS 80 /* a terminal's initial columns */
+#define BOXLITE_DEFAULT_AUTO_REMOVE 1 /* a box is removed when it stops unless its options say otherwise */
 /* END GENERATED: defaults */
 
 /* Output stream selectors for boxlite_execution_read(). */
@@ -183,7 +184,7 @@ int boxlite_box_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **e
  * {"image": "alpine:latest" (required), "name": str, "memory_mib": 512,
  *  "cpus": 1, "disk_size_gb": 4, "env": {"K": "V"}, "working_dir": str,
  *  "user": str, "boot_timeout_secs": 60, "hostname": "boxlite" (a DNS label),
- *  "auto_remove": false (removed when it stops; never while only configured),
+ *  "auto_remove": true (removed when it stops; never while only configured),
  *  "detach": false (true: the box outlives the process that starts it, and
  *                   boxlite_runtime_free leaves it running; any process
  *                   reattaches with boxlite_box_get),

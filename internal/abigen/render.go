@@ -180,11 +180,24 @@ func cDefaults() string {
 	return b.String()
 }
 
+// value is c as Python (py) or JavaScript shows it: a number, or a yes/no.
+func value(c abi.Constant, py bool) string {
+	switch {
+	case !c.Bool:
+		return fmt.Sprint(c.Value)
+	case py && c.Value != 0:
+		return "True"
+	case py:
+		return "False"
+	}
+	return fmt.Sprint(c.Value != 0)
+}
+
 func pythonDefaults() string {
 	var b strings.Builder
 	b.WriteString("# Code " + notice + "\n\"\"\"The library's defaults and limits (internal/abi/limits.go), as the C header's BOXLITE_* macros.\"\"\"\n\n")
 	for _, c := range abi.Constants {
-		fmt.Fprintf(&b, "%s = %d  # %s\n", c.Name, c.Value, c.Doc)
+		fmt.Fprintf(&b, "%s = %s  # %s\n", c.Name, value(c, true), c.Doc)
 	}
 	return b.String()
 }
@@ -193,7 +206,7 @@ func defaultsTable() string {
 	var b strings.Builder
 	b.WriteString("| C macro (`BOXLITE_` + name), Python `boxlite._defaults` | value | what |\n|---|---|---|\n")
 	for _, c := range abi.Constants {
-		fmt.Fprintf(&b, "| `%s` | %d | %s |\n", c.Name, c.Value, c.Doc)
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", c.Name, value(c, false), c.Doc)
 	}
 	return b.String()
 }
@@ -202,7 +215,7 @@ func nodeDefaults() string {
 	var b strings.Builder
 	b.WriteString("// Code " + notice + "\n'use strict';\n// The library's defaults and limits (internal/abi/limits.go), as the C header's BOXLITE_* macros.\n\nmodule.exports = Object.freeze({\n")
 	for _, c := range abi.Constants {
-		fmt.Fprintf(&b, "  /** %s */\n  %s: %d,\n", c.Doc, c.Name, c.Value)
+		fmt.Fprintf(&b, "  /** %s */\n  %s: %s,\n", c.Doc, c.Name, value(c, false))
 	}
 	b.WriteString("});\n")
 	return b.String()
@@ -211,7 +224,7 @@ func nodeDefaults() string {
 func tsDefaults() string {
 	var b strings.Builder
 	for _, c := range abi.Constants {
-		fmt.Fprintf(&b, "/** %s */\nexport declare const %s: %d;\n", c.Doc, c.Name, c.Value)
+		fmt.Fprintf(&b, "/** %s */\nexport declare const %s: %s;\n", c.Doc, c.Name, value(c, false))
 	}
 	return b.String()
 }

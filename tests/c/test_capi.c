@@ -387,7 +387,7 @@ int main(void) {
   boxlite_string_free(json);
 
   boxlite_box_t *box = NULL;
-  rc = boxlite_box_create(rt, "{\"image\":\"alpine:latest\",\"name\":\"c-test\",\"memory_mib\":256}", &box, &err);
+  rc = boxlite_box_create(rt, "{\"image\":\"alpine:latest\",\"name\":\"c-test\",\"memory_mib\":256,\"auto_remove\":false}", &box, &err);
   expect(rc, &err, BOXLITE_OK, "box_create");
   if (rc == BOXLITE_OK) {
     CHECK(strlen(boxlite_box_id(box)) == 12, "box id");

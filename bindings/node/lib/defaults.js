@@ -27,4 +27,6 @@ module.exports = Object.freeze({
   DEFAULT_ROWS: 24,
   /** a terminal's initial columns */
   DEFAULT_COLS: 80,
+  /** a box is removed when it stops unless its options say otherwise */
+  DEFAULT_AUTO_REMOVE: true,
 });

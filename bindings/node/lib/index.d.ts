@@ -81,6 +81,8 @@ export declare const DEFAULT_OUTPUT_LIMIT_BYTES: 67108864;
 export declare const DEFAULT_ROWS: 24;
 /** a terminal's initial columns */
 export declare const DEFAULT_COLS: 80;
+/** a box is removed when it stops unless its options say otherwise */
+export declare const DEFAULT_AUTO_REMOVE: true;
 // END GENERATED: defaults
 
 // ---- runtime ----

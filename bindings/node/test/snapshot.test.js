@@ -15,7 +15,7 @@ test('snapshots, clone, export, import', { skip: missingImage('alpine:latest'), 
   await ensureImage(runtime, 'alpine:latest');
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'boxlite-node-snap-'));
   const other = new JsBoxlite({ homeDir: path.join(tmp, 'home2') });
-  const box = await runtime.create({ image: 'alpine:latest', memoryMib: 256 });
+  const box = await runtime.create({ image: 'alpine:latest', memoryMib: 256, autoRemove: false }); // stopped and started again
   const made = [];
   t.after(async () => {
     for (const b of [box, ...made]) await b.remove(true).catch(() => {});

@@ -13,3 +13,4 @@ MAX_BOOT_TIMEOUT_SECS = 600  # the longest boot timeout a box may ask for
 DEFAULT_OUTPUT_LIMIT_BYTES = 67108864  # output collected per stream of a run, a cell or a shell command
 DEFAULT_ROWS = 24  # a terminal's initial rows
 DEFAULT_COLS = 80  # a terminal's initial columns
+DEFAULT_AUTO_REMOVE = True  # a box is removed when it stops unless its options say otherwise

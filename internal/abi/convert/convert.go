@@ -35,7 +35,9 @@ func BoxOptions(o abi.BoxOptions) ([]boxlite.BoxOption, error) {
 		}
 		opts = append(opts, boxlite.WithBootTimeout(d))
 	}
-	add(o.AutoRemove != nil && *o.AutoRemove, boxlite.WithAutoRemove)
+	if o.AutoRemove != nil {
+		opts = append(opts, boxlite.WithAutoRemove(*o.AutoRemove))
+	}
 	add(o.Detach, boxlite.WithDetach)
 	add(o.Entrypoint != nil, func() boxlite.BoxOption { return boxlite.WithEntrypoint(o.Entrypoint...) })
 	add(o.Cmd != nil, func() boxlite.BoxOption { return boxlite.WithCmd(o.Cmd...) })
