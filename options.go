@@ -446,7 +446,8 @@ func WithCmd(argv ...string) BoxOption {
 	return func(c *BoxConfig) error { c.Cmd = append([]string{}, argv...); return nil }
 }
 
-// validate rejects bad and conflicting settings in one place.
+// validate rejects bad and conflicting settings in one place: the SDKs
+// check types only, so each message names the option as the wire does.
 func (c *BoxConfig) validate() error {
 	bad := func(format string, args ...any) error {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "box options: "+format, args...)
@@ -455,13 +456,13 @@ func (c *BoxConfig) validate() error {
 	case c.Image == "":
 		return bad("image is empty")
 	case c.MemoryMiB < abi.MinMemoryMiB || c.MemoryMiB > abi.MaxMemoryMiB:
-		return bad("memory %d MiB is outside %d..%d", c.MemoryMiB, abi.MinMemoryMiB, abi.MaxMemoryMiB)
+		return bad("memory (memory_mib) %d MiB is outside %d..%d", c.MemoryMiB, abi.MinMemoryMiB, abi.MaxMemoryMiB)
 	case c.CPUs < abi.MinCPUs || c.CPUs > abi.MaxCPUs:
 		return bad("cpus %d is outside %d..%d", c.CPUs, abi.MinCPUs, abi.MaxCPUs)
 	case c.DiskSizeGB < abi.MinDiskSizeGB || c.DiskSizeGB > abi.MaxDiskSizeGB:
-		return bad("disk size %d GB is outside %d..%d", c.DiskSizeGB, abi.MinDiskSizeGB, abi.MaxDiskSizeGB)
+		return bad("disk size (disk_size_gb) %d GB is outside %d..%d", c.DiskSizeGB, abi.MinDiskSizeGB, abi.MaxDiskSizeGB)
 	case c.BootTimeout <= 0 || c.BootTimeout > MaxBootTimeout:
-		return bad("boot timeout %s is outside 0..%s", c.BootTimeout, MaxBootTimeout)
+		return bad("boot timeout (boot_timeout_secs) %s is outside 0..%s", c.BootTimeout, MaxBootTimeout)
 	case c.Name != "" && !validName(c.Name):
 		return bad("name %q must be 1-64 of [a-zA-Z0-9_.-] and start with a letter or digit", c.Name)
 	case !validText(c.User) || !validText(c.WorkingDir):
