@@ -7,9 +7,11 @@ import (
 	"go/format"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/abi"
 )
 
 func main() {
@@ -77,7 +79,20 @@ func render(root string, kinds []errdefs.KindSpec) ([]file, error) {
 		return text, nil
 	}
 
-	header, err := blocks("include/boxlite.h", map[string]string{"error codes": cCodes(kinds), "defaults": cDefaults()})
+	boxOpts, err := cBlock(reflect.TypeFor[abi.BoxOptions](), true)
+	if err != nil {
+		return nil, err
+	}
+	boxInfo, err := cBlock(reflect.TypeFor[abi.BoxInfo](), false)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := tsTypes()
+	if err != nil {
+		return nil, err
+	}
+	header, err := blocks("include/boxlite.h", map[string]string{"error codes": cCodes(kinds), "defaults": cDefaults(),
+		"box options": boxOpts, "box info": boxInfo})
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +114,7 @@ func render(root string, kinds []errdefs.KindSpec) ([]file, error) {
 		"bindings/python/README.md":           {"error table": pythonTable(kinds)},
 		"bindings/node/src/addon.c":           {"error codes": addonCodes(kinds)},
 		"bindings/node/lib/errors.js":         {"error codes": jsCodes(kinds)},
-		"bindings/node/lib/index.d.ts":        {"error codes": tsUnion(kinds), "defaults": tsDefaults()},
+		"bindings/node/lib/index.d.ts":        {"error codes": tsUnion(kinds), "defaults": tsDefaults(), "wire types": ts},
 		"bindings/node/README.md":             {"error table": nodeTable(kinds)},
 		"README.md":                           {"error table": cTable(kinds), "defaults table": defaultsTable()},
 	} {

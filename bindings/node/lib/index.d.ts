@@ -65,10 +65,14 @@ export declare const MIN_MEMORY_MIB: 64;
 export declare const MAX_MEMORY_MIB: 65536;
 /** a box's virtual CPUs */
 export declare const DEFAULT_CPUS: 1;
+/** the fewest virtual CPUs a box may have */
+export declare const MIN_CPUS: 1;
 /** the most virtual CPUs a box may have */
 export declare const MAX_CPUS: 64;
 /** a box's writable disk (sparse: it costs what the box writes) */
 export declare const DEFAULT_DISK_SIZE_GB: 4;
+/** the smallest writable disk a box may have */
+export declare const MIN_DISK_SIZE_GB: 1;
 /** the largest writable disk a box may have */
 export declare const MAX_DISK_SIZE_GB: 1024;
 /** how long a start may take until the box's agent answers */
@@ -100,117 +104,165 @@ export interface JsOptions {
 
 export type EnvInput = Record<string, string> | Array<{ key: string; value: string }> | Array<[string, string]>;
 
+// BEGIN GENERATED: wire types (from internal/abi: go generate ./errdefs; do not edit)
+/** How to create a box: the C ABI's box options (internal/abi.BoxOptions), camelCased. */
 export interface JsBoxOptions {
-  /** Image in the store, e.g. "alpine:latest". Required. */
-  image?: string;
+  /** an image in the store or a registry, e.g. "alpine:latest" */
+  image?: string; // required by runtime.create; SimpleBox has a default
+  /** 1-64 of [a-zA-Z0-9_.-], starting with a letter or digit */
   name?: string;
-  /** vCPUs. Default 1. */
-  cpus?: number;
-  /** Guest memory in MiB. Default 512. */
+  /** guest memory: default 512, 64..65536 */
   memoryMib?: number;
-  /** Writable disk size in GB (sparse). Default 4. */
+  /** virtual CPUs: default 1, 1..64 */
+  cpus?: number;
+  /** writable disk (sparse): default 4, 1..1024 */
   diskSizeGb?: number;
+  /** added to the image's */
   env?: EnvInput;
+  /** default: the image's */
   workingDir?: string;
-  /** Default user of processes: name, uid or uid:gid. */
+  /** name, uid or uid:gid; default: the image's */
   user?: string;
-  /** The box's hostname (a DNS label). Default "boxlite", as BoxLite's. */
-  hostname?: string;
-  /**
-   * Sessions a box started from a template finds started: 'python' and/or
-   * 'shell' ('shell:/bin/bash' for another shell). Its first default session
-   * of that kind takes over an interpreter the template VM started. CodeBox
-   * asks for 'python', InteractiveBox (without a terminal) for its shell.
-   */
-  prestart?: string[];
-  /** Remove the box when it stops. Default false here, true in SimpleBox. */
-  autoRemove?: boolean;
-  /** Bound on VM start to agent ready. Default 60. */
+  /** VM start to agent ready: default 60, more than 0, at most 600 */
   bootTimeoutSecs?: number;
-  /**
-   * true: the box outlives this process (closing the runtime or exiting leaves
-   * it running; any process reattaches with runtime.get(id or name), to the
-   * same VM). Default false: it stops when the runtime that started it closes.
-   */
+  /** remove the box when it stops (never while only configured): default true */
+  autoRemove?: boolean;
+  /** the box outlives the process that starts it: closing the runtime leaves it running, any process reattaches by id or name; default false */
   detach?: boolean;
-  /** Overrides the image's ENTRYPOINT (and drops its CMD, as docker's does). */
+  /** overrides the image's (and drops its cmd, as docker's --entrypoint does): what an exec with no argv runs */
   entrypoint?: string[];
-  /** Overrides the image's CMD. With entrypoint: what a bare exec (`boxlite run IMAGE`) runs; boxes have no main process. */
+  /** overrides the image's */
   cmd?: string[];
-  /** The box's network: 'enabled' (default) or 'disabled' (only lo), or a NetworkSpec. */
+  /** default: enabled, no allow-list */
   network?: NetworkSpec | 'enabled' | 'disabled';
-  /** Box ports published on the host. */
+  /** box ports published on the host; a host port in use is already_exists */
   ports?: PortSpec[];
-  /** Host folders or files in the box, over virtio-fs; read-write unless readOnly. */
+  /** host folders or files in the box, over virtio-fs */
   volumes?: Volume[];
+  /** a DNS label: default "boxlite" */
+  hostname?: string;
+  /** sessions a box started from a template finds started: "python", "shell" or "shell:/ABSOLUTE/PATH"; its first session of that kind with default options takes over the one the template VM started */
+  prestart?: string[];
   /** Not implemented yet: only an empty array is accepted. */
   secrets?: never[];
 }
 
+/** A box's network (internal/abi.Network). */
 export interface NetworkSpec {
-  /** 'enabled' (default: NAT to the host's network) or 'disabled' (no NIC, only lo). */
+  /** enabled (default: NAT to the host's network) or disabled (no NIC, only lo) */
   mode?: 'enabled' | 'disabled';
-  /**
-   * Where an enabled box may connect: host names ("pypi.org"), wildcards ("*.example.com"), IPv4
-   * addresses or CIDRs, each optionally with ":port". Empty: anywhere. The host's 127.0.0.1 is
-   * host.boxlite.internal in the box, reachable (with a list) only when listed.
-   */
+  /** where an enabled box may connect: host names, *.wildcards, IPv4 addresses or CIDRs, each optionally with :port; empty: anywhere. The host's 127.0.0.1 is host.boxlite.internal in the box (with a list, only when listed) */
   allowNet?: string[];
 }
 
+/** A box port to publish on the host (internal/abi.Port). */
 export interface PortSpec {
-  /** Port in the box. Required. */
-  guestPort: number;
-  /** Port on the host; 0 or absent picks a free one (see info().ports). */
-  hostPort?: number;
-  /** 'tcp' (default) or 'udp'. */
+  /** default tcp */
   protocol?: 'tcp' | 'udp';
-  /** Host address to bind. Default 127.0.0.1. */
+  /** the host address to bind: default 127.0.0.1 */
   hostIp?: string;
-}
-
-/** A published port as bound. */
-export interface PortMapping {
-  protocol: 'tcp' | 'udp';
-  hostIp: string;
-  hostPort: number;
+  /** 0 (or absent) picks a free port; info shows the one bound */
+  hostPort?: number;
+  /** the port in the box */
   guestPort: number;
 }
 
-/** A running box's network. */
+/** A host folder or file in the box (internal/abi.Volume). */
+export interface Volume {
+  /** a host folder or file */
+  hostPath: string;
+  /** where the box sees it */
+  guestPath: string;
+  /** default false */
+  readOnly?: boolean;
+  /** what the box may store in a read-write folder (a watcher, see docs/SECURITY.md); 0: no limit */
+  sizeLimitBytes?: number;
+}
+
+/** A published port as bound (internal/abi.Port). */
+export interface PortMapping {
+  /** default tcp */
+  protocol?: 'tcp' | 'udp';
+  /** the host address to bind: default 127.0.0.1 */
+  hostIp?: string;
+  /** 0 (or absent) picks a free port; info shows the one bound */
+  hostPort: number;
+  /** the port in the box */
+  guestPort: number;
+}
+
+/** What a box's network did (internal/abi.NetworkStats). */
+export interface NetworkStats {
+  bytesToGuest: number;
+  bytesFromGuest: number;
+  /** opened, not open */
+  tcpConnections: number;
+  udpFlows: number;
+}
+
+/** A running box's network (internal/abi.NetworkInfo). */
 export interface NetworkInfo {
   guestIp: string;
   gatewayIp: string;
   allowNet?: string[];
+  /** as bound, host ports picked */
   ports?: PortMapping[];
+  stats?: NetworkStats;
 }
 
-export interface Volume {
-  hostPath: string;
-  guestPath: string;
-  readOnly?: boolean;
-}
-
+/** What a running box reports about its VM (internal/abi.BoxRuntimeInfo). */
 export interface BoxRuntimeInfo {
+  /** the VMM's acceleration: kvm or tcg */
   accel: string;
+  /** why that acceleration */
   accelReason: string;
+  /** the guest kernel's path */
   kernel: string;
+  /** host clock: VMM start to agent ready */
   bootMs: number;
+  /** guest clock: boot to agent start */
   guestKernelMs: number;
+  /** guest clock: boot to ready */
   guestReadyMs: number;
   shimPid: number;
   vmmPid: number;
-  /** How the VM came up: 'template' (a warm start), 'new-template' (this box made its shape's template first) or 'boot'. */
+  /** how the VM came up: a boot, a template (a warm start), or a boot that made its shape's template first */
   start?: 'boot' | 'template' | 'new-template';
-  /** Why a box that could have started from a template booted. */
+  /** why a box that could have started from a template booted */
   startNote?: string;
-  /** What weakens this box's isolation (TCG, a missing VMM confinement layer); see docs/SECURITY.md. */
+  /** what weakens this box's isolation (TCG, a missing VMM confinement layer); see docs/SECURITY.md */
   warnings?: string[];
-  /** The box's network (absent when disabled). */
+  /** absent when disabled */
   network?: NetworkInfo;
 }
 
-export interface JsBoxInfo {
+/** What a box was created with, defaults applied (internal/abi.BoxConfig); JsBoxInfo has its fields. */
+export interface BoxConfig {
+  image: string;
+  name?: string;
+  memoryMib: number;
+  cpus: number;
+  diskSizeGb: number;
+  env?: Record<string, string>;
+  workingDir?: string;
+  user?: string;
+  bootTimeoutSecs: number;
+  autoRemove: boolean;
+  detach: boolean;
+  entrypoint?: string[];
+  cmd?: string[];
+  network: NetworkSpec;
+  /** as asked (host_port 0: any); the runtime's network shows them bound */
+  ports?: PortMapping[];
+  volumes?: Volume[];
+  kernelArgs?: string[];
+  hostname: string;
+  prestart?: string[];
+}
+// END GENERATED: wire types
+
+/** A box's info in BoxLite's JsBoxInfo shape: its config's fields (BoxConfig, defaults applied) and its state. */
+export interface JsBoxInfo extends Omit<BoxConfig, 'image' | 'name' | 'network' | 'ports' | 'env' | 'prestart' | 'volumes'> {
   id: string;
   name?: string;
   image: string;
@@ -218,18 +270,10 @@ export interface JsBoxInfo {
   status: string;
   state: { status: string; running: boolean; pid?: number };
   createdAt: string;
-  cpus: number;
-  memoryMib: number;
-  diskSizeGb: number;
-  autoRemove: boolean;
-  workingDir?: string;
-  user?: string;
-  hostname: string;
+  env: Record<string, string>;
   /** The sessions the box asked to find started (BoxOptions.prestart). */
   prestart: string[];
-  env: Record<string, string>;
   volumes: Volume[];
-  bootTimeoutSecs?: number;
   /** Why the box last stopped. */
   lastExit?: string;
   /** The last run ended in a fault (crashed VMM, protocol violation): exec does not start the box again, start() does. */

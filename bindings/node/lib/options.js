@@ -138,6 +138,7 @@ function normalizeVolumes(v, name) {
     if (!isPlainObject(m)) throw new TypeError(`${name}[${i}] must be {hostPath, guestPath, readOnly}, got ${typeOf(m)}`);
     const out = { host_path: checkString(m.hostPath, `${name}[${i}].hostPath`), guest_path: checkString(m.guestPath, `${name}[${i}].guestPath`) };
     if (m.readOnly !== undefined && m.readOnly !== null) out.read_only = checkBool(m.readOnly, `${name}[${i}].readOnly`);
+    if (m.sizeLimitBytes !== undefined && m.sizeLimitBytes !== null) out.size_limit_bytes = checkInt(m.sizeLimitBytes, `${name}[${i}].sizeLimitBytes`);
     return out;
   });
 }
@@ -240,31 +241,26 @@ function camelize(v) {
   return o;
 }
 
-/** The library's box info JSON → BoxLite's JsBoxInfo shape, plus what the library adds. */
+/** The library's box info JSON → BoxLite's JsBoxInfo shape: the config's fields (camelCased), then the state. */
 function boxInfo(j) {
   const cfg = j.config || {};
   const rt = j.runtime ? camelize(j.runtime) : undefined;
+  const { image, name, network, ports, ...config } = camelize(cfg); // the network and ports shown are the running ones
   return {
+    ...config,
     id: j.id,
     name: j.name || undefined,
     image: j.image,
     status: j.state,
     state: { status: j.state, running: j.state === 'running', pid: rt ? rt.vmmPid : undefined },
     createdAt: j.created_at,
-    cpus: cfg.cpus,
-    memoryMib: cfg.memory_mib,
-    diskSizeGb: cfg.disk_size_gb,
-    autoRemove: !!cfg.auto_remove,
-    workingDir: cfg.working_dir || undefined,
-    user: cfg.user || undefined,
     hostname: cfg.hostname || 'boxlite',
     prestart: cfg.prestart || [],
     env: cfg.env || {},
-    volumes: (cfg.volumes || []).map((v) => ({ hostPath: v.host_path, guestPath: v.guest_path, readOnly: !!v.read_only })),
-    bootTimeoutSecs: cfg.boot_timeout_secs,
+    volumes: (cfg.volumes || []).map((v) => ({ hostPath: v.host_path, guestPath: v.guest_path, readOnly: !!v.read_only, sizeLimitBytes: v.size_limit_bytes || 0 })),
     lastExit: j.last_exit || undefined,
     faulted: !!j.faulted,
-    networkMode: (cfg.network && cfg.network.mode) || 'enabled',
+    networkMode: (network && network.mode) || 'enabled',
     // The network while running, with the published ports as bound; null when disabled or stopped.
     network: (rt && rt.network) || null,
     ports: (rt && rt.network && rt.network.ports) || [],
