@@ -375,7 +375,8 @@ export declare class JsBoxlite implements AsyncDisposable {
    * into this home if missing); name null leaves it unnamed. The archive is
    * checked as untrusted: a bad one rejects ('invalid_argument', 'limit') and leaves no box.
    */
-  importBox(archivePath: string, name?: string | null): Promise<JsBox>;
+  /** options: box options but image and name (the archive's content is kept; the rest is these, else the defaults). */
+  importBox(archivePath: string, name?: string | null, options?: Omit<JsBoxOptions, 'image' | 'name'>): Promise<JsBox>;
   /** Imports an OCI layout directory or a docker-archive tar. */
   loadImage(path: string): Promise<ImageInfo[]>;
   listImages(): Promise<ImageInfo[]>;

@@ -371,9 +371,13 @@ int boxlite_box_export(boxlite_box_t *box, const char *dest, char **out_path,
  * that is not part of a box archive, a link, a digest that does not match,
  * a config that box_create would refuse (or any volume) give
  * BOXLITE_ERR_INVALID_ARGUMENT, sizes past the limits BOXLITE_ERR_LIMIT,
- * and a failed import leaves no box. *out is a new handle. */
+ * and a failed import leaves no box. *out is a new handle. Of the archived
+ * config only the content is kept (image, env, entrypoint, cmd, user,
+ * working directory); the rest comes from options_json (NULL: all
+ * defaults), box_create's options without "image" and "name":
+ * {"memory_mib": 256, "auto_remove": false, "ports": [...], ...}. */
 int boxlite_runtime_import_box(boxlite_runtime_t *rt, const char *archive_path, const char *name,
-                               boxlite_box_t **out, boxlite_error_t **err);
+                               const char *options_json, boxlite_box_t **out, boxlite_error_t **err);
 
 /* ---- executions ---- */
 

@@ -174,15 +174,18 @@ class BoxOptions:
     # started. CodeBox asks for "python", InteractiveBox for its shell.
     prestart: Optional[List[str]] = None
 
-    def to_json(self, name: Optional[str] = None, what: str = "BoxOptions.") -> str:
+    def to_json(self, name: Optional[str] = None, what: str = "BoxOptions.", image_required: bool = True) -> str:
         """The options as the C ABI's JSON; raises TypeError /
         InvalidArgumentError / UnsupportedError for what cannot be honoured
-        (``what`` prefixes the parameter names in messages)."""
+        (``what`` prefixes the parameter names in messages). An import's
+        options (``image_required=False``) have no image."""
         if self.rootfs_path:
             raise UnsupportedError(f"{what}rootfs_path is not supported yet")
-        if self.image is None:
+        if self.image is None and image_required:
             raise InvalidArgumentError(f"{what}image is required (e.g. 'alpine:latest')")
-        o: Dict[str, Any] = {"image": check_str(self.image, f"{what}image")}
+        o: Dict[str, Any] = {}
+        if self.image is not None:
+            o["image"] = check_str(self.image, f"{what}image")
         name = self.name if name is None else name
         if name is not None:
             o["name"] = check_str(name, "name")

@@ -58,6 +58,15 @@ func BoxOptions(o abi.BoxOptions) ([]boxlite.BoxOption, error) {
 	return opts, nil
 }
 
+// ImportOptions are the core options of an import's o: box options but for
+// the image and name, which the archive and the import's own argument give.
+func ImportOptions(o abi.BoxOptions) ([]boxlite.BoxOption, error) {
+	if o.Image != "" || o.Name != "" {
+		return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "import options: image and name are not options of an import (the archive has the image; the name is an argument)")
+	}
+	return BoxOptions(o)
+}
+
 // BoxInfo is info on the wire.
 func BoxInfo(info boxlite.BoxInfo) abi.BoxInfo {
 	c := info.Config
