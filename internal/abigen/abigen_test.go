@@ -40,7 +40,6 @@ func TestANewKindReachesEveryEdge(t *testing.T) {
 		"bindings/python/boxlite/_cdef.py":    "#define BOXLITE_ERR_QUOTA_EXCEEDED 42",
 		"capi/errors_gen.go":                  "C.BOXLITE_ERR_QUOTA_EXCEEDED,",
 		"bindings/python/boxlite/errors.py":   `code, status = "quota_exceeded", 42`,
-		"bindings/python/boxlite/__init__.py": `"QuotaExceededError"`,
 		"bindings/python/README.md":           "`QuotaExceededError`",
 		"bindings/node/src/addon.c":           `"ERR_QUOTA_EXCEEDED", BOXLITE_ERR_QUOTA_EXCEEDED`,
 		"bindings/node/lib/errors.js":         "'quota_exceeded'",

@@ -110,7 +110,6 @@ func render(root string, kinds []errdefs.KindSpec) ([]file, error) {
 	out = append(out, file{"capi/errors_gen.go", gosrc})
 	for path, bs := range map[string]map[string]string{
 		"bindings/python/boxlite/errors.py":   {"error classes": pythonClasses(kinds), "errors all": pythonAll(kinds, "    ")},
-		"bindings/python/boxlite/__init__.py": {"errors import": pythonImport(kinds), "errors all": pythonAllFlat(kinds)},
 		"bindings/python/README.md":           {"error table": pythonTable(kinds)},
 		"bindings/node/src/addon.c":           {"error codes": addonCodes(kinds)},
 		"bindings/node/lib/errors.js":         {"error codes": jsCodes(kinds)},
