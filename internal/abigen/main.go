@@ -103,6 +103,9 @@ func render(root string, kinds []errdefs.KindSpec) ([]file, error) {
 	out = append(out, file{"bindings/python/boxlite/_cdef.py", []byte(cdef)})
 	out = append(out, file{"bindings/python/boxlite/_defaults.py", []byte(pythonDefaults())})
 	out = append(out, file{"bindings/node/lib/defaults.js", []byte(nodeDefaults())})
+	out = append(out, file{"bindings/node/lib/types.d.ts", []byte("// Code " + notice + "\n" +
+		"// The option and info types of the C ABI's JSON (internal/abi), camelCased as the SDK takes and returns them.\n" +
+		"import type { EnvInput } from './index';\n\n" + ts)})
 	gosrc, err := format.Source([]byte(capiCodes(kinds)))
 	if err != nil {
 		return nil, fmt.Errorf("capi/errors_gen.go: %w", err)
@@ -113,7 +116,7 @@ func render(root string, kinds []errdefs.KindSpec) ([]file, error) {
 		"bindings/python/README.md":           {"error table": pythonTable(kinds)},
 		"bindings/node/src/addon.c":           {"error codes": addonCodes(kinds)},
 		"bindings/node/lib/errors.js":         {"error codes": jsCodes(kinds)},
-		"bindings/node/lib/index.d.ts":        {"error codes": tsUnion(kinds), "defaults": tsDefaults(), "wire types": ts},
+		"bindings/node/lib/index.d.ts":        {"error codes": tsUnion(kinds), "defaults": tsDefaults()},
 		"bindings/node/README.md":             {"error table": nodeTable(kinds)},
 		"README.md":                           {"error table": cTable(kinds), "defaults table": defaultsTable()},
 	} {
