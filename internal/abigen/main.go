@@ -112,13 +112,13 @@ func render(root string, kinds []errdefs.KindSpec) ([]file, error) {
 	}
 	out = append(out, file{"capi/errors_gen.go", gosrc})
 	for path, bs := range map[string]map[string]string{
-		"bindings/python/boxlite/errors.py":   {"error classes": pythonClasses(kinds), "errors all": pythonAll(kinds, "    ")},
-		"bindings/python/README.md":           {"error table": pythonTable(kinds)},
-		"bindings/node/src/addon.c":           {"error codes": addonCodes(kinds)},
-		"bindings/node/lib/errors.js":         {"error codes": jsCodes(kinds)},
-		"bindings/node/lib/index.d.ts":        {"error codes": tsUnion(kinds), "defaults": tsDefaults()},
-		"bindings/node/README.md":             {"error table": nodeTable(kinds)},
-		"README.md":                           {"error table": cTable(kinds), "defaults table": defaultsTable()},
+		"bindings/python/boxlite/errors.py": {"error classes": pythonClasses(kinds), "errors all": pythonAll(kinds, "    ")},
+		"bindings/python/README.md":         {"error table": pythonTable(kinds)},
+		"bindings/node/src/addon.c":         {"error codes": addonCodes(kinds)},
+		"bindings/node/lib/errors.js":       {"error codes": jsCodes(kinds)},
+		"bindings/node/lib/index.d.ts":      {"error codes": tsUnion(kinds), "defaults": tsDefaults()},
+		"bindings/node/README.md":           {"error table": nodeTable(kinds)},
+		"README.md":                         {"error table": cTable(kinds), "defaults table": defaultsTable()},
 	} {
 		if _, err := blocks(path, bs); err != nil {
 			return nil, err
