@@ -6,8 +6,9 @@
 // A Runtime owns a home directory ($BOXLITE_HOME, else ~/.boxlite) with the
 // image store and the boxes. Runtime.Create registers a box (configured, no
 // VM yet); Box.Start boots it, and so do Box.Exec, Box.Run, the copies and
-// the sessions. Box.Stop keeps its disk (WithAutoRemove removes the box);
-// Box.Remove deletes it. A box stops when the process that started it exits
+// the sessions. Box.Stop removes the box (as BoxLite's default) unless it
+// was created WithAutoRemove(false), which keeps its disk; Box.Remove
+// deletes it. A box stops when the process that started it exits
 // unless it was created WithDetach, and any process joins a running box with
 // Runtime.Get.
 //

@@ -27,7 +27,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	box, err := rt.Create(ctx, "alpine:latest", boxlite.WithMemoryMiB(256), boxlite.WithAutoRemove())
+	box, err := rt.Create(ctx, "alpine:latest", boxlite.WithMemoryMiB(256), boxlite.WithAutoRemove(true))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -59,7 +59,7 @@ func ExampleBox_NewPythonSession() {
 		fmt.Println(err)
 		return
 	}
-	box, err := rt.Create(ctx, "python:slim", boxlite.WithAutoRemove())
+	box, err := rt.Create(ctx, "python:slim", boxlite.WithAutoRemove(true))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -101,7 +101,7 @@ func ExampleBox_CopyOut() {
 		fmt.Println(err)
 		return
 	}
-	box, err := rt.Create(ctx, "alpine:latest", boxlite.WithMemoryMiB(256), boxlite.WithAutoRemove())
+	box, err := rt.Create(ctx, "alpine:latest", boxlite.WithMemoryMiB(256), boxlite.WithAutoRemove(true))
 	if err != nil {
 		fmt.Println(err)
 		return

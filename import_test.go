@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/abi"
 )
 
 // An imported box is a new box: an archive whose config publishes ports on
 // 0.0.0.0, opens the network, sets kernel arguments, a 28-year boot timeout,
-// 64 GiB, 64 CPUs, a 1 TiB disk, detach and auto-remove imports with none
+// 64 GiB, 64 CPUs, a 1 TiB disk, detach and the auto-remove that is not the default imports with none
 // of that (the importer's options, else Create's defaults), keeping only its
 // content: image, env, entrypoint and cmd, user, working directory.
 func TestImportIsANewBox(t *testing.T) {
@@ -38,7 +39,7 @@ func TestImportIsANewBox(t *testing.T) {
 		c["kernel_args"] = []string{"panic=0", "rdinit=/bin/sh"}
 		c["boot_timeout"] = int64(28 * 365 * 24 * time.Hour)
 		c["memory_mib"], c["cpus"], c["disk_size_gb"] = 64<<10, 64, 1024
-		c["detach"], c["auto_remove"] = true, true
+		c["detach"], c["auto_remove"] = true, !abi.DefaultAutoRemove // both the opposite of the default
 		c["hostname"], c["prestart"] = "evil", []string{"shell:/bin/evil"}
 	})
 	path := writeArchiveFile(t, hostile)

@@ -195,7 +195,7 @@ type BoxConfig struct {
 	WorkingDir  string            `json:"working_dir,omitempty"`
 	User        string            `json:"user,omitempty"`
 	BootTimeout time.Duration     `json:"boot_timeout"`
-	AutoRemove  bool              `json:"auto_remove,omitempty"`
+	AutoRemove  bool              `json:"auto_remove"` // absent in a record written before it defaulted to true: false
 	// Detach: the box is not tied to the process that starts it (see WithDetach).
 	Detach bool `json:"detach,omitempty"`
 	// Entrypoint and Cmd override the image's (nil: the image's); see Box.DefaultCommand.
@@ -415,11 +415,13 @@ func WithBootTimeout(d time.Duration) BoxOption {
 	return func(c *BoxConfig) error { c.BootTimeout = d; return nil }
 }
 
-// WithAutoRemove removes the box when it stops (Box.Stop, its VM exiting,
-// or, unless detached, its creator's exit), never while it is merely
-// configured. Default false.
-func WithAutoRemove() BoxOption {
-	return func(c *BoxConfig) error { c.AutoRemove = true; return nil }
+// WithAutoRemove(true) removes the box when it stops (Box.Stop, its VM
+// exiting, or, unless detached, its creator's exit), never while it is
+// merely configured; WithAutoRemove(false) keeps it, stopped, until
+// Box.Remove. Default abi.DefaultAutoRemove (true, as BoxLite's): a box that
+// is to be stopped and started again needs WithAutoRemove(false).
+func WithAutoRemove(remove bool) BoxOption {
+	return func(c *BoxConfig) error { c.AutoRemove = remove; return nil }
 }
 
 // WithDetach lets the box outlive the process that starts it, as docker's
@@ -444,7 +446,8 @@ func WithCmd(argv ...string) BoxOption {
 	return func(c *BoxConfig) error { c.Cmd = append([]string{}, argv...); return nil }
 }
 
-// validate rejects bad and conflicting settings in one place.
+// validate rejects bad and conflicting settings in one place: the SDKs
+// check types only, so each message names the option as the wire does.
 func (c *BoxConfig) validate() error {
 	bad := func(format string, args ...any) error {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "box options: "+format, args...)
@@ -453,13 +456,13 @@ func (c *BoxConfig) validate() error {
 	case c.Image == "":
 		return bad("image is empty")
 	case c.MemoryMiB < abi.MinMemoryMiB || c.MemoryMiB > abi.MaxMemoryMiB:
-		return bad("memory %d MiB is outside %d..%d", c.MemoryMiB, abi.MinMemoryMiB, abi.MaxMemoryMiB)
+		return bad("memory (memory_mib) %d MiB is outside %d..%d", c.MemoryMiB, abi.MinMemoryMiB, abi.MaxMemoryMiB)
 	case c.CPUs < abi.MinCPUs || c.CPUs > abi.MaxCPUs:
 		return bad("cpus %d is outside %d..%d", c.CPUs, abi.MinCPUs, abi.MaxCPUs)
 	case c.DiskSizeGB < abi.MinDiskSizeGB || c.DiskSizeGB > abi.MaxDiskSizeGB:
-		return bad("disk size %d GB is outside %d..%d", c.DiskSizeGB, abi.MinDiskSizeGB, abi.MaxDiskSizeGB)
+		return bad("disk size (disk_size_gb) %d GB is outside %d..%d", c.DiskSizeGB, abi.MinDiskSizeGB, abi.MaxDiskSizeGB)
 	case c.BootTimeout <= 0 || c.BootTimeout > MaxBootTimeout:
-		return bad("boot timeout %s is outside 0..%s", c.BootTimeout, MaxBootTimeout)
+		return bad("boot timeout (boot_timeout_secs) %s is outside 0..%s", c.BootTimeout, MaxBootTimeout)
 	case c.Name != "" && !validName(c.Name):
 		return bad("name %q must be 1-64 of [a-zA-Z0-9_.-] and start with a letter or digit", c.Name)
 	case !validText(c.User) || !validText(c.WorkingDir):

@@ -8,6 +8,8 @@ import (
 
 	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/abi"
+	"github.com/boxlite/boxlite/internal/abi/convert"
 )
 
 // goStringOrEmpty is a C string that may be NULL (meaning "").
@@ -142,7 +144,7 @@ func boxlite_box_export(p *C.boxlite_box_t, dest *C.cchar_t, out **C.char, cerr 
 }
 
 //export boxlite_runtime_import_box
-func boxlite_runtime_import_box(p *C.boxlite_runtime_t, path, name *C.cchar_t, out **C.boxlite_box_t, cerr **C.boxlite_error_t) (rc C.int) {
+func boxlite_runtime_import_box(p *C.boxlite_runtime_t, path, name, optsJSON *C.cchar_t, out **C.boxlite_box_t, cerr **C.boxlite_error_t) (rc C.int) {
 	defer guard(&rc, cerr)
 	rt, err := runtimeOf(p)
 	if err != nil {
@@ -151,7 +153,15 @@ func boxlite_runtime_import_box(p *C.boxlite_runtime_t, path, name *C.cchar_t, o
 	if path == nil || out == nil {
 		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "runtime_import_box: archive_path or out is NULL"), cerr)
 	}
-	b, err := rt.ImportBox(context.Background(), C.GoString((*C.char)(path)), goStringOrEmpty(name))
+	var o abi.BoxOptions
+	if err := decode("import options", optsJSON, &o); err != nil {
+		return status(err, cerr)
+	}
+	opts, err := convert.ImportOptions(o)
+	if err != nil {
+		return status(err, cerr)
+	}
+	b, err := rt.ImportBox(context.Background(), C.GoString((*C.char)(path)), goStringOrEmpty(name), opts...)
 	if err != nil {
 		return status(err, cerr)
 	}

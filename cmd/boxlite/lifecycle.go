@@ -85,10 +85,8 @@ func cmdCreate(args []string) error {
 	if err != nil {
 		return err
 	}
-	opts = append(opts, boxlite.WithDetach(), boxlite.WithWorkingDir(*workdir), boxlite.WithUser(*user))
-	if *rm {
-		opts = append(opts, boxlite.WithAutoRemove())
-	}
+	// A created box is kept unless --rm, as docker's (the library's default removes it).
+	opts = append(opts, boxlite.WithDetach(), boxlite.WithWorkingDir(*workdir), boxlite.WithUser(*user), boxlite.WithAutoRemove(*rm))
 	if len(argv) > 0 {
 		opts = append(opts, boxlite.WithCmd(argv...))
 	}

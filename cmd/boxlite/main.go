@@ -198,11 +198,10 @@ func cmdRun(args []string) (int, error) {
 	if *detach {
 		opts = append(opts, boxlite.WithDetach())
 	}
-	if *rm {
-		// The box goes when it stops, even when this process is killed
-		// (SIGKILL): its shim removes a box whose creator died.
-		opts = append(opts, boxlite.WithAutoRemove())
-	}
+	// Kept unless --rm, as docker's (the library's default removes it).
+	// With --rm the box goes when it stops, even when this process is
+	// killed (SIGKILL): its shim removes a box whose creator died.
+	opts = append(opts, boxlite.WithAutoRemove(*rm))
 	rt, err := boxlite.NewRuntime()
 	if err != nil {
 		return 0, err

@@ -143,10 +143,7 @@ func cmdImport(args []string) error {
 	if err != nil {
 		return err
 	}
-	opts = append(opts, boxlite.WithDetach())
-	if *rm {
-		opts = append(opts, boxlite.WithAutoRemove())
-	}
+	opts = append(opts, boxlite.WithDetach(), boxlite.WithAutoRemove(*rm)) // kept unless --rm, as create
 	rt, err := boxlite.NewRuntime()
 	if err != nil {
 		return err

@@ -23,11 +23,12 @@ const (
 	MaxBootTimeout     = 10 * time.Minute
 )
 
-// DefaultAutoRemove: a box is kept when it stops unless its options say
-// otherwise. The SDKs' BoxLite-compatible classes (SimpleBox, CodeBox,
-// InteractiveBox) ask for removal, as BoxLite's do; the low-level Box and C
-// ABI take this default.
-const DefaultAutoRemove = false
+// DefaultAutoRemove: a box is removed when it stops (Box.Stop, its VM
+// exiting, or its creator's exit unless detached) unless its options say
+// otherwise, as BoxLite's default is: a program written for BoxLite runs
+// unchanged. Every edge takes this one default: the Go API, the C ABI (an
+// absent "auto_remove"), Python and Node (an option left unset).
+const DefaultAutoRemove = true
 
 // DefaultHostname is a box's hostname unless its options set one, as in BoxLite.
 const DefaultHostname = "boxlite"
@@ -52,20 +53,36 @@ type Constant struct {
 	Name  string // e.g. "DEFAULT_MEMORY_MIB": its unit ends the name
 	Value int64
 	Doc   string
+	Bool  bool // a yes/no default: Value is 1 or 0, the SDKs show true or false
+}
+
+func number(name string, v int64, doc string) Constant {
+	return Constant{Name: name, Value: v, Doc: doc}
+}
+
+func boolConstant(name string, v bool, doc string) Constant {
+	c := Constant{Name: name, Doc: doc, Bool: true}
+	if v {
+		c.Value = 1
+	}
+	return c
 }
 
 // Constants are the defaults and limits every edge shows.
 var Constants = []Constant{
-	{"DEFAULT_MEMORY_MIB", DefaultMemoryMiB, "a box's guest memory"},
-	{"MIN_MEMORY_MIB", MinMemoryMiB, "the least guest memory a box may have"},
-	{"MAX_MEMORY_MIB", MaxMemoryMiB, "the most guest memory a box may have"},
-	{"DEFAULT_CPUS", DefaultCPUs, "a box's virtual CPUs"},
-	{"MAX_CPUS", MaxCPUs, "the most virtual CPUs a box may have"},
-	{"DEFAULT_DISK_SIZE_GB", DefaultDiskSizeGB, "a box's writable disk (sparse: it costs what the box writes)"},
-	{"MAX_DISK_SIZE_GB", MaxDiskSizeGB, "the largest writable disk a box may have"},
-	{"DEFAULT_BOOT_TIMEOUT_SECS", int64(DefaultBootTimeout.Seconds()), "how long a start may take until the box's agent answers"},
-	{"MAX_BOOT_TIMEOUT_SECS", int64(MaxBootTimeout.Seconds()), "the longest boot timeout a box may ask for"},
-	{"DEFAULT_OUTPUT_LIMIT_BYTES", DefaultOutputLimitBytes, "output collected per stream of a run, a cell or a shell command"},
-	{"DEFAULT_ROWS", DefaultRows, "a terminal's initial rows"},
-	{"DEFAULT_COLS", DefaultCols, "a terminal's initial columns"},
+	number("DEFAULT_MEMORY_MIB", DefaultMemoryMiB, "a box's guest memory"),
+	number("MIN_MEMORY_MIB", MinMemoryMiB, "the least guest memory a box may have"),
+	number("MAX_MEMORY_MIB", MaxMemoryMiB, "the most guest memory a box may have"),
+	number("DEFAULT_CPUS", DefaultCPUs, "a box's virtual CPUs"),
+	number("MIN_CPUS", MinCPUs, "the fewest virtual CPUs a box may have"),
+	number("MAX_CPUS", MaxCPUs, "the most virtual CPUs a box may have"),
+	number("DEFAULT_DISK_SIZE_GB", DefaultDiskSizeGB, "a box's writable disk (sparse: it costs what the box writes)"),
+	number("MIN_DISK_SIZE_GB", MinDiskSizeGB, "the smallest writable disk a box may have"),
+	number("MAX_DISK_SIZE_GB", MaxDiskSizeGB, "the largest writable disk a box may have"),
+	number("DEFAULT_BOOT_TIMEOUT_SECS", int64(DefaultBootTimeout.Seconds()), "how long a start may take until the box's agent answers"),
+	number("MAX_BOOT_TIMEOUT_SECS", int64(MaxBootTimeout.Seconds()), "the longest boot timeout a box may ask for"),
+	number("DEFAULT_OUTPUT_LIMIT_BYTES", DefaultOutputLimitBytes, "output collected per stream of a run, a cell or a shell command"),
+	number("DEFAULT_ROWS", DefaultRows, "a terminal's initial rows"),
+	number("DEFAULT_COLS", DefaultCols, "a terminal's initial columns"),
+	boolConstant("DEFAULT_AUTO_REMOVE", DefaultAutoRemove, "a box is removed when it stops unless its options say otherwise"),
 }

@@ -5,66 +5,69 @@ package abi
 // fields (pointers, empty values) take the defaults in limits.go. Every
 // quantity names its unit: _mib, _gb, _bytes, _secs, _ms.
 
+// Every field of the structs below carries its documentation in a doc tag
+// (and the strings it may be in an enum tag): internal/abigen writes the
+// header's comment blocks and index.d.ts's types from them. A doc starting
+// "required" marks a field a caller must give; {NAME} stands for the
+// Constant of that name.
+
 // BoxOptions create a box (boxlite_box_create).
 type BoxOptions struct {
-	Image           string            `json:"image"`
-	Name            string            `json:"name,omitempty"`
-	MemoryMiB       *int              `json:"memory_mib,omitempty"`        // default DefaultMemoryMiB
-	CPUs            *int              `json:"cpus,omitempty"`              // default DefaultCPUs
-	DiskSizeGB      *int              `json:"disk_size_gb,omitempty"`      // default DefaultDiskSizeGB
-	Env             map[string]string `json:"env,omitempty"`               // added to the image's
-	WorkingDir      string            `json:"working_dir,omitempty"`       // default: the image's
-	User            string            `json:"user,omitempty"`              // default: the image's
-	BootTimeoutSecs *Seconds          `json:"boot_timeout_secs,omitempty"` // default DefaultBootTimeout; must be > 0
-	AutoRemove      *bool             `json:"auto_remove,omitempty"`       // default DefaultAutoRemove
-	Detach          bool              `json:"detach,omitempty"`
-	Entrypoint      []string          `json:"entrypoint,omitempty"` // default: the image's
-	Cmd             []string          `json:"cmd,omitempty"`        // default: the image's
-	Network         *Network          `json:"network,omitempty"`    // default: enabled, no allow-list
-	Ports           []Port            `json:"ports,omitempty"`
-	Volumes         []Volume          `json:"volumes,omitempty"`
-	Hostname        string            `json:"hostname,omitempty"` // default DefaultHostname
-	Prestart        []string          `json:"prestart,omitempty"`
+	Image           string            `json:"image" doc:"required: an image in the store or a registry, e.g. \"alpine:latest\""`
+	Name            string            `json:"name,omitempty" doc:"1-64 of [a-zA-Z0-9_.-], starting with a letter or digit"`
+	MemoryMiB       *int              `json:"memory_mib,omitempty" doc:"guest memory: default {DEFAULT_MEMORY_MIB}, {MIN_MEMORY_MIB}..{MAX_MEMORY_MIB}"`
+	CPUs            *int              `json:"cpus,omitempty" doc:"virtual CPUs: default {DEFAULT_CPUS}, {MIN_CPUS}..{MAX_CPUS}"`
+	DiskSizeGB      *int              `json:"disk_size_gb,omitempty" doc:"writable disk (sparse): default {DEFAULT_DISK_SIZE_GB}, {MIN_DISK_SIZE_GB}..{MAX_DISK_SIZE_GB}"`
+	Env             map[string]string `json:"env,omitempty" doc:"added to the image's"`
+	WorkingDir      string            `json:"working_dir,omitempty" doc:"default: the image's"`
+	User            string            `json:"user,omitempty" doc:"name, uid or uid:gid; default: the image's"`
+	BootTimeoutSecs *Seconds          `json:"boot_timeout_secs,omitempty" doc:"VM start to agent ready: default {DEFAULT_BOOT_TIMEOUT_SECS}, more than 0, at most {MAX_BOOT_TIMEOUT_SECS}"`
+	AutoRemove      *bool             `json:"auto_remove,omitempty" doc:"remove the box when it stops (never while only configured): default {DEFAULT_AUTO_REMOVE}"`
+	Detach          bool              `json:"detach,omitempty" doc:"the box outlives the process that starts it: closing the runtime leaves it running, any process reattaches by id or name; default false"`
+	Entrypoint      []string          `json:"entrypoint,omitempty" doc:"overrides the image's (and drops its cmd, as docker's --entrypoint does): what an exec with no argv runs"`
+	Cmd             []string          `json:"cmd,omitempty" doc:"overrides the image's"`
+	Network         *Network          `json:"network,omitempty" doc:"default: enabled, no allow-list"`
+	Ports           []Port            `json:"ports,omitempty" doc:"box ports published on the host; a host port in use is already_exists"`
+	Volumes         []Volume          `json:"volumes,omitempty" doc:"host folders or files in the box, over virtio-fs"`
+	Hostname        string            `json:"hostname,omitempty" doc:"a DNS label: default \"boxlite\""`
+	Prestart        []string          `json:"prestart,omitempty" doc:"sessions a box started from a template finds started: \"python\", \"shell\" or \"shell:/ABSOLUTE/PATH\"; its first session of that kind with default options takes over the one the template VM started"`
 }
 
-// Network is a box's network: Mode "enabled" (default) or "disabled", and
-// the destinations it may reach (empty: anywhere the host can).
+// Network is a box's network.
 type Network struct {
-	Mode     string   `json:"mode,omitempty"`
-	AllowNet []string `json:"allow_net,omitempty"`
+	Mode     string   `json:"mode,omitempty" enum:"enabled,disabled" doc:"enabled (default: NAT to the host's network) or disabled (no NIC, only lo)"`
+	AllowNet []string `json:"allow_net,omitempty" doc:"where an enabled box may connect: host names, *.wildcards, IPv4 addresses or CIDRs, each optionally with :port; empty: anywhere. The host's 127.0.0.1 is host.boxlite.internal in the box (with a list, only when listed)"`
 }
 
 // Port publishes a guest port on the host.
 type Port struct {
-	Protocol  string `json:"protocol,omitempty"` // "tcp" (default) or "udp"
-	HostIP    string `json:"host_ip,omitempty"`  // default 127.0.0.1
-	HostPort  int    `json:"host_port"`          // 0: any free port
-	GuestPort int    `json:"guest_port"`
+	Protocol  string `json:"protocol,omitempty" enum:"tcp,udp" doc:"default tcp"`
+	HostIP    string `json:"host_ip,omitempty" doc:"the host address to bind: default 127.0.0.1"`
+	HostPort  int    `json:"host_port" doc:"0 (or absent) picks a free port; info shows the one bound"`
+	GuestPort int    `json:"guest_port" doc:"required: the port in the box"`
 }
 
-// Volume mounts a host directory or file in the box. SizeLimitBytes bounds
-// what the box may store in a read-write directory volume (0: no limit; a
-// watcher, see docs/SECURITY.md).
+// Volume mounts a host directory or file in the box.
 type Volume struct {
-	HostPath       string `json:"host_path"`
-	GuestPath      string `json:"guest_path"`
-	ReadOnly       bool   `json:"read_only,omitempty"`
-	SizeLimitBytes int64  `json:"size_limit_bytes,omitempty"`
+	HostPath       string `json:"host_path" doc:"required: a host folder or file"`
+	GuestPath      string `json:"guest_path" doc:"required: where the box sees it"`
+	ReadOnly       bool   `json:"read_only,omitempty" doc:"default false"`
+	SizeLimitBytes int64  `json:"size_limit_bytes,omitempty" doc:"what the box may store in a read-write folder (a watcher, see docs/SECURITY.md); 0: no limit"`
 }
 
 // BoxInfo describes a box (boxlite_box_info, boxlite_runtime_list).
 type BoxInfo struct {
-	ID            string          `json:"id"`
+	ID            string          `json:"id" doc:"12 hex digits"`
 	Name          string          `json:"name,omitempty"`
 	Image         string          `json:"image"`
-	State         string          `json:"state"`
-	CreatedAtUnix int64           `json:"created_at_unix"` // seconds
-	CreatedAt     string          `json:"created_at"`      // RFC 3339, the same instant
-	Config        BoxConfig       `json:"config"`
-	Dir           string          `json:"dir"`
-	LastExit      string          `json:"last_exit,omitempty"` // why the box last stopped
-	Faulted       bool            `json:"faulted,omitempty"`   // its last run ended in a fault
-	Runtime       *BoxRuntimeInfo `json:"runtime,omitempty"`   // while it runs
+	State         string          `json:"state" enum:"configured,starting,running,stopping,stopped,removed"`
+	CreatedAtUnix int64           `json:"created_at_unix" doc:"seconds"`
+	CreatedAt     string          `json:"created_at" doc:"RFC 3339, the same instant"`
+	Config        BoxConfig       `json:"config" doc:"the create options with defaults applied"`
+	Dir           string          `json:"dir" doc:"the box's directory"`
+	LastExit      string          `json:"last_exit,omitempty" doc:"why the box last stopped"`
+	Faulted       bool            `json:"faulted,omitempty" doc:"its last run ended in a fault (a crashed VMM, a protocol violation): exec does not start it again, start does"`
+	Runtime       *BoxRuntimeInfo `json:"runtime,omitempty" doc:"only while it runs"`
 }
 
 // BoxConfig is what a box was created with, defaults applied.
@@ -83,7 +86,7 @@ type BoxConfig struct {
 	Entrypoint      []string          `json:"entrypoint,omitempty"`
 	Cmd             []string          `json:"cmd,omitempty"`
 	Network         Network           `json:"network"`
-	Ports           []Port            `json:"ports,omitempty"`
+	Ports           []Port            `json:"ports,omitempty" doc:"as asked (host_port 0: any); the runtime's network shows them bound"`
 	Volumes         []Volume          `json:"volumes,omitempty"`
 	KernelArgs      []string          `json:"kernel_args,omitempty"`
 	Hostname        string            `json:"hostname"`
@@ -92,18 +95,18 @@ type BoxConfig struct {
 
 // BoxRuntimeInfo is what a running box reports about its VM.
 type BoxRuntimeInfo struct {
-	Accel         string       `json:"accel"`
-	AccelReason   string       `json:"accel_reason"`
-	Kernel        string       `json:"kernel"`
-	BootMs        float64      `json:"boot_ms"`         // host: VMM start to agent ready
-	GuestKernelMs float64      `json:"guest_kernel_ms"` // guest clock: boot to agent start
-	GuestReadyMs  float64      `json:"guest_ready_ms"`  // guest clock: boot to ready
+	Accel         string       `json:"accel" doc:"the VMM's acceleration: kvm or tcg"`
+	AccelReason   string       `json:"accel_reason" doc:"why that acceleration"`
+	Kernel        string       `json:"kernel" doc:"the guest kernel's path"`
+	BootMs        float64      `json:"boot_ms" doc:"host clock: VMM start to agent ready"`
+	GuestKernelMs float64      `json:"guest_kernel_ms" doc:"guest clock: boot to agent start"`
+	GuestReadyMs  float64      `json:"guest_ready_ms" doc:"guest clock: boot to ready"`
 	ShimPid       int          `json:"shim_pid"`
 	VMMPid        int          `json:"vmm_pid"`
-	Start         string       `json:"start,omitempty"` // "boot", "template", "new-template"
-	StartNote     string       `json:"start_note,omitempty"`
-	Warnings      []string     `json:"warnings,omitempty"`
-	Network       *NetworkInfo `json:"network,omitempty"` // nil when disabled
+	Start         string       `json:"start,omitempty" enum:"boot,template,new-template" doc:"how the VM came up: a boot, a template (a warm start), or a boot that made its shape's template first"`
+	StartNote     string       `json:"start_note,omitempty" doc:"why a box that could have started from a template booted"`
+	Warnings      []string     `json:"warnings,omitempty" doc:"what weakens this box's isolation (TCG, a missing VMM confinement layer); see docs/SECURITY.md"`
+	Network       *NetworkInfo `json:"network,omitempty" doc:"absent when disabled"`
 }
 
 // NetworkInfo is a running box's network, its published ports as bound.
@@ -111,7 +114,7 @@ type NetworkInfo struct {
 	GuestIP   string        `json:"guest_ip"`
 	GatewayIP string        `json:"gateway_ip"`
 	AllowNet  []string      `json:"allow_net,omitempty"`
-	Ports     []Port        `json:"ports,omitempty"`
+	Ports     []Port        `json:"ports,omitempty" doc:"as bound, host ports picked"`
 	Stats     *NetworkStats `json:"stats,omitempty"`
 }
 
@@ -119,7 +122,7 @@ type NetworkInfo struct {
 type NetworkStats struct {
 	BytesToGuest   uint64 `json:"bytes_to_guest"`
 	BytesFromGuest uint64 `json:"bytes_from_guest"`
-	TCPConns       uint64 `json:"tcp_connections"`
+	TCPConns       uint64 `json:"tcp_connections" doc:"opened, not open"`
 	UDPFlows       uint64 `json:"udp_flows"`
 }
 

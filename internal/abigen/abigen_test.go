@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -35,21 +36,20 @@ func TestANewKindReachesEveryEdge(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"include/boxlite.h":                   "#define BOXLITE_ERR_QUOTA_EXCEEDED 42",
-		"bindings/python/boxlite/_cdef.py":    "#define BOXLITE_ERR_QUOTA_EXCEEDED 42",
-		"capi/errors_gen.go":                  "C.BOXLITE_ERR_QUOTA_EXCEEDED,",
-		"bindings/python/boxlite/errors.py":   `code, status = "quota_exceeded", 42`,
-		"bindings/python/boxlite/__init__.py": `"QuotaExceededError"`,
-		"bindings/python/README.md":           "`QuotaExceededError`",
-		"bindings/node/src/addon.c":           `"ERR_QUOTA_EXCEEDED", BOXLITE_ERR_QUOTA_EXCEEDED`,
-		"bindings/node/lib/errors.js":         "'quota_exceeded'",
-		"bindings/node/lib/index.d.ts":        "| 'quota_exceeded'",
-		"bindings/node/README.md":             "`quota_exceeded`",
-		"README.md":                           "`BOXLITE_ERR_QUOTA_EXCEEDED` (42)",
+		"include/boxlite.h":                 "#define BOXLITE_ERR_QUOTA_EXCEEDED 42",
+		"bindings/python/boxlite/_cdef.py":  "#define BOXLITE_ERR_QUOTA_EXCEEDED 42",
+		"capi/errors_gen.go":                "C.BOXLITE_ERR_QUOTA_EXCEEDED,",
+		"bindings/python/boxlite/errors.py": `code, status = "quota_exceeded", 42`,
+		"bindings/python/README.md":         "`QuotaExceededError`",
+		"bindings/node/src/addon.c":         `"ERR_QUOTA_EXCEEDED", BOXLITE_ERR_QUOTA_EXCEEDED`,
+		"bindings/node/lib/errors.js":       "'quota_exceeded'",
+		"bindings/node/lib/index.d.ts":      "| 'quota_exceeded'",
+		"bindings/node/README.md":           "`quota_exceeded`",
+		"README.md":                         "`BOXLITE_ERR_QUOTA_EXCEEDED` (42)",
 	}
 	for _, f := range files {
 		w, ok := want[f.path]
-		if f.path == "bindings/python/boxlite/_defaults.py" || f.path == "bindings/node/lib/defaults.js" {
+		if f.path == "bindings/python/boxlite/_defaults.py" || f.path == "bindings/node/lib/defaults.js" || f.path == "bindings/node/lib/types.d.ts" {
 			continue // no error kinds in it
 		}
 		if !ok {
@@ -102,6 +102,11 @@ func TestAChangedDefaultReachesEveryEdge(t *testing.T) {
 		"bindings/node/lib/index.d.ts":         "export declare const " + saved[0].Name + ": 777;",
 		"README.md":                            "| `" + saved[0].Name + "` | 777 |",
 	}
+	// And the option documentation and types that name it.
+	docs := map[string]string{
+		"include/boxlite.h":            `"memory_mib": integer: guest memory: default 777,`,
+		"bindings/node/lib/types.d.ts": "/** guest memory: default 777,",
+	}
 	for _, f := range files {
 		if w, ok := want[f.path]; ok {
 			delete(want, f.path)
@@ -109,8 +114,31 @@ func TestAChangedDefaultReachesEveryEdge(t *testing.T) {
 				t.Errorf("%s lacks %q", f.path, w)
 			}
 		}
+		if w, ok := docs[f.path]; ok && !strings.Contains(string(f.data), w) {
+			t.Errorf("%s lacks %q", f.path, w)
+		}
 	}
 	for p := range want {
 		t.Errorf("%s: not generated", p)
+	}
+}
+
+// Every wire field's doc names only constants that exist; a field added to
+// a wire struct reaches the header's block and index.d.ts's interface.
+func TestWireDocs(t *testing.T) {
+	if _, err := resolve("default {NO_SUCH_CONSTANT}"); err == nil {
+		t.Error("an unknown constant in a doc is no error")
+	}
+	type opts struct {
+		Image   string `json:"image" doc:"required: the image"`
+		QuotaMB *int   `json:"quota_mb,omitempty" doc:"at most {MAX_CPUS}"`
+	}
+	c, err := cBlock(reflect.TypeFor[opts](), true)
+	if err != nil || !strings.Contains(c, `"image": string, required: the image`) || !strings.Contains(c, `"quota_mb": integer: at most 64`) {
+		t.Errorf("header block: %v\n%s", err, c)
+	}
+	ts, err := tsDecl{name: "Opts", doc: "x", t: reflect.TypeFor[opts](), input: true}.render()
+	if err != nil || !strings.Contains(ts, "  image: string;") || !strings.Contains(ts, "  quotaMb?: number;") {
+		t.Errorf("TypeScript: %v\n%s", err, ts)
 	}
 }

@@ -7,9 +7,11 @@ import (
 	"go/format"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/abi"
 )
 
 func main() {
@@ -77,7 +79,20 @@ func render(root string, kinds []errdefs.KindSpec) ([]file, error) {
 		return text, nil
 	}
 
-	header, err := blocks("include/boxlite.h", map[string]string{"error codes": cCodes(kinds), "defaults": cDefaults()})
+	boxOpts, err := cBlock(reflect.TypeFor[abi.BoxOptions](), true)
+	if err != nil {
+		return nil, err
+	}
+	boxInfo, err := cBlock(reflect.TypeFor[abi.BoxInfo](), false)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := tsTypes()
+	if err != nil {
+		return nil, err
+	}
+	header, err := blocks("include/boxlite.h", map[string]string{"error codes": cCodes(kinds), "defaults": cDefaults(),
+		"box options": boxOpts, "box info": boxInfo})
 	if err != nil {
 		return nil, err
 	}
@@ -88,20 +103,22 @@ func render(root string, kinds []errdefs.KindSpec) ([]file, error) {
 	out = append(out, file{"bindings/python/boxlite/_cdef.py", []byte(cdef)})
 	out = append(out, file{"bindings/python/boxlite/_defaults.py", []byte(pythonDefaults())})
 	out = append(out, file{"bindings/node/lib/defaults.js", []byte(nodeDefaults())})
+	out = append(out, file{"bindings/node/lib/types.d.ts", []byte("// Code " + notice + "\n" +
+		"// The option and info types of the C ABI's JSON (internal/abi), camelCased as the SDK takes and returns them.\n" +
+		"import type { EnvInput } from './index';\n\n" + ts)})
 	gosrc, err := format.Source([]byte(capiCodes(kinds)))
 	if err != nil {
 		return nil, fmt.Errorf("capi/errors_gen.go: %w", err)
 	}
 	out = append(out, file{"capi/errors_gen.go", gosrc})
 	for path, bs := range map[string]map[string]string{
-		"bindings/python/boxlite/errors.py":   {"error classes": pythonClasses(kinds), "errors all": pythonAll(kinds, "    ")},
-		"bindings/python/boxlite/__init__.py": {"errors import": pythonImport(kinds), "errors all": pythonAllFlat(kinds)},
-		"bindings/python/README.md":           {"error table": pythonTable(kinds)},
-		"bindings/node/src/addon.c":           {"error codes": addonCodes(kinds)},
-		"bindings/node/lib/errors.js":         {"error codes": jsCodes(kinds)},
-		"bindings/node/lib/index.d.ts":        {"error codes": tsUnion(kinds), "defaults": tsDefaults()},
-		"bindings/node/README.md":             {"error table": nodeTable(kinds)},
-		"README.md":                           {"error table": cTable(kinds), "defaults table": defaultsTable()},
+		"bindings/python/boxlite/errors.py": {"error classes": pythonClasses(kinds), "errors all": pythonAll(kinds, "    ")},
+		"bindings/python/README.md":         {"error table": pythonTable(kinds)},
+		"bindings/node/src/addon.c":         {"error codes": addonCodes(kinds)},
+		"bindings/node/lib/errors.js":       {"error codes": jsCodes(kinds)},
+		"bindings/node/lib/index.d.ts":      {"error codes": tsUnion(kinds), "defaults": tsDefaults()},
+		"bindings/node/README.md":           {"error table": nodeTable(kinds)},
+		"README.md":                         {"error table": cTable(kinds), "defaults table": defaultsTable()},
 	} {
 		if _, err := blocks(path, bs); err != nil {
 			return nil, err

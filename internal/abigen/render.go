@@ -62,26 +62,26 @@ func pythonCdef(header string) (string, error) {
 }
 
 // osErrorBases are Python builtins derived from OSError, whose constructor
-// reads two or more arguments as (errno, strerror): such classes take one.
+// reads two or more arguments as (errno, strerror): such classes take one
+// (errors.py's _OneMessage).
 var osErrorBases = map[string]bool{"builtins.TimeoutError": true, "ConnectionError": true}
 
 func pythonClasses(kinds []errdefs.KindSpec) string {
 	var b strings.Builder
 	for _, k := range kinds {
 		bases := append([]string{"BoxliteError"}, k.PythonBases...)
+		for _, base := range k.PythonBases {
+			if osErrorBases[base] {
+				bases = append([]string{"_OneMessage"}, bases...) // errors.py: one message, not (errno, strerror)
+				break
+			}
+		}
 		fmt.Fprintf(&b, "\n\nclass %s(%s):\n", k.Python, strings.Join(bases, ", "))
 		doc := k.Doc
 		for _, base := range k.PythonBases {
 			doc += fmt.Sprintf(" Also a ``%s``.", strings.TrimPrefix(base, "builtins."))
 		}
 		fmt.Fprintf(&b, "    %s\n\n    code, status = %q, %d\n", pyDoc(doc), string(k.Kind), k.Code)
-		for _, base := range k.PythonBases {
-			if osErrorBases[base] {
-				fmt.Fprintf(&b, "\n    def __init__(self, message: str = \"\"):\n        %s.__init__(self, message)\n"+
-					"        self.message = message\n\n    def __str__(self) -> str:\n        return self.message\n", base)
-				break
-			}
-		}
 	}
 	fmt.Fprintf(&b, "\n\n_KIND_CLASSES = (\n%s)\n", lines(kinds, func(k errdefs.KindSpec) string { return "    " + k.Python + ",\n" }))
 	return b.String()
@@ -105,29 +105,8 @@ func pyDoc(doc string) string {
 	return strings.Join(append(out, line+`"""`), "\n")
 }
 
-func names(kinds []errdefs.KindSpec) []string {
-	var ns []string
-	for _, k := range kinds {
-		ns = append(ns, k.Python)
-	}
-	return ns
-}
-
 func pythonAll(kinds []errdefs.KindSpec, indent string) string {
 	return lines(kinds, func(k errdefs.KindSpec) string { return fmt.Sprintf("%s%q,\n", indent, k.Python) })
-}
-
-func pythonAllFlat(kinds []errdefs.KindSpec) string {
-	var qs []string
-	for _, n := range names(kinds) {
-		qs = append(qs, fmt.Sprintf("%q", n))
-	}
-	return "    " + strings.Join(qs, ", ") + ",\n"
-}
-
-func pythonImport(kinds []errdefs.KindSpec) string {
-	return "from .errors import (\n" +
-		lines(kinds, func(k errdefs.KindSpec) string { return "    " + k.Python + ",\n" }) + ")\n"
 }
 
 func pythonTable(kinds []errdefs.KindSpec) string {
@@ -180,11 +159,24 @@ func cDefaults() string {
 	return b.String()
 }
 
+// value is c as Python (py) or JavaScript shows it: a number, or a yes/no.
+func value(c abi.Constant, py bool) string {
+	switch {
+	case !c.Bool:
+		return fmt.Sprint(c.Value)
+	case py && c.Value != 0:
+		return "True"
+	case py:
+		return "False"
+	}
+	return fmt.Sprint(c.Value != 0)
+}
+
 func pythonDefaults() string {
 	var b strings.Builder
 	b.WriteString("# Code " + notice + "\n\"\"\"The library's defaults and limits (internal/abi/limits.go), as the C header's BOXLITE_* macros.\"\"\"\n\n")
 	for _, c := range abi.Constants {
-		fmt.Fprintf(&b, "%s = %d  # %s\n", c.Name, c.Value, c.Doc)
+		fmt.Fprintf(&b, "%s = %s  # %s\n", c.Name, value(c, true), c.Doc)
 	}
 	return b.String()
 }
@@ -193,7 +185,7 @@ func defaultsTable() string {
 	var b strings.Builder
 	b.WriteString("| C macro (`BOXLITE_` + name), Python `boxlite._defaults` | value | what |\n|---|---|---|\n")
 	for _, c := range abi.Constants {
-		fmt.Fprintf(&b, "| `%s` | %d | %s |\n", c.Name, c.Value, c.Doc)
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", c.Name, value(c, false), c.Doc)
 	}
 	return b.String()
 }
@@ -202,7 +194,7 @@ func nodeDefaults() string {
 	var b strings.Builder
 	b.WriteString("// Code " + notice + "\n'use strict';\n// The library's defaults and limits (internal/abi/limits.go), as the C header's BOXLITE_* macros.\n\nmodule.exports = Object.freeze({\n")
 	for _, c := range abi.Constants {
-		fmt.Fprintf(&b, "  /** %s */\n  %s: %d,\n", c.Doc, c.Name, c.Value)
+		fmt.Fprintf(&b, "  /** %s */\n  %s: %s,\n", c.Doc, c.Name, value(c, false))
 	}
 	b.WriteString("});\n")
 	return b.String()
@@ -211,7 +203,7 @@ func nodeDefaults() string {
 func tsDefaults() string {
 	var b strings.Builder
 	for _, c := range abi.Constants {
-		fmt.Fprintf(&b, "/** %s */\nexport declare const %s: %d;\n", c.Doc, c.Name, c.Value)
+		fmt.Fprintf(&b, "/** %s */\nexport declare const %s: %s;\n", c.Doc, c.Name, value(c, false))
 	}
 	return b.String()
 }

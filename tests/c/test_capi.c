@@ -348,16 +348,22 @@ static void test_snapshots(boxlite_runtime_t *rt, boxlite_box_t *box, const char
   expect(boxlite_box_export(box, home, &path, &err), &err, BOXLITE_OK, "export");
   CHECK(path && strstr(path, ".boxlite"), "export path %s", path ? path : "");
   if (path) {
-    expect(boxlite_runtime_import_box(rt, path, "c-imported", &c, &err), &err, BOXLITE_OK, "import_box");
+    expect(boxlite_runtime_import_box(rt, path, "c-bad", "{\"image\":\"alpine:latest\"}", &c, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "import options naming the image");
+    expect(boxlite_runtime_import_box(rt, path, "c-bad", "{\"memory_mib\":1}", &c, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "import options out of range");
+    expect(boxlite_runtime_import_box(rt, path, "c-imported", "{\"memory_mib\":256,\"auto_remove\":false}", &c, &err), &err, BOXLITE_OK, "import_box");
     if (c) {
+      json = NULL;
+      expect(boxlite_box_info(c, &json, &err), &err, BOXLITE_OK, "info of the imported box");
+      CHECK(json && strstr(json, "\"memory_mib\":256") && strstr(json, "\"auto_remove\":false"), "import options apply: %s", json ? json : "");
+      boxlite_string_free(json);
       expect(boxlite_box_remove(c, 0, &err), &err, BOXLITE_OK, "remove imported");
       boxlite_box_free(c);
       c = NULL;
     }
     boxlite_string_free(path);
   }
-  expect(boxlite_runtime_import_box(rt, "/nonexistent.boxlite", NULL, &c, &err), &err, BOXLITE_ERR_NOT_FOUND, "import of a missing file");
-  expect(boxlite_runtime_import_box(rt, "/etc/passwd", NULL, &c, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "import of a non-archive");
+  expect(boxlite_runtime_import_box(rt, "/nonexistent.boxlite", NULL, NULL, &c, &err), &err, BOXLITE_ERR_NOT_FOUND, "import of a missing file");
+  expect(boxlite_runtime_import_box(rt, "/etc/passwd", NULL, NULL, &c, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "import of a non-archive");
   expect(boxlite_box_snapshot_remove(box, "c1", &err), &err, BOXLITE_OK, "snapshot_remove");
   expect(boxlite_box_snapshot_remove(box, "c1", &err), &err, BOXLITE_ERR_NOT_FOUND, "snapshot_remove again");
 }
@@ -387,7 +393,7 @@ int main(void) {
   boxlite_string_free(json);
 
   boxlite_box_t *box = NULL;
-  rc = boxlite_box_create(rt, "{\"image\":\"alpine:latest\",\"name\":\"c-test\",\"memory_mib\":256}", &box, &err);
+  rc = boxlite_box_create(rt, "{\"image\":\"alpine:latest\",\"name\":\"c-test\",\"memory_mib\":256,\"auto_remove\":false}", &box, &err);
   expect(rc, &err, BOXLITE_OK, "box_create");
   if (rc == BOXLITE_OK) {
     CHECK(strlen(boxlite_box_id(box)) == 12, "box id");

@@ -229,7 +229,7 @@ func waitGone(t *testing.T, what string, pid int) {
 // so instead of rebooting it; rm leaves nothing behind. Two boots.
 func TestLifecycle(t *testing.T) {
 	ctx := context.Background()
-	b, err := rt.Create(ctx, "alpine:latest", boxlite.WithName("lifecycle"), boxlite.WithEntrypoint("echo", "entry"), boxlite.WithCmd("and", "cmd"))
+	b, err := rt.Create(ctx, "alpine:latest", boxlite.WithName("lifecycle"), boxlite.WithAutoRemove(false), boxlite.WithEntrypoint("echo", "entry"), boxlite.WithCmd("and", "cmd"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestLifecycle(t *testing.T) {
 		}
 	}
 	// An auto-remove box goes when it stops, not when it is merely configured.
-	auto, err := rt.Create(ctx, "alpine:latest", boxlite.WithAutoRemove())
+	auto, err := rt.Create(ctx, "alpine:latest", boxlite.WithAutoRemove(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +414,7 @@ func TestKillEndsTheGroup(t *testing.T) {
 // remove(force) of a running auto-remove box succeed.
 func TestStopAndRemoveAreIdempotent(t *testing.T) {
 	ctx := context.Background()
-	b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", boxlite.WithAutoRemove())
+	b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", boxlite.WithAutoRemove(true))
 	if err != nil {
 		t.Fatal(err)
 	}

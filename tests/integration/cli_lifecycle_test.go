@@ -150,7 +150,7 @@ func TestDetachedAutoRemove(t *testing.T) {
 	errs := make(chan error, 2)
 	for i := range boxes {
 		go func() {
-			b, err := rt.Create(ctx, "alpine:latest", boxlite.WithDetach(), boxlite.WithAutoRemove(), boxlite.WithMemoryMiB(256))
+			b, err := rt.Create(ctx, "alpine:latest", boxlite.WithDetach(), boxlite.WithAutoRemove(true), boxlite.WithMemoryMiB(256))
 			if err == nil {
 				err = b.Start(ctx)
 			}

@@ -30,7 +30,7 @@ func TestTwoProcessesStartOneBox(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", boxlite.WithName("twostart"))
+	b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", boxlite.WithName("twostart"), boxlite.WithAutoRemove(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func leftovers(home string) []string {
 func TestShimKilledMeansStopped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest")
+	b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", boxlite.WithAutoRemove(false))
 	if err != nil {
 		t.Fatal(err)
 	}

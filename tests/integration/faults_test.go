@@ -66,7 +66,7 @@ func TestHostDiskFull(t *testing.T) {
 	loadTestImage(t, frt)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	b, err := frt.Create(ctx, "alpine:latest", boxlite.WithMemoryMiB(256), boxlite.WithNetwork(boxlite.NetworkSpec{Mode: boxlite.NetworkDisabled}))
+	b, err := frt.Create(ctx, "alpine:latest", boxlite.WithMemoryMiB(256), boxlite.WithAutoRemove(false), boxlite.WithNetwork(boxlite.NetworkSpec{Mode: boxlite.NetworkDisabled}))
 	must(t, err)
 	defer b.Remove(context.Background(), true)
 	must(t, b.Start(ctx)) // its disk is made: now fill the host
@@ -111,7 +111,7 @@ func TestGuestKernelPanic(t *testing.T) {
 			t.Fatalf("kernel args %q: %v", bad, err)
 		}
 	}
-	b, err := rt.Create(ctx, "alpine:latest", boxlite.WithMemoryMiB(128), boxlite.WithKernelArgs("sysctl.vm.panic_on_oom=1"),
+	b, err := rt.Create(ctx, "alpine:latest", boxlite.WithMemoryMiB(128), boxlite.WithAutoRemove(false), boxlite.WithKernelArgs("sysctl.vm.panic_on_oom=1"),
 		boxlite.WithNetwork(boxlite.NetworkSpec{Mode: boxlite.NetworkDisabled}))
 	must(t, err)
 	defer b.Remove(context.Background(), true)

@@ -89,7 +89,7 @@ func TestBoxDiesWithCreator(t *testing.T) {
 
 // creator runs in a child test process: it makes a box, reports it and waits to be killed.
 func creator() {
-	b, err := boxtest.CreateStarted(context.Background(), rt, "alpine:latest", boxlite.WithAutoRemove())
+	b, err := boxtest.CreateStarted(context.Background(), rt, "alpine:latest", boxlite.WithAutoRemove(true))
 	if err != nil {
 		fmt.Println("create:", err)
 		os.Exit(1)

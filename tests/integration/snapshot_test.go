@@ -19,7 +19,7 @@ import (
 func TestSnapshotCloneExportImport(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	src, err := rt.Create(ctx, "alpine:latest", boxlite.WithName("snap-src"), boxlite.WithMemoryMiB(256))
+	src, err := rt.Create(ctx, "alpine:latest", boxlite.WithName("snap-src"), boxlite.WithMemoryMiB(256), boxlite.WithAutoRemove(false))
 	if err != nil {
 		t.Fatal(err)
 	}

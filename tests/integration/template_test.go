@@ -35,7 +35,7 @@ func TestTemplates(t *testing.T) {
 	// start creates a box, runs a command in it and checks how it started.
 	start := func(rt *boxlite.Runtime, image, want string, opts ...boxlite.BoxOption) (*boxlite.Box, string) {
 		t.Helper()
-		b, err := rt.Create(ctx, image, opts...)
+		b, err := rt.Create(ctx, image, append(opts, boxlite.WithAutoRemove(false))...) // stopped and started again
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -72,13 +72,13 @@ func TestVolumeEscape(t *testing.T) {
 	}
 	starts := make(chan made, 2)
 	go func() {
-		b, err := boxtest.CreateStarted(ctx, rt, "python:slim", boxlite.WithName("vol-attacker"),
+		b, err := boxtest.CreateStarted(ctx, rt, "python:slim", boxlite.WithName("vol-attacker"), boxlite.WithAutoRemove(false),
 			boxlite.WithVolume(proj, "/proj", false), boxlite.WithVolume(out, "/out", false), boxlite.WithVolume(small, "/small", false))
 		starts <- made{b, err}
 	}()
 	lim := filepath.Join(base, "lim")
 	os.Mkdir(lim, 0o755)
-	victim, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", boxlite.WithName("vol-victim"), boxlite.WithVolume(c, "/c", false),
+	victim, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", boxlite.WithName("vol-victim"), boxlite.WithAutoRemove(false), boxlite.WithVolume(c, "/c", false),
 		boxlite.WithVolumeSpec(boxlite.Volume{HostPath: lim, GuestPath: "/lim", SizeLimitBytes: 2 << 20}))
 	m := <-starts
 	if m.b != nil {

@@ -3,7 +3,7 @@
 const native = require('./native');
 const { BoxliteError } = require('./errors');
 const { Execution, commandJson } = require('./execution');
-const { execOptions, checkArgs, checkString, normalizeEnv, boxInfo, camelize, isPlainObject } = require('./options');
+const { execOptions, checkArgs, checkSeconds, checkString, normalizeEnv, boxInfo, camelize, isPlainObject } = require('./options');
 const { SnapshotHandle, cloneOptionsJson, checkEmptyOptions } = require('./snapshot');
 
 const COPY_KEYS = { recursive: 'bool', overwrite: 'bool', followSymlinks: 'bool', includeParent: 'bool', maxBytes: 'cap', maxEntries: 'cap', timeoutSecs: 'secs' };
@@ -26,8 +26,7 @@ function copyOptionsJson(options) {
       else if (Number.isSafeInteger(v) && v > 0) o[key] = v;
       else throw new BoxliteError(`copy option ${k} must be a positive integer or null (no cap)`, { code: 'invalid_argument' });
     } else {
-      if (typeof v !== 'number' || !(v > 0)) throw new BoxliteError(`copy option ${k} must be a positive number`, { code: 'invalid_argument' });
-      o.timeout_secs = v;
+      o.timeout_secs = checkSeconds(v, `copy option ${k}`); // the library refuses <= 0
     }
   }
   return JSON.stringify(o);

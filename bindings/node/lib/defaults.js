@@ -11,10 +11,14 @@ module.exports = Object.freeze({
   MAX_MEMORY_MIB: 65536,
   /** a box's virtual CPUs */
   DEFAULT_CPUS: 1,
+  /** the fewest virtual CPUs a box may have */
+  MIN_CPUS: 1,
   /** the most virtual CPUs a box may have */
   MAX_CPUS: 64,
   /** a box's writable disk (sparse: it costs what the box writes) */
   DEFAULT_DISK_SIZE_GB: 4,
+  /** the smallest writable disk a box may have */
+  MIN_DISK_SIZE_GB: 1,
   /** the largest writable disk a box may have */
   MAX_DISK_SIZE_GB: 1024,
   /** how long a start may take until the box's agent answers */
@@ -27,4 +31,6 @@ module.exports = Object.freeze({
   DEFAULT_ROWS: 24,
   /** a terminal's initial columns */
   DEFAULT_COLS: 80,
+  /** a box is removed when it stops unless its options say otherwise */
+  DEFAULT_AUTO_REMOVE: true,
 });

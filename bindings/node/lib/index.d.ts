@@ -65,10 +65,14 @@ export declare const MIN_MEMORY_MIB: 64;
 export declare const MAX_MEMORY_MIB: 65536;
 /** a box's virtual CPUs */
 export declare const DEFAULT_CPUS: 1;
+/** the fewest virtual CPUs a box may have */
+export declare const MIN_CPUS: 1;
 /** the most virtual CPUs a box may have */
 export declare const MAX_CPUS: 64;
 /** a box's writable disk (sparse: it costs what the box writes) */
 export declare const DEFAULT_DISK_SIZE_GB: 4;
+/** the smallest writable disk a box may have */
+export declare const MIN_DISK_SIZE_GB: 1;
 /** the largest writable disk a box may have */
 export declare const MAX_DISK_SIZE_GB: 1024;
 /** how long a start may take until the box's agent answers */
@@ -81,6 +85,8 @@ export declare const DEFAULT_OUTPUT_LIMIT_BYTES: 67108864;
 export declare const DEFAULT_ROWS: 24;
 /** a terminal's initial columns */
 export declare const DEFAULT_COLS: 80;
+/** a box is removed when it stops unless its options say otherwise */
+export declare const DEFAULT_AUTO_REMOVE: true;
 // END GENERATED: defaults
 
 // ---- runtime ----
@@ -98,117 +104,12 @@ export interface JsOptions {
 
 export type EnvInput = Record<string, string> | Array<{ key: string; value: string }> | Array<[string, string]>;
 
-export interface JsBoxOptions {
-  /** Image in the store, e.g. "alpine:latest". Required. */
-  image?: string;
-  name?: string;
-  /** vCPUs. Default 1. */
-  cpus?: number;
-  /** Guest memory in MiB. Default 512. */
-  memoryMib?: number;
-  /** Writable disk size in GB (sparse). Default 4. */
-  diskSizeGb?: number;
-  env?: EnvInput;
-  workingDir?: string;
-  /** Default user of processes: name, uid or uid:gid. */
-  user?: string;
-  /** The box's hostname (a DNS label). Default "boxlite", as BoxLite's. */
-  hostname?: string;
-  /**
-   * Sessions a box started from a template finds started: 'python' and/or
-   * 'shell' ('shell:/bin/bash' for another shell). Its first default session
-   * of that kind takes over an interpreter the template VM started. CodeBox
-   * asks for 'python', InteractiveBox (without a terminal) for its shell.
-   */
-  prestart?: string[];
-  /** Remove the box when it stops. Default false here, true in SimpleBox. */
-  autoRemove?: boolean;
-  /** Bound on VM start to agent ready. Default 60. */
-  bootTimeoutSecs?: number;
-  /**
-   * true: the box outlives this process (closing the runtime or exiting leaves
-   * it running; any process reattaches with runtime.get(id or name), to the
-   * same VM). Default false: it stops when the runtime that started it closes.
-   */
-  detach?: boolean;
-  /** Overrides the image's ENTRYPOINT (and drops its CMD, as docker's does). */
-  entrypoint?: string[];
-  /** Overrides the image's CMD. With entrypoint: what a bare exec (`boxlite run IMAGE`) runs; boxes have no main process. */
-  cmd?: string[];
-  /** The box's network: 'enabled' (default) or 'disabled' (only lo), or a NetworkSpec. */
-  network?: NetworkSpec | 'enabled' | 'disabled';
-  /** Box ports published on the host. */
-  ports?: PortSpec[];
-  /** Host folders or files in the box, over virtio-fs; read-write unless readOnly. */
-  volumes?: Volume[];
-  /** Not implemented yet: only an empty array is accepted. */
-  secrets?: never[];
-}
+// The option and info types generated from internal/abi (types.d.ts).
+import type { BoxConfig, BoxRuntimeInfo, JsBoxOptions, NetworkInfo, PortMapping, Volume } from './types';
+export * from './types';
 
-export interface NetworkSpec {
-  /** 'enabled' (default: NAT to the host's network) or 'disabled' (no NIC, only lo). */
-  mode?: 'enabled' | 'disabled';
-  /**
-   * Where an enabled box may connect: host names ("pypi.org"), wildcards ("*.example.com"), IPv4
-   * addresses or CIDRs, each optionally with ":port". Empty: anywhere. The host's 127.0.0.1 is
-   * host.boxlite.internal in the box, reachable (with a list) only when listed.
-   */
-  allowNet?: string[];
-}
-
-export interface PortSpec {
-  /** Port in the box. Required. */
-  guestPort: number;
-  /** Port on the host; 0 or absent picks a free one (see info().ports). */
-  hostPort?: number;
-  /** 'tcp' (default) or 'udp'. */
-  protocol?: 'tcp' | 'udp';
-  /** Host address to bind. Default 127.0.0.1. */
-  hostIp?: string;
-}
-
-/** A published port as bound. */
-export interface PortMapping {
-  protocol: 'tcp' | 'udp';
-  hostIp: string;
-  hostPort: number;
-  guestPort: number;
-}
-
-/** A running box's network. */
-export interface NetworkInfo {
-  guestIp: string;
-  gatewayIp: string;
-  allowNet?: string[];
-  ports?: PortMapping[];
-}
-
-export interface Volume {
-  hostPath: string;
-  guestPath: string;
-  readOnly?: boolean;
-}
-
-export interface BoxRuntimeInfo {
-  accel: string;
-  accelReason: string;
-  kernel: string;
-  bootMs: number;
-  guestKernelMs: number;
-  guestReadyMs: number;
-  shimPid: number;
-  vmmPid: number;
-  /** How the VM came up: 'template' (a warm start), 'new-template' (this box made its shape's template first) or 'boot'. */
-  start?: 'boot' | 'template' | 'new-template';
-  /** Why a box that could have started from a template booted. */
-  startNote?: string;
-  /** What weakens this box's isolation (TCG, a missing VMM confinement layer); see docs/SECURITY.md. */
-  warnings?: string[];
-  /** The box's network (absent when disabled). */
-  network?: NetworkInfo;
-}
-
-export interface JsBoxInfo {
+/** A box's info in BoxLite's JsBoxInfo shape: its config's fields (BoxConfig, defaults applied) and its state. */
+export interface JsBoxInfo extends Omit<BoxConfig, 'image' | 'name' | 'network' | 'ports' | 'env' | 'prestart' | 'volumes'> {
   id: string;
   name?: string;
   image: string;
@@ -216,18 +117,10 @@ export interface JsBoxInfo {
   status: string;
   state: { status: string; running: boolean; pid?: number };
   createdAt: string;
-  cpus: number;
-  memoryMib: number;
-  diskSizeGb: number;
-  autoRemove: boolean;
-  workingDir?: string;
-  user?: string;
-  hostname: string;
+  env: Record<string, string>;
   /** The sessions the box asked to find started (BoxOptions.prestart). */
   prestart: string[];
-  env: Record<string, string>;
   volumes: Volume[];
-  bootTimeoutSecs?: number;
   /** Why the box last stopped. */
   lastExit?: string;
   /** The last run ended in a fault (crashed VMM, protocol violation): exec does not start the box again, start() does. */
@@ -329,7 +222,8 @@ export declare class JsBoxlite implements AsyncDisposable {
    * into this home if missing); name null leaves it unnamed. The archive is
    * checked as untrusted: a bad one rejects ('invalid_argument', 'limit') and leaves no box.
    */
-  importBox(archivePath: string, name?: string | null): Promise<JsBox>;
+  /** options: box options but image and name (the archive's content is kept; the rest is these, else the defaults). */
+  importBox(archivePath: string, name?: string | null, options?: Omit<JsBoxOptions, 'image' | 'name'>): Promise<JsBox>;
   /** Imports an OCI layout directory or a docker-archive tar. */
   loadImage(path: string): Promise<ImageInfo[]>;
   listImages(): Promise<ImageInfo[]>;

@@ -2,7 +2,9 @@
 // Option checking and conversion: BoxLite's camelCase options to the C ABI's
 // JSON. Wrong types are TypeErrors naming the option; options of BoxLite that
 // this library does not have yet are BoxliteErrors with code "unsupported"
-// (never silently ignored); unknown options are TypeErrors.
+// (never silently ignored); unknown options are TypeErrors. Values are the
+// library's to check: out of range, it answers invalid_argument naming the
+// option's wire field (memory_mib, timeout_secs, ...), as in every binding.
 const { unsupported } = require('./errors');
 
 function typeOf(v) {
@@ -21,15 +23,15 @@ function checkString(v, name, { allowEmpty = false } = {}) {
   return v;
 }
 
-function checkInt(v, name, min, max) {
+function checkInt(v, name) {
   if (typeof v !== 'number' || !Number.isInteger(v)) throw new TypeError(`${name} must be an integer, got ${typeOf(v) === 'number' ? v : typeOf(v)}`);
-  if (v < min || v > max) throw new RangeError(`${name} must be between ${min} and ${max}, got ${v}`);
   return v;
 }
 
+/** A number of seconds; its range is the library's. Infinities are refused here: JSON would send them as null. */
 function checkSeconds(v, name) {
   if (typeof v !== 'number' || Number.isNaN(v)) throw new TypeError(`${name} must be a number of seconds, got ${typeOf(v)}`);
-  if (v < 0 || !Number.isFinite(v)) throw new RangeError(`${name} must be a finite number >= 0, got ${v}`);
+  if (!Number.isFinite(v)) throw new RangeError(`${name} must be a finite number, got ${v}`);
   return v;
 }
 
@@ -136,6 +138,7 @@ function normalizeVolumes(v, name) {
     if (!isPlainObject(m)) throw new TypeError(`${name}[${i}] must be {hostPath, guestPath, readOnly}, got ${typeOf(m)}`);
     const out = { host_path: checkString(m.hostPath, `${name}[${i}].hostPath`), guest_path: checkString(m.guestPath, `${name}[${i}].guestPath`) };
     if (m.readOnly !== undefined && m.readOnly !== null) out.read_only = checkBool(m.readOnly, `${name}[${i}].readOnly`);
+    if (m.sizeLimitBytes !== undefined && m.sizeLimitBytes !== null) out.size_limit_bytes = checkInt(m.sizeLimitBytes, `${name}[${i}].sizeLimitBytes`);
     return out;
   });
 }
@@ -158,9 +161,9 @@ function boxOptions(o, where = 'options', extra = []) {
   const c = {};
   if (o.image !== undefined) c.image = checkString(o.image, `${where}.image`);
   if (o.name !== undefined && o.name !== null) c.name = checkString(o.name, `${where}.name`);
-  if (o.cpus !== undefined) c.cpus = checkInt(o.cpus, `${where}.cpus`, 1, 64);
-  if (o.memoryMib !== undefined) c.memory_mib = checkInt(o.memoryMib, `${where}.memoryMib`, 64, 65536);
-  if (o.diskSizeGb !== undefined) c.disk_size_gb = checkInt(o.diskSizeGb, `${where}.diskSizeGb`, 1, 1024);
+  if (o.cpus !== undefined) c.cpus = checkInt(o.cpus, `${where}.cpus`);
+  if (o.memoryMib !== undefined) c.memory_mib = checkInt(o.memoryMib, `${where}.memoryMib`);
+  if (o.diskSizeGb !== undefined) c.disk_size_gb = checkInt(o.diskSizeGb, `${where}.diskSizeGb`);
   const env = normalizeEnv(o.env, `${where}.env`);
   if (env && Object.keys(env).length) c.env = env;
   if (o.workingDir !== undefined && o.workingDir !== null) c.working_dir = checkString(o.workingDir, `${where}.workingDir`);
@@ -213,7 +216,7 @@ function execOptions(o, where = 'options') {
   if (o.stdin !== undefined) r.stdin = checkBool(o.stdin, `${where}.stdin`);
   if (o.tty !== undefined && o.tty !== null) r.tty = checkBool(o.tty, `${where}.tty`);
   for (const k of ['rows', 'cols']) {
-    if (o[k] !== undefined && o[k] !== null) r[k] = checkInt(o[k], `${where}.${k}`, 1, 65535); // the library checks they come with tty
+    if (o[k] !== undefined && o[k] !== null) r[k] = checkInt(o[k], `${where}.${k}`); // the library checks their range and that they come with tty
   }
   const limit = checkOutputLimit(o.outputLimitBytes, `${where}.outputLimitBytes`);
   if (limit !== undefined) r.outputLimitBytes = limit;
@@ -238,31 +241,26 @@ function camelize(v) {
   return o;
 }
 
-/** The library's box info JSON → BoxLite's JsBoxInfo shape, plus what the library adds. */
+/** The library's box info JSON → BoxLite's JsBoxInfo shape: the config's fields (camelCased), then the state. */
 function boxInfo(j) {
   const cfg = j.config || {};
   const rt = j.runtime ? camelize(j.runtime) : undefined;
+  const { image, name, network, ports, ...config } = camelize(cfg); // the network and ports shown are the running ones
   return {
+    ...config,
     id: j.id,
     name: j.name || undefined,
     image: j.image,
     status: j.state,
     state: { status: j.state, running: j.state === 'running', pid: rt ? rt.vmmPid : undefined },
     createdAt: j.created_at,
-    cpus: cfg.cpus,
-    memoryMib: cfg.memory_mib,
-    diskSizeGb: cfg.disk_size_gb,
-    autoRemove: !!cfg.auto_remove,
-    workingDir: cfg.working_dir || undefined,
-    user: cfg.user || undefined,
     hostname: cfg.hostname || 'boxlite',
     prestart: cfg.prestart || [],
     env: cfg.env || {},
-    volumes: (cfg.volumes || []).map((v) => ({ hostPath: v.host_path, guestPath: v.guest_path, readOnly: !!v.read_only })),
-    bootTimeoutSecs: cfg.boot_timeout_secs,
+    volumes: (cfg.volumes || []).map((v) => ({ hostPath: v.host_path, guestPath: v.guest_path, readOnly: !!v.read_only, sizeLimitBytes: v.size_limit_bytes || 0 })),
     lastExit: j.last_exit || undefined,
     faulted: !!j.faulted,
-    networkMode: (cfg.network && cfg.network.mode) || 'enabled',
+    networkMode: (network && network.mode) || 'enabled',
     // The network while running, with the published ports as bound; null when disabled or stopped.
     network: (rt && rt.network) || null,
     ports: (rt && rt.network && rt.network.ports) || [],
@@ -272,6 +270,6 @@ function boxInfo(j) {
 }
 
 module.exports = {
-  boxOptions, execOptions, checkArgs, checkString, checkOutputLimit, normalizeEnv, boxInfo, camelize, isPlainObject, typeOf,
+  boxOptions, execOptions, checkArgs, checkString, checkSeconds, checkOutputLimit, normalizeEnv, boxInfo, camelize, isPlainObject, typeOf,
   DEFAULT_OUTPUT_LIMIT,
 };

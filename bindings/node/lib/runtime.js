@@ -93,13 +93,17 @@ class JsBoxlite {
   /**
    * A new, stopped box from an archive Box.export wrote, its image loaded
    * into this home if missing; name null leaves it unnamed. The archive is
-   * checked as untrusted: a bad one rejects and leaves no box.
+   * checked as untrusted: a bad one rejects and leaves no box. Only its
+   * content is kept (image, env, entrypoint, cmd, user, working dir); the
+   * rest comes from options (box options without image and name), else the
+   * defaults.
    */
-  async importBox(archivePath, name) {
+  async importBox(archivePath, name, options) {
     checkString(archivePath, 'archivePath');
     if (name !== undefined && name !== null) checkString(name, 'name');
+    const o = options === undefined || options === null ? null : JSON.stringify(boxOptions(options, 'options'));
     const rt = await this._handle('importBox');
-    return new Box(this, await native.runtimeImportBox(rt, archivePath, name ?? null));
+    return new Box(this, await native.runtimeImportBox(rt, archivePath, name ?? null, o));
   }
 
   /** A box by id, unique id prefix or name; null when there is none. */

@@ -8,7 +8,7 @@
 // a shell runs commands.
 const raw = require('./raw');
 const { CellStream, cellResult, truncationMarker, call, convert, closed } = require('./cell');
-const { checkArgs, checkString, execOptions, normalizeEnv, isPlainObject, typeOf } = require('./options');
+const { checkArgs, checkSeconds, checkString, execOptions, normalizeEnv, isPlainObject, typeOf } = require('./options');
 
 /** Session options {env, cwd, user, graceSecs} (+ python or shell) as the C ABI's JSON. */
 function sessionOptions(o, where, extra) {
@@ -23,12 +23,7 @@ function sessionOptions(o, where, extra) {
   if (env && Object.keys(env).length) c.env = env;
   if (o.cwd != null) c.cwd = checkString(o.cwd, `${where}.cwd`);
   if (o.user != null) c.user = checkString(o.user, `${where}.user`);
-  if (o.graceSecs != null) {
-    if (typeof o.graceSecs !== 'number' || !(o.graceSecs > 0) || !Number.isFinite(o.graceSecs)) {
-      throw new RangeError(`${where}.graceSecs must be a number of seconds > 0`);
-    }
-    c.grace_secs = o.graceSecs;
-  }
+  if (o.graceSecs != null) c.grace_secs = checkSeconds(o.graceSecs, `${where}.graceSecs`); // the library refuses <= 0
   if (o[extra] != null) c[extra] = checkString(o[extra], `${where}.${extra}`);
   return JSON.stringify(c);
 }

@@ -11,12 +11,12 @@ const SDK_KEYS = ['runtime', 'reuseExisting'];
 
 class SimpleBox {
   /**
-   * new SimpleBox({ image, memoryMib, cpus, diskSizeGb, name, autoRemove (default true),
+   * new SimpleBox({ image, memoryMib, cpus, diskSizeGb, name, autoRemove (default DEFAULT_AUTO_REMOVE: true),
    *                 workingDir, env, user, bootTimeoutSecs, network, ports, runtime, reuseExisting })
    */
   constructor(options = {}) {
     if (!isPlainObject(options)) throw new TypeError(`options must be an object, got ${typeOf(options)}`);
-    this._boxOpts = boxOptions({ autoRemove: true, ...options }, 'options', SDK_KEYS);
+    this._boxOpts = boxOptions(options, 'options', SDK_KEYS);
     if (this._boxOpts.image === undefined) this._boxOpts.image = this._defaultImage();
     const rt = options.runtime;
     if (rt !== undefined && rt !== null && !(rt instanceof JsBoxlite)) {

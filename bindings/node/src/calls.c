@@ -79,8 +79,8 @@ static int handle_id(work_t *w, const char *id) {
     RT, STR("optionsJson"))                                                                                   \
   X(boxGet,             ASYNC, 0,      r_box,       boxlite_box_get(H, S0, OUT(boxlite_box_t), err),          \
     RT, STR("idOrName"))                                                                                      \
-  X(runtimeImportBox,   ASYNC, 0,      r_box,       boxlite_runtime_import_box(H, S0, S1, OUT(boxlite_box_t), err), \
-    RT, STR("archivePath"), STR_OR_NULL("name"))                                                              \
+  X(runtimeImportBox,   ASYNC, 0,      r_box,       boxlite_runtime_import_box(H, S0, S1, S2, OUT(boxlite_box_t), err), \
+    RT, STR("archivePath"), STR_OR_NULL("name"), STR_OR_NULL("optionsJson"))                                  \
   /* boxes */                                                                                                 \
   X(boxId,              SYNC,  0,      r_cstring,   handle_id(w, boxlite_box_id(H)), BOX)                     \
   X(boxInfo,            SYNC,  0,      r_string,    boxlite_box_info(H, OUT_STR, err), BOX)                   \

@@ -15,7 +15,7 @@ test('snapshots, clone, export, import', { skip: missingImage('alpine:latest'), 
   await ensureImage(runtime, 'alpine:latest');
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'boxlite-node-snap-'));
   const other = new JsBoxlite({ homeDir: path.join(tmp, 'home2') });
-  const box = await runtime.create({ image: 'alpine:latest', memoryMib: 256 });
+  const box = await runtime.create({ image: 'alpine:latest', memoryMib: 256, autoRemove: false }); // stopped and started again
   const made = [];
   t.after(async () => {
     for (const b of [box, ...made]) await b.remove(true).catch(() => {});
@@ -54,9 +54,13 @@ test('snapshots, clone, export, import', { skip: missingImage('alpine:latest'), 
 
   const archive = await box.export(tmp);
   assert.equal(archive, path.join(tmp, `${box.id}.boxlite`));
-  const imported = await other.importBox(archive, 'moved');
+  // The importer's options decide what the archive's content does not.
+  const imported = await other.importBox(archive, 'moved', { memoryMib: 256, autoRemove: false });
   made.push(imported);
   assert.equal(imported.name, 'moved');
+  const ii = await imported.info();
+  assert.ok(ii.memoryMib === 256 && ii.autoRemove === false, JSON.stringify(ii));
+  assert.equal((await rejection(other.importBox(archive, 'bad', { image: 'alpine:latest' }))).code, 'invalid_argument');
   assert.equal((await rejection(other.importBox(path.join(tmp, 'missing.boxlite')))).code, 'not_found');
 
   await box.snapshot.remove('one');

@@ -17,22 +17,8 @@ the BoxLite Python SDK::
 from ._copy import CopyOptions
 from .box import Box, BoxInfo, BoxOptions, BoxStateInfo, NetworkInfo, NetworkSpec, PortMapping
 from .codebox import CodeBox
-from .errors import BoxliteError, ExecError, ParseError
-# BEGIN GENERATED: errors import (go generate ./errdefs; do not edit)
-from .errors import (
-    InvalidArgumentError,
-    NotFoundError,
-    AlreadyExistsError,
-    InvalidStateError,
-    TimeoutError,
-    UnsupportedError,
-    BootFailedError,
-    ClosedError,
-    LimitError,
-    InternalError,
-    UnreachableError,
-)
-# END GENERATED: errors import
+from . import errors as _errors
+from .errors import *  # noqa: F401,F403 (every error class: errors.__all__)
 from .exec import ExecResult
 from .execution import ExecStderr, ExecStdin, ExecStdout, Execution, ExitStatus
 from .interactivebox import InteractiveBox
@@ -73,9 +59,5 @@ __all__ = [
     "SnapshotHandle", "SnapshotInfo", "SnapshotOptions", "CloneOptions", "ExportOptions",
     "SyncBoxlite", "SyncBox", "SyncSnapshotHandle", "SyncExecution", "SyncExecStdout", "SyncExecStderr",
     "SyncSimpleBox", "SyncCodeBox", "SyncInteractiveBox",
-    "BoxliteError", "ExecError", "ParseError",
-    # BEGIN GENERATED: errors all (go generate ./errdefs; do not edit)
-    "InvalidArgumentError", "NotFoundError", "AlreadyExistsError", "InvalidStateError", "TimeoutError", "UnsupportedError", "BootFailedError", "ClosedError", "LimitError", "InternalError", "UnreachableError",
-    # END GENERATED: errors all
     "library_version",
-]
+] + _errors.__all__

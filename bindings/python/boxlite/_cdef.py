@@ -43,14 +43,17 @@ CDEF = r"""
 #define BOXLITE_MIN_MEMORY_MIB 64 /* the least guest memory a box may have */
 #define BOXLITE_MAX_MEMORY_MIB 65536 /* the most guest memory a box may have */
 #define BOXLITE_DEFAULT_CPUS 1 /* a box's virtual CPUs */
+#define BOXLITE_MIN_CPUS 1 /* the fewest virtual CPUs a box may have */
 #define BOXLITE_MAX_CPUS 64 /* the most virtual CPUs a box may have */
 #define BOXLITE_DEFAULT_DISK_SIZE_GB 4 /* a box's writable disk (sparse: it costs what the box writes) */
+#define BOXLITE_MIN_DISK_SIZE_GB 1 /* the smallest writable disk a box may have */
 #define BOXLITE_MAX_DISK_SIZE_GB 1024 /* the largest writable disk a box may have */
 #define BOXLITE_DEFAULT_BOOT_TIMEOUT_SECS 60 /* how long a start may take until the box's agent answers */
 #define BOXLITE_MAX_BOOT_TIMEOUT_SECS 600 /* the longest boot timeout a box may ask for */
 #define BOXLITE_DEFAULT_OUTPUT_LIMIT_BYTES 67108864 /* output collected per stream of a run, a cell or a shell command */
 #define BOXLITE_DEFAULT_ROWS 24 /* a terminal's initial rows */
 #define BOXLITE_DEFAULT_COLS 80 /* a terminal's initial columns */
+#define BOXLITE_DEFAULT_AUTO_REMOVE 1 /* a box is removed when it stops unless its options say otherwise */
 /* END GENERATED: defaults */
 
 /* Output stream selectors for boxlite_execution_read(). */
@@ -118,29 +121,46 @@ int boxlite_box_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **e
 /* Creates a box and returns it configured, not booted (as BoxLite's create):
  * its options are checked and its image pulled if the store lacks it;
  * boxlite_box_start boots it, and so does the first exec, copy or session.
- * options_json:
- * {"image": "alpine:latest" (required), "name": str, "memory_mib": 512,
- *  "cpus": 1, "disk_size_gb": 4, "env": {"K": "V"}, "working_dir": str,
- *  "user": str, "boot_timeout_secs": 60, "hostname": "boxlite" (a DNS label),
- *  "auto_remove": false (removed when it stops; never while only configured),
- *  "detach": false (true: the box outlives the process that starts it, and
- *                   boxlite_runtime_free leaves it running; any process
- *                   reattaches with boxlite_box_get),
- *  "entrypoint": [str], "cmd": [str] (override the image's; an entrypoint
- *                   drops the image's cmd, as docker's --entrypoint does;
- *                   they are what an exec with an empty "argv" runs),
- *  "network": {"mode": "enabled" (default) | "disabled" (only lo),
- *              "allow_net": ["pypi.org", "*.example.com", "10.0.0.0/8", "1.2.3.4:443",
- *                            "host.boxlite.internal"] (empty: anywhere)},
- *  "ports": [{"guest_port": 80 (required), "host_port": 0 (0 picks a free one),
- *             "protocol": "tcp" | "udp", "host_ip": "127.0.0.1"}],
- *  "volumes": [{"host_path": str, "guest_path": str, "read_only": false,
- *               "size_limit_bytes": 0 (a read-write folder's bound; 0: none)}],
- *  "prestart": ["python", "shell" | "shell:/bin/bash"] (sessions a box
- *                   started from a template finds started: its first
- *                   session of that kind with default options takes over an
- *                   interpreter the template VM started; CodeBox and
- *                   InteractiveBox ask for theirs)}
+ * options_json, an object of (absent fields take the defaults):
+ * BEGIN GENERATED: box options (from internal/abi.BoxOptions: go generate ./errdefs; do not edit)
+ *   "image": string, required: an image in the store or a registry, e.g. "alpine:latest"
+ *   "name": string: 1-64 of [a-zA-Z0-9_.-], starting with a letter or digit
+ *   "memory_mib": integer: guest memory: default 512, 64..65536
+ *   "cpus": integer: virtual CPUs: default 1, 1..64
+ *   "disk_size_gb": integer: writable disk (sparse): default 4, 1..1024
+ *   "env": {string: string}: added to the image's
+ *   "working_dir": string: default: the image's
+ *   "user": string: name, uid or uid:gid; default: the image's
+ *   "boot_timeout_secs": number: VM start to agent ready: default 60, more than 0, at most 600
+ *   "auto_remove": boolean: remove the box when it stops (never while only configured): default
+ *       true
+ *   "detach": boolean: the box outlives the process that starts it: closing the runtime leaves
+ *       it running, any process reattaches by id or name; default false
+ *   "entrypoint": [string]: overrides the image's (and drops its cmd, as docker's --entrypoint
+ *       does): what an exec with no argv runs
+ *   "cmd": [string]: overrides the image's
+ *   "network": {...}: default: enabled, no allow-list
+ *     "mode": "enabled" | "disabled": enabled (default: NAT to the host's network) or disabled
+ *         (no NIC, only lo)
+ *     "allow_net": [string]: where an enabled box may connect: host names, *.wildcards, IPv4
+ *         addresses or CIDRs, each optionally with :port; empty: anywhere. The host's 127.0.0.1
+ *         is host.boxlite.internal in the box (with a list, only when listed)
+ *   "ports": [{...}]: box ports published on the host; a host port in use is already_exists
+ *     "protocol": "tcp" | "udp": default tcp
+ *     "host_ip": string: the host address to bind: default 127.0.0.1
+ *     "host_port": integer: 0 (or absent) picks a free port; info shows the one bound
+ *     "guest_port": integer, required: the port in the box
+ *   "volumes": [{...}]: host folders or files in the box, over virtio-fs
+ *     "host_path": string, required: a host folder or file
+ *     "guest_path": string, required: where the box sees it
+ *     "read_only": boolean: default false
+ *     "size_limit_bytes": integer: what the box may store in a read-write folder (a watcher,
+ *         see docs/SECURITY.md); 0: no limit
+ *   "hostname": string: a DNS label: default "boxlite"
+ *   "prestart": [string]: sessions a box started from a template finds started: "python",
+ *       "shell" or "shell:/ABSOLUTE/PATH"; its first session of that kind with default options
+ *       takes over the one the template VM started
+ * END GENERATED: box options
  * The box reaches the host's 127.0.0.1 as host.boxlite.internal (only when
  * listed, if allow_net is set). A host port already in use fails with
  * BOXLITE_ERR_ALREADY_EXISTS; a bad network or port with INVALID_ARGUMENT. */
@@ -151,17 +171,84 @@ int boxlite_box_get(boxlite_runtime_t *rt, const char *id_or_name, boxlite_box_t
                     boxlite_error_t **err);
 /* The box id (12 hex digits); static for the handle's life, do not free. */
 const char *boxlite_box_id(boxlite_box_t *box);
-/* JSON: {"id","name","image","state" ("configured", "starting", "running",
- * "stopping", "stopped"),"created_at" (RFC 3339),"created_at_unix",
- * "config":{the create options with defaults applied: "memory_mib", "cpus",
- * "disk_size_gb", "boot_timeout_secs", "auto_remove", "hostname", ...},
- * "runtime":{"accel",
- * "accel_reason","kernel","boot_ms",...,"network":{"guest_ip","gateway_ip",
- * "allow_net","ports":[{"protocol","host_ip","host_port","guest_port"}]}}}
- * ("runtime" only while running; a stopped box has "last_exit", why it
- * stopped, and "faulted": true when that was a fault, which exec does not
- * restart; "network" absent when disabled; ports as
- * bound, with the host ports picked). */
+/* The box's info, an object of:
+ * BEGIN GENERATED: box info (from internal/abi.BoxInfo: go generate ./errdefs; do not edit)
+ *   "id": string: 12 hex digits
+ *   "name": string, optional
+ *   "image": string
+ *   "state": "configured" | "starting" | "running" | "stopping" | "stopped" | "removed"
+ *   "created_at_unix": integer: seconds
+ *   "created_at": string: RFC 3339, the same instant
+ *   "config": {...}: the create options with defaults applied
+ *     "image": string
+ *     "name": string, optional
+ *     "memory_mib": integer
+ *     "cpus": integer
+ *     "disk_size_gb": integer
+ *     "env": {string: string}, optional
+ *     "working_dir": string, optional
+ *     "user": string, optional
+ *     "boot_timeout_secs": number
+ *     "auto_remove": boolean
+ *     "detach": boolean
+ *     "entrypoint": [string], optional
+ *     "cmd": [string], optional
+ *     "network": {...}
+ *       "mode": "enabled" | "disabled", optional: enabled (default: NAT to the host's network)
+ *           or disabled (no NIC, only lo)
+ *       "allow_net": [string], optional: where an enabled box may connect: host names,
+ *           *.wildcards, IPv4 addresses or CIDRs, each optionally with :port; empty: anywhere.
+ *           The host's 127.0.0.1 is host.boxlite.internal in the box (with a list, only when
+ *           listed)
+ *     "ports": [{...}], optional: as asked (host_port 0: any); the runtime's network shows them
+ *         bound
+ *       "protocol": "tcp" | "udp", optional: default tcp
+ *       "host_ip": string, optional: the host address to bind: default 127.0.0.1
+ *       "host_port": integer: 0 (or absent) picks a free port; info shows the one bound
+ *       "guest_port": integer: the port in the box
+ *     "volumes": [{...}], optional
+ *       "host_path": string: a host folder or file
+ *       "guest_path": string: where the box sees it
+ *       "read_only": boolean, optional: default false
+ *       "size_limit_bytes": integer, optional: what the box may store in a read-write folder (a
+ *           watcher, see docs/SECURITY.md); 0: no limit
+ *     "kernel_args": [string], optional
+ *     "hostname": string
+ *     "prestart": [string], optional
+ *   "dir": string: the box's directory
+ *   "last_exit": string, optional: why the box last stopped
+ *   "faulted": boolean, optional: its last run ended in a fault (a crashed VMM, a protocol
+ *       violation): exec does not start it again, start does
+ *   "runtime": {...}, optional: only while it runs
+ *     "accel": string: the VMM's acceleration: kvm or tcg
+ *     "accel_reason": string: why that acceleration
+ *     "kernel": string: the guest kernel's path
+ *     "boot_ms": number: host clock: VMM start to agent ready
+ *     "guest_kernel_ms": number: guest clock: boot to agent start
+ *     "guest_ready_ms": number: guest clock: boot to ready
+ *     "shim_pid": integer
+ *     "vmm_pid": integer
+ *     "start": "boot" | "template" | "new-template", optional: how the VM came up: a boot, a
+ *         template (a warm start), or a boot that made its shape's template first
+ *     "start_note": string, optional: why a box that could have started from a template booted
+ *     "warnings": [string], optional: what weakens this box's isolation (TCG, a missing VMM
+ *         confinement layer); see docs/SECURITY.md
+ *     "network": {...}, optional: absent when disabled
+ *       "guest_ip": string
+ *       "gateway_ip": string
+ *       "allow_net": [string], optional
+ *       "ports": [{...}], optional: as bound, host ports picked
+ *         "protocol": "tcp" | "udp", optional: default tcp
+ *         "host_ip": string, optional: the host address to bind: default 127.0.0.1
+ *         "host_port": integer: 0 (or absent) picks a free port; info shows the one bound
+ *         "guest_port": integer: the port in the box
+ *       "stats": {...}, optional
+ *         "bytes_to_guest": integer
+ *         "bytes_from_guest": integer
+ *         "tcp_connections": integer: opened, not open
+ *         "udp_flows": integer
+ * END GENERATED: box info
+ */
 int boxlite_box_info(boxlite_box_t *box, char **out_json, boxlite_error_t **err);
 /* Boots a configured or stopped box; blocks until its agent is ready. A
  * running box: a no-op success. Exec, copies and sessions on a configured
@@ -284,9 +371,13 @@ int boxlite_box_export(boxlite_box_t *box, const char *dest, char **out_path,
  * that is not part of a box archive, a link, a digest that does not match,
  * a config that box_create would refuse (or any volume) give
  * BOXLITE_ERR_INVALID_ARGUMENT, sizes past the limits BOXLITE_ERR_LIMIT,
- * and a failed import leaves no box. *out is a new handle. */
+ * and a failed import leaves no box. *out is a new handle. Of the archived
+ * config only the content is kept (image, env, entrypoint, cmd, user,
+ * working directory); the rest comes from options_json (NULL: all
+ * defaults), box_create's options without "image" and "name":
+ * {"memory_mib": 256, "auto_remove": false, "ports": [...], ...}. */
 int boxlite_runtime_import_box(boxlite_runtime_t *rt, const char *archive_path, const char *name,
-                               boxlite_box_t **out, boxlite_error_t **err);
+                               const char *options_json, boxlite_box_t **out, boxlite_error_t **err);
 
 /* ---- executions ---- */
 

@@ -57,13 +57,16 @@ def check_output_limit(value: Any, what: str = "output_limit_bytes") -> Optional
 
 
 def check_timeout(value: Any, what: str = "timeout") -> Optional[float]:
-    """None or a number of seconds >= 0 (0 means none)."""
+    """None or a number of seconds (0 means none). Its range is the
+    library's to check (a negative value is its InvalidArgumentError naming
+    the field); NaN and infinities are refused here because JSON has no
+    such numbers."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{what} must be a number of seconds, not {type(value).__name__}")
-    if value != value or value < 0 or value == float("inf"):
-        raise InvalidArgumentError(f"{what} must be a finite number of seconds >= 0, not {value!r}")
+    if value != value or value in (float("inf"), float("-inf")):
+        raise InvalidArgumentError(f"{what} must be a finite number of seconds, not {value!r}")
     return float(value)
 
 

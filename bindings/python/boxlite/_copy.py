@@ -12,6 +12,7 @@ import json
 import os
 from typing import Any, Dict, Optional
 
+from ._checks import check_timeout
 from .errors import InvalidArgumentError
 
 __all__ = ["CopyOptions"]
@@ -77,9 +78,7 @@ class CopyOptions:
                 raise InvalidArgumentError(f"CopyOptions.{key} must be > 0 (None for no cap), not {v}")
             o[key] = v
         if self.timeout is not None:
-            if isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float)) or self.timeout <= 0:
-                raise InvalidArgumentError(f"CopyOptions.timeout must be a positive number of seconds, not {self.timeout!r}")
-            o["timeout_secs"] = float(self.timeout)
+            o["timeout_secs"] = check_timeout(self.timeout, "CopyOptions.timeout")  # the library refuses <= 0
         return json.dumps(o)
 
 

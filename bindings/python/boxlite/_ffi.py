@@ -401,10 +401,11 @@ def box_export(box: Handle, dest: str) -> str:
     return _take_string(out[0])
 
 
-def runtime_import_box(rt: Handle, archive_path: str, name: Optional[str]) -> Handle:
+def runtime_import_box(rt: Handle, archive_path: str, name: Optional[str], options_json: Optional[str] = None) -> Handle:
     out = ffi.new("boxlite_box_t **")
     err = _new_err()
-    check(lib().boxlite_runtime_import_box(_ptr(rt), _cstr(archive_path, "archive_path"), _nullable(name, "name"), out, err),
+    check(lib().boxlite_runtime_import_box(_ptr(rt), _cstr(archive_path, "archive_path"), _nullable(name, "name"),
+                                           _nullable(options_json, "options_json"), out, err),
           err, "runtime_import_box")
     return Handle(out[0], "boxlite_box_free", "box")
 

@@ -133,7 +133,7 @@ class NetworkInfo:
 class BoxOptions:
     """How to create a box (``Boxlite.create``). Unset fields take the
     library's defaults: 1 CPU, 512 MiB, a 4 GB disk, the image's working dir,
-    user and env. ``auto_remove`` (default True, as in BoxLite) deletes the box
+    user and env. ``auto_remove`` (default ``_defaults.DEFAULT_AUTO_REMOVE``: True, as in BoxLite) deletes the box
     and its disk when it stops (never while it is only configured).
     ``detach=True`` lets the box outlive this process: closing the runtime or
     exiting leaves it running, and any process reattaches with
@@ -174,15 +174,18 @@ class BoxOptions:
     # started. CodeBox asks for "python", InteractiveBox for its shell.
     prestart: Optional[List[str]] = None
 
-    def to_json(self, name: Optional[str] = None, what: str = "BoxOptions.") -> str:
+    def to_json(self, name: Optional[str] = None, what: str = "BoxOptions.", image_required: bool = True) -> str:
         """The options as the C ABI's JSON; raises TypeError /
         InvalidArgumentError / UnsupportedError for what cannot be honoured
-        (``what`` prefixes the parameter names in messages)."""
+        (``what`` prefixes the parameter names in messages). An import's
+        options (``image_required=False``) have no image."""
         if self.rootfs_path:
             raise UnsupportedError(f"{what}rootfs_path is not supported yet")
-        if self.image is None:
+        if self.image is None and image_required:
             raise InvalidArgumentError(f"{what}image is required (e.g. 'alpine:latest')")
-        o: Dict[str, Any] = {"image": check_str(self.image, f"{what}image")}
+        o: Dict[str, Any] = {}
+        if self.image is not None:
+            o["image"] = check_str(self.image, f"{what}image")
         name = self.name if name is None else name
         if name is not None:
             o["name"] = check_str(name, "name")
@@ -209,10 +212,10 @@ class BoxOptions:
         t = check_timeout(self.boot_timeout, f"{what}boot_timeout")
         if t is not None:  # the library refuses 0, as every binding does
             o["boot_timeout_secs"] = t
-        auto = True if self.auto_remove is None else self.auto_remove
-        if not isinstance(auto, bool):
-            raise TypeError(f"{what}auto_remove must be bool, not {type(auto).__name__}")
-        o["auto_remove"] = auto
+        if self.auto_remove is not None:  # unset: the library's DEFAULT_AUTO_REMOVE
+            if not isinstance(self.auto_remove, bool):
+                raise TypeError(f"{what}auto_remove must be bool, not {type(self.auto_remove).__name__}")
+            o["auto_remove"] = self.auto_remove
         if self.detach is not None:
             if not isinstance(self.detach, bool):
                 raise TypeError(f"{what}detach must be bool, not {type(self.detach).__name__}")
@@ -260,7 +263,7 @@ class BoxInfo:
         self.working_dir: Optional[str] = cfg.get("working_dir") or None
         self.hostname: str = cfg.get("hostname") or "boxlite"
         self.prestart: List[str] = list(cfg.get("prestart") or [])
-        self.auto_remove: bool = bool(cfg.get("auto_remove", False))
+        self.auto_remove: bool = bool(cfg.get("auto_remove"))
         self.last_exit: Optional[str] = data.get("last_exit") or None
         # The last run ended in a fault (a crashed VM): exec does not start it again, start() does.
         self.faulted: bool = bool(data.get("faulted"))

@@ -47,6 +47,19 @@ class BoxliteError(RuntimeError):
         return self.message
 
 
+class _OneMessage:
+    """A kind that is also an ``OSError`` (``TimeoutError``, ``ConnectionError``),
+    whose constructor would read two or more arguments as (errno, strerror):
+    it takes one message."""
+
+    def __init__(self, message: str = ""):
+        OSError.__init__(self, message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
 # BEGIN GENERATED: error classes (go generate ./errdefs; do not edit)
 
 
@@ -75,17 +88,10 @@ class InvalidStateError(BoxliteError):
     code, status = "invalid_state", 4
 
 
-class TimeoutError(BoxliteError, builtins.TimeoutError):
+class TimeoutError(_OneMessage, BoxliteError, builtins.TimeoutError):
     """An operation's or a command's timeout expired. Also a ``TimeoutError``."""
 
     code, status = "timeout", 5
-
-    def __init__(self, message: str = ""):
-        builtins.TimeoutError.__init__(self, message)
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
 
 
 class UnsupportedError(BoxliteError):
@@ -118,18 +124,11 @@ class InternalError(BoxliteError):
     code, status = "internal", 10
 
 
-class UnreachableError(BoxliteError, ConnectionError):
+class UnreachableError(_OneMessage, BoxliteError, ConnectionError):
     """A registry or another remote did not answer: no route, no name, refused. Also a
     ``ConnectionError``."""
 
     code, status = "unreachable", 11
-
-    def __init__(self, message: str = ""):
-        ConnectionError.__init__(self, message)
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
 
 
 _KIND_CLASSES = (

@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional
 from ._aio import blocking
 from ._checks import check_argv, check_str, check_timeout
 from .errors import BoxliteError, TimeoutError
+from ._defaults import DEFAULT_AUTO_REMOVE
 from .exec import ExecResult
 from .execution import Execution, ExitStatus
 from .runtime import Boxlite
@@ -57,7 +58,7 @@ class InteractiveBox(SimpleBox):
         cpus: Optional[int] = None,
         runtime: Optional[Boxlite] = None,
         name: Optional[str] = None,
-        auto_remove: bool = True,
+        auto_remove: bool = DEFAULT_AUTO_REMOVE,
         **kwargs: Any,
     ):
         if tty is None:

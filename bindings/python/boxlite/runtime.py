@@ -199,14 +199,21 @@ class Boxlite:
         """This runtime's counters since it opened (see ``RuntimeMetrics``)."""
         return RuntimeMetrics(json.loads(raw.runtime_metrics(self._handle())))
 
-    async def import_box(self, archive_path: Any, name: Optional[str] = None, *, untrusted: bool = False) -> Box:
+    async def import_box(self, archive_path: Any, name: Optional[str] = None, *, untrusted: bool = False,
+                         options: Optional[BoxOptions] = None) -> Box:
         """A new, stopped box from an archive ``Box.export`` wrote, its image
         loaded into this home if missing; ``name`` None leaves it unnamed.
         Every archive is checked as untrusted (``untrusted`` is accepted for
-        BoxLite's signature): a bad one raises and leaves no box."""
+        BoxLite's signature): a bad one raises and leaves no box. Only the
+        archive's content is kept (image, env, entrypoint, cmd, user, working
+        dir); the rest comes from ``options`` (a BoxOptions without image and
+        name), else the defaults."""
         archive_path = check_str(archive_path, "archive_path")
         name = check_optional_str(name, "name")
-        h = await blocking(raw.runtime_import_box, self._handle(), archive_path, name, on_abandon=_discard_box)
+        if options is not None and not isinstance(options, BoxOptions):
+            raise TypeError(f"options must be boxlite.BoxOptions, not {type(options).__name__}")
+        opts = None if options is None else options.to_json(what="options.", image_required=False)
+        h = await blocking(raw.runtime_import_box, self._handle(), archive_path, name, opts, on_abandon=_discard_box)
         return self._adopt(h)
 
     def close(self) -> None:

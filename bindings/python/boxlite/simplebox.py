@@ -9,6 +9,7 @@ from ._copy import CopyOptions
 from .box import Box, BoxInfo, BoxOptions
 from ._checks import check_argv, check_env_dict, check_optional_str, check_output_limit, check_timeout
 from .errors import InvalidArgumentError, InvalidStateError, NotFoundError, TimeoutError
+from ._defaults import DEFAULT_AUTO_REMOVE
 from .exec import ExecResult
 from .runtime import Boxlite
 
@@ -38,7 +39,7 @@ class SimpleBox:
         cpus: Optional[int] = None,
         runtime: Optional[Boxlite] = None,
         name: Optional[str] = None,
-        auto_remove: bool = True,
+        auto_remove: bool = DEFAULT_AUTO_REMOVE,
         reuse_existing: bool = False,
         **kwargs: Any,
     ):

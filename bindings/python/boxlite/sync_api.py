@@ -24,6 +24,7 @@ import inspect
 import threading
 from typing import Any, Coroutine, Dict, Iterator, Optional
 
+from ._defaults import DEFAULT_AUTO_REMOVE
 from .box import Box
 from .codebox import CodeBox
 from .errors import ClosedError, InvalidStateError
@@ -299,7 +300,7 @@ class SyncSimpleBox(_Sync, of=SimpleBox):
         cpus: Optional[int] = None,
         runtime: Any = None,
         name: Optional[str] = None,
-        auto_remove: bool = True,
+        auto_remove: bool = DEFAULT_AUTO_REMOVE,
         reuse_existing: bool = False,
         **kwargs: Any,
     ):
@@ -318,7 +319,7 @@ class SyncCodeBox(SyncSimpleBox, of=CodeBox):
         cpus: Optional[int] = None,
         runtime: Any = None,
         name: Optional[str] = None,
-        auto_remove: bool = True,
+        auto_remove: bool = DEFAULT_AUTO_REMOVE,
         reuse_existing: bool = False,
         **kwargs: Any,
     ):
@@ -340,7 +341,7 @@ class SyncInteractiveBox(SyncSimpleBox, of=InteractiveBox):
         cpus: Optional[int] = None,
         runtime: Any = None,
         name: Optional[str] = None,
-        auto_remove: bool = True,
+        auto_remove: bool = DEFAULT_AUTO_REMOVE,
         **kwargs: Any,
     ):
         _Sync.__init__(self, InteractiveBox(image=image, shell=shell, tty=tty, memory_mib=memory_mib, cpus=cpus,

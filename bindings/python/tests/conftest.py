@@ -4,7 +4,7 @@ each), one per module where the module's tests can share it.
 Images: tests use ``alpine:latest`` (a busybox-based stand-in) and
 ``python:slim``. When the runtime home lacks them, they are loaded from the
 repository's build/images/{alpine,python}.tar if present; tests needing an
-image that is still missing are skipped, saying so.
+image that is still missing fail, saying how to build it (never a skip).
 
 Home: $BOXLITE_HOME, else the repository's build/home (as `make test` uses),
 else a temporary directory."""

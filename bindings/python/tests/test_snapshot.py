@@ -13,7 +13,7 @@ from boxlite import Boxlite, BoxOptions
 from conftest import need_image
 
 
-def test_snapshot_create_list_restore(run):
+def test_snapshot_create_list_restore(run, tmp_path):
     need_image("alpine:latest")
     rt = Boxlite.default()
     box = run(rt.create(BoxOptions(image="alpine:latest", memory_mib=256, auto_remove=False), name=f"pysnap-{uuid.uuid4().hex[:8]}"))
@@ -45,6 +45,18 @@ def test_snapshot_create_list_restore(run):
             run(box.snapshot.restore("one"))  # running
 
         run(box.stop())
+        # An import keeps the archive's content; the importer's options decide the rest.
+        archive = run(box.export(dest=str(tmp_path)))
+        imp = run(rt.import_box(archive, f"pyimp-{uuid.uuid4().hex[:8]}",
+                                options=BoxOptions(memory_mib=256, auto_remove=False)))
+        try:
+            got = imp.info()
+            assert got.memory_mib == 256 and got.auto_remove is False, got.raw
+        finally:
+            run(imp.remove(force=True))
+            imp.close()
+        with pytest.raises(boxlite.InvalidArgumentError, match="image"):
+            run(rt.import_box(archive, options=BoxOptions(image="alpine:latest")))
         run(box.snapshot.remove("one"))
         assert run(box.snapshot.list()) == []
         with pytest.raises(boxlite.NotFoundError):

@@ -35,7 +35,9 @@ func BoxOptions(o abi.BoxOptions) ([]boxlite.BoxOption, error) {
 		}
 		opts = append(opts, boxlite.WithBootTimeout(d))
 	}
-	add(o.AutoRemove != nil && *o.AutoRemove, boxlite.WithAutoRemove)
+	if o.AutoRemove != nil {
+		opts = append(opts, boxlite.WithAutoRemove(*o.AutoRemove))
+	}
 	add(o.Detach, boxlite.WithDetach)
 	add(o.Entrypoint != nil, func() boxlite.BoxOption { return boxlite.WithEntrypoint(o.Entrypoint...) })
 	add(o.Cmd != nil, func() boxlite.BoxOption { return boxlite.WithCmd(o.Cmd...) })
@@ -54,6 +56,15 @@ func BoxOptions(o abi.BoxOptions) ([]boxlite.BoxOption, error) {
 			ReadOnly: v.ReadOnly, SizeLimitBytes: v.SizeLimitBytes}))
 	}
 	return opts, nil
+}
+
+// ImportOptions are the core options of an import's o: box options but for
+// the image and name, which the archive and the import's own argument give.
+func ImportOptions(o abi.BoxOptions) ([]boxlite.BoxOption, error) {
+	if o.Image != "" || o.Name != "" {
+		return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "import options: image and name are not options of an import (the archive has the image; the name is an argument)")
+	}
+	return BoxOptions(o)
 }
 
 // BoxInfo is info on the wire.

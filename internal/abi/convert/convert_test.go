@@ -47,3 +47,18 @@ func TestBoxOptionsDurations(t *testing.T) {
 		t.Errorf("a 0.4 ms timeout = %v, %v; want 1ms", c.Timeout, err)
 	}
 }
+
+// An import's options are box options without the archive's image and the
+// import's own name.
+func TestImportOptions(t *testing.T) {
+	for _, o := range []abi.BoxOptions{{Image: "alpine:latest"}, {Name: "x"}} {
+		if _, err := ImportOptions(o); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("%+v: %v", o, err)
+		}
+	}
+	mem, keep := 256, false
+	opts, err := ImportOptions(abi.BoxOptions{MemoryMiB: &mem, AutoRemove: &keep})
+	if err != nil || len(opts) != 2 {
+		t.Fatalf("%d options, %v", len(opts), err)
+	}
+}
