@@ -134,7 +134,7 @@ func boxOptions(req wire.CreateBoxRequest) (string, []boxlite.BoxOption, error) 
 	if image == "" {
 		image = defaultImage
 	}
-	opts := []boxlite.BoxOption{boxlite.WithDetach()}
+	opts := []boxlite.BoxOption{boxlite.WithDetach(), boxlite.WithAutoRemove(false)} // BoxLite's auto_delete 0: kept when stopped
 	if req.Name != "" {
 		if !idPattern.MatchString(req.Name) {
 			return "", nil, errBadName(req.Name)

@@ -182,7 +182,7 @@ func (a *API) importBox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	b, err := a.rt.ImportBox(r.Context(), path, name, boxlite.WithDetach())
+	b, err := a.rt.ImportBox(r.Context(), path, name, boxlite.WithDetach(), boxlite.WithAutoRemove(false))
 	if err != nil {
 		return err
 	}
