@@ -83,7 +83,7 @@ func (e *execution) attach(id uint32) (ok, finished bool) {
 	e.mu.Lock()
 	e.epoch++
 	e.mu.Unlock()
-	if f, err := protocol.Encode(protocol.TStarted, id, protocol.Started{Pid: e.boxPid}); err == nil {
+	if f, err := protocol.Encode(protocol.TStarted, id, protocol.Started{Pid: e.boxPid, Tty: e.tty != nil, Stdin: e.stdin != nil}); err == nil {
 		_ = e.s.writeLocked(f)
 	}
 	for fd, t := range map[int]protocol.Type{1: protocol.TStdout, 2: protocol.TStderr} {

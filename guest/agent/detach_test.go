@@ -4,6 +4,8 @@ package agent
 
 import (
 	"bytes"
+	"fmt"
+	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -161,10 +163,11 @@ func TestDetachedExecStdinAndSignal(t *testing.T) {
 // agent keeps at most MaxDetachedExits of them, dropping the oldest.
 func TestDetachedExitsAreBounded(t *testing.T) {
 	h, _ := serve(t, Config{})
+	dir := t.TempDir()
 	var pids []int
 	for i := range protocol.MaxDetachedExits + 1 {
-		req := sh("read x; echo done " + strconv.Itoa(i) + "; exit " + strconv.Itoa(i%100))
-		req.Stdin, req.Detach = true, "x"+strconv.Itoa(i)
+		req := sh(fmt.Sprintf("while [ ! -e %s/go-%d ]; do sleep 0.05; done; echo done %d; exit %d", dir, i, i, i%100))
+		req.Detach = "x" + strconv.Itoa(i)
 		s, err := h.Exec(req)
 		if err != nil {
 			t.Fatal(err)
@@ -175,55 +178,36 @@ func TestDetachedExitsAreBounded(t *testing.T) {
 		}
 		h.Forget(s)
 	}
-	// A detached exec's stdin is gone with its host: each read sees
-	// nothing until an attach. Attach, close stdin, detach: it ends alone.
-	for i := range pids {
-		s := attach(t, h, "x"+strconv.Itoa(i))
-		started(t, s)
-		if err := s.Send(protocol.TStdinClose, nil); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Send(protocol.TCancel, nil); err != nil {
-			t.Fatal(err)
-		}
-		h.Forget(s)
-	}
+	// They end one by one, detached, oldest first.
 	deadline := time.Now().Add(wait)
-	for _, pid := range pids {
+	for i, pid := range pids {
+		if err := os.WriteFile(fmt.Sprintf("%s/go-%d", dir, i), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
 		for unix.Kill(pid, 0) == nil {
 			if time.Now().After(deadline) {
 				t.Fatalf("pid %d still runs", pid)
 			}
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	// The process is reaped before the agent has its output's end; wait
-	// for the last exit to be kept.
-	var res testhost.Result
-	for {
-		s := attach(t, h, "x"+strconv.Itoa(len(pids)-1))
-		var err error
-		if res, err = s.Collect(wait, true); err != nil {
-			t.Fatal(err)
-		}
-		if res.Exit != nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond) // attached while still running: retry
-	}
-	if res.Exit == nil || res.Exit.Code != protocol.MaxDetachedExits%100 || string(res.Stdout) != "done "+strconv.Itoa(protocol.MaxDetachedExits)+"\n" {
-		t.Fatalf("last: exit %+v err %v stdout %q", res.Exit, res.Err, res.Stdout)
-	}
+	// The agent sees the end of the output just after the process's.
+	time.Sleep(300 * time.Millisecond)
 	res, err := attach(t, h, "x0").Collect(wait, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantErr(t, res, errdefs.ErrNotFound, "no exec x0")
-	res, err = attach(t, h, "x1").Collect(wait, true)
-	if err != nil {
-		t.Fatal(err)
+	for i := 1; i < len(pids); i++ {
+		res, err := attach(t, h, "x"+strconv.Itoa(i)).Collect(wait, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantExit(t, res, i%100)
+		if string(res.Stdout) != fmt.Sprintf("done %d\n", i) {
+			t.Fatalf("x%d: stdout %q", i, res.Stdout)
+		}
 	}
-	wantExit(t, res, 1)
 }
 
 // Bad ids and reused ids are refused; an agent's end kills detached execs.

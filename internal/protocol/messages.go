@@ -283,6 +283,10 @@ type Started struct {
 	// Pid is the process's pid as the box sees it (with FeatureSandbox, in
 	// its own PID namespace); 0 when unknown.
 	Pid int `msgpack:"pid"`
+	// Tty and Stdin say how the exec was started (its Exec.Tty and
+	// Exec.Stdin), for a host that resumes it (TAttach).
+	Tty   bool `msgpack:"tty,omitempty"`
+	Stdin bool `msgpack:"stdin,omitempty"`
 }
 
 // Exit ends an exec stream. Signal is set when the process died of a signal
