@@ -59,7 +59,7 @@ func (a *API) startExec(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	e := &execution{id: newExecID(), boxID: b.ID(), key: caller(r), tty: req.TTY, started: time.Now(),
-		command: commandSummary(cmd.Argv), exited: make(chan struct{}), kick: make(chan struct{})}
+		command: commandSummary(cmd.Argv), exited: make(chan struct{}), kick: make(chan struct{}), stop: a.execs.stop}
 	e.idle = e.started
 	// The process outlives this request: its context is the server's.
 	x, err := b.Exec(context.WithoutCancel(r.Context()), cmd)
@@ -261,6 +261,8 @@ func (e *execution) sendOutput(ctx context.Context, ws *websocket.Conn) (websock
 		select {
 		case <-ctx.Done():
 			return websocket.StatusGoingAway, "client gone"
+		case <-e.stop:
+			return websocket.StatusGoingAway, "server stopping"
 		case <-e.kick:
 			return e.sendExit(ctx, ws)
 		case <-e.notify:
@@ -271,6 +273,13 @@ func (e *execution) sendOutput(ctx context.Context, ws *websocket.Conn) (websock
 	case <-e.kick:
 	case <-ctx.Done():
 		return websocket.StatusGoingAway, "client gone"
+	}
+	select {
+	case <-e.stop:
+		// The server stops and its connections to the boxes end with it:
+		// that is no exit; the process runs on for the next server.
+		return websocket.StatusGoingAway, "server stopping"
+	default:
 	}
 	return e.sendExit(ctx, ws)
 }

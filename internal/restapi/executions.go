@@ -42,8 +42,9 @@ type execution struct {
 	exit     boxlite.ExitStatus
 	waitErr  error
 	killed   bool
-	exited   chan struct{} // closed when the process has ended
-	kick     chan struct{} // closed to end an attached client (kill, evict)
+	exited   chan struct{}   // closed when the process has ended
+	kick     chan struct{}   // closed to end an attached client (kill, evict)
+	stop     <-chan struct{} // the registry's: closed when the API closes (the server stops)
 }
 
 func newExecID() string {
@@ -67,6 +68,12 @@ func (e *execution) start(store *execStore) {
 		e.exit, e.waitErr, e.ended = st, err, time.Now()
 		e.mu.Unlock()
 		close(e.exited)
+		if err != nil && !st.TimedOut {
+			// Not an exit: the connection to the box ended (this server
+			// is stopping, or the box is gone). The record stays as it
+			// is: the next server attaches again or finds it lost.
+			return
+		}
 		rec := e.record()
 		in := e.info()
 		rec.Final = &in

@@ -138,7 +138,7 @@ func (g *registry) restore(rt *boxlite.Runtime) {
 	resumed, lost := 0, 0
 	for _, rec := range recs {
 		e := &execution{id: rec.ID, boxID: rec.BoxID, key: rec.Key, agentID: rec.AgentID, command: rec.Command, tty: rec.TTY,
-			started: rec.Started, exited: make(chan struct{}), kick: make(chan struct{})}
+			started: rec.Started, exited: make(chan struct{}), kick: make(chan struct{}), stop: g.stop}
 		e.idle = time.Now()
 		switch {
 		case rec.Final != nil:
