@@ -192,3 +192,53 @@ func TestDetachedExecBackpressure(t *testing.T) {
 		t.Fatalf("killed: %+v", st)
 	}
 }
+
+// A box keeps the exits of detachable executions that ended with nobody
+// attached, at most protocol.MaxDetachedExits of them: of one more, one
+// is forgotten (ErrNotFound) and every other attach gets its output and
+// exit code.
+func TestDetachedExitsAreBounded(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	runIn(t, shared, boxlite.Command{Argv: []string{"sh", "-c", "rm -rf /tmp/ends; mkdir /tmp/ends"}})
+	n := protocol.MaxDetachedExits + 1
+	ids := make([]string, n)
+	for i := range n {
+		x, err := shared.Exec(ctx, boxlite.Command{Argv: []string{"sh", "-c", fmt.Sprintf("sleep 1; echo out %d; touch /tmp/ends/%d; exit %d", i, i, i%100)}, Detachable: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = x.ID()
+		x.Close() // detached before it ends: the agent serves the exec before this cancel
+	}
+	for {
+		res := runIn(t, shared, boxlite.Command{Argv: []string{"sh", "-c", "ls /tmp/ends | wc -l"}})
+		if strings.TrimSpace(string(res.Stdout)) == strconv.Itoa(n) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the executions did not end: %s", res.Stdout)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // the agent sees the outputs end just after the files
+	forgotten := 0
+	for i, id := range ids {
+		x, err := shared.AttachExec(ctx, id)
+		if errors.Is(err, errdefs.ErrNotFound) {
+			forgotten++
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(x.Stdout)
+		st, err := x.Wait(ctx)
+		if err != nil || st.Code != i%100 || string(out) != fmt.Sprintf("out %d\n", i) {
+			t.Fatalf("exec %d: exit %+v, %v, output %q", i, st, err, out)
+		}
+	}
+	if forgotten != 1 {
+		t.Fatalf("%d of %d ended executions forgotten, want 1 (the box keeps %d)", forgotten, n, protocol.MaxDetachedExits)
+	}
+}
