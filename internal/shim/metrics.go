@@ -32,7 +32,7 @@ func (s *shim) newFlow(kind protocol.Type) *flow {
 	case protocol.TExec:
 		s.counters.execs.Add(1)
 	case protocol.TAttach:
-		kind = protocol.TExec
+		return &flow{kind: protocol.TExec, resumed: true, m: &s.counters}
 	}
 	return &flow{kind: kind, m: &s.counters}
 }
