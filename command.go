@@ -56,19 +56,17 @@ func (b *Box) Exec(ctx context.Context, cmd Command) (*Execution, error) {
 		// An older agent would ignore the field and run the process on pipes.
 		return nil, errdefs.Errorf(errdefs.ErrUnsupported, "exec: box %s runs an agent without terminal support (%s); restart the box to update it", b.rec.ID, hello.Agent)
 	}
+	if cmd.Detachable && !hello.Has(protocol.FeatureExecDetach) {
+		return nil, errdefs.Errorf(errdefs.ErrUnsupported, "exec: box %s runs an agent without detachable executions (%s); restart the box to update it", b.rec.ID, hello.Agent)
+	}
 	req, err := b.request(cmd)
 	if err != nil {
 		return nil, err
 	}
-	e := &Execution{argv: cmd.Argv, timeout: cmd.Timeout, limit: cmd.OutputLimit, conn: c, done: make(chan struct{}), stdin: newSendWindow(protocol.InitialWindow), tty: cmd.Tty,
-		groupSignal: hello.Has(protocol.FeatureSignalGroup)}
-	credit := func(fd int) func(int) {
-		return func(n int) { c.send(protocol.TCredit, e.id, protocol.Credit{Fd: fd, Bytes: n}) }
-	}
-	e.stdout, e.stderr = newWindow(credit(1)), newWindow(credit(2))
-	e.Stdout, e.Stderr = e.stdout, e.stderr
-	if cmd.Stdin {
-		e.Stdin = stdinWriter{e}
+	e := newExecution(c, hello, cmd.Argv, cmd.Tty, cmd.Stdin, cmd.Detachable)
+	e.timeout, e.limit = cmd.Timeout, cmd.OutputLimit
+	if cmd.Detachable {
+		req.Detach = e.xid
 	}
 	if err := b.rt.counters.openExec(c, e, req); err != nil {
 		return nil, fmt.Errorf("exec %s: %w", quoteArgv(cmd.Argv), err)

@@ -36,6 +36,17 @@ type Command struct {
 	Tty bool
 	// Rows and Cols are the terminal's initial size with Tty; default 24x80.
 	Rows, Cols int
+	// Detachable lets the process outlive this Execution: Close, the end of
+	// the connection to the box (Runtime.Close, this process exiting or
+	// being killed) leave it running, and Box.AttachExec with the
+	// Execution's ID resumes it with every output byte that was not read
+	// here, then the exit. Output is acknowledged to the box as it is read
+	// (not in batches), so a resumed execution starts exactly after the
+	// last byte read. While nobody is attached the box keeps at most a
+	// window (256 KiB) per stream and the process then blocks on its
+	// writes. Needs an agent with protocol.FeatureExecDetach
+	// (ErrUnsupported otherwise). Kill ends it.
+	Detachable bool
 	// OutputLimit caps how many bytes of each stream Box.Run (Collect)
 	// keeps; the rest is read and dropped and the result is marked
 	// truncated. Default (0): the runtime's, DefaultOutputLimit (64 MiB)
@@ -94,10 +105,16 @@ type Execution struct {
 	err    error
 }
 
-func (e *Execution) bind(id uint32) { e.id, e.xid = id, newID() }
+func (e *Execution) bind(id uint32) {
+	e.id = id
+	if e.xid == "" {
+		e.xid = newID()
+	}
+}
 
 // ID names the execution (12 hex digits, unique in practice): BoxLite's
-// Execution.id, for logs and for telling executions apart.
+// Execution.id, for logs and for telling executions apart. A detachable
+// one (Command.Detachable) is resumed by it (Box.AttachExec).
 func (e *Execution) ID() string { return e.xid }
 
 func (e *Execution) finish(st ExitStatus, err error) {
@@ -278,7 +295,9 @@ func checkTermSize(op string, rows, cols int) error {
 func (e *Execution) Kill() error { return e.Signal(syscall.SIGKILL) }
 
 // Close abandons the execution: a running process is killed with its
-// process group and its remaining output is dropped.
+// process group and its remaining output is dropped. A detachable one
+// (Command.Detachable) keeps running instead, its output held for
+// Box.AttachExec.
 func (e *Execution) Close() error {
 	select {
 	case <-e.done:

@@ -26,14 +26,15 @@ type window struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
 	buf    []byte
-	owed   int   // bytes read and not yet credited (less than creditBatch)
+	owed   int   // bytes read and not yet credited (less than batch)
+	batch  int   // credit once this many bytes were read (creditBatch, or 1: see Command.Detachable)
 	err    error // set once no more data will come (io.EOF or a failure)
 	credit func(n int)
 	notify func() // optional: called after data or the end arrives
 }
 
 func newWindow(credit func(int)) *window {
-	w := &window{credit: credit}
+	w := &window{credit: credit, batch: creditBatch}
 	w.cond = sync.NewCond(&w.mu)
 	return w
 }
@@ -102,7 +103,7 @@ func (w *window) read(p []byte, block bool) (int, error) {
 	}
 	w.owed += n
 	give := 0
-	if w.owed >= creditBatch && w.err == nil {
+	if w.owed >= w.batch && w.err == nil {
 		give, w.owed = w.owed, 0
 	}
 	w.mu.Unlock()

@@ -69,10 +69,19 @@ type execution struct {
 	released bool
 	timers   []*time.Timer
 
-	stdinQ       [][]byte
-	stdinPending int // queued or being written, not yet credited back
+	stdinQ       []stdinChunk
+	stdinPending int // of this epoch: queued or being written, not yet credited back
 	stdinClosed  bool
 	stdinBroken  bool
+
+	detached // detach.go: set for a detachable exec (Exec.Detach)
+}
+
+// stdinChunk is host data for the process, with the epoch (detach.go) of
+// the stream that sent it: only that stream gets its credit.
+type stdinChunk struct {
+	data  []byte
+	epoch uint64
 }
 
 func newExecution(s *server, id uint32, req protocol.Exec) *execution {
@@ -97,7 +106,7 @@ func (e *execution) onExit(ws unix.WaitStatus) {
 
 // run announces the process and starts moving its data.
 func (e *execution) run() {
-	if f, err := protocol.Encode(protocol.TStarted, e.id, protocol.Started{Pid: e.boxPid}); err == nil {
+	if f, err := protocol.Encode(protocol.TStarted, 0, protocol.Started{Pid: e.boxPid}); err == nil {
 		e.send(f)
 	}
 	e.outputs.Add(1)
@@ -122,7 +131,7 @@ func (e *execution) run() {
 // guard contains a panic in one of the exec's goroutines to the exec.
 func (e *execution) guard(what string) {
 	if r := recover(); r != nil {
-		e.s.cfg.Logf("panic in exec %d %s: %v\n%s", e.id, what, r, debug.Stack())
+		e.s.cfg.Logf("panic in exec of pid %d %s: %v\n%s", e.pid, what, r, debug.Stack())
 		e.fail(errdefs.Errorf(errdefs.ErrInternal, "agent: exec %s: panic: %v", what, r))
 	}
 }
@@ -143,55 +152,80 @@ func (e *execution) wait() {
 	} else {
 		ex.Code = ws.ExitStatus()
 	}
-	if f, err := protocol.Encode(protocol.TExit, e.id, ex); err == nil {
+	if f, err := protocol.Encode(protocol.TExit, 0, ex); err == nil {
 		e.finish(f)
 	}
 	e.release()
 }
 
-// send writes one frame of this stream unless the stream is over.
+// send writes one frame of this stream unless the stream is over (or,
+// detached, has no stream): f.Stream is set to the exec's stream.
 func (e *execution) send(f protocol.Frame) {
 	e.s.wmu.Lock()
 	defer e.s.wmu.Unlock()
-	if e.over.Load() {
+	if e.over.Load() || e.gone {
 		return
 	}
+	f.Stream = e.id
 	_ = e.s.writeLocked(f)
 }
 
-// sendHeaded writes one frame of type t whose payload is b[HeaderSize:],
-// unless the stream is over.
-func (e *execution) sendHeaded(t protocol.Type, b []byte) {
+// sendHeaded writes one output frame of fd, type t, whose payload is
+// b[HeaderSize:], unless the stream is over. A detachable exec keeps the
+// bytes until the host credits them, attached or not (detach.go).
+func (e *execution) sendHeaded(fd int, t protocol.Type, b []byte) {
 	e.s.wmu.Lock()
 	defer e.s.wmu.Unlock()
-	if e.over.Load() {
+	if e.detachID != "" {
+		e.retain[fd] = append(e.retain[fd], b[protocol.HeaderSize:]...)
+	}
+	if e.over.Load() || e.gone {
 		return
 	}
 	_ = e.s.writeHeadedLocked(t, e.id, b)
 }
 
-// finish writes the stream's last frame, once.
+// finish writes the stream's last frame, once. A detached exec keeps it
+// for the next attach instead (detach.go).
 func (e *execution) finish(f protocol.Frame) {
 	e.s.wmu.Lock()
 	defer e.s.wmu.Unlock()
 	if e.over.Load() {
 		return
 	}
+	if e.gone {
+		if e.ended == nil {
+			e.ended, e.endedAt = &f, time.Now()
+		}
+		return
+	}
 	e.over.Store(true)
+	f.Stream = e.id
 	_ = e.s.writeLocked(f)
 }
 
 // fail ends the stream with an Error frame and kills the process group.
 func (e *execution) fail(err error) {
-	if f, encErr := protocol.Encode(protocol.TError, e.id, protocol.ErrorOf(err)); encErr == nil {
+	if f, encErr := protocol.Encode(protocol.TError, 0, protocol.ErrorOf(err)); encErr == nil {
 		e.finish(f)
 	}
 	e.abort()
 }
 
 // cancel ends the stream without a last frame (the host has gone) and kills
-// the process group; its output is discarded.
+// the process group; its output is discarded. A detachable exec detaches
+// instead: it goes on without a stream (detach.go).
 func (e *execution) cancel() {
+	if e.detachID != "" {
+		e.detach()
+		return
+	}
+	e.terminate()
+}
+
+// terminate ends the stream without a last frame and kills the process
+// group, detachable or not (the agent's connection ended).
+func (e *execution) terminate() {
 	e.s.wmu.Lock()
 	e.over.Store(true)
 	e.s.wmu.Unlock()
@@ -223,6 +257,9 @@ func (e *execution) release() {
 	e.mu.Unlock()
 	e.closeInput() // unblocks a write into a process that stopped reading
 	e.s.remove(e)
+	if e.detachID != "" {
+		e.s.detachedDone(e)
+	}
 }
 
 func (e *execution) closeOutputs() {
@@ -308,6 +345,11 @@ func (e *execution) credit(fd, n int) {
 	if (fd != 1 && fd != 2) || n <= 0 {
 		return
 	}
+	if e.detachID != "" {
+		if n = e.acked(fd, n); n == 0 {
+			return
+		}
+	}
 	e.mu.Lock()
 	e.win[fd] = min(e.win[fd]+int64(n), maxWindow)
 	e.cond.Broadcast()
@@ -375,7 +417,7 @@ func (e *execution) pump(fd int, f *os.File, t protocol.Type) {
 			e.mu.Lock()
 			e.win[fd] -= int64(k)
 			e.mu.Unlock()
-			e.sendHeaded(t, (*buf)[:protocol.HeaderSize+k])
+			e.sendHeaded(fd, t, (*buf)[:protocol.HeaderSize+k])
 		}
 		bufPool.Put(buf)
 		if rerr != nil || k <= 0 {
@@ -384,13 +426,22 @@ func (e *execution) pump(fd int, f *os.File, t protocol.Type) {
 	}
 }
 
-func (e *execution) sendCredit(n int) {
+// sendCredit credits n bytes of stdin that the stream of epoch sent.
+func (e *execution) sendCredit(n int, epoch uint64) {
 	if n <= 0 {
 		return
 	}
-	if f, err := protocol.Encode(protocol.TCredit, e.id, protocol.Credit{Fd: 0, Bytes: n}); err == nil {
-		e.send(f)
+	f, err := protocol.Encode(protocol.TCredit, 0, protocol.Credit{Fd: 0, Bytes: n})
+	if err != nil {
+		return
 	}
+	e.s.wmu.Lock()
+	defer e.s.wmu.Unlock()
+	if e.over.Load() || e.gone || e.epoch != epoch {
+		return // the stream that sent the bytes is gone
+	}
+	f.Stream = e.id
+	_ = e.s.writeLocked(f)
 }
 
 // onStdin queues host data for the process. Data that cannot reach the
@@ -401,9 +452,10 @@ func (e *execution) onStdin(data []byte) {
 		return
 	}
 	e.mu.Lock()
+	epoch := e.epoch
 	if e.stdin == nil || e.stdinClosed || e.stdinBroken || e.released {
 		e.mu.Unlock()
-		e.sendCredit(len(data))
+		e.sendCredit(len(data), epoch)
 		return
 	}
 	if e.stdinPending+len(data) > protocol.InitialWindow {
@@ -414,7 +466,7 @@ func (e *execution) onStdin(data []byte) {
 		return
 	}
 	e.stdinPending += len(data)
-	e.stdinQ = append(e.stdinQ, data)
+	e.stdinQ = append(e.stdinQ, stdinChunk{data, epoch})
 	e.cond.Broadcast()
 	e.mu.Unlock()
 }
@@ -453,20 +505,22 @@ func (e *execution) stdinLoop() {
 			return
 		}
 		chunk := e.stdinQ[0]
-		e.stdinQ[0] = nil
+		e.stdinQ[0] = stdinChunk{}
 		e.stdinQ = e.stdinQ[1:]
 		broken := e.stdinBroken
 		e.mu.Unlock()
 		if !broken {
-			if _, err := e.stdin.Write(chunk); err != nil {
+			if _, err := e.stdin.Write(chunk.data); err != nil {
 				e.mu.Lock()
 				e.stdinBroken = true
 				e.mu.Unlock()
 			}
 		}
 		e.mu.Lock()
-		e.stdinPending -= len(chunk)
+		if chunk.epoch == e.epoch {
+			e.stdinPending -= len(chunk.data)
+		}
 		e.mu.Unlock()
-		e.sendCredit(len(chunk))
+		e.sendCredit(len(chunk.data), chunk.epoch)
 	}
 }

@@ -135,6 +135,7 @@ func sameExec(a, b protocol.Exec) bool {
 		return false
 	}
 	a.Argv, a.Env, b.Argv, b.Env = nil, nil, nil, nil
+	a.Detach, b.Detach = "", "" // a parked process may become detachable
 	return reflect.DeepEqual(a, b)
 }
 

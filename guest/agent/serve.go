@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sync"
 
 	"github.com/boxlite/boxlite/errdefs"
@@ -19,7 +20,7 @@ import (
 var Version = "dev"
 
 // features are what this agent adds to protocol version 1 (Hello.Features).
-var features = []string{protocol.FeatureTTY, protocol.FeatureNetwork, protocol.FeatureCopy, protocol.FeatureIdentity, protocol.FeaturePark, protocol.FeatureSignalGroup}
+var features = []string{protocol.FeatureTTY, protocol.FeatureNetwork, protocol.FeatureCopy, protocol.FeatureIdentity, protocol.FeaturePark, protocol.FeatureSignalGroup, protocol.FeatureExecDetach}
 
 // DefaultMaxExecs caps the execs one connection may run at once.
 const DefaultMaxExecs = 1024
@@ -63,6 +64,11 @@ type server struct {
 	execs  map[uint32]*execution
 	copies map[uint32]*copyOp
 	parked []parkedExec // park.go
+	// detached holds the detachable execs by id (detach.go), attached or
+	// not, running or ended and kept; finished those ended and kept,
+	// oldest first.
+	detached map[string]*execution
+	finished []*execution
 }
 
 // Serve sends cfg.Hello on rw, then serves requests until rw fails or the host
@@ -98,6 +104,8 @@ func Serve(rw io.ReadWriter, cfg Config) error {
 		reaper:  getReaper(),
 		execs:   make(map[uint32]*execution),
 		copies:  make(map[uint32]*copyOp),
+
+		detached: make(map[string]*execution),
 	}
 	defer s.cancelAll()
 	hello, err := protocol.Encode(protocol.THello, 0, cfg.Hello)
@@ -189,10 +197,13 @@ func (s *server) lookup(stream uint32) *execution {
 }
 
 func (s *server) remove(e *execution) {
+	s.wmu.Lock() // e.id changes under it (attach)
+	id := e.id
+	s.wmu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.execs[e.id] == e {
-		delete(s.execs, e.id)
+	if s.execs[id] == e {
+		delete(s.execs, id)
 	}
 }
 
@@ -203,13 +214,19 @@ func (s *server) cancelAll() {
 	for _, e := range s.execs {
 		all = append(all, e)
 	}
+	for _, e := range s.detached {
+		if !slices.Contains(all, e) {
+			all = append(all, e)
+		}
+	}
+	s.finished = nil
 	copies := make([]*copyOp, 0, len(s.copies))
 	for _, c := range s.copies {
 		copies = append(copies, c)
 	}
 	s.mu.Unlock()
 	for _, e := range all {
-		e.cancel()
+		e.terminate()
 	}
 	for _, c := range copies {
 		c.cancel()
@@ -235,6 +252,8 @@ func (s *server) handle(f protocol.Frame) (shutdown bool) {
 		s.applyIdentity(f)
 	case protocol.TPark:
 		s.park(f)
+	case protocol.TAttach:
+		s.startAttach(f)
 	case protocol.TShutdown:
 		if f.Stream != 0 {
 			s.failStream(f.Stream, errdefs.Errorf(errdefs.ErrInvalidArgument, "shutdown frame on stream %d: it belongs on stream 0", f.Stream))
@@ -323,10 +342,30 @@ func (s *server) startExec(f protocol.Frame) {
 		s.sendError(id, errdefs.Errorf(errdefs.ErrLimit, "exec: %d execs are running, the limit", n))
 		return
 	}
+	if req.Detach != "" {
+		if err := protocol.CheckDetachID("exec", req.Detach); err != nil {
+			s.sendError(id, err)
+			return
+		}
+		s.mu.Lock()
+		_, dup := s.detached[req.Detach]
+		s.mu.Unlock()
+		if dup {
+			s.sendError(id, errdefs.Errorf(errdefs.ErrAlreadyExists, "exec: a detachable exec %s exists already", req.Detach))
+			return
+		}
+	}
 	e := s.adopt(id, req)
 	if e == nil {
 		var err error
 		if e, err = s.spawn(id, req); err != nil {
+			s.sendError(id, err)
+			return
+		}
+	}
+	if req.Detach != "" {
+		if err := s.register(e, req.Detach); err != nil {
+			e.abort()
 			s.sendError(id, err)
 			return
 		}

@@ -81,6 +81,12 @@ const (
 	// far included). The agent answers TParked once the process sits idle,
 	// or TError. How a template carries a started session interpreter.
 	TPark Type = 28
+	// TAttach (needs FeatureExecDetach): Attach, resume a detachable exec
+	// (Exec.Detach) on a new stream. The agent answers as for TExec:
+	// Started, then the output the exec's last host had not acknowledged,
+	// live output, and Exit; or TError (no such exec: ErrNotFound; another
+	// stream holds it: ErrAlreadyExists). See detach.go.
+	TAttach Type = 29
 
 	// Host to shim, answered by the shim on the same stream.
 	TInfo Type = 32 // request: no body; reply: Info
@@ -92,7 +98,7 @@ var typeNames = map[Type]string{
 	TSignal: "signal", TCancel: "cancel", TShutdown: "shutdown", TResize: "resize", TInfo: "info",
 	TCopyDone: "copy-done", TCopyIn: "copy-in", TCopyOut: "copy-out", TIdentity: "identity",
 	TLane: "lane", TLaneFree: "lane-free",
-	TPark: "park", TParked: "parked",
+	TPark: "park", TParked: "parked", TAttach: "attach",
 }
 
 // Last reports whether a frame of type t from the agent ends its stream.
@@ -125,6 +131,8 @@ const (
 	// copy's data through it when the request asks (CopyIn.Lane,
 	// CopyOut.Lane); frames then carry only TLane and TLaneFree.
 	FeatureLane = "lane"
+	// FeatureExecDetach: Exec.Detach and TAttach are implemented (detach.go).
+	FeatureExecDetach = "exec-detach"
 )
 
 // The lane is a raw disk of the box that a copy's bulk data crosses: QEMU
@@ -252,6 +260,12 @@ type Exec struct {
 	Tty  bool `msgpack:"tty,omitempty"`
 	Rows int  `msgpack:"rows,omitempty"`
 	Cols int  `msgpack:"cols,omitempty"`
+	// Detach, when set (needs FeatureExecDetach; an older agent would
+	// ignore it), names the exec so that it outlives its stream: when the
+	// stream is cancelled (TCancel, the host's connection gone) the process
+	// keeps running and TAttach with this id resumes it. See detach.go;
+	// ValidDetachID says what an id may be.
+	Detach string `msgpack:"detach,omitempty"`
 }
 
 // MaxTermSize bounds Exec.Rows/Cols and Resize (the kernel keeps them in 16 bits).
@@ -269,6 +283,10 @@ type Started struct {
 	// Pid is the process's pid as the box sees it (with FeatureSandbox, in
 	// its own PID namespace); 0 when unknown.
 	Pid int `msgpack:"pid"`
+	// Tty and Stdin say how the exec was started (its Exec.Tty and
+	// Exec.Stdin), for a host that resumes it (TAttach).
+	Tty   bool `msgpack:"tty,omitempty"`
+	Stdin bool `msgpack:"stdin,omitempty"`
 }
 
 // Exit ends an exec stream. Signal is set when the process died of a signal

@@ -249,3 +249,16 @@ func TestWriterConcurrent(t *testing.T) {
 		t.Fatalf("%d frames, want %d", n, writers*frames)
 	}
 }
+
+func TestDetachIDs(t *testing.T) {
+	for _, ok := range []string{"a", "exec-0123abcd", "A_b-9", strings.Repeat("x", MaxDetachID)} {
+		if !ValidDetachID(ok) || CheckDetachID("t", ok) != nil {
+			t.Errorf("%q refused", ok)
+		}
+	}
+	for _, bad := range []string{"", "../x", "a b", "a/b", "é", "a\x00", strings.Repeat("x", MaxDetachID+1)} {
+		if ValidDetachID(bad) || !errors.Is(CheckDetachID("t", bad), errdefs.ErrInvalidArgument) {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

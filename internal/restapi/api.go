@@ -101,6 +101,9 @@ type Options struct {
 	StateDir string
 	// TempDir holds exports and imports while they stream.
 	TempDir string
+	// Logf logs a line for the operator (executions lost across a
+	// restart); nil discards.
+	Logf func(format string, args ...any)
 }
 
 // API is BoxLite's REST API over one runtime.
@@ -129,7 +132,16 @@ func New(o Options) (*API, error) {
 		return nil, err
 	}
 	a := &API{rt: o.Runtime, auth: o.Auth, lim: o.Limits.withDefaults(), owners: own, idem: idem, tmp: o.TempDir, mux: http.NewServeMux()}
-	a.execs = newRegistry(a.lim)
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	store, err := openExecStore(o.StateDir, o.Logf)
+	if err != nil {
+		return nil, err
+	}
+	a.execs = newRegistry(a.lim, store)
+	a.execs.restore(a.rt) // executions of a previous run of the server
+	go a.execs.janitor()
 	for _, rt := range routes {
 		a.mux.Handle(rt.method+" /v1"+rt.path, a.handler(rt))
 	}
@@ -142,8 +154,9 @@ func New(o Options) (*API, error) {
 // ServeHTTP serves the API.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
 
-// Close kills nothing (executions belong to their detached boxes) but
-// stops the registry's janitor.
+// Close kills nothing (executions belong to their detached boxes, and are
+// detachable: they run on when this process ends, and the next API on the
+// same StateDir attaches to them again) but stops the registry's janitor.
 func (a *API) Close() { a.execs.close() }
 
 // Executions is how many executions the API tracks, running or retained.

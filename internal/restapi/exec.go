@@ -41,7 +41,8 @@ func (a *API) startExec(w http.ResponseWriter, r *http.Request) error {
 	if req.Command == "" {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "command is required")
 	}
-	cmd := boxlite.Command{Argv: append([]string{req.Command}, req.Args...), Env: req.Env, Cwd: req.WorkingDir, User: req.User, Stdin: true, Tty: req.TTY}
+	cmd := boxlite.Command{Argv: append([]string{req.Command}, req.Args...), Env: req.Env, Cwd: req.WorkingDir, User: req.User, Stdin: true, Tty: req.TTY,
+		Detachable: true} // it outlives a restart of this server (persist.go)
 	if req.TimeoutSeconds != nil {
 		d, err := req.TimeoutSeconds.Duration("timeout_seconds")
 		if err != nil {
@@ -57,19 +58,20 @@ func (a *API) startExec(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	e := &execution{id: newExecID(), boxID: b.ID(), key: caller(r), tty: req.TTY, started: time.Now(),
-		exited: make(chan struct{}), kick: make(chan struct{})}
+		command: commandSummary(cmd.Argv), exited: make(chan struct{}), kick: make(chan struct{}), stop: a.execs.stop}
 	e.idle = e.started
 	// The process outlives this request: its context is the server's.
 	x, err := b.Exec(context.WithoutCancel(r.Context()), cmd)
 	if err != nil {
 		return err
 	}
-	e.x = x
+	e.x, e.agentID = x, x.ID()
 	if err := a.execs.add(e); err != nil {
+		x.Kill()
 		x.Close()
 		return err
 	}
-	e.start()
+	e.start(a.execs.store)
 	w.Header().Set("Location", "/v1/boxes/"+b.ID()+"/executions/"+e.id)
 	writeJSON(w, http.StatusCreated, wire.ExecResponse{ExecutionID: e.id})
 	return nil
@@ -199,6 +201,9 @@ func (a *API) attachExec(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if e.x == nil && e.final != nil && e.final.Status == "lost" {
+		return errdefs.Errorf(errdefs.ErrNotFound, "execution %s: %s", e.id, *e.final.ErrorMessage)
+	}
 	if err := e.claim(); err != nil {
 		return err
 	}
@@ -218,9 +223,9 @@ func (a *API) attachExec(w http.ResponseWriter, r *http.Request) error {
 }
 
 // sendOutput sends the output until both streams end, then the exit
-// frame; or until the client goes (its last chunk kept for the next).
+// frame; or until the client goes (its last chunk kept for the next). It
+// reads a chunk from the box only when the client took the one before.
 func (e *execution) sendOutput(ctx context.Context, ws *websocket.Conn) (websocket.StatusCode, string) {
-	out := e.out
 	for i := range 2 {
 		e.mu.Lock()
 		p := e.pending[i]
@@ -230,25 +235,36 @@ func (e *execution) sendOutput(ctx context.Context, ws *websocket.Conn) (websock
 			return websocket.StatusGoingAway, "client gone"
 		}
 	}
-	streams := [2]<-chan []byte{out[0], out[1]}
-	for streams[0] != nil || streams[1] != nil {
+	var ended [2]bool
+	buf := make([]byte, chunkSize)
+	for e.x != nil && !(ended[0] && ended[1]) {
+		moved := false
+		for i := range 2 {
+			if ended[i] {
+				continue
+			}
+			n, err := e.x.ReadNonblock(i+1, buf)
+			if n > 0 {
+				moved = true
+				if !e.send(ctx, ws, i, append([]byte(nil), buf[:n]...)) {
+					return websocket.StatusGoingAway, "client gone"
+				}
+			}
+			if err != nil {
+				ended[i] = true
+			}
+		}
+		if moved {
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return websocket.StatusGoingAway, "client gone"
+		case <-e.stop:
+			return websocket.StatusGoingAway, "server stopping"
 		case <-e.kick:
 			return e.sendExit(ctx, ws)
-		case p, ok := <-streams[0]:
-			if !ok {
-				streams[0] = nil
-			} else if !e.send(ctx, ws, 0, p) {
-				return websocket.StatusGoingAway, "client gone"
-			}
-		case p, ok := <-streams[1]:
-			if !ok {
-				streams[1] = nil
-			} else if !e.send(ctx, ws, 1, p) {
-				return websocket.StatusGoingAway, "client gone"
-			}
+		case <-e.notify:
 		}
 	}
 	select {
@@ -256,6 +272,13 @@ func (e *execution) sendOutput(ctx context.Context, ws *websocket.Conn) (websock
 	case <-e.kick:
 	case <-ctx.Done():
 		return websocket.StatusGoingAway, "client gone"
+	}
+	select {
+	case <-e.stop:
+		// The server stops and its connections to the boxes end with it:
+		// that is no exit; the process runs on for the next server.
+		return websocket.StatusGoingAway, "server stopping"
+	default:
 	}
 	return e.sendExit(ctx, ws)
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"io"
 	"sort"
 	"sync"
 	"syscall"
@@ -16,20 +15,24 @@ import (
 	"github.com/boxlite/boxlite/internal/restapi/wire"
 )
 
-// chunkSize is the most one output read takes: one chunk per stream is all
+// chunkSize is the most one output read takes: one chunk per stream, read
+// only while a client is attached and sent before the next is read, is all
 // the server holds of an execution's output.
 const chunkSize = 32 << 10
 
-// execution is one process started by POST /exec, its output pumped one
-// chunk at a time: a pump blocks until a client takes its chunk, so an
-// unread stream holds the process back through the box's own window.
+// execution is one process started by POST /exec. Its output is read from
+// the box only by an attached client, a chunk at a time, so an unread
+// stream holds the process back through the box's own window; and
+// nothing is read ahead that a restart of the server would lose.
 type execution struct {
 	id, boxID, key string
-	x              *boxlite.Execution
+	agentID        string             // x.ID(): the box's name for it (persist.go)
+	command        string             // commandSummary
+	x              *boxlite.Execution // nil once lost or ended before a restart
 	tty            bool
 	started        time.Time
-
-	out [2]chan []byte // stdout, stderr; closed at the stream's end
+	final          *wire.ExecutionInfo // the state of an execution without x
+	notify         chan struct{}       // output or the end may have arrived
 
 	mu       sync.Mutex
 	pending  [2][]byte // a chunk taken by a client that failed to send it
@@ -39,8 +42,9 @@ type execution struct {
 	exit     boxlite.ExitStatus
 	waitErr  error
 	killed   bool
-	exited   chan struct{} // closed when the process has ended
-	kick     chan struct{} // closed to end an attached client (kill, evict)
+	exited   chan struct{}   // closed when the process has ended
+	kick     chan struct{}   // closed to end an attached client (kill, evict)
+	stop     <-chan struct{} // the registry's: closed when the API closes (the server stops)
 }
 
 func newExecID() string {
@@ -49,35 +53,31 @@ func newExecID() string {
 	return "exec-" + hex.EncodeToString(b[:])
 }
 
-func (e *execution) pump(i int, r io.Reader) {
-	defer close(e.out[i])
-	for {
-		buf := make([]byte, chunkSize)
-		n, err := r.Read(buf)
-		if n > 0 {
-			select {
-			case e.out[i] <- buf[:n]:
-			case <-e.kick: // evicted: nobody will read
-				return
-			}
+// start watches the output and waits for the end, which it records.
+func (e *execution) start(store *execStore) {
+	e.notify = make(chan struct{}, 1)
+	e.x.Notify(func() {
+		select {
+		case e.notify <- struct{}{}:
+		default:
 		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// start runs the pumps and the waiter.
-func (e *execution) start() {
-	e.out = [2]chan []byte{make(chan []byte), make(chan []byte)}
-	go e.pump(0, e.x.Stdout)
-	go e.pump(1, e.x.Stderr)
+	})
 	go func() {
 		st, err := e.x.Wait(context.Background())
 		e.mu.Lock()
 		e.exit, e.waitErr, e.ended = st, err, time.Now()
 		e.mu.Unlock()
 		close(e.exited)
+		if err != nil && !st.TimedOut {
+			// Not an exit: the connection to the box ended (this server
+			// is stopping, or the box is gone). The record stays as it
+			// is: the next server attaches again or finds it lost.
+			return
+		}
+		rec := e.record()
+		in := e.info()
+		rec.Final = &in
+		store.save(rec)
 	}()
 }
 
@@ -85,6 +85,9 @@ func (e *execution) start() {
 func (e *execution) info() wire.ExecutionInfo {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.final != nil {
+		return *e.final
+	}
 	in := wire.ExecutionInfo{ExecutionID: e.id, Status: "running", StartedAt: e.started.UTC().Format(time.RFC3339Nano)}
 	if e.ended.IsZero() {
 		return in
@@ -113,16 +116,15 @@ func (e *execution) info() wire.ExecutionInfo {
 // registry holds the executions the API started, until they are removed,
 // their box goes, or the janitor's limits pass.
 type registry struct {
-	lim  Limits
-	mu   sync.Mutex
-	m    map[string]*execution
-	stop chan struct{}
+	lim   Limits
+	store *execStore
+	mu    sync.Mutex
+	m     map[string]*execution
+	stop  chan struct{}
 }
 
-func newRegistry(lim Limits) *registry {
-	g := &registry{lim: lim, m: map[string]*execution{}, stop: make(chan struct{})}
-	go g.janitor()
-	return g
+func newRegistry(lim Limits, store *execStore) *registry {
+	return &registry{lim: lim, store: store, m: map[string]*execution{}, stop: make(chan struct{})}
 }
 
 func (g *registry) close() {
@@ -147,6 +149,7 @@ func (g *registry) add(e *execution) error {
 		return newError(errQuota, "key %q has %d executions running, its limit", e.key, running)
 	}
 	g.m[e.id] = e
+	g.store.save(e.record())
 	return nil
 }
 
@@ -175,6 +178,7 @@ func (g *registry) evict(e *execution) {
 	g.mu.Lock()
 	if g.m[e.id] == e {
 		delete(g.m, e.id)
+		g.store.remove(e.id)
 	}
 	g.mu.Unlock()
 	e.mu.Lock()
@@ -184,7 +188,9 @@ func (g *registry) evict(e *execution) {
 		close(e.kick)
 	}
 	e.mu.Unlock()
-	_ = e.x.Close()
+	if e.x != nil {
+		_ = e.x.Close() // a running one detaches: it is killed before (DELETE) or its box is gone
+	}
 }
 
 // ofBox is the executions of box boxID, oldest first.
@@ -268,6 +274,9 @@ func (g *registry) sweep(now time.Time) {
 
 // kill ends the process (its group too) for good.
 func (e *execution) kill() {
+	if e.x == nil {
+		return
+	}
 	e.mu.Lock()
 	e.killed = true
 	e.mu.Unlock()

@@ -86,7 +86,8 @@ func New(cfg Config, rt *boxlite.Runtime) (*Server, error) {
 	if err := clearDir(tmp); err != nil {
 		return nil, err
 	}
-	api, err := restapi.New(restapi.Options{Runtime: rt, Auth: keys, Limits: cfg.Limits, StateDir: state, TempDir: tmp})
+	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "boxlite serve: "+format+"\n", args...) }
+	api, err := restapi.New(restapi.Options{Runtime: rt, Auth: keys, Limits: cfg.Limits, StateDir: state, TempDir: tmp, Logf: logf})
 	if err != nil {
 		return nil, err
 	}

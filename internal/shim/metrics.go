@@ -25,10 +25,14 @@ type counters struct {
 }
 
 // newFlow opens the account of a stream a client opened with a request of
-// type kind; an exec counts as one.
+// type kind; an exec counts as one. An attach (TAttach) resumes an exec
+// on a new stream: its frames are an exec's, and it is not a new exec.
 func (s *shim) newFlow(kind protocol.Type) *flow {
-	if kind == protocol.TExec {
+	switch kind {
+	case protocol.TExec:
 		s.counters.execs.Add(1)
+	case protocol.TAttach:
+		return &flow{kind: protocol.TExec, resumed: true, m: &s.counters}
 	}
 	return &flow{kind: kind, m: &s.counters}
 }

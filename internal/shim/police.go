@@ -23,6 +23,7 @@ type flow struct {
 	unread  [3]int        // bytes of fd 1 and 2 the agent sent that the client has not credited
 	stdin   int           // bytes of stdin the client sent that the agent has not credited
 	started bool
+	resumed bool // opened by TAttach: an error before started is no failed exec
 	// lane is the slots a copy asked for; laneHeld the chunks announced
 	// on it that the receiver has not freed.
 	lane, laneHeld int
@@ -69,7 +70,7 @@ func (fl *flow) fromAgent(f protocol.Frame) error {
 		if err := protocol.Decode(f, &e); err != nil {
 			return err
 		}
-		if !fl.started { // the exec never ran
+		if !fl.started && !fl.resumed { // the exec never ran
 			fl.m.failed()
 		}
 	default:

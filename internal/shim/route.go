@@ -128,7 +128,7 @@ func (s *shim) serveClient(c *client) {
 		}
 		s.mu.Lock()
 		global, ok := c.streams[f.Stream]
-		if f.Type == protocol.TExec || f.Type == protocol.TCopyIn || f.Type == protocol.TCopyOut {
+		if f.Type == protocol.TExec || f.Type == protocol.TAttach || f.Type == protocol.TCopyIn || f.Type == protocol.TCopyOut {
 			if ok {
 				s.mu.Unlock()
 				s.counters.refused(f.Type)

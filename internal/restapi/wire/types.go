@@ -206,7 +206,7 @@ type ExecResponse struct {
 // ExecutionInfo is an execution's state.
 type ExecutionInfo struct {
 	ExecutionID  string  `json:"execution_id"`
-	Status       string  `json:"status" schema:"enum=running|completed|killed|timed_out"`
+	Status       string  `json:"status" schema:"enum=running|completed|killed|timed_out|lost"`
 	ExitCode     *int    `json:"exit_code"`
 	StartedAt    string  `json:"started_at" schema:"format=date-time"`
 	DurationMs   *int64  `json:"duration_ms"`
