@@ -159,4 +159,3 @@ func (b *Box) Clone(ctx context.Context, opts boxlite.CloneOptions) (*Box, error
 func (b *Box) Export(ctx context.Context, dest string) (string, error) {
 	return "", unsupported("export to a local archive")
 }
-

@@ -493,4 +493,3 @@ func quoteArgv(argv []string) string {
 	}
 	return "[" + strings.Join(q, " ") + "]"
 }
-
