@@ -2,11 +2,13 @@ package restclient
 
 import (
 	"context"
+	"errors"
 	"net/url"
 	"strconv"
 	"sync"
 
 	"github.com/boxlite/boxlite"
+	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/internal/restapi/wire"
 )
 
@@ -14,6 +16,10 @@ import (
 type Box struct {
 	c  *Client
 	id string
+
+	// autoRemove: Stop removes the box (BoxOptions.AutoRemove of a box
+	// this handle created; the server keeps stopped boxes).
+	autoRemove bool
 
 	mu   sync.Mutex
 	last boxlite.BoxInfo // as the server last showed it
@@ -37,7 +43,9 @@ func (b *Box) Info() boxlite.BoxInfo {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.last
+	info := b.last
+	info.Config.AutoRemove = b.autoRemove
+	return info
 }
 
 func (b *Box) note(w wire.Box) {
@@ -56,13 +64,18 @@ func (b *Box) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops the box.
+// Stop stops the box, and removes it if it was created with AutoRemove.
 func (b *Box) Stop(ctx context.Context) error {
 	var w wire.Box
 	if err := b.c.do(ctx, request{method: "POST", path: b.path("/stop")}, &w); err != nil {
 		return err
 	}
 	b.note(w)
+	if b.autoRemove {
+		if err := b.Remove(ctx, true); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -236,10 +236,17 @@ func (e *Execution) readFrames(ws *websocket.Conn) (code int, ended bool, err er
 func (e *Execution) exit(code int) {
 	st := boxlite.ExitStatus{Code: code}
 	var info wire.ExecutionInfo
+	var failed error // the process never ran, or its end was lost: the server's error_message
 	if e.b.c.doWithin(context.Background(), infoTimeout, request{method: "GET", path: e.path("")}, &info) == nil {
 		st.TimedOut = info.Status == "timed_out"
-		if info.ErrorMessage != nil && strings.HasPrefix(*info.ErrorMessage, "killed by signal") && code > 128 && code < 128+65 {
-			st.Signal = code - 128
+		switch msg := info.ErrorMessage; {
+		case msg == nil || st.TimedOut:
+		case strings.HasPrefix(*msg, "killed by signal"):
+			if code > 128 && code < 128+65 {
+				st.Signal = code - 128
+			}
+		default:
+			failed = errdefs.New(kindOfMessage(*msg), *msg)
 		}
 	}
 	e.mu.Lock()
@@ -247,11 +254,23 @@ func (e *Execution) exit(code int) {
 		st.Signal = int(syscall.SIGKILL)
 	}
 	e.mu.Unlock()
-	var err error
+	err := failed
 	if st.TimedOut {
 		err = errdefs.Errorf(errdefs.ErrTimeout, "exec %s: timed out", e.what)
 	}
 	e.finish(st, err)
+}
+
+// kindOfMessage is the kind of an execution's error_message: the server
+// writes our errors' text, which ends with its kind's sentinel
+// (errdefs.Errorf's "...: not found").
+func kindOfMessage(msg string) errdefs.Kind {
+	for _, k := range errdefs.Kinds {
+		if strings.HasSuffix(msg, ": "+k.Err.Error()) {
+			return k.Kind
+		}
+	}
+	return errdefs.KindInternal
 }
 
 func (e *Execution) finish(st boxlite.ExitStatus, err error) {

@@ -18,17 +18,26 @@ const maxPages = 1000
 
 // Create makes a box on the server from o (configured, not started: it
 // boots on Start or its first exec). What the API cannot carry is refused
-// with ErrUnsupported naming it, never dropped.
+// with ErrUnsupported naming it, never dropped; what only tunes the local
+// runtime is not carried: boot_timeout_secs (the server's own), prestart
+// (a local template's parked sessions: a REST box starts them at first
+// use, the same sessions a little later), detach (a server's boxes always
+// are). AutoRemove is kept here: Stop removes the box after stopping it.
 func (c *Client) Create(ctx context.Context, o abi.BoxOptions) (*Box, error) {
 	req, err := createRequest(o)
 	if err != nil {
 		return nil, err
 	}
-	var b wire.Box
-	if err := c.do(ctx, request{method: "POST", path: "/boxes", json: req}, &b); err != nil {
+	var w wire.Box
+	if err := c.do(ctx, request{method: "POST", path: "/boxes", json: req}, &w); err != nil {
 		return nil, err
 	}
-	return c.box(b), nil
+	b := c.box(w)
+	b.autoRemove = abi.DefaultAutoRemove
+	if o.AutoRemove != nil {
+		b.autoRemove = *o.AutoRemove
+	}
+	return b, nil
 }
 
 func unsupported(what string) error {
@@ -46,8 +55,6 @@ func createRequest(o abi.BoxOptions) (wire.CreateBoxRequest, error) {
 		return wire.CreateBoxRequest{}, unsupported("prestart commands")
 	case o.Hostname != "" && o.Hostname != abi.DefaultHostname:
 		return wire.CreateBoxRequest{}, unsupported("a hostname")
-	case o.AutoRemove != nil && *o.AutoRemove:
-		return wire.CreateBoxRequest{}, unsupported("auto_remove (a server's boxes stay until removed)")
 	}
 	req := wire.CreateBoxRequest{Name: o.Name, Image: o.Image, CPUs: o.CPUs, MemoryMiB: o.MemoryMiB, DiskSizeGB: o.DiskSizeGB,
 		WorkingDir: o.WorkingDir, Env: o.Env, Entrypoint: o.Entrypoint, Cmd: o.Cmd, User: o.User}

@@ -4,13 +4,13 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const crypto = require('node:crypto');
 const { JsBoxlite, SimpleBox, InteractiveBox, BoxliteError, TimeoutError, ExecError, errorCode } = require('..');
-const { home, ensureImage, missingImage, rejection } = require('./helpers');
+const { ensureImage, missingImage, newRuntime, rejection } = require('./helpers');
 
 const skip = missingImage('alpine:latest');
 const T = { timeout: 180_000 };
 
 test('SimpleBox', { skip, ...T }, async (t) => {
-  const runtime = new JsBoxlite({ homeDir: home });
+  const runtime = newRuntime();
   await ensureImage(runtime, 'alpine:latest');
   const box = new SimpleBox({ image: 'alpine:latest', memoryMib: 256, runtime, env: { BOX_VAR: 'from-box' } });
   t.after(async () => {

@@ -34,6 +34,7 @@ def test_uname(box, run):
     assert r.stdout.startswith("Linux ") and r.stderr == ""
 
 
+@pytest.mark.local_only("prestart: a local template VM parks the box's shell; a REST box starts it at first use")
 def test_asks_for_its_shell_prestarted(box, run):
     # A box started from a template finds exec()'s shell started (the Go
     # suite's TestPrestartedSessions shows the take-over).
