@@ -229,4 +229,3 @@ func TestRestClient(t *testing.T) {
 		t.Errorf("get after remove: %v", err)
 	}
 }
-
