@@ -167,15 +167,22 @@ func (e *Execution) setWS(ws *websocket.Conn) {
 func (e *Execution) attach(ws *websocket.Conn) {
 	redials := 0
 	for {
-		code, ended, err := e.readFrames(ws)
+		code, ended, progressed, err := e.readFrames(ws)
 		ws.CloseNow()
 		e.setWS(nil)
 		if ended {
 			e.exit(code)
 			return
 		}
-		if e.ctx.Err() != nil {
-			return // Close finished it
+		if progressed {
+			redials = 0 // only attaches that break without delivering anything count
+		}
+		// A caller that stopped reading made the server drop the attach:
+		// the next one waits until there is room again.
+		for i := range 2 {
+			if e.out[i].waitRoom(e.ctx) != nil {
+				return // Close finished it
+			}
 		}
 		for {
 			if redials++; redials > maxRedials {
@@ -201,20 +208,21 @@ func (e *Execution) attach(ws *websocket.Conn) {
 
 // readFrames reads one attach to its end: the exit frame (ended) or a
 // break.
-func (e *Execution) readFrames(ws *websocket.Conn) (code int, ended bool, err error) {
+func (e *Execution) readFrames(ws *websocket.Conn) (code int, ended, progressed bool, err error) {
 	for {
 		typ, data, err := ws.Read(e.ctx)
 		if err != nil {
-			return 0, false, err
+			return 0, false, progressed, err
 		}
 		if typ == websocket.MessageBinary {
 			if len(data) < 1 || data[0] < 1 || data[0] > 2 {
-				return 0, false, errdefs.Errorf(errdefs.ErrInternal, "the server sent a frame of no stream")
+				return 0, false, progressed, errdefs.Errorf(errdefs.ErrInternal, "the server sent a frame of no stream")
 			}
 			if len(data) > 1 {
 				if err := e.out[data[0]-1].push(e.ctx, data[1:]); err != nil {
-					return 0, false, err
+					return 0, false, progressed, err
 				}
+				progressed = true
 			}
 			continue
 		}
@@ -226,7 +234,7 @@ func (e *Execution) readFrames(ws *websocket.Conn) (code int, ended bool, err er
 			continue // a frame we do not know says nothing we need
 		}
 		if f.Type == "exit" && f.ExitCode != nil {
-			return *f.ExitCode, true, nil
+			return *f.ExitCode, true, progressed, nil
 		}
 	}
 }

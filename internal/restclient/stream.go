@@ -62,6 +62,24 @@ func (s *stream) push(ctx context.Context, p []byte) error {
 	}
 }
 
+// waitRoom waits until the window has room (or the stream ended).
+func (s *stream) waitRoom(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		if s.end != nil || s.size < streamWindow {
+			s.mu.Unlock()
+			return nil
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // close ends the stream with err (io.EOF: a normal end); what is buffered
 // is still read. The first close wins.
 func (s *stream) close(err error) {
