@@ -2,6 +2,8 @@ package restclient
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -42,7 +44,8 @@ type Execution struct {
 	Stdin          io.WriteCloser // nil unless Command.Stdin
 
 	b     *Box
-	xid   string
+	xid   string // the server's id
+	id    string // ID
 	what  string // the command, quoted, for errors
 	tty   bool
 	limit int64
@@ -99,7 +102,7 @@ func (b *Box) Exec(ctx context.Context, cmd boxlite.Command) (*Execution, error)
 	if limit == 0 {
 		limit = b.c.outputLimit
 	}
-	e := &Execution{b: b, xid: resp.ExecutionID, what: quoteArgv(cmd.Argv), tty: cmd.Tty, limit: limit,
+	e := &Execution{b: b, xid: resp.ExecutionID, id: shortID(resp.ExecutionID), what: quoteArgv(cmd.Argv), tty: cmd.Tty, limit: limit,
 		out: [2]*stream{newStream(), newStream()}, wsSet: make(chan struct{}), done: make(chan struct{})}
 	e.Stdout, e.Stderr = e.out[0], e.out[1]
 	if cmd.Stdin {
@@ -128,8 +131,9 @@ func (b *Box) Exec(ctx context.Context, cmd boxlite.Command) (*Execution, error)
 
 func (e *Execution) path(rest string) string { return e.b.path("/executions/" + seg(e.xid) + rest) }
 
-// ID is the server's execution id.
-func (e *Execution) ID() string { return e.xid }
+// ID names the execution as BoxLite's Execution.id does (12 hex digits):
+// the first 12 of the server's id, which the server's logs show whole.
+func (e *Execution) ID() string { return e.id }
 
 // Tty reports whether the process runs on a terminal.
 func (e *Execution) Tty() bool { return e.tty }
@@ -511,6 +515,18 @@ func (b *Box) Run(ctx context.Context, cmd boxlite.Command) (*boxlite.ExecResult
 		return nil, err
 	}
 	return e.Collect(ctx)
+}
+
+// shortID is the execution's ID from the server's "exec-<hex>" id; another
+// server's id that is not so gets a random one.
+func shortID(xid string) string {
+	h := strings.TrimPrefix(xid, "exec-")
+	if len(h) >= 12 && strings.Trim(h[:12], "0123456789abcdef") == "" {
+		return h[:12]
+	}
+	var b [6]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 func quoteArgv(argv []string) string {

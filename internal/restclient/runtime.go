@@ -51,8 +51,6 @@ func createRequest(o abi.BoxOptions) (wire.CreateBoxRequest, error) {
 		return wire.CreateBoxRequest{}, unsupported("volumes (host paths name this machine, not the server's)")
 	case len(o.Ports) > 0:
 		return wire.CreateBoxRequest{}, unsupported("published ports")
-	case len(o.Prestart) > 0:
-		return wire.CreateBoxRequest{}, unsupported("prestart commands")
 	case o.Hostname != "" && o.Hostname != abi.DefaultHostname:
 		return wire.CreateBoxRequest{}, unsupported("a hostname")
 	}
