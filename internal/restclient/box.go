@@ -3,12 +3,16 @@ package restclient
 import (
 	"context"
 	"errors"
+	"io"
+	"os"
+	"path/filepath"
 	"net/url"
 	"strconv"
 	"sync"
 
 	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/abi"
 	"github.com/boxlite/boxlite/internal/restapi/wire"
 )
 
@@ -167,8 +171,52 @@ func (b *Box) Clone(ctx context.Context, opts boxlite.CloneOptions) (*Box, error
 	return b.c.box(w), nil
 }
 
-// Export is not offered on a REST runtime: the archive would be the
-// server's to write.
+// maxExport bounds an exported archive: the largest disk and room for
+// its image.
+const maxExport = (abi.MaxDiskSizeGB + 64) << 30
+
+// Export writes the stopped box, as the server exports it, to one archive
+// file here: dest is a file, or a directory in which the archive is
+// <name or id>.boxlite. The archive is written beside its path and renamed
+// into place when complete, so a failed export leaves nothing.
 func (b *Box) Export(ctx context.Context, dest string) (string, error) {
-	return "", unsupported("export to a local archive")
+	if dest == "" {
+		return "", errdefs.Errorf(errdefs.ErrInvalidArgument, "export: destination is empty")
+	}
+	if fi, err := os.Stat(dest); err == nil && fi.IsDir() {
+		name := b.Info().Name
+		if name == "" {
+			name = b.id
+		}
+		dest = filepath.Join(dest, name+".boxlite")
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(dest), ".export-*.boxlite")
+	if err != nil {
+		return "", errdefs.Errorf(errdefs.ErrInvalidArgument, "export: %v", err)
+	}
+	defer os.Remove(tmp.Name()) // gone once renamed
+	defer tmp.Close()
+	ctx, cancel := context.WithTimeout(ctx, transferTimeout)
+	defer cancel()
+	resp, err := b.c.send(ctx, request{method: "POST", path: b.path("/export"), json: wire.ExportBoxRequest{}})
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(tmp, io.LimitReader(resp.Body, maxExport+1))
+	switch {
+	case err != nil:
+		return "", transportError("export", err)
+	case n > maxExport:
+		return "", errdefs.Errorf(errdefs.ErrLimit, "export: the archive is over %d bytes", int64(maxExport))
+	case resp.ContentLength >= 0 && n != resp.ContentLength:
+		return "", errdefs.Errorf(errdefs.ErrUnreachable, "export: %d of %d bytes came", n, resp.ContentLength)
+	}
+	if err := tmp.Close(); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp.Name(), dest); err != nil {
+		return "", errdefs.Errorf(errdefs.ErrInvalidArgument, "export: %v", err)
+	}
+	return dest, nil
 }

@@ -403,12 +403,13 @@ func (e *Execution) Close() error {
 		return nil
 	default:
 	}
-	err := e.Kill()
-	e.cancel()
+	// Ended here first, so that the exit the kill brings cannot win.
 	closed := errdefs.Errorf(errdefs.ErrClosed, "exec %s: closed", e.what)
 	e.out[0].drop(closed)
 	e.out[1].drop(closed)
 	e.finish(boxlite.ExitStatus{Code: -1}, closed)
+	e.cancel()
+	err := e.Kill()
 	if errdefs.KindOf(err) == errdefs.KindNotFound {
 		err = nil // ended and forgotten meanwhile
 	}

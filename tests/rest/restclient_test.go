@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -227,5 +228,92 @@ func TestRestClient(t *testing.T) {
 	}
 	if _, err := c.Get(ctx, b.ID()); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("get after remove: %v", err)
+	}
+}
+
+// TestRestClientDisks: snapshots, a clone and an export of a stopped box,
+// through the client.
+func TestRestClientDisks(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	c := restClient(t)
+	b, err := c.Create(ctx, abi.BoxOptions{Image: "alpine:latest", Name: "restclient-disks"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Remove(context.Background(), true)
+	if res, err := b.Run(ctx, boxlite.Command{Argv: []string{"sh", "-c", "echo one > /root/f"}}); err != nil || res.Code != 0 {
+		t.Fatalf("write: %+v %v", res, err)
+	}
+	if err := b.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	si, err := b.CreateSnapshot(ctx, "s1")
+	if err != nil || si.Name != "s1" || si.BoxID != b.ID() {
+		t.Fatalf("snapshot: %+v %v", si, err)
+	}
+	if all, err := b.Snapshots(ctx); err != nil || len(all) != 1 {
+		t.Errorf("snapshots: %+v %v", all, err)
+	}
+	if _, err := b.Snapshot(ctx, "nope"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("no such snapshot: %v", err)
+	}
+	if _, err := b.Clone(ctx, boxlite.CloneOptions{Snapshot: "s1"}); !errors.Is(err, errdefs.ErrUnsupported) {
+		t.Errorf("clone of a snapshot: %v, want unsupported", err)
+	}
+	cl, err := b.Clone(ctx, boxlite.CloneOptions{Name: "restclient-clone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Remove(context.Background(), true)
+	if res, err := cl.Run(ctx, boxlite.Command{Argv: []string{"cat", "/root/f"}}); err != nil || string(res.Stdout) != "one\n" {
+		t.Errorf("the clone's disk: %+v %v", res, err)
+	}
+	dir := t.TempDir()
+	path, err := b.Export(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(path); err != nil || path != filepath.Join(dir, "restclient-disks.boxlite") || st.Size() == 0 {
+		t.Errorf("export: %s %v %v", path, st, err)
+	}
+	if err := b.RestoreSnapshot(ctx, "s1"); err != nil {
+		t.Error(err)
+	}
+	if err := b.RemoveSnapshot(ctx, "s1"); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestRestClientPausedReader: a caller that stops reading for longer than
+// the server's send timeout (30 s) makes the server drop the attach; the
+// client makes it again when the caller reads, and nothing is lost.
+func TestRestClientPausedReader(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := restClient(t)
+	b, err := c.Create(ctx, abi.BoxOptions{Image: "alpine:latest", Name: "restclient-paused"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Remove(context.Background(), true)
+	// 16 MiB of numbered lines: more than every window on the way.
+	e, err := b.Exec(ctx, boxlite.Command{Argv: []string{"sh", "-c", "seq 1 2000000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(45 * time.Second) // past the server's send timeout, with nothing read
+	res, err := e.Collect(ctx)
+	if err != nil || res.Code != 0 {
+		t.Fatalf("collect: %v %+v", err, res.ExitStatus)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(res.Stdout), "\n"), "\n")
+	if len(lines) != 2000000 || lines[0] != "1" || lines[len(lines)-1] != "2000000" {
+		t.Fatalf("%d lines, first %q, last %q", len(lines), lines[0], lines[len(lines)-1])
+	}
+	for i, l := range lines {
+		if l != strconv.Itoa(i+1) {
+			t.Fatalf("line %d is %q", i+1, l)
+		}
 	}
 }

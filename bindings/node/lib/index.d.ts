@@ -348,7 +348,7 @@ export declare class JsBoxlite implements AsyncDisposable {
   /**
    * A runtime whose boxes live on a server of BoxLite's REST API (boxlite
    * serve). What names this machine's files for the server (loadImage,
-   * importBox, JsBox.export, volumes, ports) rejects with 'unsupported'.
+   * importBox, volumes, ports) rejects with 'unsupported'.
    */
   static rest(options: BoxliteRestOptions): JsBoxlite;
   /** The process-wide default runtime. */

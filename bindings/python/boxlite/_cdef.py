@@ -110,8 +110,8 @@ int boxlite_runtime_new(const char *options_json, boxlite_runtime_t **out, boxli
  * Authorization header and is never logged nor put in an error. Every call
  * on the runtime's boxes and executions works as on a local one, except
  * what names this machine's files for the server: image_load,
- * runtime_import_box, box_export, volumes and ports in box options fail
- * with BOXLITE_ERR_UNSUPPORTED. Nothing is sent until the first call. */
+ * runtime_import_box, volumes and ports in box options fail with
+ * BOXLITE_ERR_UNSUPPORTED. Nothing is sent until the first call. */
 int boxlite_runtime_new_rest(const char *options_json, boxlite_runtime_t **out, boxlite_error_t **err);
 /* Stops the boxes this runtime started (not detached ones, which keep running) and frees the handle. NULL is a no-op. */
 void boxlite_runtime_free(boxlite_runtime_t *rt);

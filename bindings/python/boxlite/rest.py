@@ -7,7 +7,7 @@ BoxLite's SDK opens one::
 
 Boxes, SimpleBox, CodeBox and InteractiveBox work on it as on a local
 runtime. What names this machine's files for the server is refused with
-``UnsupportedError``: ``images.load``, ``import_box``, ``Box.export``,
+``UnsupportedError``: ``images.load``, ``import_box``,
 volumes and published ports."""
 
 from __future__ import annotations
