@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
-	"net/url"
 	"strconv"
 	"sync"
 
