@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -31,6 +32,11 @@ const (
 	dialTimeout    = 30 * time.Second
 	maxRedials     = 20
 	redialPause    = 200 * time.Millisecond
+	// pingEvery: an attach whose server does not answer a ping within
+	// pingTimeout is gone (a server or network that went silent), and is
+	// made again.
+	pingEvery   = 30 * time.Second
+	pingTimeout = 45 * time.Second
 )
 
 // Execution is a process started on the server, streamed over the
@@ -53,6 +59,10 @@ type Execution struct {
 
 	ctx    context.Context // the attach's; cancelled by Close
 	cancel context.CancelFunc
+	// pushes counts the frames the reader has handed to a stream; pushing
+	// is set while it hands one (and waits for the caller to read).
+	pushes  atomic.Int64
+	pushing atomic.Bool
 
 	mu     sync.Mutex
 	ws     *websocket.Conn // the current attach; nil between attaches
@@ -171,7 +181,10 @@ func (e *Execution) setWS(ws *websocket.Conn) {
 func (e *Execution) attach(ws *websocket.Conn) {
 	redials := 0
 	for {
+		stop := make(chan struct{})
+		go e.keepalive(ws, stop)
 		code, ended, progressed, err := e.readFrames(ws)
+		close(stop)
 		ws.CloseNow()
 		e.setWS(nil)
 		if ended {
@@ -210,6 +223,42 @@ func (e *Execution) attach(ws *websocket.Conn) {
 	}
 }
 
+// keepalive pings the server on ws until stop; one that does not answer
+// in time ends the attach (readFrames then returns, and it is made again).
+func (e *Execution) keepalive(ws *websocket.Conn, stop <-chan struct{}) {
+	t := time.NewTicker(pingEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-e.ctx.Done():
+			return
+		case <-t.C:
+			if e.pushing.Load() {
+				// The reader waits for the caller: send nothing. A ping
+				// reaching a server that ended the attach meanwhile (its
+				// send timeout) would sit unread there, and its close
+				// would then reset the connection, dropping what our
+				// socket holds of the output.
+				continue
+			}
+			before := e.pushes.Load()
+			ctx, cancel := context.WithTimeout(e.ctx, pingTimeout)
+			err := ws.Ping(ctx)
+			cancel()
+			// A pong goes unread while the reader waits for the caller to
+			// read: that attach is alive, and closing it would drop what
+			// the socket holds. Only a reader reading all along and
+			// hearing nothing means the server is gone.
+			if err != nil && !e.pushing.Load() && e.pushes.Load() == before {
+				ws.CloseNow()
+				return
+			}
+		}
+	}
+}
+
 // readFrames reads one attach to its end: the exit frame (ended) or a
 // break.
 func (e *Execution) readFrames(ws *websocket.Conn) (code int, ended, progressed bool, err error) {
@@ -223,7 +272,11 @@ func (e *Execution) readFrames(ws *websocket.Conn) (code int, ended, progressed 
 				return 0, false, progressed, errdefs.Errorf(errdefs.ErrInternal, "the server sent a frame of no stream")
 			}
 			if len(data) > 1 {
-				if err := e.out[data[0]-1].push(e.ctx, data[1:]); err != nil {
+				e.pushing.Store(true)
+				err := e.out[data[0]-1].push(e.ctx, data[1:])
+				e.pushing.Store(false)
+				e.pushes.Add(1)
+				if err != nil {
 					return 0, false, progressed, err
 				}
 				progressed = true
