@@ -19,7 +19,7 @@ export BOXLITE_ASSETS := $(BUILD)
 
 GO_SRC := $(shell find . -name '*.go' -not -path './build/*') $(wildcard internal/session/*.py) go.mod go.sum
 
-.PHONY: all setup build lib images demo test test-go test-c test-rust test-node test-python python node bench soak vet fmt clean FORCE
+.PHONY: all setup build lib images demo test test-go test-c test-rust test-node test-python test-rest-sdk python node bench soak vet fmt clean FORCE
 all: build
 
 setup: $(BUILD)/.setup
@@ -131,7 +131,7 @@ vet:
 # Integration tests boot real boxes (TCG here: a few seconds each), sharing them where they can.
 export BOXLITE_TEST_IMAGE        := $(ALPINE_IMAGE)
 export BOXLITE_TEST_PYTHON_IMAGE := $(PYTHON_IMAGE)
-test: vet test-go test-c test-rust test-node test-python
+test: vet test-go test-c test-rust test-node test-python test-rest-sdk
 
 test-go: build $(TEST_IMAGES)
 	BOXLITE_GUEST_KERNEL=$(GUEST)/kernel BOXLITE_STOCK_KERNEL=$(DEBIAN_KERNEL) $(GO) test -count=1 -timeout 20m ./...
@@ -159,6 +159,11 @@ test-python: python $(TEST_IMAGES)
 
 test-node: node $(TEST_IMAGES)
 	cd bindings/node && BOXLITE_ASSETS= node --test --test-concurrency=4 test/*.test.js
+
+# The Python and Node SimpleBox and CodeBox suites against a REST runtime:
+# build/boxlite serve on loopback, its own home, a key; see the script.
+test-rest-sdk: node python $(TEST_IMAGES)
+	tests/rest/sdk_suites.sh
 
 # The kill soak: SOAK_CYCLES creators SIGKILLed at random points of a box's
 # creation, each checked to leave nothing behind (make test runs 5).

@@ -25,7 +25,10 @@ func boxlite_runtime_metrics(p *C.boxlite_runtime_t, out **C.char, cerr **C.boxl
 	defer guard(&rc, cerr)
 	rt, err := runtimeOf(p)
 	if err == nil {
-		err = outJSON(rt.Metrics(), out)
+		m, merr := rt.metrics(context.Background())
+		if err = merr; err == nil {
+			err = outJSON(m, out)
+		}
 	}
 	return status(err, cerr)
 }

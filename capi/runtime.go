@@ -12,7 +12,8 @@ import (
 
 	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
-	"github.com/boxlite/boxlite/internal/abi/convert"
+	"github.com/boxlite/boxlite/internal/abi"
+	"github.com/boxlite/boxlite/internal/restclient"
 )
 
 // decode reads an optional JSON object strictly: unknown fields are errors.
@@ -50,8 +51,8 @@ func libraryAssets() string {
 	return dir
 }
 
-func runtimeOf(p *C.boxlite_runtime_t) (*boxlite.Runtime, error) {
-	return lookup[*boxlite.Runtime](uintptr(C.bx_rt_id(p)), "runtime")
+func runtimeOf(p *C.boxlite_runtime_t) (runtimeAPI, error) {
+	return lookup[runtimeAPI](uintptr(C.bx_rt_id(p)), "runtime")
 }
 
 //export boxlite_runtime_new
@@ -86,15 +87,36 @@ func boxlite_runtime_new(optsJSON *C.cchar_t, out **C.boxlite_runtime_t, cerr **
 	if err != nil {
 		return status(err, cerr)
 	}
-	C.bx_set_rt(out, C.uintptr_t(newHandle(rt)))
+	C.bx_set_rt(out, C.uintptr_t(newHandle(runtimeAPI(localRuntime{rt}))))
+	return status(nil, cerr)
+}
+
+//export boxlite_runtime_new_rest
+func boxlite_runtime_new_rest(optsJSON *C.cchar_t, out **C.boxlite_runtime_t, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	if optsJSON == nil {
+		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "runtime_new_rest: options are NULL (\"url\" and \"api_key\" are required)"), cerr)
+	}
+	var o abi.RestOptions
+	if err := decode("REST runtime options", optsJSON, &o); err != nil {
+		return status(err, cerr)
+	}
+	if out == nil {
+		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "runtime_new_rest: out is NULL"), cerr)
+	}
+	c, err := restclient.New(o)
+	if err != nil {
+		return status(err, cerr)
+	}
+	C.bx_set_rt(out, C.uintptr_t(newHandle(runtimeAPI(restRuntime{c}))))
 	return status(nil, cerr)
 }
 
 //export boxlite_runtime_free
 func boxlite_runtime_free(p *C.boxlite_runtime_t) {
 	defer quiet()
-	if rt, ok := release[*boxlite.Runtime](uintptr(C.bx_rt_id(p))); ok {
-		rt.Close()
+	if rt, ok := release[runtimeAPI](uintptr(C.bx_rt_id(p))); ok {
+		rt.close()
 	}
 }
 
@@ -106,9 +128,9 @@ func boxlite_image_load(p *C.boxlite_runtime_t, path *C.cchar_t, out **C.char, c
 		err = errdefs.Errorf(errdefs.ErrInvalidArgument, "image_load: path is NULL")
 	}
 	if err == nil {
-		imgs, lerr := rt.Images().Load(context.Background(), C.GoString((*C.char)(path)))
+		imgs, lerr := rt.imageLoad(context.Background(), C.GoString((*C.char)(path)))
 		if err = lerr; err == nil {
-			err = outJSON(convert.Images(imgs), out)
+			err = outJSON(imgs, out)
 		}
 	}
 	return status(err, cerr)
@@ -119,9 +141,9 @@ func boxlite_image_list(p *C.boxlite_runtime_t, out **C.char, cerr **C.boxlite_e
 	defer guard(&rc, cerr)
 	rt, err := runtimeOf(p)
 	if err == nil {
-		imgs, lerr := rt.Images().List()
+		imgs, lerr := rt.imageList(context.Background())
 		if err = lerr; err == nil {
-			err = outJSON(convert.Images(imgs), out)
+			err = outJSON(imgs, out)
 		}
 	}
 	return status(err, cerr)
@@ -132,9 +154,9 @@ func boxlite_box_list(p *C.boxlite_runtime_t, out **C.char, cerr **C.boxlite_err
 	defer guard(&rc, cerr)
 	rt, err := runtimeOf(p)
 	if err == nil {
-		infos, lerr := rt.List(context.Background())
+		infos, lerr := rt.list(context.Background())
 		if err = lerr; err == nil {
-			err = outJSON(convert.BoxInfos(infos), out)
+			err = outJSON(infos, out)
 		}
 	}
 	return status(err, cerr)

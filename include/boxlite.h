@@ -166,6 +166,17 @@ void boxlite_string_free(char *s);
  * stream of a collected result (boxlite_box_run, session results): the rest is
  * read and dropped, and the result says it was truncated. */
 int boxlite_runtime_new(const char *options_json, boxlite_runtime_t **out, boxlite_error_t **err);
+/* A runtime whose boxes live on a server of BoxLite's REST API (boxlite
+ * serve): options_json is {"url": "...", "api_key": "...",
+ * "output_limit_bytes": N, "insecure_http": false}; url (http or https, the
+ * /v1 prefix added when missing) and api_key are required, plain http only
+ * to a loopback host unless insecure_http. The key goes in the
+ * Authorization header and is never logged nor put in an error. Every call
+ * on the runtime's boxes and executions works as on a local one, except
+ * what names this machine's files for the server: image_load,
+ * runtime_import_box, volumes and ports in box options fail with
+ * BOXLITE_ERR_UNSUPPORTED. Nothing is sent until the first call. */
+int boxlite_runtime_new_rest(const char *options_json, boxlite_runtime_t **out, boxlite_error_t **err);
 /* Stops the boxes this runtime started (not detached ones, which keep running) and frees the handle. NULL is a no-op. */
 void boxlite_runtime_free(boxlite_runtime_t *rt);
 /* Imports an OCI layout directory or docker-archive tar; *out_json is a JSON

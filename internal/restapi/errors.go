@@ -10,39 +10,22 @@ import (
 	"github.com/boxlite/boxlite/internal/restapi/wire"
 )
 
-// restError is how one of our error kinds answers over HTTP: BoxLite's
-// status, code and type for it.
-type restError struct {
-	Status int
-	Code   string
-	Type   string
-}
+// restError is how one of our error kinds answers over HTTP; the table
+// (kind -> answer) is wire's, which clients read back.
+type restError = wire.Answer
 
-// kindErrors maps every errdefs kind to BoxLite's error model. A kind
-// missing here fails TestEveryKindHasAnHTTPAnswer.
-var kindErrors = map[errdefs.Kind]restError{
-	errdefs.KindInvalidArgument: {http.StatusBadRequest, "invalid_argument", "InvalidArgumentError"},
-	errdefs.KindNotFound:        {http.StatusNotFound, "not_found", "NotFoundError"},
-	errdefs.KindAlreadyExists:   {http.StatusConflict, "already_exists", "AlreadyExistsError"},
-	errdefs.KindInvalidState:    {http.StatusConflict, "invalid_state", "InvalidStateError"},
-	errdefs.KindTimeout:         {http.StatusGatewayTimeout, "timeout", "TimeoutError"},
-	errdefs.KindUnsupported:     {http.StatusNotImplemented, "unsupported", "UnsupportedError"},
-	errdefs.KindBootFailed:      {http.StatusInternalServerError, "engine_unavailable", "EngineError"},
-	errdefs.KindClosed:          {http.StatusConflict, "stopped", "StoppedError"},
-	errdefs.KindLimit:           {http.StatusRequestEntityTooLarge, "resource_exhausted", "ResourceExhaustedError"},
-	errdefs.KindUnreachable:     {http.StatusBadGateway, "upstream_unavailable", "UpstreamUnavailableError"},
-	errdefs.KindInternal:        {http.StatusInternalServerError, "internal", "InternalError"},
-}
+// kindErrors maps every errdefs kind to BoxLite's error model.
+var kindErrors = wire.KindAnswers
 
 // Errors of the HTTP edge itself, with no kind of ours.
 var (
-	errUnauthenticated = restError{http.StatusUnauthorized, "unauthenticated", "AuthError"}
-	errQuota           = restError{http.StatusTooManyRequests, "resource_exhausted", "ResourceExhaustedError"}
-	errImagePull       = restError{http.StatusUnprocessableEntity, "image_pull_failed", "ImageError"}
-	errNotServed       = restError{http.StatusNotImplemented, "unsupported", "UnsupportedError"}
-	errMethod          = restError{http.StatusMethodNotAllowed, "invalid_argument", "InvalidArgumentError"}
-	errTooLarge        = restError{http.StatusRequestEntityTooLarge, "resource_exhausted", "ResourceExhaustedError"}
-	errIdemReused      = restError{http.StatusUnprocessableEntity, "invalid_argument", "InvalidArgumentError"}
+	errUnauthenticated = wire.AnswerUnauthenticated
+	errQuota           = wire.AnswerQuota
+	errImagePull       = wire.AnswerImagePull
+	errNotServed       = wire.AnswerNotServed
+	errMethod          = wire.AnswerMethod
+	errTooLarge        = wire.AnswerTooLarge
+	errIdemReused      = wire.AnswerIdemReused
 )
 
 // Error is an error with its HTTP answer fixed, for what the edge refuses

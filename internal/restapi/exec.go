@@ -133,7 +133,11 @@ func (a *API) signalExec(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := e.signal(req.Signal); err != nil {
+	signal := e.signal
+	if req.ProcessGroup {
+		signal = e.signalGroup
+	}
+	if err := signal(req.Signal); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -148,6 +152,14 @@ func (e *execution) signal(sig int) error {
 		return errdefs.Errorf(errdefs.ErrInvalidState, "execution %s has ended", e.id)
 	}
 	return e.x.Signal(syscall.Signal(sig))
+}
+
+// signalGroup is signal to the process's group (SignalRequest.ProcessGroup).
+func (e *execution) signalGroup(sig int) error {
+	if !allowedSignals[sig] || e.isEnded() {
+		return e.signal(sig) // refused as signal refuses it
+	}
+	return e.x.SignalGroup(syscall.Signal(sig))
 }
 
 func (a *API) resizeExec(w http.ResponseWriter, r *http.Request) error {

@@ -89,3 +89,29 @@ func TestArchiveNamesAndIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenAPIShowsProcessGroup: boxlite's extension of SignalRequest is in
+// the document, described as one.
+func TestOpenAPIShowsProcessGroup(t *testing.T) {
+	data, err := MarshalOpenAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]struct {
+					Type        string `json:"type"`
+					Description string `json:"description"`
+				} `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	p, ok := doc.Components.Schemas["SignalRequest"].Properties["process_group"]
+	if !ok || p.Type != "boolean" || !strings.Contains(p.Description, "boxlite extension") {
+		t.Errorf("SignalRequest.process_group in the document: %+v (present %v)", p, ok)
+	}
+}

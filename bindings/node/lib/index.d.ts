@@ -201,8 +201,49 @@ export interface ImageInfo {
   [key: string]: unknown;
 }
 
+/** An API key (boxlite serve key create), sent as Authorization: Bearer; never shown. */
+export declare class ApiKeyCredential {
+  constructor(key: string);
+  /** The key in $BOXLITE_API_KEY. */
+  static fromEnv(): ApiKeyCredential;
+  /** The bearer token: the key itself. */
+  getToken(): string;
+}
+
+/** Options of BoxliteRestOptions. */
+export interface JsBoxliteRestOptions {
+  /** http or https; plain http only to a loopback host unless insecureHttp. */
+  url: string;
+  /** Required by boxlite serve. */
+  credential?: ApiKeyCredential | null;
+  /** BoxLite cloud's routing slot: boxlite serve has none ('unsupported' if given). */
+  pathPrefix?: string | null;
+  /** As JsOptions.outputLimitBytes. */
+  outputLimitBytes?: number | null;
+  /** Plain http beyond loopback (a TLS proxy in front). */
+  insecureHttp?: boolean;
+}
+
+/** Where a REST server is and how to authenticate (JsBoxlite.rest). */
+export declare class BoxliteRestOptions {
+  constructor(options: JsBoxliteRestOptions);
+  /** From $BOXLITE_REST_URL (required), $BOXLITE_API_KEY and $BOXLITE_REST_PATH_PREFIX. */
+  static fromEnv(): BoxliteRestOptions;
+  readonly url: string;
+  readonly credential: ApiKeyCredential | null;
+  readonly pathPrefix: string | null;
+  readonly outputLimitBytes: number | null;
+  readonly insecureHttp: boolean;
+}
+
 export declare class JsBoxlite implements AsyncDisposable {
   constructor(options?: JsOptions);
+  /**
+   * A runtime whose boxes live on a server of BoxLite's REST API (boxlite
+   * serve). What names this machine's files for the server (loadImage,
+   * importBox, volumes, ports) rejects with 'unsupported'.
+   */
+  static rest(options: BoxliteRestOptions): JsBoxlite;
   /** The process-wide default runtime. */
   static withDefaultConfig(): JsBoxlite;
   /** Sets the default runtime's options (before it is used). */

@@ -5,6 +5,7 @@
 // calls the raw layer (./raw, src/calls.c), one function per C function.
 const native = require('./native');
 const { JsBoxlite, Boxlite } = require('./runtime');
+const { ApiKeyCredential, BoxliteRestOptions } = require('./rest');
 const { Box } = require('./box');
 const { SnapshotHandle } = require('./snapshot');
 const { Execution, OutputStream, StdinWriter } = require('./execution');
@@ -22,6 +23,8 @@ function version() {
 module.exports = {
   JsBoxlite,
   Boxlite,
+  ApiKeyCredential,
+  BoxliteRestOptions,
   Box,
   JsBox: Box,
   SnapshotHandle,

@@ -5,6 +5,7 @@
 const native = require('./native');
 const { BoxliteError, errorCode, unsupported } = require('./errors');
 const { Box } = require('./box');
+const { BoxliteRestOptions } = require('./rest');
 const { boxOptions, boxInfo, camelize, checkString, checkOutputLimit, isPlainObject, typeOf, DEFAULT_OUTPUT_LIMIT } = require('./options');
 
 let defaultRuntime = null;
@@ -53,6 +54,19 @@ class JsBoxlite {
     return defaultRuntime;
   }
 
+  /**
+   * A runtime whose boxes live on a server of BoxLite's REST API (boxlite
+   * serve): JsBoxlite.rest(BoxliteRestOptions.fromEnv()). Opened, like
+   * any runtime, on first use.
+   */
+  static rest(options) {
+    if (!(options instanceof BoxliteRestOptions)) throw new TypeError('JsBoxlite.rest: options must be a BoxliteRestOptions');
+    const json = options._json(); // checked now; the key is kept out of the object's fields
+    const rt = new JsBoxlite({ outputLimitBytes: options.outputLimitBytes ?? undefined });
+    Object.defineProperty(rt, '_open', { value: () => native.runtimeNewRest(json), enumerable: false });
+    return rt;
+  }
+
   /** Sets the options of the default runtime; before it was first used. */
   static initDefault(options) {
     const json = runtimeJson(options);
@@ -68,7 +82,7 @@ class JsBoxlite {
   async _handle(op) {
     if (this._closed) throw new BoxliteError(`${op}: the runtime is closed`, { code: 'closed' });
     if (!this._opening) {
-      this._opening = native.runtimeNew(this._json);
+      this._opening = this._open ? this._open() : native.runtimeNew(this._json);
       this._opening.catch(() => {
         this._opening = null; // a later call tries again
       });

@@ -70,6 +70,8 @@ static int handle_id(work_t *w, const char *id) {
   /* runtime */                                                                                               \
   X(runtimeNew,         ASYNC, 0,      r_runtime,   boxlite_runtime_new(S0, OUT(boxlite_runtime_t), err),     \
     STR_OR_NULL("optionsJson"))                                                                               \
+  X(runtimeNewRest,     ASYNC, 0,      r_runtime,   boxlite_runtime_new_rest(S0, OUT(boxlite_runtime_t), err),\
+    STR("optionsJson"))                                                                                       \
   X(runtimeFree,        ASYNC, F_FREE, r_undefined, FREE(boxlite_runtime_free), RT)                           \
   X(runtimeMetrics,     SYNC,  0,      r_string,    boxlite_runtime_metrics(H, OUT_STR, err), RT)             \
   X(imageLoad,          ASYNC, 0,      r_string,    boxlite_image_load(H, S0, OUT_STR, err), RT, STR("path")) \

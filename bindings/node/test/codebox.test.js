@@ -8,7 +8,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { execFileSync, execFile } = require('node:child_process');
 const { JsBoxlite, CodeBox, ExecError, TimeoutError, BoxliteError } = require('..');
-const { pkg, home, ensureImage, missingImage } = require('./helpers');
+const { pkg, home, REST, newRuntime, localOnly, ensureImage, missingImage } = require('./helpers');
 const native = require('../lib/raw');
 
 const skip = missingImage('python:slim');
@@ -69,17 +69,22 @@ function runExample(proj, file) {
 }
 
 test('CodeBox', { skip, ...T }, async (t) => {
-  const runtime = new JsBoxlite({ homeDir: home });
+  const runtime = newRuntime();
   await ensureImage(runtime, 'python:slim');
 
   // The documented example, in its own process and project; it boots its own box meanwhile.
+  // It opens its own default runtime, a local one: not run on a REST runtime (examplesLocal).
+  const examplesLocal = localOnly('the example programs open their own default runtime: a local one');
   const proj = fs.mkdtempSync(path.join(os.tmpdir(), 'boxlite-example-'));
-  fs.writeFileSync(path.join(proj, 'package.json'), JSON.stringify({ name: 'example', private: true, type: 'module' }));
-  execFileSync('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', `@boxlite-ai/boxlite@file:${pkg}`], { cwd: proj, stdio: 'pipe' });
-  fs.writeFileSync(path.join(proj, 'run_code.js'), EXAMPLE);
-  fs.writeFileSync(path.join(proj, 'session.js'), SESSION_EXAMPLE);
-  const example = runExample(proj, 'run_code.js');
-  const sessionExample = runExample(proj, 'session.js');
+  let example, sessionExample;
+  if (!REST) {
+    fs.writeFileSync(path.join(proj, 'package.json'), JSON.stringify({ name: 'example', private: true, type: 'module' }));
+    execFileSync('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', `@boxlite-ai/boxlite@file:${pkg}`], { cwd: proj, stdio: 'pipe' });
+    fs.writeFileSync(path.join(proj, 'run_code.js'), EXAMPLE);
+    fs.writeFileSync(path.join(proj, 'session.js'), SESSION_EXAMPLE);
+    example = runExample(proj, 'run_code.js');
+    sessionExample = runExample(proj, 'session.js');
+  }
 
   const codebox = new CodeBox({ runtime, memoryMib: 512 });
   t.after(async () => {
@@ -88,7 +93,7 @@ test('CodeBox', { skip, ...T }, async (t) => {
     fs.rmSync(proj, { recursive: true, force: true });
   });
 
-  await t.test('the first run takes over the interpreter the template VM started', async () => {
+  await t.test('the first run takes over the interpreter the template VM started', { skip: localOnly("prestart: a local template VM parks run()'s interpreter") }, async () => {
     const info = await codebox.getInfo();
     assert.deepEqual(info.prestart, ['python']);
     const ps = await codebox.exec('sh', '-c',
@@ -223,12 +228,12 @@ test('CodeBox', { skip, ...T }, async (t) => {
     assert.equal(s.info().kind, 'python');
   });
 
-  await t.test('the session example prints what it prints from Python', async () => {
+  await t.test('the session example prints what it prints from Python', { skip: examplesLocal }, async () => {
     const { stdout, stderr } = await sessionExample;
     assert.equal(stdout, '{"a": 2, "b": 4, "c": 6}\n\n', stderr);
   });
 
-  await t.test("BoxLite's documented example runs unchanged", async () => {
+  await t.test("BoxLite's documented example runs unchanged", { skip: examplesLocal }, async () => {
     const { stdout, stderr } = await example;
     assert.equal(stdout, 'Sum of 0-99: 4950\n\n');
     assert.match(stderr, /^Command failed: run\(\)$/m);

@@ -22,8 +22,29 @@ function missingImage(name) {
   return false;
 }
 
-/** Loads the image into the runtime's store unless it is there. */
+/**
+ * With BOXLITE_REST_URL set (make test-rest-sdk), tests run on a REST runtime:
+ * JsBoxlite.rest(BoxliteRestOptions.fromEnv()), the server's boxes.
+ */
+const REST = !!process.env.BOXLITE_REST_URL;
+
+/** The tests' runtime: a local one on the tests' home, or the REST one. */
+function newRuntime() {
+  const { JsBoxlite, BoxliteRestOptions } = require('..');
+  return REST ? JsBoxlite.rest(BoxliteRestOptions.fromEnv()) : new JsBoxlite({ homeDir: home });
+}
+
+/**
+ * The `skip` of a test that needs a local runtime: on a REST one it is
+ * skipped with the reason given (reported), never silently.
+ */
+function localOnly(reason) {
+  return REST ? `local only on a REST runtime: ${reason}` : false;
+}
+
+/** Loads the image into the runtime's store unless it is there (a REST server's images are its own). */
 async function ensureImage(rt, name) {
+  if (REST) return;
   const have = await rt.listImages();
   if (have.some((i) => i.name === name || i.name === `docker.io/library/${name}`)) return;
   await rt.loadImage(images[name]);
@@ -65,4 +86,4 @@ function shimChildren() {
   return pids;
 }
 
-module.exports = { pkg, build, home, images, missingImage, ensureImage, rejection, thrown, shimChildren };
+module.exports = { pkg, build, home, images, REST, newRuntime, localOnly, missingImage, ensureImage, rejection, thrown, shimChildren };

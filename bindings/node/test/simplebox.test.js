@@ -4,13 +4,13 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const crypto = require('node:crypto');
 const { JsBoxlite, SimpleBox, InteractiveBox, BoxliteError, TimeoutError, ExecError, errorCode } = require('..');
-const { home, ensureImage, missingImage, rejection } = require('./helpers');
+const { ensureImage, missingImage, newRuntime, localOnly, rejection } = require('./helpers');
 
 const skip = missingImage('alpine:latest');
 const T = { timeout: 180_000 };
 
 test('SimpleBox', { skip, ...T }, async (t) => {
-  const runtime = new JsBoxlite({ homeDir: home });
+  const runtime = newRuntime();
   await ensureImage(runtime, 'alpine:latest');
   const box = new SimpleBox({ image: 'alpine:latest', memoryMib: 256, runtime, env: { BOX_VAR: 'from-box' } });
   t.after(async () => {
@@ -28,6 +28,10 @@ test('SimpleBox', { skip, ...T }, async (t) => {
     assert.equal(info.state.status, 'running');
     assert.equal(info.state.running, true);
     assert.equal(info.memoryMib, 256);
+  });
+
+  await t.test("info says the VM's acceleration", { skip: localOnly("the VM's accelerator and warnings are the server's: the REST API does not show them") }, async () => {
+    const info = await box.info();
     assert.ok(info.runtime.accel, 'info says which acceleration the box uses');
     const tcgWarned = (info.runtime.warnings || []).some((w) => w.startsWith('tcg:'));
     assert.equal(tcgWarned, info.runtime.accel === 'tcg', 'a TCG box says it is not behind a security boundary');

@@ -23,6 +23,7 @@ from .exec import ExecResult
 from .execution import ExecStderr, ExecStdin, ExecStdout, Execution, ExitStatus
 from .interactivebox import InteractiveBox
 from .metrics import BoxMetrics, RuntimeMetrics
+from .rest import ApiKeyCredential, BoxliteRestOptions
 from .runtime import Boxlite, ImageHandle, ImageInfo, Options
 from .session import CellChunk, CellError, CellResult, CellStream, PythonSession, ShellSession
 from .simplebox import SimpleBox
@@ -50,7 +51,7 @@ def library_version() -> str:
 
 
 __all__ = [
-    "Boxlite", "Options", "ImageHandle", "ImageInfo",
+    "Boxlite", "Options", "ImageHandle", "ImageInfo", "BoxliteRestOptions", "ApiKeyCredential",
     "Box", "BoxOptions", "BoxInfo", "BoxStateInfo", "CopyOptions", "NetworkSpec", "NetworkInfo", "PortMapping",
     "BoxMetrics", "RuntimeMetrics",
     "Execution", "ExecStdout", "ExecStderr", "ExecStdin", "ExitStatus", "ExecResult",

@@ -205,6 +205,13 @@ def runtime_new(options_json: Optional[str]) -> Handle:
     return Handle(out[0], "boxlite_runtime_free", "runtime")
 
 
+def runtime_new_rest(options_json: str) -> Handle:
+    out = ffi.new("boxlite_runtime_t **")
+    err = _new_err()
+    check(lib().boxlite_runtime_new_rest(_cstr(options_json, "REST runtime options"), out, err), err, "runtime_new_rest")
+    return Handle(out[0], "boxlite_runtime_free", "runtime")
+
+
 def runtime_free(rt: Handle) -> None:
     rt.close()
 

@@ -15,6 +15,7 @@ from .box import Box, BoxInfo, BoxOptions
 from ._checks import DEFAULT_OUTPUT_LIMIT, check_optional_str, check_output_limit, check_str
 from .errors import BoxliteError, ClosedError, NotFoundError, UnsupportedError
 from .metrics import RuntimeMetrics
+from .rest import BoxliteRestOptions
 
 __all__ = ["Boxlite", "Options", "ImageHandle", "ImageInfo"]
 
@@ -112,6 +113,20 @@ class Boxlite:
         self._output_limit = options.output_limit_bytes or DEFAULT_OUTPUT_LIMIT
         self._boxes: "weakref.WeakSet[Box]" = weakref.WeakSet()
         self.images = ImageHandle(self)
+
+    @staticmethod
+    def rest(options: BoxliteRestOptions) -> "Boxlite":
+        """A runtime whose boxes live on a server of BoxLite's REST API
+        (``boxlite serve``): ``Boxlite.rest(BoxliteRestOptions.from_env())``.
+        Nothing is sent until the first call."""
+        if not isinstance(options, BoxliteRestOptions):
+            raise TypeError(f"options must be boxlite.BoxliteRestOptions, not {type(options).__name__}")
+        rt = Boxlite.__new__(Boxlite)
+        rt._h = raw.runtime_new_rest(options.to_json())
+        rt._output_limit = options.output_limit_bytes or DEFAULT_OUTPUT_LIMIT
+        rt._boxes = weakref.WeakSet()
+        rt.images = ImageHandle(rt)
+        return rt
 
     @staticmethod
     def default() -> "Boxlite":

@@ -30,6 +30,35 @@ if not os.environ.get("BOXLITE_HOME"):
 
 import boxlite  # noqa: E402  (after BOXLITE_HOME is settled)
 
+# With BOXLITE_REST_URL set (make test-rest-sdk), the runtime every test gets
+# by default is a REST one: Boxlite.rest(BoxliteRestOptions.from_env()), its
+# boxes on that server. Tests that are local by nature are marked
+# @pytest.mark.local_only("why") and reported skipped with their reason.
+REST = bool(os.environ.get("BOXLITE_REST_URL"))
+if REST:
+    _rest_runtime = None
+
+    def _rest_default() -> "boxlite.Boxlite":
+        global _rest_runtime
+        if _rest_runtime is None or _rest_runtime.closed:
+            _rest_runtime = boxlite.Boxlite.rest(boxlite.BoxliteRestOptions.from_env())
+        return _rest_runtime
+
+    boxlite.Boxlite.default = staticmethod(_rest_default)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "local_only(reason): needs a local runtime (skipped, with the reason, on a REST one)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not REST:
+        return
+    for item in items:
+        m = item.get_closest_marker("local_only")
+        if m is not None:
+            item.add_marker(pytest.mark.skip(reason="local only on a REST runtime: " + (m.args[0] if m.args else "")))
+
 
 def _matches(stored: str, name: str) -> bool:
     return stored == name or stored.endswith("/" + name)
@@ -39,7 +68,8 @@ async def _ensure_images() -> set:
     rt = boxlite.Boxlite.default()
     have = {i.name for i in await rt.images.list()}
     for name, tar in IMAGE_TARS.items():
-        if not any(_matches(h, name) for h in have) and tar.is_file():
+        # A REST server's images are its own (make test-rest-sdk loads them there).
+        if not REST and not any(_matches(h, name) for h in have) and tar.is_file():
             for img in await rt.images.load(str(tar)):
                 have.add(img.name)
     return {name for name in IMAGE_TARS if any(_matches(h, name) for h in have)}

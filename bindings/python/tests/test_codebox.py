@@ -15,11 +15,12 @@ import zipfile
 import pytest
 
 import boxlite
-from conftest import need_image
+from conftest import REST, need_image
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
 
 
+@pytest.mark.local_only("the example program opens its own default runtime: a local one")
 def test_doc_example_unchanged():
     need_image("python:slim")
     p = subprocess.run([sys.executable, str(EXAMPLES / "codebox_hello.py")], capture_output=True, text=True,
@@ -32,6 +33,9 @@ def test_doc_example_unchanged():
 def session_example():
     """The persistent-session example as a program, started at once so that
     its box boots while the module's box works."""
+    if REST:
+        yield None  # the example opens a local runtime of its own (test_session_example_program)
+        return
     need_image("python:slim")
     p = subprocess.Popen([sys.executable, str(EXAMPLES / "codebox_session.py")], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, cwd=str(EXAMPLES.parent.parent))
@@ -127,6 +131,7 @@ def test_install_package_offline(cb, run, tmp_path):
 # ---- persistent sessions ------------------------------------------------------------
 
 
+@pytest.mark.local_only("the example program opens its own default runtime: a local one")
 def test_session_example_program(session_example):
     out, err = session_example.communicate(timeout=300)
     assert session_example.returncode == 0, err
@@ -322,6 +327,7 @@ def test_run_output_truncated_marker(cb, run):
     assert not r.stdout_truncated and not r.stderr_truncated
 
 
+@pytest.mark.local_only("prestart: a local template VM parks run()'s interpreter; a REST box starts it at first use")
 def test_run_takes_over_the_prestarted_interpreter(run):
     """A CodeBox started from a template finds run()'s interpreter started
     (its template VM parked it): the first run() is answered by a process

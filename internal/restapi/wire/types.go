@@ -216,6 +216,8 @@ type ExecutionInfo struct {
 // SignalRequest sends a signal.
 type SignalRequest struct {
 	Signal int `json:"signal"`
+	// ProcessGroup is boxlite's extension: BoxLite's servers do not know it.
+	ProcessGroup bool `json:"process_group,omitempty" doc:"boxlite extension: signal the process's group (the process and what it started), as an interrupt of a shell's command needs"`
 }
 
 // ResizeRequest resizes a terminal.

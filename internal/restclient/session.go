@@ -1,0 +1,56 @@
+package restclient
+
+import (
+	"context"
+	"io"
+	"syscall"
+
+	"github.com/boxlite/boxlite"
+	"github.com/boxlite/boxlite/internal/session"
+)
+
+// NewPythonSession starts a Python interpreter in the box over a REST
+// execution (internal/session drives it as it drives a local one).
+func (b *Box) NewPythonSession(ctx context.Context, opts boxlite.SessionOptions) (*boxlite.Session, error) {
+	return session.NewPython(ctx, b.starter(), b.sessionDefaults(opts))
+}
+
+// NewShellSession starts a shell in the box over a REST execution.
+func (b *Box) NewShellSession(ctx context.Context, opts boxlite.SessionOptions) (*boxlite.ShellSession, error) {
+	s, err := session.NewShell(ctx, b.starter(), b.sessionDefaults(opts))
+	if err != nil {
+		return nil, err
+	}
+	return &boxlite.ShellSession{Shell: s}, nil
+}
+
+func (b *Box) sessionDefaults(o boxlite.SessionOptions) boxlite.SessionOptions {
+	if o.OutputLimit == 0 {
+		o.OutputLimit = b.c.outputLimit
+	}
+	return o
+}
+
+func (b *Box) starter() session.Starter {
+	return func(ctx context.Context, argv []string, o session.Options) (session.Process, error) {
+		e, err := b.Exec(ctx, boxlite.Command{Argv: argv, Env: o.Env, Cwd: o.Cwd, User: o.User, Stdin: true})
+		if err != nil {
+			return nil, err
+		}
+		return proc{e}, nil
+	}
+}
+
+// proc is a session's process: a REST execution.
+type proc struct{ e *Execution }
+
+func (p proc) Stdin() io.WriteCloser                { return p.e.Stdin }
+func (p proc) Stdout() io.Reader                    { return p.e.Stdout }
+func (p proc) Stderr() io.Reader                    { return p.e.Stderr }
+func (p proc) Signal(sig syscall.Signal) error      { return p.e.Signal(sig) }
+func (p proc) SignalGroup(sig syscall.Signal) error { return p.e.SignalGroup(sig) }
+func (p proc) Kill() error                          { return p.e.Close() }
+func (p proc) Wait() (session.ExitStatus, error) {
+	st, err := p.e.Wait(context.Background()) // after Kill (Close), Wait returns at once
+	return session.ExitStatus{Code: st.Code, Signal: st.Signal}, err
+}

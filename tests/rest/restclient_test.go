@@ -1,0 +1,319 @@
+package rest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/boxlite/boxlite"
+	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/abi"
+	"github.com/boxlite/boxlite/internal/restclient"
+)
+
+// TestRestClientOptions: what New refuses, and that the key is in no error.
+func TestRestClientOptions(t *testing.T) {
+	for _, o := range []abi.RestOptions{
+		{URL: "", APIKey: "k"},
+		{URL: "ftp://127.0.0.1", APIKey: "k"},
+		{URL: "http://example.com", APIKey: "k"}, // plain http beyond loopback
+		{URL: "http://127.0.0.1:1", APIKey: ""},
+		{URL: "http://user:pw@127.0.0.1:1", APIKey: "k"},
+		{URL: "http://127.0.0.1:1", APIKey: "k", OutputLimit: -1},
+	} {
+		if _, err := restclient.New(o); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("New(%+v): %v, want invalid_argument", o, err)
+		}
+	}
+	if _, err := restclient.New(abi.RestOptions{URL: "http://example.com", APIKey: "k", InsecureHTTP: true}); err != nil {
+		t.Errorf("insecure_http: %v", err)
+	}
+	// A wrong key: the server's 401 is invalid_argument, and the key is not in it.
+	c, err := restclient.New(abi.RestOptions{URL: srv.url, APIKey: "not-a-key-secret-123"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.List(context.Background())
+	if !errors.Is(err, errdefs.ErrInvalidArgument) || strings.Contains(err.Error(), "secret-123") {
+		t.Errorf("a wrong key: %v", err)
+	}
+	// Nobody listening: unreachable.
+	c, _ = restclient.New(abi.RestOptions{URL: "http://127.0.0.1:1", APIKey: key})
+	if _, err := c.List(context.Background()); !errors.Is(err, errdefs.ErrUnreachable) || strings.Contains(err.Error(), key) {
+		t.Errorf("no server: %v", err)
+	}
+}
+
+func restClient(t *testing.T) *restclient.Client {
+	t.Helper()
+	c, err := restclient.New(abi.RestOptions{URL: srv.url, APIKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestRestClient drives one box through the client: create, exec with
+// streams, stdin, signals, a timeout, kill, copies, info, list, metrics,
+// sessions, errors of each kind, remove.
+func TestRestClient(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	c := restClient(t)
+	mem := 256
+	b, err := c.Create(ctx, abi.BoxOptions{Image: "alpine:latest", Name: "restclient-go", MemoryMiB: &mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Remove(context.Background(), true)
+	if _, err := c.Create(ctx, abi.BoxOptions{Image: "alpine:latest", Name: "restclient-go"}); !errors.Is(err, errdefs.ErrAlreadyExists) {
+		t.Errorf("a second box of the name: %v, want already_exists", err)
+	}
+	if _, err := c.Create(ctx, abi.BoxOptions{Image: "alpine:latest", Volumes: []abi.Volume{{HostPath: "/tmp", GuestPath: "/mnt"}}}); !errors.Is(err, errdefs.ErrUnsupported) {
+		t.Errorf("a host volume: %v, want unsupported", err)
+	}
+	if _, err := c.Get(ctx, "no-such-box"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("get of no box: %v, want not_found", err)
+	}
+
+	res, err := b.Run(ctx, boxlite.Command{Argv: []string{"sh", "-c", "echo hello; echo oops >&2; exit 3"}})
+	if err != nil || res.Code != 3 || string(res.Stdout) != "hello\n" || string(res.Stderr) != "oops\n" {
+		t.Fatalf("run: %+v %v", res, err)
+	}
+	if _, err := b.Run(ctx, boxlite.Command{Argv: []string{"no-such-command"}}); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("a missing command: %v, want not_found", err)
+	}
+	if info := b.Info(); info.State != boxlite.StateRunning || info.Name != "restclient-go" {
+		t.Errorf("info: %+v", info)
+	}
+
+	// 4 MiB through stdin and back, past every window on the way.
+	e, err := b.Exec(ctx, boxlite.Command{Argv: []string{"sh", "-c", "cat | wc -c"}, Stdin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		chunk := make([]byte, 64<<10)
+		for range 64 {
+			if _, err := e.Stdin.Write(chunk); err != nil {
+				t.Errorf("stdin: %v", err)
+				return
+			}
+		}
+		e.Stdin.Close()
+	}()
+	res, err = e.Collect(ctx)
+	if err != nil || strings.TrimSpace(string(res.Stdout)) != "4194304" {
+		t.Errorf("stdin round trip: %q %v", res.Stdout, err)
+	}
+
+	// 8 MiB of output, read slowly at first: nothing lost, in order.
+	res, err = b.Run(ctx, boxlite.Command{Argv: []string{"sh", "-c", "head -c 8388608 /dev/zero | tr '\\0' x"}})
+	if err != nil || len(res.Stdout) != 8<<20 || strings.Trim(string(res.Stdout), "x") != "" {
+		t.Errorf("8 MiB: %d bytes, %v", len(res.Stdout), err)
+	}
+
+	// A signal, then how it ended.
+	e, err = b.Exec(ctx, boxlite.Command{Argv: []string{"sleep", "300"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.Wait(ctx)
+	if err != nil || st.Code != 143 || st.Signal != int(syscall.SIGTERM) {
+		t.Errorf("SIGTERM: %+v %v", st, err)
+	}
+	if err := e.Signal(syscall.SIGTERM); !errors.Is(err, errdefs.ErrInvalidState) {
+		t.Errorf("a signal after the end: %v", err)
+	}
+	// Kill.
+	e, _ = b.Exec(ctx, boxlite.Command{Argv: []string{"sleep", "300"}})
+	if err := e.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := e.Wait(ctx); st.Signal != int(syscall.SIGKILL) {
+		t.Errorf("kill: %+v", st)
+	}
+	// The command's own timeout.
+	res, err = b.Run(ctx, boxlite.Command{Argv: []string{"sleep", "300"}, Timeout: time.Second})
+	if !errors.Is(err, errdefs.ErrTimeout) || res == nil || !res.TimedOut {
+		t.Errorf("timeout: %+v %v", res, err)
+	}
+	// Close abandons.
+	e, _ = b.Exec(ctx, boxlite.Command{Argv: []string{"sleep", "300"}})
+	if err := e.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	if _, err := e.Wait(ctx); !errors.Is(err, errdefs.ErrClosed) {
+		t.Errorf("wait after close: %v", err)
+	}
+
+	// Copies: a file, a directory, back out.
+	work := t.TempDir()
+	os.MkdirAll(filepath.Join(work, "src", "sub"), 0o755)
+	os.WriteFile(filepath.Join(work, "src", "sub", "b.txt"), []byte("beta\n"), 0o644)
+	os.WriteFile(filepath.Join(work, "a.txt"), []byte("alpha\n"), 0o600)
+	if err := b.CopyIn(ctx, filepath.Join(work, "a.txt"), "/root/a.txt", boxlite.CopyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.CopyIn(ctx, filepath.Join(work, "src"), "/srv", boxlite.CopyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	res, _ = b.Run(ctx, boxlite.Command{Argv: []string{"sh", "-c", "cat /root/a.txt /srv/src/sub/b.txt; stat -c %a /root/a.txt"}})
+	if string(res.Stdout) != "alpha\nbeta\n600\n" {
+		t.Errorf("copied in: %q", res.Stdout)
+	}
+	if err := b.CopyOut(ctx, "/srv/src", filepath.Join(work, "out"), boxlite.CopyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := os.ReadFile(filepath.Join(work, "out", "sub", "b.txt")); err != nil || string(data) != "beta\n" {
+		t.Errorf("copied out: %q %v", data, err)
+	}
+	if err := b.CopyOut(ctx, "/no/such", filepath.Join(work, "none"), boxlite.CopyOptions{}); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("copy out of nothing: %v", err)
+	}
+
+	// A shell session: state kept, a timed-out command interrupted through
+	// its process group (the server's process_group extension).
+	sh, err := b.NewShellSession(ctx, boxlite.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Close()
+	if _, err := sh.Exec(ctx, []string{"cd", "/srv"}, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	r, err := sh.Exec(ctx, []string{"pwd"}, nil, 0)
+	if err != nil || string(r.Stdout) != "/srv\n" {
+		t.Errorf("shell state: %+v %v", r, err)
+	}
+	r, err = sh.Exec(ctx, []string{"sleep", "300"}, nil, 2*time.Second)
+	if !errors.Is(err, errdefs.ErrTimeout) || errors.Is(err, boxlite.ErrSessionRestarted) {
+		t.Errorf("interrupted command: %+v %v", r, err)
+	}
+	if r, err := sh.Exec(ctx, []string{"pwd"}, nil, 0); err != nil || string(r.Stdout) != "/srv\n" {
+		t.Errorf("the shell after an interrupt: %+v %v", r, err)
+	}
+
+	infos, err := c.List(ctx)
+	found := false
+	for _, in := range infos {
+		found = found || in.ID == b.ID()
+	}
+	if err != nil || !found {
+		t.Errorf("list: %v, box found %v", err, found)
+	}
+	if m, err := b.Metrics(ctx); err != nil || m.CommandsExecutedTotal == 0 {
+		t.Errorf("metrics: %+v %v", m, err)
+	}
+	if imgs, err := c.Images(ctx); err != nil || len(imgs) == 0 {
+		t.Errorf("images: %v %v", imgs, err)
+	}
+	if err := b.Remove(ctx, false); !errors.Is(err, errdefs.ErrInvalidState) {
+		t.Errorf("remove of a running box without force: %v", err)
+	}
+	if err := b.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Remove(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(ctx, b.ID()); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("get after remove: %v", err)
+	}
+}
+
+// TestRestClientDisks: snapshots, a clone and an export of a stopped box,
+// through the client.
+func TestRestClientDisks(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	c := restClient(t)
+	b, err := c.Create(ctx, abi.BoxOptions{Image: "alpine:latest", Name: "restclient-disks"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Remove(context.Background(), true)
+	if res, err := b.Run(ctx, boxlite.Command{Argv: []string{"sh", "-c", "echo one > /root/f"}}); err != nil || res.Code != 0 {
+		t.Fatalf("write: %+v %v", res, err)
+	}
+	if err := b.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	si, err := b.CreateSnapshot(ctx, "s1")
+	if err != nil || si.Name != "s1" || si.BoxID != b.ID() {
+		t.Fatalf("snapshot: %+v %v", si, err)
+	}
+	if all, err := b.Snapshots(ctx); err != nil || len(all) != 1 {
+		t.Errorf("snapshots: %+v %v", all, err)
+	}
+	if _, err := b.Snapshot(ctx, "nope"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("no such snapshot: %v", err)
+	}
+	if _, err := b.Clone(ctx, boxlite.CloneOptions{Snapshot: "s1"}); !errors.Is(err, errdefs.ErrUnsupported) {
+		t.Errorf("clone of a snapshot: %v, want unsupported", err)
+	}
+	cl, err := b.Clone(ctx, boxlite.CloneOptions{Name: "restclient-clone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Remove(context.Background(), true)
+	if res, err := cl.Run(ctx, boxlite.Command{Argv: []string{"cat", "/root/f"}}); err != nil || string(res.Stdout) != "one\n" {
+		t.Errorf("the clone's disk: %+v %v", res, err)
+	}
+	dir := t.TempDir()
+	path, err := b.Export(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(path); err != nil || path != filepath.Join(dir, "restclient-disks.boxlite") || st.Size() == 0 {
+		t.Errorf("export: %s %v %v", path, st, err)
+	}
+	if err := b.RestoreSnapshot(ctx, "s1"); err != nil {
+		t.Error(err)
+	}
+	if err := b.RemoveSnapshot(ctx, "s1"); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestRestClientPausedReader: a caller that stops reading for longer than
+// the server's send timeout (30 s) makes the server drop the attach; the
+// client makes it again when the caller reads, and nothing is lost.
+func TestRestClientPausedReader(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := restClient(t)
+	b, err := c.Create(ctx, abi.BoxOptions{Image: "alpine:latest", Name: "restclient-paused"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Remove(context.Background(), true)
+	// 16 MiB of numbered lines: more than every window on the way.
+	e, err := b.Exec(ctx, boxlite.Command{Argv: []string{"sh", "-c", "seq 1 2000000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(45 * time.Second) // past the server's send timeout, with nothing read
+	res, err := e.Collect(ctx)
+	if err != nil || res.Code != 0 {
+		t.Fatalf("collect: %v %+v", err, res.ExitStatus)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(res.Stdout), "\n"), "\n")
+	if len(lines) != 2000000 || lines[0] != "1" || lines[len(lines)-1] != "2000000" {
+		t.Fatalf("%d lines, first %q, last %q", len(lines), lines[0], lines[len(lines)-1])
+	}
+	for i, l := range lines {
+		if l != strconv.Itoa(i+1) {
+			t.Fatalf("line %d is %q", i+1, l)
+		}
+	}
+}
