@@ -67,7 +67,8 @@ func TestRestClient(t *testing.T) {
 	defer cancel()
 	c := restClient(t)
 	mem := 256
-	b, err := c.Create(ctx, abi.BoxOptions{Image: "alpine:latest", Name: "restclient-go", MemoryMiB: &mem})
+	keep := false // stopped, then removed by the test
+	b, err := c.Create(ctx, abi.BoxOptions{Image: "alpine:latest", Name: "restclient-go", MemoryMiB: &mem, AutoRemove: &keep})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +238,8 @@ func TestRestClientDisks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	c := restClient(t)
-	b, err := c.Create(ctx, abi.BoxOptions{Image: "alpine:latest", Name: "restclient-disks"})
+	keep := false // snapshots need it stopped
+	b, err := c.Create(ctx, abi.BoxOptions{Image: "alpine:latest", Name: "restclient-disks", AutoRemove: &keep})
 	if err != nil {
 		t.Fatal(err)
 	}
