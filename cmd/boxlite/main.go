@@ -10,9 +10,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/internal/abi/convert"
+	"github.com/boxlite/boxlite/internal/backend"
 	"github.com/boxlite/boxlite/internal/safetext"
 )
 
@@ -104,12 +104,30 @@ func main() {
 }
 
 func run(args []string) int {
-	if len(args) == 0 {
+	args, err := parseGlobal(args)
+	if err == nil && len(args) == 0 {
 		fmt.Fprint(os.Stderr, usage)
 		return 2
 	}
-	var err error
+	if err == nil && remote() && !remoteCommands[args[0]] {
+		err = notOverURL(args[0])
+	}
 	code := 0
+	if err == nil {
+		code, err = dispatch(args)
+	}
+	if err != nil {
+		printErr(err)
+		if errors.Is(err, errdefs.ErrInvalidArgument) {
+			return 2
+		}
+		return 125
+	}
+	return code
+}
+
+// dispatch runs the command args name.
+func dispatch(args []string) (code int, err error) {
 	switch args[0] {
 	case "run":
 		code, err = cmdRun(args[1:])
@@ -139,20 +157,15 @@ func run(args []string) int {
 		err = cmdImage(append([]string{"pull"}, args[1:]...))
 	case "serve":
 		err = cmdServe(args[1:])
+	case "auth":
+		err = cmdAuth(args[1:])
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 	default:
 		fmt.Fprintf(os.Stderr, "boxlite: unknown command %q\n%s", args[0], usage)
-		return 2
+		return 2, nil
 	}
-	if err != nil {
-		printErr(err)
-		if errors.Is(err, errdefs.ErrInvalidArgument) {
-			return 2
-		}
-		return 125
-	}
-	return code
+	return code, err
 }
 
 // imageAndCommand splits IMAGE [--] [CMD...].
@@ -188,43 +201,48 @@ func cmdRun(args []string) (int, error) {
 	if *detach && (*rm || cmd.Stdin || cmd.Tty) {
 		return 0, errdefs.Errorf(errdefs.ErrInvalidArgument, "run: -d cannot be combined with --rm, -i or -t")
 	}
-	opts, err := bf.options()
+	o, err := bf.options(imageRef)
 	if err != nil {
 		return 0, err
 	}
 	if len(argv) > 0 {
-		opts = append(opts, boxlite.WithCmd(argv...)) // as docker run: the command replaces the image's cmd
+		o.Cmd = argv // as docker run: the command replaces the image's cmd
 	}
-	if *detach {
-		opts = append(opts, boxlite.WithDetach())
-	}
+	o.Detach = *detach
 	// Kept unless --rm, as docker's (the library's default removes it).
 	// With --rm the box goes when it stops, even when this process is
-	// killed (SIGKILL): its shim removes a box whose creator died.
-	opts = append(opts, boxlite.WithAutoRemove(*rm))
-	rt, err := boxlite.NewRuntime()
+	// killed (SIGKILL): its shim removes a box whose creator died (a
+	// server's box: this command removes it).
+	o.AutoRemove = rm
+	rt, local, err := openRuntime()
 	if err != nil {
 		return 0, err
 	}
 	defer rt.Close()
-	if _, err := ensureImage(rt, imageRef); err != nil {
-		return 0, err
+	if local != nil {
+		if _, err := ensureImage(local, imageRef); err != nil {
+			return 0, err
+		}
+	} else if len(argv) == 0 {
+		return 0, errdefs.Errorf(errdefs.ErrInvalidArgument, "run over --url needs CMD: a server's box runs no image default")
 	}
 	in := catchInterrupts()
 	defer in.stop()
 	ctx := in.ctx
-	box, err := rt.Create(ctx, imageRef, opts...)
+	box, err := rt.Create(ctx, o)
 	if err != nil {
 		return in.interrupted("run", err)
 	}
-	if _, err := box.DefaultCommand(); err != nil && !*detach {
-		cctx, cancel := cleanupContext()
-		defer cancel()
-		box.Remove(cctx, true) // nothing to run: leave nothing behind
-		return 0, fmt.Errorf("run: %w", err)
+	if l := backend.LocalBox(box); l != nil {
+		if _, err := l.DefaultCommand(); err != nil && !*detach {
+			cctx, cancel := cleanupContext()
+			defer cancel()
+			box.Remove(cctx, true) // nothing to run: leave nothing behind
+			return 0, fmt.Errorf("run: %w", err)
+		}
 	}
 	if *detach {
-		return in.interrupted("run", runDetached(ctx, box, cmd, len(bf.ports) > 0))
+		return in.interrupted("run", runDetached(ctx, box, cmd, argv, len(bf.ports) > 0))
 	}
 	defer func() {
 		// Also after an interrupt: its own deadline, not ctx.
@@ -244,6 +262,9 @@ func cmdRun(args []string) (int, error) {
 	if len(bf.ports) > 0 {
 		fmt.Fprintf(os.Stderr, "boxlite: published %s\n", portsString(boxPorts(box.Info())))
 	}
+	if local == nil {
+		cmd.Argv = argv
+	}
 	return streamExec(in, box, cmd), nil
 }
 
@@ -258,7 +279,7 @@ func exitFor(err error) int {
 }
 
 func cmdLs(args []string) error {
-	rt, err := boxlite.NewRuntime()
+	rt, _, err := openRuntime()
 	if err != nil {
 		return err
 	}
@@ -282,7 +303,7 @@ func cmdInfo(args []string) error {
 	if len(args) != 1 {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite info BOX")
 	}
-	return eachBox(args, func(rt *boxlite.Runtime, b *boxlite.Box) error {
+	return eachBox(args, func(b backend.Box) error {
 		printJSON(convert.BoxInfo(b.Info()))
 		return nil
 	})
@@ -294,15 +315,16 @@ func cmdRm(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "rm: %v", err)
 	}
-	return eachBox(fs.Args(), func(rt *boxlite.Runtime, b *boxlite.Box) error { return b.Remove(context.Background(), *force) })
+	return eachBox(fs.Args(), func(b backend.Box) error { return b.Remove(context.Background(), *force) })
 }
 
-// eachBox applies f to each named box, reporting every failure.
-func eachBox(names []string, f func(*boxlite.Runtime, *boxlite.Box) error) error {
+// eachBox applies f to each named box (of the runtime openRuntime opens),
+// reporting every failure.
+func eachBox(names []string, f func(backend.Box) error) error {
 	if len(names) == 0 {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "no box given")
 	}
-	rt, err := boxlite.NewRuntime()
+	rt, _, err := openRuntime()
 	if err != nil {
 		return err
 	}
@@ -311,7 +333,7 @@ func eachBox(names []string, f func(*boxlite.Runtime, *boxlite.Box) error) error
 	for _, n := range names {
 		b, err := rt.Get(context.Background(), n)
 		if err == nil {
-			err = f(rt, b)
+			err = f(b)
 		}
 		if err != nil {
 			errs = append(errs, err)
