@@ -168,5 +168,5 @@ func LocalBox(b Box) *boxlite.Box {
 type localExec struct{ *boxlite.Execution }
 
 func (e localExec) Stdin() io.WriteCloser { return e.Execution.Stdin }
-func (e localExec) Stdout() io.Reader { return e.Execution.Stdout }
-func (e localExec) Stderr() io.Reader { return e.Execution.Stderr }
+func (e localExec) Stdout() io.Reader     { return e.Execution.Stdout }
+func (e localExec) Stderr() io.Reader     { return e.Execution.Stderr }
