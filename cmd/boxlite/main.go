@@ -16,7 +16,7 @@ import (
 	"github.com/boxlite/boxlite/internal/safetext"
 )
 
-const usage = `usage: boxlite COMMAND [ARGS]
+const usage = `usage: boxlite [--url URL | --profile NAME] COMMAND [ARGS]
 
   run [--rm] [-d] [--name N] [--memory MIB] [--cpus N] [--disk-size GB] [-e K=V]... [-w DIR]
       [-u USER] [-v HOST:GUEST[:ro|:rw][,size=N]]... [--timeout SECONDS] [-i] [-t]
@@ -97,6 +97,16 @@ Exit codes of run and exec: the command's own; 124 when --timeout killed it; 125
 boxlite failed; 127 when the command was not found. BOXLITE_HOME sets the home (~/.boxlite).
 Registries: credentials from the docker config (docker login); BOXLITE_REGISTRY_MIRRORS
 (docker.io=http://127.0.0.1:5000,...), BOXLITE_INSECURE_REGISTRIES (host:port,...).
+
+A server (boxlite serve): --url URL (or BOXLITE_REST_URL) or --profile NAME, before the
+command, runs ls/ps, info, create, start, stop, restart, rm, exec, run, cp, pull and image ls
+there (any other command fails); the key is BOXLITE_API_KEY, else the profile's (--profile's,
+or "default"'s when saved for that url).
+  auth login [--profile N] [--url URL] [--api-key-stdin]
+                    check a key (prompted, or one line on stdin) with the server and
+                    save it in $BOXLITE_HOME/credentials.toml (mode 0600)
+  auth logout [--profile N] | status [--profile N]
+                    remove a profile; show its url and key name (never the key)
 `
 
 func main() {
