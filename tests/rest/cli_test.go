@@ -135,6 +135,20 @@ func TestCLIOverURL(t *testing.T) {
 		t.Errorf("image rm over --url: exit %d %q", code, errOut)
 	}
 
+	// restart, image ls, run -d (its command in the box's background).
+	must("", env, append(url, "restart", "cli-url")...)
+	if out := must("", env, append(url, "image", "ls")...); !strings.Contains(out, "alpine") {
+		t.Errorf("image ls: %q", out)
+	}
+	bg := strings.TrimSpace(must("", env, append(url, "run", "-d", "--name", "cli-bg", "--memory", "256", "alpine:latest", "--", "sh", "-c", "echo bg > /tmp/bg")...))
+	if len(bg) != 12 {
+		t.Errorf("run -d printed %q", bg)
+	}
+	if out := must("", env, append(url, "exec", "cli-bg", "sh", "-c", "for i in $(seq 50); do [ -s /tmp/bg ] && break; sleep 0.1; done; cat /tmp/bg")...); out != "bg\n" {
+		t.Errorf("run -d's command: %q", out)
+	}
+	must("", env, append(url, "rm", "-f", "cli-bg")...)
+
 	must("", env, append(url, "stop", "cli-url")...)
 	if out := must("", env, append(url, "info", "cli-url")...); !strings.Contains(out, `"state": "stopped"`) {
 		t.Errorf("info after stop: %s", out)
