@@ -3,6 +3,7 @@ module github.com/boxlite/boxlite
 go 1.26.8
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/Microsoft/hcsshim v0.15.0
 	github.com/coder/websocket v1.8.15
 	github.com/containers/gvisor-tap-vsock v0.8.9

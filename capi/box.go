@@ -10,11 +10,12 @@ import (
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/internal/abi"
 	"github.com/boxlite/boxlite/internal/abi/convert"
+	"github.com/boxlite/boxlite/internal/backend"
 )
 
 // boxObj is a box handle; id is the C copy of the box id, freed with the handle.
 type boxObj struct {
-	b  boxAPI
+	b  backend.Box
 	id *C.char
 }
 
@@ -22,7 +23,7 @@ func boxOf(p *C.boxlite_box_t) (*boxObj, error) {
 	return lookup[*boxObj](uintptr(C.bx_box_id(p)), "box")
 }
 
-func newBoxHandle(b boxAPI, out **C.boxlite_box_t) {
+func newBoxHandle(b backend.Box, out **C.boxlite_box_t) {
 	C.bx_set_box(out, C.uintptr_t(newHandle(&boxObj{b: b, id: C.CString(b.ID())})))
 }
 
@@ -43,7 +44,7 @@ func boxlite_box_create(p *C.boxlite_runtime_t, optsJSON *C.cchar_t, out **C.box
 	if out == nil {
 		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "box_create: out is NULL"), cerr)
 	}
-	b, err := rt.create(context.Background(), o)
+	b, err := rt.Create(context.Background(), o)
 	if err != nil {
 		return status(err, cerr)
 	}
@@ -61,7 +62,7 @@ func boxlite_box_get(p *C.boxlite_runtime_t, idOrName *C.cchar_t, out **C.boxlit
 	if idOrName == nil || out == nil {
 		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "box_get: id_or_name or out is NULL"), cerr)
 	}
-	b, err := rt.get(context.Background(), C.GoString((*C.char)(idOrName)))
+	b, err := rt.Get(context.Background(), C.GoString((*C.char)(idOrName)))
 	if err != nil {
 		return status(err, cerr)
 	}

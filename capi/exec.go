@@ -14,6 +14,7 @@ import (
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/internal/abi"
 	"github.com/boxlite/boxlite/internal/abi/convert"
+	"github.com/boxlite/boxlite/internal/backend"
 )
 
 func parseCommand(s *C.cchar_t) (boxlite.Command, error) {
@@ -29,7 +30,7 @@ func parseCommand(s *C.cchar_t) (boxlite.Command, error) {
 
 // execObj is an execution handle; its waker's eventfd serves event loops.
 type execObj struct {
-	e  execAPI
+	e  backend.Execution
 	id *C.char // e.ID(), for the handle's life
 	waker
 	eof [3]bool // the streams whose end the caller has been told
@@ -99,7 +100,7 @@ func boxlite_box_exec(p *C.boxlite_box_t, cmdJSON *C.cchar_t, out **C.boxlite_ex
 	if err := x.init(); err != nil {
 		return status(err, cerr)
 	}
-	e, err := o.b.exec(context.Background(), cmd)
+	e, err := o.b.Exec(context.Background(), cmd)
 	if err != nil {
 		x.close()
 		return status(err, cerr)
@@ -227,14 +228,14 @@ func boxlite_execution_write(p *C.boxlite_execution_t, buf *C.cuint8_t, length C
 	if err != nil {
 		return status(err, cerr)
 	}
-	if x.e.stdin() == nil {
+	if x.e.Stdin() == nil {
 		return status(errdefs.Errorf(errdefs.ErrInvalidState, "execution_write: stdin was not requested (\"stdin\": true)"), cerr)
 	}
 	if buf == nil && length > 0 {
 		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "execution_write: buf is NULL"), cerr)
 	}
 	// Frames copy what they send, so the caller's buffer is read in place.
-	_, err = x.e.stdin().Write(unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(length)))
+	_, err = x.e.Stdin().Write(unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(length)))
 	return status(err, cerr)
 }
 
@@ -243,10 +244,10 @@ func boxlite_execution_close_stdin(p *C.boxlite_execution_t, cerr **C.boxlite_er
 	defer guard(&rc, cerr)
 	x, err := execOf(p)
 	if err == nil {
-		if x.e.stdin() == nil {
+		if x.e.Stdin() == nil {
 			err = errdefs.Errorf(errdefs.ErrInvalidState, "execution_close_stdin: stdin was not requested (\"stdin\": true)")
 		} else {
-			err = x.e.stdin().Close()
+			err = x.e.Stdin().Close()
 		}
 	}
 	return status(err, cerr)

@@ -25,7 +25,7 @@ func boxlite_runtime_metrics(p *C.boxlite_runtime_t, out **C.char, cerr **C.boxl
 	defer guard(&rc, cerr)
 	rt, err := runtimeOf(p)
 	if err == nil {
-		m, merr := rt.metrics(context.Background())
+		m, merr := rt.Metrics(context.Background())
 		if err = merr; err == nil {
 			err = outJSON(m, out)
 		}

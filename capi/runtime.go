@@ -13,7 +13,8 @@ import (
 	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/internal/abi"
-	"github.com/boxlite/boxlite/internal/restclient"
+	"github.com/boxlite/boxlite/internal/abi/convert"
+	"github.com/boxlite/boxlite/internal/backend"
 )
 
 // decode reads an optional JSON object strictly: unknown fields are errors.
@@ -51,8 +52,8 @@ func libraryAssets() string {
 	return dir
 }
 
-func runtimeOf(p *C.boxlite_runtime_t) (runtimeAPI, error) {
-	return lookup[runtimeAPI](uintptr(C.bx_rt_id(p)), "runtime")
+func runtimeOf(p *C.boxlite_runtime_t) (backend.Runtime, error) {
+	return lookup[backend.Runtime](uintptr(C.bx_rt_id(p)), "runtime")
 }
 
 //export boxlite_runtime_new
@@ -87,7 +88,7 @@ func boxlite_runtime_new(optsJSON *C.cchar_t, out **C.boxlite_runtime_t, cerr **
 	if err != nil {
 		return status(err, cerr)
 	}
-	C.bx_set_rt(out, C.uintptr_t(newHandle(runtimeAPI(localRuntime{rt}))))
+	C.bx_set_rt(out, C.uintptr_t(newHandle(backend.Local(rt))))
 	return status(nil, cerr)
 }
 
@@ -104,19 +105,19 @@ func boxlite_runtime_new_rest(optsJSON *C.cchar_t, out **C.boxlite_runtime_t, ce
 	if out == nil {
 		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "runtime_new_rest: out is NULL"), cerr)
 	}
-	c, err := restclient.New(o)
+	rt, err := backend.REST(o)
 	if err != nil {
 		return status(err, cerr)
 	}
-	C.bx_set_rt(out, C.uintptr_t(newHandle(runtimeAPI(restRuntime{c}))))
+	C.bx_set_rt(out, C.uintptr_t(newHandle(rt)))
 	return status(nil, cerr)
 }
 
 //export boxlite_runtime_free
 func boxlite_runtime_free(p *C.boxlite_runtime_t) {
 	defer quiet()
-	if rt, ok := release[runtimeAPI](uintptr(C.bx_rt_id(p))); ok {
-		rt.close()
+	if rt, ok := release[backend.Runtime](uintptr(C.bx_rt_id(p))); ok {
+		rt.Close()
 	}
 }
 
@@ -128,7 +129,7 @@ func boxlite_image_load(p *C.boxlite_runtime_t, path *C.cchar_t, out **C.char, c
 		err = errdefs.Errorf(errdefs.ErrInvalidArgument, "image_load: path is NULL")
 	}
 	if err == nil {
-		imgs, lerr := rt.imageLoad(context.Background(), C.GoString((*C.char)(path)))
+		imgs, lerr := rt.ImageLoad(context.Background(), C.GoString((*C.char)(path)))
 		if err = lerr; err == nil {
 			err = outJSON(imgs, out)
 		}
@@ -141,7 +142,7 @@ func boxlite_image_list(p *C.boxlite_runtime_t, out **C.char, cerr **C.boxlite_e
 	defer guard(&rc, cerr)
 	rt, err := runtimeOf(p)
 	if err == nil {
-		imgs, lerr := rt.imageList(context.Background())
+		imgs, lerr := rt.ImageList(context.Background())
 		if err = lerr; err == nil {
 			err = outJSON(imgs, out)
 		}
@@ -154,9 +155,9 @@ func boxlite_box_list(p *C.boxlite_runtime_t, out **C.char, cerr **C.boxlite_err
 	defer guard(&rc, cerr)
 	rt, err := runtimeOf(p)
 	if err == nil {
-		infos, lerr := rt.list(context.Background())
+		infos, lerr := rt.List(context.Background())
 		if err = lerr; err == nil {
-			err = outJSON(infos, out)
+			err = outJSON(convert.BoxInfos(infos), out)
 		}
 	}
 	return status(err, cerr)

@@ -119,7 +119,7 @@ func boxlite_box_clone(p *C.boxlite_box_t, optsJSON *C.cchar_t, out **C.boxlite_
 	if out == nil {
 		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "box_clone: out is NULL"), cerr)
 	}
-	c, err := o.b.clone(context.Background(), boxlite.CloneOptions{Name: opts.Name, Snapshot: opts.Snapshot})
+	c, err := o.b.Clone(context.Background(), boxlite.CloneOptions{Name: opts.Name, Snapshot: opts.Snapshot})
 	if err != nil {
 		return status(err, cerr)
 	}
@@ -161,7 +161,7 @@ func boxlite_runtime_import_box(p *C.boxlite_runtime_t, path, name, optsJSON *C.
 	if err != nil {
 		return status(err, cerr)
 	}
-	b, err := rt.importBox(context.Background(), C.GoString((*C.char)(path)), goStringOrEmpty(name), opts)
+	b, err := rt.ImportBox(context.Background(), C.GoString((*C.char)(path)), goStringOrEmpty(name), opts)
 	if err != nil {
 		return status(err, cerr)
 	}

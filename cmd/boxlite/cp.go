@@ -7,6 +7,7 @@ import (
 
 	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/backend"
 )
 
 const cpUsage = "usage: boxlite cp [-L] [--no-overwrite] SRC DST (one of them BOX:PATH)"
@@ -25,7 +26,7 @@ func cmdCp(args []string) error {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "cp: exactly one of SRC and DST is BOX:PATH\n%s", cpUsage)
 	}
 	opts := boxlite.CopyOptions{FollowSymlinks: *follow, NoOverwrite: *noOverwrite}
-	return eachBox([]string{srcBox + dstBox}, func(rt *boxlite.Runtime, b *boxlite.Box) error {
+	return eachBox([]string{srcBox + dstBox}, func(b backend.Box) error {
 		if srcBox != "" {
 			return b.CopyOut(context.Background(), src, dst, opts)
 		}

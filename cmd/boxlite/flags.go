@@ -10,6 +10,7 @@ import (
 
 	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/abi"
 )
 
 type multi []string
@@ -88,28 +89,26 @@ func addBoxFlags(fs *flag.FlagSet) *boxFlags {
 	return f
 }
 
-// options turns the flags into box options.
-func (f *boxFlags) options() ([]boxlite.BoxOption, error) {
-	opts := []boxlite.BoxOption{boxlite.WithMemoryMiB(*f.memory), boxlite.WithCPUs(*f.cpus), boxlite.WithDiskSizeGB(*f.disk)}
-	if *f.name != "" {
-		opts = append(opts, boxlite.WithName(*f.name))
-	}
+// options are the flags as the create options of imageRef: the one form
+// both runtimes take (the local one through convert.BoxOptions, a server
+// its own way), each validating them once.
+func (f *boxFlags) options(imageRef string) (abi.BoxOptions, error) {
+	o := abi.BoxOptions{Image: imageRef, Name: *f.name, MemoryMiB: f.memory, CPUs: f.cpus, DiskSizeGB: f.disk}
 	if *f.entrypoint != "" {
-		opts = append(opts, boxlite.WithEntrypoint(*f.entrypoint))
+		o.Entrypoint = []string{*f.entrypoint}
 	}
-	netOpts, err := networkOptions(*f.network, f.allowNet, f.ports)
-	if err != nil {
-		return nil, err
+	var err error
+	if o.Network, o.Ports, err = networkOptions(*f.network, f.allowNet, f.ports); err != nil {
+		return abi.BoxOptions{}, err
 	}
-	opts = append(opts, netOpts...)
 	for _, v := range f.vol {
 		vol, err := parseVolume(v)
 		if err != nil {
-			return nil, err
+			return abi.BoxOptions{}, err
 		}
-		opts = append(opts, boxlite.WithVolumeSpec(vol))
+		o.Volumes = append(o.Volumes, abi.Volume{HostPath: vol.HostPath, GuestPath: vol.GuestPath, ReadOnly: vol.ReadOnly, SizeLimitBytes: vol.SizeLimitBytes})
 	}
-	return opts, nil
+	return o, nil
 }
 
 // execFlags are the process options exec and run share.

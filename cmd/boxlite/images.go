@@ -120,6 +120,9 @@ func cmdImage(args []string) error {
 	if len(args) == 0 {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite image load PATH | pull IMAGE | ls | rm IMAGE... | prune [-a]")
 	}
+	if remote() {
+		return cmdImageRemote(args)
+	}
 	rt, err := boxlite.NewRuntime()
 	if err != nil {
 		return err
@@ -186,4 +189,38 @@ func cmdImage(args []string) error {
 		return nil
 	}
 	return errdefs.Errorf(errdefs.ErrInvalidArgument, "image: unknown subcommand %q", args[0])
+}
+
+// cmdImageRemote is image ls and pull over --url (the server's store); the
+// other image commands are its host's.
+func cmdImageRemote(args []string) error {
+	switch {
+	case args[0] == "ls" && len(args) == 1, args[0] == "pull" && len(args) == 2:
+	case args[0] == "ls" || args[0] == "pull":
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite image ls | pull IMAGE")
+	default:
+		return notOverURL("image " + safetext.Line(args[0]))
+	}
+	rt, _, err := openRuntime()
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	if args[0] == "pull" {
+		img, err := rt.ImagePull(context.Background(), args[1])
+		if err == nil {
+			fmt.Printf("Pulled %s (%s) on the server\n", safetext.Line(img.Name), safetext.Line(img.Digest))
+		}
+		return err
+	}
+	imgs, err := rt.ImageList(context.Background())
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tDIGEST\tLAYERS\tSIZE")
+	for _, i := range imgs {
+		fmt.Fprintf(tw, "%s\t%.19s\t%d\t%.1f MB\n", safetext.Line(i.Name), safetext.Line(i.Digest), len(i.Layers), float64(i.SizeBytes)/1e6)
+	}
+	return tw.Flush()
 }

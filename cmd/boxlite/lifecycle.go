@@ -11,6 +11,7 @@ import (
 
 	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/backend"
 	"github.com/boxlite/boxlite/internal/safetext"
 )
 
@@ -24,18 +25,18 @@ func lifecycle(op string, args []string) (int, error) {
 		// A start that is interrupted leaves nothing: its shim and VMM are ended.
 		in := catchInterrupts()
 		defer in.stop()
-		return in.interrupted("start", eachBox(args, func(rt *boxlite.Runtime, b *boxlite.Box) error {
+		return in.interrupted("start", eachBox(args, func(b backend.Box) error {
 			if err := detached(b, "start"); err != nil {
 				return err
 			}
 			return b.Start(in.ctx)
 		}))
 	case "stop":
-		return 0, eachBox(args, func(rt *boxlite.Runtime, b *boxlite.Box) error { return b.Stop(ctx) })
+		return 0, eachBox(args, func(b backend.Box) error { return b.Stop(ctx) })
 	case "restart":
 		in := catchInterrupts()
 		defer in.stop()
-		return in.interrupted("restart", eachBox(args, func(rt *boxlite.Runtime, b *boxlite.Box) error {
+		return in.interrupted("restart", eachBox(args, func(b backend.Box) error {
 			if err := detached(b, "restart"); err != nil {
 				return err
 			}
@@ -54,7 +55,7 @@ func lifecycle(op string, args []string) (int, error) {
 
 // detached refuses to boot, for op, a box that would stop when this command
 // exits (one a program created without detach).
-func detached(b *boxlite.Box, op string) error {
+func detached(b backend.Box, op string) error {
 	if b.Info().Config.Detach {
 		return nil
 	}
@@ -81,27 +82,34 @@ func cmdCreate(args []string) error {
 	if err != nil {
 		return err
 	}
-	opts, err := bf.options()
+	o, err := bf.options(imageRef)
 	if err != nil {
 		return err
 	}
 	// A created box is kept unless --rm, as docker's (the library's default removes it).
-	opts = append(opts, boxlite.WithDetach(), boxlite.WithWorkingDir(*workdir), boxlite.WithUser(*user), boxlite.WithAutoRemove(*rm))
+	o.Detach, o.WorkingDir, o.User, o.AutoRemove = true, *workdir, *user, rm
 	if len(argv) > 0 {
-		opts = append(opts, boxlite.WithCmd(argv...))
+		o.Cmd = argv
 	}
-	for k, v := range envMap(env) {
-		opts = append(opts, boxlite.WithEnv(k, v))
+	if len(env) > 0 {
+		o.Env = envMap(env)
 	}
-	rt, err := boxlite.NewRuntime()
+	rt, local, err := openRuntime()
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
-	if _, err := ensureImage(rt, imageRef); err != nil {
-		return err
+	if local == nil && *rm {
+		// The server keeps a box until it is removed; none removes itself
+		// when another command stops it.
+		return notOverURL("create --rm")
 	}
-	b, err := rt.Create(context.Background(), imageRef, opts...)
+	if local != nil {
+		if _, err := ensureImage(local, imageRef); err != nil {
+			return err
+		}
+	}
+	b, err := rt.Create(context.Background(), o)
 	if err != nil {
 		return err
 	}
@@ -125,7 +133,7 @@ func cmdExec(args []string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("exec: %w", err)
 	}
-	rt, err := boxlite.NewRuntime()
+	rt, _, err := openRuntime()
 	if err != nil {
 		return 0, err
 	}
@@ -144,7 +152,7 @@ func cmdExec(args []string) (int, error) {
 // passed on to the command; one that does not end within execGrace (say,
 // its background child holds its output open), or a second signal, makes
 // it abandon the command, killed in the box, with 128+N.
-func streamExec(in *interrupts, b *boxlite.Box, cmd boxlite.Command) int {
+func streamExec(in *interrupts, b backend.Box, cmd boxlite.Command) int {
 	ctx := in.ctx
 	// The host terminal: the box's gets its size, and with -i its input in
 	// raw mode, so that keys (^C, ^D, arrows) reach the box's terminal as typed.
@@ -170,11 +178,11 @@ func streamExec(in *interrupts, b *boxlite.Box, cmd boxlite.Command) int {
 	}
 	defer in.forwardTo(func(sig syscall.Signal) { e.Signal(sig) })()
 	if cmd.Stdin {
-		go func() { io.Copy(e.Stdin, os.Stdin); e.Stdin.Close() }()
+		go func() { io.Copy(e.Stdin(), os.Stdin); e.Stdin().Close() }()
 	}
 	copied := make(chan struct{}, 2)
-	go func() { io.Copy(os.Stdout, e.Stdout); copied <- struct{}{} }()
-	go func() { io.Copy(os.Stderr, e.Stderr); copied <- struct{}{} }()
+	go func() { io.Copy(os.Stdout, e.Stdout()); copied <- struct{}{} }()
+	go func() { io.Copy(os.Stderr, e.Stderr()); copied <- struct{}{} }()
 	st, err := e.Wait(ctx)
 	abandoned := ctx.Err() != nil && err != nil
 	if abandoned {
@@ -197,8 +205,15 @@ func streamExec(in *interrupts, b *boxlite.Box, cmd boxlite.Command) int {
 // runDetached is run -d: boot the (detached) box, start its command, if it
 // has one, in the background of the box (its output discarded: it must
 // outlive this process, and an exec ends with its client), print the id.
-func runDetached(ctx context.Context, b *boxlite.Box, cmd boxlite.Command, published bool) error {
-	argv, noCommand := b.DefaultCommand()
+// The command is the box's default (entrypoint and cmd) on this machine;
+// a server's box runs no image default: there it is argv, if any.
+func runDetached(ctx context.Context, b backend.Box, cmd boxlite.Command, argv []string, published bool) error {
+	var noCommand error
+	if l := backend.LocalBox(b); l != nil {
+		argv, noCommand = l.DefaultCommand()
+	} else if len(argv) == 0 {
+		noCommand = errdefs.ErrNotFound
+	}
 	if err := b.Start(ctx); err != nil {
 		return err
 	}
@@ -228,7 +243,8 @@ func cmdLogs(args []string) error {
 	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite logs [-f] BOX")
 	}
-	return eachBox(fs.Args(), func(rt *boxlite.Runtime, b *boxlite.Box) error {
+	return eachBox(fs.Args(), func(bb backend.Box) error {
+		b := backend.LocalBox(bb) // logs is refused over --url
 		for _, l := range b.Logs(1 << 20) {
 			fmt.Fprintf(os.Stderr, "==> %s <==\n", l.Name)
 			fmt.Println(l.Text)

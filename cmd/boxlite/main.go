@@ -10,13 +10,13 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/internal/abi/convert"
+	"github.com/boxlite/boxlite/internal/backend"
 	"github.com/boxlite/boxlite/internal/safetext"
 )
 
-const usage = `usage: boxlite COMMAND [ARGS]
+const usage = `usage: boxlite [--url URL | --profile NAME] COMMAND [ARGS]
 
   run [--rm] [-d] [--name N] [--memory MIB] [--cpus N] [--disk-size GB] [-e K=V]... [-w DIR]
       [-u USER] [-v HOST:GUEST[:ro|:rw][,size=N]]... [--timeout SECONDS] [-i] [-t]
@@ -97,6 +97,16 @@ Exit codes of run and exec: the command's own; 124 when --timeout killed it; 125
 boxlite failed; 127 when the command was not found. BOXLITE_HOME sets the home (~/.boxlite).
 Registries: credentials from the docker config (docker login); BOXLITE_REGISTRY_MIRRORS
 (docker.io=http://127.0.0.1:5000,...), BOXLITE_INSECURE_REGISTRIES (host:port,...).
+
+A server (boxlite serve): --url URL (or BOXLITE_REST_URL) or --profile NAME, before the
+command, runs ls/ps, info, create, start, stop, restart, rm, exec, run, cp, pull and image ls
+there (any other command fails); the key is BOXLITE_API_KEY, else the profile's (--profile's,
+or "default"'s when saved for that url).
+  auth login [--profile N] [--url URL] [--api-key-stdin]
+                    check a key (prompted, or one line on stdin) with the server and
+                    save it in $BOXLITE_HOME/credentials.toml (mode 0600)
+  auth logout [--profile N] | status [--profile N]
+                    remove a profile; show its url and key name (never the key)
 `
 
 func main() {
@@ -104,12 +114,30 @@ func main() {
 }
 
 func run(args []string) int {
-	if len(args) == 0 {
+	args, err := parseGlobal(args)
+	if err == nil && len(args) == 0 {
 		fmt.Fprint(os.Stderr, usage)
 		return 2
 	}
-	var err error
+	if err == nil && remote() && !remoteCommands[args[0]] {
+		err = notOverURL(args[0])
+	}
 	code := 0
+	if err == nil {
+		code, err = dispatch(args)
+	}
+	if err != nil {
+		printErr(err)
+		if errors.Is(err, errdefs.ErrInvalidArgument) {
+			return 2
+		}
+		return 125
+	}
+	return code
+}
+
+// dispatch runs the command args name.
+func dispatch(args []string) (code int, err error) {
 	switch args[0] {
 	case "run":
 		code, err = cmdRun(args[1:])
@@ -139,20 +167,15 @@ func run(args []string) int {
 		err = cmdImage(append([]string{"pull"}, args[1:]...))
 	case "serve":
 		err = cmdServe(args[1:])
+	case "auth":
+		err = cmdAuth(args[1:])
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 	default:
 		fmt.Fprintf(os.Stderr, "boxlite: unknown command %q\n%s", args[0], usage)
-		return 2
+		return 2, nil
 	}
-	if err != nil {
-		printErr(err)
-		if errors.Is(err, errdefs.ErrInvalidArgument) {
-			return 2
-		}
-		return 125
-	}
-	return code
+	return code, err
 }
 
 // imageAndCommand splits IMAGE [--] [CMD...].
@@ -188,43 +211,48 @@ func cmdRun(args []string) (int, error) {
 	if *detach && (*rm || cmd.Stdin || cmd.Tty) {
 		return 0, errdefs.Errorf(errdefs.ErrInvalidArgument, "run: -d cannot be combined with --rm, -i or -t")
 	}
-	opts, err := bf.options()
+	o, err := bf.options(imageRef)
 	if err != nil {
 		return 0, err
 	}
 	if len(argv) > 0 {
-		opts = append(opts, boxlite.WithCmd(argv...)) // as docker run: the command replaces the image's cmd
+		o.Cmd = argv // as docker run: the command replaces the image's cmd
 	}
-	if *detach {
-		opts = append(opts, boxlite.WithDetach())
-	}
+	o.Detach = *detach
 	// Kept unless --rm, as docker's (the library's default removes it).
 	// With --rm the box goes when it stops, even when this process is
-	// killed (SIGKILL): its shim removes a box whose creator died.
-	opts = append(opts, boxlite.WithAutoRemove(*rm))
-	rt, err := boxlite.NewRuntime()
+	// killed (SIGKILL): its shim removes a box whose creator died (a
+	// server's box: this command removes it).
+	o.AutoRemove = rm
+	rt, local, err := openRuntime()
 	if err != nil {
 		return 0, err
 	}
 	defer rt.Close()
-	if _, err := ensureImage(rt, imageRef); err != nil {
-		return 0, err
+	if local != nil {
+		if _, err := ensureImage(local, imageRef); err != nil {
+			return 0, err
+		}
+	} else if len(argv) == 0 {
+		return 0, errdefs.Errorf(errdefs.ErrInvalidArgument, "run over --url needs CMD: a server's box runs no image default")
 	}
 	in := catchInterrupts()
 	defer in.stop()
 	ctx := in.ctx
-	box, err := rt.Create(ctx, imageRef, opts...)
+	box, err := rt.Create(ctx, o)
 	if err != nil {
 		return in.interrupted("run", err)
 	}
-	if _, err := box.DefaultCommand(); err != nil && !*detach {
-		cctx, cancel := cleanupContext()
-		defer cancel()
-		box.Remove(cctx, true) // nothing to run: leave nothing behind
-		return 0, fmt.Errorf("run: %w", err)
+	if l := backend.LocalBox(box); l != nil {
+		if _, err := l.DefaultCommand(); err != nil && !*detach {
+			cctx, cancel := cleanupContext()
+			defer cancel()
+			box.Remove(cctx, true) // nothing to run: leave nothing behind
+			return 0, fmt.Errorf("run: %w", err)
+		}
 	}
 	if *detach {
-		return in.interrupted("run", runDetached(ctx, box, cmd, len(bf.ports) > 0))
+		return in.interrupted("run", runDetached(ctx, box, cmd, argv, len(bf.ports) > 0))
 	}
 	defer func() {
 		// Also after an interrupt: its own deadline, not ctx.
@@ -244,6 +272,9 @@ func cmdRun(args []string) (int, error) {
 	if len(bf.ports) > 0 {
 		fmt.Fprintf(os.Stderr, "boxlite: published %s\n", portsString(boxPorts(box.Info())))
 	}
+	if local == nil {
+		cmd.Argv = argv
+	}
 	return streamExec(in, box, cmd), nil
 }
 
@@ -258,7 +289,7 @@ func exitFor(err error) int {
 }
 
 func cmdLs(args []string) error {
-	rt, err := boxlite.NewRuntime()
+	rt, _, err := openRuntime()
 	if err != nil {
 		return err
 	}
@@ -282,7 +313,7 @@ func cmdInfo(args []string) error {
 	if len(args) != 1 {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite info BOX")
 	}
-	return eachBox(args, func(rt *boxlite.Runtime, b *boxlite.Box) error {
+	return eachBox(args, func(b backend.Box) error {
 		printJSON(convert.BoxInfo(b.Info()))
 		return nil
 	})
@@ -294,15 +325,16 @@ func cmdRm(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "rm: %v", err)
 	}
-	return eachBox(fs.Args(), func(rt *boxlite.Runtime, b *boxlite.Box) error { return b.Remove(context.Background(), *force) })
+	return eachBox(fs.Args(), func(b backend.Box) error { return b.Remove(context.Background(), *force) })
 }
 
-// eachBox applies f to each named box, reporting every failure.
-func eachBox(names []string, f func(*boxlite.Runtime, *boxlite.Box) error) error {
+// eachBox applies f to each named box (of the runtime openRuntime opens),
+// reporting every failure.
+func eachBox(names []string, f func(backend.Box) error) error {
 	if len(names) == 0 {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "no box given")
 	}
-	rt, err := boxlite.NewRuntime()
+	rt, _, err := openRuntime()
 	if err != nil {
 		return err
 	}
@@ -311,7 +343,7 @@ func eachBox(names []string, f func(*boxlite.Runtime, *boxlite.Box) error) error
 	for _, n := range names {
 		b, err := rt.Get(context.Background(), n)
 		if err == nil {
-			err = f(rt, b)
+			err = f(b)
 		}
 		if err != nil {
 			errs = append(errs, err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/abi"
 )
 
 // parsePort reads a -p value as docker does: [[IP:]HOST:]GUEST[/PROTO]; an
@@ -47,26 +48,32 @@ func parsePort(s string) (boxlite.Port, error) {
 	return p, nil
 }
 
-// networkOptions turns --network, --allow-net and -p into box options.
-func networkOptions(mode string, allow, ports []string) ([]boxlite.BoxOption, error) {
-	var opts []boxlite.BoxOption
-	spec := boxlite.NetworkSpec{Mode: mode}
+// networkOptions turns --network, --allow-net and -p into the create
+// options' network (nil: the default) and ports.
+func networkOptions(mode string, allow, ports []string) (*abi.Network, []abi.Port, error) {
+	var spec *abi.Network
+	if mode != "" {
+		spec = &abi.Network{Mode: mode}
+	}
 	for _, a := range allow {
 		for _, e := range strings.Split(a, ",") {
 			if e = strings.TrimSpace(e); e != "" {
+				if spec == nil {
+					spec = &abi.Network{}
+				}
 				spec.AllowNet = append(spec.AllowNet, e)
 			}
 		}
 	}
-	opts = append(opts, boxlite.WithNetwork(spec))
+	var out []abi.Port
 	for _, s := range ports {
 		p, err := parsePort(s)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		opts = append(opts, boxlite.WithPorts(p))
+		out = append(out, abi.Port{Protocol: p.Protocol, HostIP: p.HostIP, HostPort: p.HostPort, GuestPort: p.GuestPort})
 	}
-	return opts, nil
+	return spec, out, nil
 }
 
 // portsString shows ports as docker ps does: 127.0.0.1:8080->80/tcp, ...

@@ -11,6 +11,7 @@ import (
 	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/internal/abi/convert"
+	"github.com/boxlite/boxlite/internal/backend"
 )
 
 const snapshotUsage = "usage: boxlite snapshot create BOX [NAME] | ls BOX | rm BOX NAME | restore BOX NAME"
@@ -44,7 +45,7 @@ func cmdSnapshot(args []string) error {
 		}
 		return nil
 	}
-	var op func(*boxlite.Runtime, *boxlite.Box) error
+	var op func(backend.Box) error
 	switch sub {
 	case "create":
 		if len(rest) > 1 {
@@ -54,7 +55,7 @@ func cmdSnapshot(args []string) error {
 		if len(rest) == 1 {
 			name = rest[0]
 		}
-		op = func(_ *boxlite.Runtime, b *boxlite.Box) error {
+		op = func(b backend.Box) error {
 			si, err := b.CreateSnapshot(ctx, name)
 			if err == nil {
 				fmt.Printf("%s\t%s\n", si.Name, si.ID)
@@ -65,7 +66,7 @@ func cmdSnapshot(args []string) error {
 		if err := need(0); err != nil {
 			return err
 		}
-		op = func(_ *boxlite.Runtime, b *boxlite.Box) error {
+		op = func(b backend.Box) error {
 			all, err := b.Snapshots(ctx)
 			if err != nil {
 				return err
@@ -82,12 +83,12 @@ func cmdSnapshot(args []string) error {
 		if err := need(1); err != nil {
 			return err
 		}
-		op = func(_ *boxlite.Runtime, b *boxlite.Box) error { return b.RemoveSnapshot(ctx, rest[0]) }
+		op = func(b backend.Box) error { return b.RemoveSnapshot(ctx, rest[0]) }
 	case "restore":
 		if err := need(1); err != nil {
 			return err
 		}
-		op = func(_ *boxlite.Runtime, b *boxlite.Box) error { return b.RestoreSnapshot(ctx, rest[0]) }
+		op = func(b backend.Box) error { return b.RestoreSnapshot(ctx, rest[0]) }
 	default:
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "snapshot: unknown subcommand %q\n%s", sub, snapshotUsage)
 	}
@@ -103,7 +104,7 @@ func cmdClone(args []string) error {
 	if err != nil || len(pos) != 1 {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite clone BOX [--name N] [--snapshot S]")
 	}
-	return eachBox(pos, func(_ *boxlite.Runtime, b *boxlite.Box) error {
+	return eachBox(pos, func(b backend.Box) error {
 		c, err := b.Clone(context.Background(), boxlite.CloneOptions{Name: *name, Snapshot: *snap})
 		if err == nil {
 			fmt.Println(c.ID())
@@ -117,7 +118,7 @@ func cmdExport(args []string) error {
 	if len(args) != 2 {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite export BOX FILE|DIR")
 	}
-	return eachBox(args[:1], func(_ *boxlite.Runtime, b *boxlite.Box) error {
+	return eachBox(args[:1], func(b backend.Box) error {
 		p, err := b.Export(context.Background(), args[1])
 		if err == nil {
 			fmt.Println(p)
@@ -139,7 +140,12 @@ func cmdImport(args []string) error {
 	if err != nil || len(pos) != 1 {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite import [--name N] [box options as create] FILE")
 	}
-	opts, err := bf.options()
+	o, err := bf.options("")
+	if err != nil {
+		return err
+	}
+	o.Name = "" // an argument of the import, not an option
+	opts, err := convert.ImportOptions(o)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/boxlite/boxlite"
+	"github.com/boxlite/boxlite/internal/backend"
 )
 
 // hostTerminal is the terminal `boxlite run -t` runs in, if any: the box's
@@ -96,7 +96,7 @@ func (h *hostTerminal) restore() {
 
 // followSize resizes e's terminal, started at rows x cols, whenever the
 // host terminal's size changes (SIGWINCH), until e ends.
-func (h *hostTerminal) followSize(e *boxlite.Execution, rows, cols int) {
+func (h *hostTerminal) followSize(e backend.Execution, rows, cols int) {
 	if h.sizeFd < 0 {
 		return
 	}

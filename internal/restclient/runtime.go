@@ -190,3 +190,14 @@ func state(s string) boxlite.State {
 	}
 	return boxlite.State(strings.ToLower(s))
 }
+
+// Me is the key this client calls with, as the server names it (GET
+// /v1/me): one authenticated call, so a refused key fails it (as
+// errdefs.ErrInvalidArgument, the server's unauthenticated answer).
+func (c *Client) Me(ctx context.Context) (wire.Principal, error) {
+	var p wire.Principal
+	if err := c.doWithin(ctx, infoTimeout, request{method: "GET", path: "/me"}, &p); err != nil {
+		return wire.Principal{}, err
+	}
+	return p, nil
+}
