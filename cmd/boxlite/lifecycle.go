@@ -14,7 +14,7 @@ import (
 	"github.com/boxlite/boxlite/internal/safetext"
 )
 
-// lifecycle runs create, start, stop, restart, exec and logs.
+// lifecycle runs create, start, stop, restart, pause, resume, exec and logs.
 func lifecycle(op string, args []string) (int, error) {
 	ctx := context.Background()
 	switch op {
@@ -43,6 +43,23 @@ func lifecycle(op string, args []string) (int, error) {
 				return err
 			}
 			return b.Start(in.ctx)
+		}))
+	case "pause":
+		return 0, eachBox(args, func(rt *boxlite.Runtime, b *boxlite.Box) error {
+			p, err := b.Pause(ctx)
+			if err == nil {
+				fmt.Fprintf(os.Stderr, "%s: paused (state %.1f MiB, saved in %.0f ms)\n", b.ID(), float64(p.StateBytes)/(1<<20), p.SaveMs)
+			}
+			return err
+		})
+	case "resume":
+		in := catchInterrupts()
+		defer in.stop()
+		return in.interrupted("resume", eachBox(args, func(rt *boxlite.Runtime, b *boxlite.Box) error {
+			if err := detached(b, "resume"); err != nil {
+				return err
+			}
+			return b.Resume(in.ctx)
 		}))
 	case "exec":
 		return cmdExec(args)

@@ -90,6 +90,11 @@ const (
 
 	// Host to shim, answered by the shim on the same stream.
 	TInfo Type = 32 // request: no body; reply: Info
+	// TPause asks the shim to pause the box (Box.Pause): save the VM into
+	// the box directory and end it, its helpers and the shim. No body; the
+	// shim answers an empty TPause once the state is saved (then exits),
+	// or TError with the box still running.
+	TPause Type = 33
 )
 
 var typeNames = map[Type]string{
@@ -98,7 +103,7 @@ var typeNames = map[Type]string{
 	TSignal: "signal", TCancel: "cancel", TShutdown: "shutdown", TResize: "resize", TInfo: "info",
 	TCopyDone: "copy-done", TCopyIn: "copy-in", TCopyOut: "copy-out", TIdentity: "identity",
 	TLane: "lane", TLaneFree: "lane-free",
-	TPark: "park", TParked: "parked", TAttach: "attach",
+	TPark: "park", TParked: "parked", TAttach: "attach", TPause: "pause",
 }
 
 // Last reports whether a frame of type t from the agent ends its stream.
@@ -411,11 +416,18 @@ type Info struct {
 	Metrics *ShimMetrics `msgpack:"metrics,omitempty"`
 }
 
+// Paused is the shim's answer to TPause: the box's state is saved.
+type Paused struct {
+	StateBytes int64   `msgpack:"state_bytes"` // the saved state's size on disk
+	SaveMs     float64 `msgpack:"save_ms"`     // VM stopped to state synced
+}
+
 // Info.Start values.
 const (
 	StartBoot        = "boot"         // booted its kernel
 	StartTemplate    = "template"     // restored from a template (a warm start)
 	StartNewTemplate = "new-template" // booted a template VM, saved it, then restored from it
+	StartResume      = "resume"       // restored from the state its own pause saved
 )
 
 // ShimMetrics is what a box's shim counts and samples. The shim counts

@@ -125,6 +125,9 @@ func (s *shim) serveClient(c *client) {
 		case protocol.TShutdown:
 			go s.stop("stopped by a client")
 			continue
+		case protocol.TPause:
+			go s.pause(c, f.Stream)
+			continue
 		}
 		s.mu.Lock()
 		global, ok := c.streams[f.Stream]
