@@ -87,6 +87,11 @@ const (
 	// live output, and Exit; or TError (no such exec: ErrNotFound; another
 	// stream holds it: ErrAlreadyExists). See detach.go.
 	TAttach Type = 29
+	// TClock, stream 0 (needs FeatureClock): Clock, the host's wall clock,
+	// which the guest steps its own to (a VM resumed from a pause kept the
+	// time it was paused at); the agent answers with an empty TClock on
+	// stream 0, or TError.
+	TClock Type = 30
 
 	// Host to shim, answered by the shim on the same stream.
 	TInfo Type = 32 // request: no body; reply: Info
@@ -103,7 +108,7 @@ var typeNames = map[Type]string{
 	TSignal: "signal", TCancel: "cancel", TShutdown: "shutdown", TResize: "resize", TInfo: "info",
 	TCopyDone: "copy-done", TCopyIn: "copy-in", TCopyOut: "copy-out", TIdentity: "identity",
 	TLane: "lane", TLaneFree: "lane-free",
-	TPark: "park", TParked: "parked", TAttach: "attach", TPause: "pause",
+	TPark: "park", TParked: "parked", TAttach: "attach", TPause: "pause", TClock: "clock",
 }
 
 // Last reports whether a frame of type t from the agent ends its stream.
@@ -138,6 +143,8 @@ const (
 	FeatureLane = "lane"
 	// FeatureExecDetach: Exec.Detach and TAttach are implemented (detach.go).
 	FeatureExecDetach = "exec-detach"
+	// FeatureClock: TClock is implemented.
+	FeatureClock = "clock"
 )
 
 // The lane is a raw disk of the box that a copy's bulk data crosses: QEMU
@@ -214,6 +221,11 @@ type Identity struct {
 	Seed []byte `msgpack:"seed"`
 	// Hostname is the box's (1 to 64 bytes, a DNS label's characters).
 	Hostname string `msgpack:"hostname"`
+}
+
+// Clock is TClock's body.
+type Clock struct {
+	UnixNano int64 `msgpack:"unix_nano"` // the host's wall clock
 }
 
 // Bounds of Identity.Seed.

@@ -124,9 +124,11 @@ func (s *shim) saveState() (protocol.Paused, error) {
 	if err := s.vm.SaveWithRAM(f, pauseSaveTimeout); err != nil {
 		return undo(err)
 	}
+	migrated := time.Now()
 	if err := f.Sync(); err != nil {
 		return undo(err)
 	}
+	log.Printf("pause: stop and save %.0f ms, sync %.0f ms", float64(migrated.Sub(t0).Microseconds())/1000, float64(time.Since(migrated).Microseconds())/1000)
 	fi, err := f.Stat()
 	if err != nil {
 		return undo(err)
@@ -306,6 +308,13 @@ func (s *shim) resumeVM(vmcfg hv.Config, start time.Time) (protocol.Hello, *prot
 	s.agent = s.vm.Channel()
 	s.w = protocol.NewWriter(s.agent)
 	r := protocol.NewReader(s.agent)
+	if rec.Hello.Has(protocol.FeatureClock) {
+		if err := s.setClock(r, start); err != nil {
+			s.vm.Kill()
+			return rec.Hello, nil, noRetry{fmt.Errorf("resume: clock: %w", err)}
+		}
+		lap("clock")
+	}
 	if err := s.serveNetwork(); err != nil {
 		s.vm.Kill()
 		return rec.Hello, nil, noRetry{fmt.Errorf("resume: network: %w", err)}
@@ -314,4 +323,38 @@ func (s *shim) resumeVM(vmcfg hv.Config, start time.Time) (protocol.Hello, *prot
 	s.discardState()
 	log.Printf("resumed from the state saved at %s (%d bytes): %s", rec.SavedAt.Format(time.RFC3339), rec.StateBytes, strings.TrimSuffix(lap("network"), ", "))
 	return rec.Hello, r, nil
+}
+
+// maxResumeStrays is how many frames of streams nobody has (sent before
+// the pause, or by execs the pause cancelled) setClock lets pass.
+const maxResumeStrays = 1024
+
+// setClock steps the resumed guest's clock to the host's (protocol.TClock):
+// the guest kept the time it was paused at.
+func (s *shim) setClock(r *protocol.Reader, start time.Time) error {
+	f, err := protocol.Encode(protocol.TClock, 0, protocol.Clock{UnixNano: time.Now().UnixNano()})
+	if err == nil {
+		err = s.sendAgent(f)
+	}
+	if err != nil {
+		return err
+	}
+	for strays := 0; ; strays++ {
+		if f, err = s.awaitFrame(s.vm, r, start); err != nil {
+			return err
+		}
+		switch {
+		case f.Stream != 0 && strays < maxResumeStrays:
+			continue // a stream that ended with the pause
+		case f.Stream != 0:
+			return fmt.Errorf("guest agent protocol: %d frames on streams that are not open", strays)
+		case f.Type == protocol.TClock:
+			return nil
+		case f.Type == protocol.TError:
+			var e protocol.Error
+			protocol.Decode(f, &e)
+			return e.Err()
+		}
+		return fmt.Errorf("guest agent protocol: answer to clock is %s", f.Type)
+	}
 }
