@@ -218,3 +218,48 @@ func TestPauseRefusedWithVolumes(t *testing.T) {
 	}
 	runIn(t, b, boxlite.Command{Argv: []string{"true"}})
 }
+
+// A Python session's interpreter outlives a pause of its box: its variables
+// and an open file are there after the resume, which the session's next
+// cell makes (same pid); the session did not restart it.
+func TestPythonSessionSurvivesPause(t *testing.T) {
+	needPython(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	b, err := boxtest.CreateStarted(ctx, rt, "python:slim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Remove(context.Background(), b.ID(), true) })
+	s, err := b.NewPythonSession(ctx, boxlite.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	run := func(code string) boxlite.CellResult {
+		t.Helper()
+		r, err := s.Run(ctx, code, 2*time.Minute)
+		if err != nil {
+			t.Fatalf("run %q: %v", code, err)
+		}
+		if r.Error != nil || r.Restarted {
+			t.Fatalf("run %q: %+v", code, r)
+		}
+		return r
+	}
+	run("x = 42\nf = open('/tmp/notes', 'w+')\nf.write('kept open')\nf.flush()\nimport os")
+	pid := s.Pid()
+	if _, err := b.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b.State() != boxlite.StatePaused {
+		t.Fatalf("state %s", b.State())
+	}
+	r := run("f.seek(0)\nprint(x, f.read(), os.getpid())")
+	if got := strings.TrimSpace(string(r.Stdout)); got != "42 kept open "+strconv.Itoa(pid) {
+		t.Fatalf("after pause and resume the session printed %q (pid before %d)", got, pid)
+	}
+	if b.State() != boxlite.StateRunning || b.Info().Runtime.Start != "resume" {
+		t.Fatalf("the cell did not resume the box: %+v", b.Info())
+	}
+}
