@@ -51,6 +51,8 @@ func ramArgs(cfg Config) []string {
 			",mem-path=/proc/self/fd/" + strconv.Itoa(cfg.ramFD)}
 	case len(cfg.FS) > 0:
 		return sharedMemoryArgs(cfg.MemoryMiB)
+	case cfg.AnonRAMBackend:
+		return []string{"-object", "memory-backend-ram,id=mem,size=" + strconv.Itoa(cfg.MemoryMiB) + "M"}
 	}
 	return nil
 }

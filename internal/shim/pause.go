@@ -135,7 +135,7 @@ func (s *shim) saveState() (protocol.Paused, error) {
 	}
 	saveMs := float64(time.Since(t0).Microseconds()) / 1000
 	rec := shimapi.Paused{Format: shimapi.PauseFormat, SavedAt: time.Now().UTC(), StateBytes: fi.Size(), SaveMs: saveMs,
-		Compat: compat, Hello: s.info.Hello, Accel: s.info.Accel, RAMBackend: s.vmcfg.RAM != nil || len(s.vmcfg.FS) > 0}
+		Compat: compat, Hello: s.info.Hello, Accel: s.info.Accel, RAMBackend: s.vmcfg.RAM != nil || s.vmcfg.AnonRAMBackend || len(s.vmcfg.FS) > 0}
 	b, _ := json.Marshal(rec)
 	if err := os.Rename(path+".tmp", path); err != nil {
 		return undo(err)
@@ -281,14 +281,7 @@ func (s *shim) resumeVM(vmcfg hv.Config, start time.Time) (protocol.Hello, *prot
 	defer state.Close()
 	lap("check")
 	vmcfg.Incoming, vmcfg.IncomingWithRAM = state, true
-	if rec.RAMBackend {
-		ram, err := hv.NewRAM("boxlite-resumed-vm", vmcfg.MemoryMiB)
-		if err != nil {
-			return rec.Hello, nil, noRetry{fmt.Errorf("resume: %w", err)}
-		}
-		defer ram.Close() // QEMU has its own
-		vmcfg.RAM = &hv.RAM{File: ram, Shared: true}
-	}
+	vmcfg.AnonRAMBackend = rec.RAMBackend
 	var mismatch string
 	vmcfg.CheckIncoming = func(v string) error {
 		if v != rec.Compat.QEMUVersion {
@@ -319,7 +312,7 @@ func (s *shim) resumeVM(vmcfg hv.Config, start time.Time) (protocol.Hello, *prot
 		s.vm.Kill()
 		return rec.Hello, nil, noRetry{fmt.Errorf("resume: network: %w", err)}
 	}
-	s.vmcfg.RAM = vmcfg.RAM // the next pause saves the same shape
+	s.vmcfg.AnonRAMBackend = vmcfg.AnonRAMBackend // the next pause saves the same shape
 	s.discardState()
 	log.Printf("resumed from the state saved at %s (%d bytes): %s", rec.SavedAt.Format(time.RFC3339), rec.StateBytes, strings.TrimSuffix(lap("network"), ", "))
 	return rec.Hello, r, nil

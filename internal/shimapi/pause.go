@@ -43,7 +43,7 @@ type Paused struct {
 	Accel  string         `json:"accel"`
 	// RAMBackend: the guest's memory was a memory backend object (a VM
 	// restored from a template, or with volumes), which a state names; the
-	// resumed VM gets one too (in a memfd of its own).
+	// resumed VM gets one too (QEMU's anonymous memory, hv.AnonRAMBackend).
 	RAMBackend bool `json:"ram_backend,omitempty"`
 }
 
