@@ -110,6 +110,10 @@ func (b *Box) boot(ctx context.Context) (*conn, protocol.Info, error) {
 		return nil, none, fmt.Errorf("start box %s: %w", b.rec.ID, err)
 	}
 	resume := b.paused()
+	if !resume { // what a pause that died midway left
+		os.Remove(b.path(shimapi.StateFile))
+		os.Remove(b.path(shimapi.StateFile) + ".tmp")
+	}
 	os.Remove(b.path(shimapi.ExitFile))
 	sc := shimapi.Config{Resume: resume, BoxID: b.rec.ID, Dir: b.dir, Kernel: b.rt.assets.kernel(), Initrd: b.rt.assets.initrd(),
 		QEMU: b.rt.qemu, MemoryMiB: cfg.MemoryMiB, CPUs: cfg.CPUs, Layers: layers, RequireKVM: b.rt.requireKVM,
