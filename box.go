@@ -60,6 +60,11 @@ type Box struct {
 	death  *os.File // write end of the shim's parent-death pipe; nil when detached
 	// started is closed when the start under way (state starting) ends.
 	started chan struct{}
+	// pausing is closed when the pause under way (Pause) ends; nil when
+	// none is. pausedHere: this process paused the box, which is not
+	// detached, so Runtime.Close stops it as it would have the running box.
+	pausing    chan struct{}
+	pausedHere bool
 	// crashed: the shim's connection dropped with no exit record (the shim
 	// was killed); atomic, as stoppedError runs with and without b.mu.
 	crashed atomic.Bool
@@ -414,7 +419,7 @@ func (b *Box) Stop(ctx context.Context) error {
 // unless it is detached (it outlives its creator).
 func (b *Box) release() {
 	b.mu.Lock()
-	ours := b.shim != nil && !b.rec.Config.Detach
+	ours := (b.shim != nil || b.state == StatePaused && b.pausedHere) && !b.rec.Config.Detach
 	c := b.conn
 	b.mu.Unlock()
 	if ours {

@@ -67,8 +67,20 @@ func (b *Box) Pause(ctx context.Context) (PauseInfo, error) {
 		b.mu.Unlock()
 		return PauseInfo{}, errdefs.Errorf(errdefs.ErrInvalidState, "pause box %s: it is %s", b.rec.ID, state)
 	}
+	if b.pausing != nil {
+		b.mu.Unlock()
+		return PauseInfo{}, errdefs.Errorf(errdefs.ErrInvalidState, "pause box %s: a pause is under way", b.rec.ID)
+	}
 	c, shimCh := b.conn, b.shimCh
+	pausing := make(chan struct{})
+	b.pausing = pausing
 	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		b.pausing = nil
+		b.mu.Unlock()
+		close(pausing)
+	}()
 	var other *proc
 	if shimCh == nil {
 		other = b.lockHolder()
@@ -113,6 +125,7 @@ func (b *Box) Pause(ctx context.Context) (PauseInfo, error) {
 	}
 	b.shim, b.shimCh, b.conn = nil, nil, nil
 	b.state = b.restingState()
+	b.pausedHere = b.state == StatePaused
 	b.mu.Unlock()
 	if err != nil {
 		return PauseInfo{}, err
@@ -139,6 +152,24 @@ func (b *Box) Resume(ctx context.Context) error {
 		return nil
 	default:
 		return errdefs.Errorf(errdefs.ErrInvalidState, "resume box %s: it is %s, not paused", b.rec.ID, s)
+	}
+}
+
+// awaitPause waits for a pause of the box under way in this process, so
+// that an operation that needs the box running resumes it after, instead of
+// using the connection the pause ends.
+func (b *Box) awaitPause(ctx context.Context) error {
+	b.mu.Lock()
+	ch := b.pausing
+	b.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return errdefs.Errorf(errdefs.ErrTimeout, "box %s: waiting for its pause under way: %v", b.rec.ID, ctx.Err())
 	}
 }
 

@@ -26,6 +26,9 @@ import (
 // says why until Start is called, so a failing box is not rebooted in a loop.
 func (b *Box) running(ctx context.Context, op string) (*conn, protocol.Info, error) {
 	for tried := false; ; tried = true {
+		if err := b.awaitPause(ctx); err != nil {
+			return nil, protocol.Info{}, fmt.Errorf("%s: %w", op, err)
+		}
 		b.mu.Lock()
 		c, state, info := b.conn, b.state, b.info
 		b.mu.Unlock()
