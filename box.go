@@ -256,6 +256,9 @@ func (b *Box) attach(c *conn, info protocol.Info) {
 
 // stoppedError explains why a box is not running, for the next caller.
 func (b *Box) stoppedError() error {
+	if b.paused() {
+		return errdefs.Errorf(errdefs.ErrInvalidState, "box %s is paused (its streams ended with the pause; a new call resumes it)", b.rec.ID)
+	}
 	if why := b.lastExit(); why != "" {
 		return errdefs.Errorf(errdefs.ErrInvalidState, "box %s is stopped (%s)", b.rec.ID, why)
 	}

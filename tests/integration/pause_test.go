@@ -263,3 +263,22 @@ func TestPythonSessionSurvivesPause(t *testing.T) {
 		t.Fatalf("the cell did not resume the box: %+v", b.Info())
 	}
 }
+
+// The CLI pauses and resumes a box: ls shows it paused, exec resumes it.
+func TestCLIPauseResume(t *testing.T) {
+	id := strings.TrimSpace(mustCLI(t, "create", "--rm", "alpine:latest"))
+	t.Cleanup(func() { cli(t, "rm", "-f", id) })
+	mustCLI(t, "exec", id, "sh", "-c", "echo kept > /tmp/k")
+	mustCLI(t, "pause", id)
+	if out := mustCLI(t, "ls"); !strings.Contains(out, id) || !strings.Contains(out[strings.Index(out, id):], "paused") {
+		t.Fatalf("ls after pause:\n%s", out)
+	}
+	mustCLI(t, "resume", id)
+	mustCLI(t, "pause", id)
+	if out := mustCLI(t, "exec", id, "cat", "/tmp/k"); out != "kept\n" {
+		t.Fatalf("exec on the paused box printed %q", out)
+	}
+	if _, errOut, code := cli(t, "resume", "no-such-box"); code == 0 {
+		t.Fatalf("resume of no box: exit 0 (%s)", errOut)
+	}
+}
