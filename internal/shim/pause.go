@@ -219,7 +219,7 @@ func fileSHA(path string) (string, error) {
 // readPaused reads the box's pause record.
 func (s *shim) readPaused() (shimapi.Paused, error) {
 	var p shimapi.Paused
-	f, err := os.Open(s.cfg.Path(shimapi.PausedFile))
+	f, err := os.OpenFile(s.cfg.Path(shimapi.PausedFile), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return p, err
 	}
@@ -274,11 +274,18 @@ func (s *shim) resumeVM(vmcfg hv.Config, start time.Time) (protocol.Hello, *prot
 	if why := rec.Compat.Mismatch(now); why != "" {
 		return refuse(why)
 	}
-	state, err := os.Open(s.cfg.Path(shimapi.StateFile))
+	state, err := os.OpenFile(s.cfg.Path(shimapi.StateFile), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return rec.Hello, nil, noRetry{fmt.Errorf("resume: %w", err)}
 	}
 	defer state.Close()
+	fi, err := state.Stat()
+	if err != nil {
+		return rec.Hello, nil, noRetry{fmt.Errorf("resume: %w", err)}
+	}
+	if max := int64(s.cfg.MemoryMiB)<<20 + shimapi.PauseOverheadBytes; !fi.Mode().IsRegular() || fi.Size() > max {
+		return refuse(fmt.Sprintf("%s is %d bytes, more than the box's memory allows (%d)", shimapi.StateFile, fi.Size(), max))
+	}
 	lap("check")
 	vmcfg.Incoming, vmcfg.IncomingWithRAM = state, true
 	vmcfg.AnonRAMBackend = rec.RAMBackend
