@@ -209,8 +209,12 @@ func (b *Box) refresh() {
 	}
 	c, err := dialShim(b.path(shimapi.SocketFile), b.stoppedError)
 	if err != nil {
-		// Another process may have paused, resumed or stopped it.
-		b.state = b.restingState()
+		// Another process may have paused it, or resumed it and stopped
+		// it since (the rest of the resting states are this process's own
+		// view: a failed first start stays stopped).
+		if rs := b.restingState(); rs == StatePaused || b.state == StatePaused {
+			b.state = rs
+		}
 		return
 	}
 	var info protocol.Info
