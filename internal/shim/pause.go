@@ -46,7 +46,7 @@ func (s *shim) pause(c *client, stream uint32) {
 	reply, _ := protocol.Encode(protocol.TPause, stream, res)
 	c.queue(reply) // teardown flushes it before it closes the client
 	s.mu.Lock()
-	s.reason, s.fault, s.stopping = pausedReason, false, true
+	s.reason, s.fault, s.stopping, s.pausing = pausedReason, false, true, false
 	s.mu.Unlock()
 	log.Printf("paused: state of %d bytes saved in %.0f ms; ending the VM", res.StateBytes, res.SaveMs)
 	s.vm.Kill() // its disks belong to the saved state now
