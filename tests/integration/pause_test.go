@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -280,5 +284,65 @@ func TestCLIPauseResume(t *testing.T) {
 	}
 	if _, errOut, code := cli(t, "resume", "no-such-box"); code == 0 {
 		t.Fatalf("resume of no box: exit 0 (%s)", errOut)
+	}
+}
+
+// A published port and the box's way out come back with a resume (a new
+// network stack); while paused, the port is closed.
+func TestPauseKeepsNetwork(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	b, err := boxtest.CreateStarted(ctx, rt, "alpine:latest", boxlite.WithPorts(boxlite.Port{HostPort: port, GuestPort: 8080}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Remove(context.Background(), b.ID(), true) })
+	runIn(t, b, boxlite.Command{Argv: []string{"sh", "-c",
+		"mkdir -p /tmp/w && echo from-the-box > /tmp/w/index.html && (httpd -f -p 8080 -h /tmp/w </dev/null >/dev/null 2>&1 &)"}})
+	get := func() (string, error) {
+		c := http.Client{Timeout: 5 * time.Second}
+		resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/", port))
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return string(body), err
+	}
+	getSoon := func(what string) {
+		t.Helper()
+		var last error
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			got, err := get()
+			if err == nil && got == "from-the-box\n" {
+				return
+			}
+			last = fmt.Errorf("%q, %v", got, err)
+		}
+		t.Fatalf("%s: the published port answers %v", what, last)
+	}
+	getSoon("before the pause")
+	if _, err := b.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := get(); err == nil {
+		t.Fatalf("a paused box's port answered %q", got)
+	}
+	if err := b.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	getSoon("after the resume")
+	host := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "from-the-host") }))
+	defer host.Close()
+	hp := host.Listener.Addr().(*net.TCPAddr).Port
+	res := runIn(t, b, boxlite.Command{Argv: []string{"wget", "-q", "-O-", fmt.Sprintf("http://host.boxlite.internal:%d/", hp)}})
+	if string(res.Stdout) != "from-the-host" {
+		t.Fatalf("the resumed box reached the host with %q (exit %d, %s)", res.Stdout, res.Code, res.Stderr)
 	}
 }
