@@ -37,7 +37,8 @@ const (
 var transitions = map[State][]State{
 	StateConfigured: {StateStarting, StateRunning, StateRemoved},
 	StateStopped:    {StateStarting, StateRunning, StateRemoved},
-	StateStarting:   {StateRunning, StateStopped},
+	StatePaused:     {StateStarting, StateRunning, StateStopped, StateRemoved},
+	StateStarting:   {StateRunning, StateStopped, StatePaused},
 	StateRunning:    {StateStopping, StateStopped},
 	StateStopping:   {StateStopped},
 }
@@ -59,6 +60,11 @@ type Box struct {
 	death  *os.File // write end of the shim's parent-death pipe; nil when detached
 	// started is closed when the start under way (state starting) ends.
 	started chan struct{}
+	// pausing is closed when the pause under way (Pause) ends; nil when
+	// none is. pausedHere: this process paused the box, which is not
+	// detached, so Runtime.Close stops it as it would have the running box.
+	pausing    chan struct{}
+	pausedHere bool
 	// crashed: the shim's connection dropped with no exit record (the shim
 	// was killed); atomic, as stoppedError runs with and without b.mu.
 	crashed atomic.Bool
@@ -78,6 +84,8 @@ type BoxInfo struct {
 	// does not start it; Start does.
 	Faulted bool            `json:"faulted,omitempty"`
 	Runtime *BoxRuntimeInfo `json:"runtime,omitempty"`
+	// Paused describes the saved state of a paused box.
+	Paused *PauseInfo `json:"paused,omitempty"`
 }
 
 // BoxRuntimeInfo is what a running box reports about its VM.
@@ -135,12 +143,16 @@ func (b *Box) Info() BoxInfo {
 		e := b.exitRecord()
 		bi.LastExit, bi.Faulted = e.Reason, e.Fault || b.crashed.Load()
 	}
-	if b.state == StateStopped || b.state == StateConfigured {
+	if b.state == StatePaused {
+		p := b.pauseInfo()
+		bi.Paused = &p
+	}
+	if b.state == StateStopped || b.state == StateConfigured || b.state == StatePaused {
 		// A shim that holds the box's lock without a socket yet is booting
 		// it (started by another process, or left by an interrupted start).
 		if p := b.lockHolder(); p != nil {
 			if !p.ended {
-				bi.State, bi.LastExit, bi.Faulted = StateStarting, "", false
+				bi.State, bi.LastExit, bi.Faulted, bi.Paused = StateStarting, "", false, nil
 			}
 			p.close()
 		}
@@ -170,9 +182,13 @@ func (b *Box) lastExit() string { return b.exitRecord().Reason }
 // not on request; such a box is started again only by Start.
 func (b *Box) faulted() bool { return b.crashed.Load() || b.exitRecord().Fault }
 
-// restingState is the state of a box that no shim runs: configured until a
-// start has made its disk or left an exit record, stopped after.
+// restingState is the state of a box that no shim runs: paused while it
+// holds a pause's state, else configured until a start has made its disk
+// or left an exit record, stopped after.
 func (b *Box) restingState() State {
+	if b.paused() {
+		return StatePaused
+	}
 	for _, f := range []string{shimapi.DiskFile, shimapi.ExitFile} {
 		if _, err := os.Lstat(b.path(f)); err == nil {
 			return StateStopped
@@ -188,11 +204,17 @@ func (b *Box) path(name string) string { return filepath.Join(b.dir, name) }
 func (b *Box) refresh() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.state != StateStopped && b.state != StateConfigured {
+	if b.state != StateStopped && b.state != StateConfigured && b.state != StatePaused {
 		return
 	}
 	c, err := dialShim(b.path(shimapi.SocketFile), b.stoppedError)
 	if err != nil {
+		// Another process may have paused it, or resumed it and stopped
+		// it since (the rest of the resting states are this process's own
+		// view: a failed first start stays stopped).
+		if rs := b.restingState(); rs == StatePaused || b.state == StatePaused {
+			b.state = rs
+		}
 		return
 	}
 	var info protocol.Info
@@ -215,12 +237,17 @@ func (b *Box) attach(c *conn, info protocol.Info) {
 		if b.conn != c || b.state == StateStopping {
 			return // Stop is handling it
 		}
-		// The shim went away on its own (VM crashed or was killed).
+		// The shim went away on its own (VM crashed or was killed), or
+		// paused the box (for another handle or process).
 		b.conn, b.state = nil, StateStopped
-		if b.lastExit() == "" {
+		if b.paused() {
+			b.state = StatePaused
+		} else if b.lastExit() == "" {
 			b.crashed.Store(true)
 		}
-		if b.death != nil {
+		if b.death != nil && b.state == StatePaused {
+			b.death.Close()
+		} else if b.death != nil {
 			// The shim stops the box, and says why when told so on the pipe.
 			if err := c.brokenBy(); err != nil {
 				b.death.Write([]byte(err.Error()))
@@ -233,6 +260,9 @@ func (b *Box) attach(c *conn, info protocol.Info) {
 
 // stoppedError explains why a box is not running, for the next caller.
 func (b *Box) stoppedError() error {
+	if b.paused() {
+		return errdefs.Errorf(errdefs.ErrInvalidState, "box %s is paused (its streams ended with the pause; a new call resumes it)", b.rec.ID)
+	}
 	if why := b.lastExit(); why != "" {
 		return errdefs.Errorf(errdefs.ErrInvalidState, "box %s is stopped (%s)", b.rec.ID, why)
 	}
@@ -290,7 +320,11 @@ func (b *Box) Start(ctx context.Context) error {
 	defer close(b.started)
 	if err != nil {
 		b.rt.counters.failed.Add(1)
-		b.setState(StateStopped) // it has tried: Info's last_exit says why it failed
+		if b.paused() { // a resume that failed keeps the state (Stop discards it)
+			b.setState(StatePaused)
+		} else {
+			b.setState(StateStopped) // it has tried: Info's last_exit says why it failed
+		}
 		return err
 	}
 	b.attach(c, info)
@@ -302,6 +336,22 @@ func (b *Box) Start(ctx context.Context) error {
 func (b *Box) Stop(ctx context.Context) error {
 	b.refresh() // another handle or process may have stopped it
 	b.mu.Lock()
+	if b.state == StatePaused {
+		// Its saved state is dropped; its disk is as the pause left it.
+		err := b.discardPause()
+		if err == nil {
+			b.state = StateStopped
+		}
+		auto := b.rec.Config.AutoRemove
+		b.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("stop: %w", err)
+		}
+		if auto {
+			return b.Remove(ctx, false)
+		}
+		return nil
+	}
 	if b.state == StateStopped || b.state == StateRemoved || b.state == StateConfigured {
 		removed := b.state == StateRemoved
 		b.mu.Unlock()
@@ -376,7 +426,7 @@ func (b *Box) Stop(ctx context.Context) error {
 // unless it is detached (it outlives its creator).
 func (b *Box) release() {
 	b.mu.Lock()
-	ours := b.shim != nil && !b.rec.Config.Detach
+	ours := (b.shim != nil || b.state == StatePaused && b.pausedHere) && !b.rec.Config.Detach
 	c := b.conn
 	b.mu.Unlock()
 	if ours {
@@ -389,7 +439,7 @@ func (b *Box) release() {
 // Remove deletes the box and its disk. A running box needs force.
 func (b *Box) Remove(ctx context.Context, force bool) error {
 	b.refresh()
-	if s := b.State(); s != StateStopped && s != StateConfigured {
+	if s := b.State(); s != StateStopped && s != StateConfigured && s != StatePaused {
 		if !force {
 			return errdefs.Errorf(errdefs.ErrInvalidState, "remove box %s: it is %s (stop it first, or force)", b.rec.ID, s)
 		}

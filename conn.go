@@ -1,6 +1,7 @@
 package boxlite
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -190,17 +191,25 @@ const requestTimeout = 10 * time.Second
 
 // request sends a one-shot request and decodes its single reply into out.
 func (c *conn) request(t protocol.Type, body, out any) error {
+	return c.requestWithin(context.Background(), t, body, out, requestTimeout)
+}
+
+// requestWithin is request with its own deadline, for a request the shim
+// takes time to answer (a pause).
+func (c *conn) requestWithin(ctx context.Context, t protocol.Type, body, out any, timeout time.Duration) error {
 	r := &reply{ch: make(chan protocol.Frame, 1), errc: make(chan error, 1)}
 	id, err := c.open(r, t, body)
 	if err != nil {
 		return err
 	}
 	defer c.forget(id)
-	timer := time.NewTimer(requestTimeout)
+	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
 	case <-timer.C:
-		return errdefs.Errorf(errdefs.ErrTimeout, "%s request: no answer from the box's shim within %s", t, requestTimeout)
+		return errdefs.Errorf(errdefs.ErrTimeout, "%s request: no answer from the box's shim within %s", t, timeout)
+	case <-ctx.Done():
+		return errdefs.Errorf(errdefs.ErrTimeout, "%s request: %v (the shim may still complete it)", t, ctx.Err())
 	case f := <-r.ch:
 		if f.Type == protocol.TError {
 			var e protocol.Error

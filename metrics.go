@@ -134,6 +134,11 @@ func (b *Box) Metrics(ctx context.Context) (BoxMetrics, error) {
 		return BoxMetrics{}, errdefs.Errorf(errdefs.ErrTimeout, "metrics: %v", err)
 	}
 	b.refresh() // another process may have started it
+	if b.State() == StatePaused {
+		if err := b.Resume(ctx); err != nil {
+			return BoxMetrics{}, fmt.Errorf("metrics: %w", err)
+		}
+	}
 	b.mu.Lock()
 	c, state := b.conn, b.state
 	b.mu.Unlock()

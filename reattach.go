@@ -47,7 +47,7 @@ func (b *Box) AttachExec(ctx context.Context, id string) (*Execution, error) {
 		return nil, err
 	}
 	b.refresh()
-	if s := b.State(); s != StateRunning {
+	if s := b.State(); s != StateRunning && s != StatePaused { // a paused box's executions wait in it
 		return nil, errdefs.Errorf(errdefs.ErrNotFound, "attach exec %s: box %s is %s: its executions ended with its last run", id, b.rec.ID, s)
 	}
 	c, info, err := b.running(ctx, "attach exec")

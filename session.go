@@ -2,10 +2,12 @@ package boxlite
 
 import (
 	"context"
+	"errors"
 	"io"
 	"syscall"
 	"time"
 
+	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/internal/session"
 )
 
@@ -93,11 +95,20 @@ func (b *Box) sessionDefaults(o SessionOptions) SessionOptions {
 
 func (b *Box) sessionStarter() session.Starter {
 	return func(ctx context.Context, argv []string, o SessionOptions) (session.Process, error) {
-		e, err := b.Exec(ctx, Command{Argv: argv, Env: o.Env, Cwd: o.Cwd, User: o.User, Stdin: true})
+		cmd := Command{Argv: argv, Env: o.Env, Cwd: o.Cwd, User: o.User, Stdin: true, Detachable: true}
+		e, err := b.Exec(ctx, cmd)
+		if errors.Is(err, errdefs.ErrUnsupported) { // an agent without detachable executions
+			cmd.Detachable = false
+			e, err = b.Exec(ctx, cmd)
+			if err != nil {
+				return nil, err
+			}
+			return execProc{e}, nil
+		}
 		if err != nil {
 			return nil, err
 		}
-		return execProc{e}, nil
+		return newSessionProc(b, e), nil
 	}
 }
 

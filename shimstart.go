@@ -26,6 +26,9 @@ import (
 // says why until Start is called, so a failing box is not rebooted in a loop.
 func (b *Box) running(ctx context.Context, op string) (*conn, protocol.Info, error) {
 	for tried := false; ; tried = true {
+		if err := b.awaitPause(ctx); err != nil {
+			return nil, protocol.Info{}, fmt.Errorf("%s: %w", op, err)
+		}
 		b.mu.Lock()
 		c, state, info := b.conn, b.state, b.info
 		b.mu.Unlock()
@@ -35,7 +38,7 @@ func (b *Box) running(ctx context.Context, op string) (*conn, protocol.Info, err
 		case state == StateStopped && b.faulted():
 			// Not restarted behind the caller's back: say what ended it.
 			return nil, info, fmt.Errorf("%s: %w; Start boots it again", op, b.stoppedError())
-		case (state == StateConfigured || state == StateStopped || state == StateStarting) && !tried:
+		case (state == StateConfigured || state == StateStopped || state == StateStarting || state == StatePaused) && !tried:
 			if err := b.Start(ctx); err != nil {
 				return nil, info, fmt.Errorf("%s: %w", op, err)
 			}
@@ -109,15 +112,20 @@ func (b *Box) boot(ctx context.Context) (*conn, protocol.Info, error) {
 	if err := makeDisk(b.path(shimapi.DiskFile), cfg.DiskSizeGB); err != nil {
 		return nil, none, fmt.Errorf("start box %s: %w", b.rec.ID, err)
 	}
+	resume := b.paused()
+	if !resume { // what a pause that died midway left
+		os.Remove(b.path(shimapi.StateFile))
+		os.Remove(b.path(shimapi.StateFile) + ".tmp")
+	}
 	os.Remove(b.path(shimapi.ExitFile))
-	sc := shimapi.Config{BoxID: b.rec.ID, Dir: b.dir, Kernel: b.rt.assets.kernel(), Initrd: b.rt.assets.initrd(),
+	sc := shimapi.Config{Resume: resume, BoxID: b.rec.ID, Dir: b.dir, Kernel: b.rt.assets.kernel(), Initrd: b.rt.assets.initrd(),
 		QEMU: b.rt.qemu, MemoryMiB: cfg.MemoryMiB, CPUs: cfg.CPUs, Layers: layers, RequireKVM: b.rt.requireKVM,
 		BootTimeout: cfg.BootTimeout, StopTimeout: 10 * time.Second, OwnerUID: os.Getuid(),
 		AutoRemove: cfg.AutoRemove, Detach: cfg.Detach, Network: cfg.shimNetwork(), Netstack: b.rt.assets.netstack(),
 		KernelArgs: cfg.KernelArgs, Hostname: firstNonEmpty(cfg.Hostname, DefaultHostname)}
 	if len(cfg.Volumes) > 0 {
 		sc.Volumes, sc.Virtiofsd = cfg.Volumes, b.rt.assets.virtiofsd()
-	} else if firstStart && b.rt.templates {
+	} else if firstStart && b.rt.templates && !resume {
 		// A template's disk replaces the fresh one; a disk that has
 		// been used keeps its data, so later starts boot.
 		sc.Templates = b.rt.templateDir(b.rec.ImageDigest)
@@ -217,6 +225,8 @@ func (b *Box) spawnShim(ctx context.Context, deadline time.Duration) error {
 	}
 	if res.err == nil && res.r.Running {
 		res.err = errShimRunning
+	} else if res.err == nil && res.r.StateRefused {
+		res.err = &stateError{msg: safetext.Text(res.r.Error)}
 	} else if res.err == nil && res.r.Error != "" {
 		res.err = errdefs.New(errdefs.Kind(res.r.Kind), res.r.Error)
 	}

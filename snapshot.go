@@ -204,6 +204,9 @@ func (b *Box) RestoreSnapshot(ctx context.Context, name string) error {
 		return err
 	}
 	defer unlock()
+	if b.paused() {
+		return errdefs.Errorf(errdefs.ErrInvalidState, "%s: box %s is paused, and its saved state goes with its current disk; resume it, or stop it (which drops the state), first", op, b.rec.ID)
+	}
 	disk := b.path(shimapi.DiskFile)
 	if err := replaceDisk(ctx, filepath.Join(b.path(snapshotDir), si.ID, shimapi.DiskFile), disk); err != nil {
 		return fmt.Errorf("%s %q of box %s: %w", op, name, b.rec.ID, err)

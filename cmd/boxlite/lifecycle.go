@@ -15,7 +15,7 @@ import (
 	"github.com/boxlite/boxlite/internal/safetext"
 )
 
-// lifecycle runs create, start, stop, restart, exec and logs.
+// lifecycle runs create, start, stop, restart, pause, resume, exec and logs.
 func lifecycle(op string, args []string) (int, error) {
 	ctx := context.Background()
 	switch op {
@@ -44,6 +44,24 @@ func lifecycle(op string, args []string) (int, error) {
 				return err
 			}
 			return b.Start(in.ctx)
+		}))
+	case "pause":
+		return 0, eachBox(args, func(bb backend.Box) error {
+			b := backend.LocalBox(bb) // pause is refused over --url
+			p, err := b.Pause(ctx)
+			if err == nil {
+				fmt.Fprintf(os.Stderr, "%s: paused (state %.1f MiB, saved in %.0f ms)\n", b.ID(), float64(p.StateBytes)/(1<<20), p.SaveMs)
+			}
+			return err
+		})
+	case "resume":
+		in := catchInterrupts()
+		defer in.stop()
+		return in.interrupted("resume", eachBox(args, func(bb backend.Box) error {
+			if err := detached(bb, "resume"); err != nil {
+				return err
+			}
+			return backend.LocalBox(bb).Resume(in.ctx) // resume is refused over --url
 		}))
 	case "exec":
 		return cmdExec(args)

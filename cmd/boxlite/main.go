@@ -48,10 +48,16 @@ const usage = `usage: boxlite [--url URL | --profile NAME] COMMAND [ARGS]
                     the network's bytes; --json prints every metric
   stop BOX...       stop boxes (their disks are kept)
   restart BOX...    stop, then start detached boxes
+  pause BOX...      save running boxes (memory and devices) into their directories
+                    and end their processes: a paused box holds no process and no
+                    memory; exec, cp, resume or start bring it back as it was
+                    (boxes with volumes cannot pause); stop drops the saved state
+  resume BOX...     restore paused detached boxes (a state saved by another QEMU,
+                    kernel or machine shape is refused: the box is then stopped)
   exec [-i] [-t] [-e K=V]... [-w DIR] [-u USER] [--timeout S] BOX [--] CMD [ARGS...]
                     run CMD in a box (a configured or stopped one is started
                     first) and exit with its exit code (128+N for signal N)
-  ls, ps            list boxes: configured, running or stopped
+  ls, ps            list boxes: configured, running, paused or stopped
   info, inspect BOX describe a box as JSON (state, acceleration and why, boot timings)
   logs [-f] BOX     print the box's shim log and guest console; -f follows them
                     until the box stops or ^C
@@ -147,7 +153,7 @@ func dispatch(args []string) (code int, err error) {
 		err = cmdInfo(args[1:])
 	case "stats":
 		err = cmdStats(args[1:])
-	case "create", "start", "stop", "restart", "exec", "logs":
+	case "create", "start", "stop", "restart", "pause", "resume", "exec", "logs":
 		code, err = lifecycle(args[0], args[1:])
 	case "rm":
 		err = cmdRm(args[1:])

@@ -55,6 +55,32 @@ func (s *server) applyIdentity(f protocol.Frame) {
 	_ = s.write(reply)
 }
 
+// applyClock steps the guest's wall clock to the host's (protocol.Clock):
+// a VM resumed from a pause kept the time it was paused at.
+func (s *server) applyClock(f protocol.Frame) {
+	if f.Stream != 0 {
+		s.failStream(f.Stream, errdefs.Errorf(errdefs.ErrInvalidArgument, "clock frame on stream %d: it belongs on stream 0", f.Stream))
+		return
+	}
+	var c protocol.Clock
+	err := protocol.Decode(f, &c)
+	if err == nil && c.UnixNano <= 0 {
+		err = errdefs.Errorf(errdefs.ErrInvalidArgument, "clock: %d ns is no time after 1970", c.UnixNano)
+	}
+	if err == nil {
+		ts := unix.NsecToTimespec(c.UnixNano)
+		if cerr := unix.ClockSettime(unix.CLOCK_REALTIME, &ts); cerr != nil {
+			err = errdefs.Errorf(errdefs.ErrInternal, "clock: %v", cerr)
+		}
+	}
+	if err != nil {
+		s.sendError(0, err)
+		return
+	}
+	reply, _ := protocol.Encode(protocol.TClock, 0, nil)
+	_ = s.write(reply)
+}
+
 // seedRNG mixes seed into the kernel's entropy pool, credited in full, and
 // makes the kernel rekey its CRNG from the pool at once (not at its next
 // scheduled reseed), so nothing read after this repeats another copy's.

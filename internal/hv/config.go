@@ -108,6 +108,21 @@ type Config struct {
 	// instead of booting, RAM holding the memory saved with it. Start
 	// returns once it runs. Default: a boot.
 	Incoming *os.File
+	// IncomingWithRAM: Incoming is a state SaveWithRAM wrote, which holds
+	// the guest's memory itself; RAM is then optional (where QEMU loads
+	// it). Default: the memory is RAM's file (Save).
+	IncomingWithRAM bool
+	// AnonRAMBackend: guest memory is QEMU's own anonymous memory, but as a
+	// memory backend object (id "mem"), for a state whose VM had one (a
+	// VM restored from a template) loaded with IncomingWithRAM: unlike a
+	// memfd, memory the guest never touched stays unallocated (a read of
+	// an untouched page maps the zero page; shmem would allocate it).
+	// Ignored with RAM or FS. Default: the machine's plain RAM.
+	AnonRAMBackend bool
+	// CheckIncoming, when set with Incoming, is given the started QEMU's
+	// version (VM.Version) before the state is loaded; an error it returns
+	// fails Start as it is (the state is not loaded). Default: no check.
+	CheckIncoming func(qemuVersion string) error
 
 	ramFD int // RAM.File as QEMU inherits it, set by Start
 }

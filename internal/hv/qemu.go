@@ -190,8 +190,18 @@ func Start(cfg Config) (*VM, error) {
 		return nil, vm.startFailed(err)
 	}
 	go vm.readEvents(dec)
+	if cfg.Incoming != nil && cfg.CheckIncoming != nil {
+		v, err := vm.Version()
+		if err == nil {
+			err = cfg.CheckIncoming(v)
+		}
+		if err != nil {
+			vm.Kill()
+			return nil, err
+		}
+	}
 	if cfg.Incoming != nil {
-		if err := vm.restore(cfg.Incoming, startTimeout); err != nil {
+		if err := vm.restore(cfg.Incoming, cfg.IncomingWithRAM, startTimeout); err != nil {
 			vm.Kill()
 			return nil, fmt.Errorf("%w (qemu: %s)", err, lastLines(vm.out.String(), 1024))
 		}

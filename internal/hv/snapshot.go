@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -50,16 +51,21 @@ func ramArgs(cfg Config) []string {
 			",mem-path=/proc/self/fd/" + strconv.Itoa(cfg.ramFD)}
 	case len(cfg.FS) > 0:
 		return sharedMemoryArgs(cfg.MemoryMiB)
+	case cfg.AnonRAMBackend:
+		return []string{"-object", "memory-backend-ram,id=mem,size=" + strconv.Itoa(cfg.MemoryMiB) + "M"}
 	}
 	return nil
 }
 
 func checkRAM(cfg Config) error {
-	if cfg.Incoming != nil && cfg.RAM == nil {
+	if cfg.Incoming != nil && cfg.RAM == nil && !cfg.IncomingWithRAM {
 		return fmt.Errorf("hv: Config.Incoming: needs Config.RAM (the saved guest memory): %w", errdefs.ErrInvalidArgument)
 	}
 	if cfg.RAM == nil {
 		return nil
+	}
+	if cfg.IncomingWithRAM && !cfg.RAM.Shared {
+		return fmt.Errorf("hv: Config.RAM: a state with its memory loads into shared RAM, not a private mapping: %w", errdefs.ErrInvalidArgument)
 	}
 	if cfg.RAM.File == nil {
 		return fmt.Errorf("hv: Config.RAM.File: required: %w", errdefs.ErrInvalidArgument)
@@ -156,9 +162,13 @@ func (vm *VM) reply(m qmpMessage) {
 // ignoreShared turns on x-ignore-shared: a migration leaves guest memory
 // that lives in a shared file out (source) or takes it from the file as
 // mapped (destination).
-func (vm *VM) ignoreShared() error {
+func (vm *VM) ignoreShared() error { return vm.setIgnoreShared(true) }
+
+// setIgnoreShared turns x-ignore-shared on or off (it stays as the VM's
+// last restore or save set it).
+func (vm *VM) setIgnoreShared(on bool) error {
 	_, err := vm.command("migrate-set-capabilities", map[string]any{
-		"capabilities": []map[string]any{{"capability": "x-ignore-shared", "state": true}},
+		"capabilities": []map[string]any{{"capability": "x-ignore-shared", "state": on}},
 	}, nil)
 	return err
 }
@@ -188,11 +198,61 @@ func (vm *VM) Save(state *os.File, timeout time.Duration) error {
 	return vm.awaitMigration("save", timeout)
 }
 
+// SaveWithRAM writes the whole VM to state: its devices, vCPUs and memory
+// (QEMU sends a zero page as a header of a few bytes), whatever backs its
+// RAM. The VM must be stopped first (Stop), so that what is saved is one
+// instant; QEMU flushes its disks when the save completes. A VM whose save
+// completed cannot run again (its disks are handed over); one whose save
+// failed can (Resume). A Config.Incoming with IncomingWithRAM restores it.
+func (vm *VM) SaveWithRAM(state *os.File, timeout time.Duration) error {
+	// A VM restored from a template has it on: its state would then say
+	// so, and a restore without it refuses the stream.
+	if err := vm.setIgnoreShared(false); err != nil {
+		return err
+	}
+	if _, err := vm.command("migrate-set-parameters", map[string]any{"max-bandwidth": int64(1) << 40}, nil); err != nil {
+		return err
+	}
+	if _, err := vm.command("getfd", map[string]any{"fdname": "state"}, state); err != nil {
+		return err
+	}
+	if _, err := vm.command("migrate", map[string]any{"uri": "fd:state"}, nil); err != nil {
+		return err
+	}
+	return vm.awaitMigration("save", timeout)
+}
+
+// Stop pauses the VM's vCPUs (QMP stop); Resume runs them again.
+func (vm *VM) Stop() error {
+	_, err := vm.command("stop", nil, nil)
+	return err
+}
+
+// Version is the running QEMU's version ("7.2.19", QMP query-version).
+func (vm *VM) Version() (string, error) {
+	ret, err := vm.command("query-version", nil, nil)
+	if err != nil {
+		return "", err
+	}
+	var v struct {
+		QEMU struct {
+			Major, Minor, Micro int
+		} `json:"qemu"`
+		Package string `json:"package"`
+	}
+	if err := json.Unmarshal(ret, &v); err != nil {
+		return "", fmt.Errorf("hv: query-version: %v: %w", err, errdefs.ErrInternal)
+	}
+	return strings.TrimSpace(fmt.Sprintf("%d.%d.%d %s", v.QEMU.Major, v.QEMU.Minor, v.QEMU.Micro, v.Package)), nil
+}
+
 // restore loads Config.Incoming into a VM started with -incoming defer and
 // runs it.
-func (vm *VM) restore(state *os.File, timeout time.Duration) error {
-	if err := vm.ignoreShared(); err != nil {
-		return err
+func (vm *VM) restore(state *os.File, withRAM bool, timeout time.Duration) error {
+	if !withRAM {
+		if err := vm.ignoreShared(); err != nil {
+			return err
+		}
 	}
 	if _, err := vm.command("getfd", map[string]any{"fdname": "state"}, state); err != nil {
 		return err

@@ -168,3 +168,91 @@ func TestRAMConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestSaveWithRAMRestore pauses a guest as Box.Pause does (stop, the whole
+// VM with its memory into one file) and starts it again from the file,
+// where it goes on; a CheckIncoming that refuses the QEMU version fails
+// Start before the state is loaded.
+func TestSaveWithRAMRestore(t *testing.T) {
+	t.Parallel()
+	g := guest(t)
+	dir := t.TempDir()
+	for _, anon := range []bool{false, true} {
+		src := &box{console: filepath.Join(dir, "console.log"), rw: filepath.Join(dir, "rw.img")}
+		if err := os.WriteFile(src.rw, make([]byte, 1<<20), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg := src.config(g, "count")
+		cfg.MemoryMiB, cfg.AnonRAMBackend = snapMiB, anon
+		var err error
+		src.start = time.Now()
+		if src.vm, err = Start(cfg); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { src.vm.Kill() })
+		c := src.accept(t)
+		r := bufio.NewReader(c)
+		src.ready(t, c, r)
+		if got := ask(t, c, r, "a"); got != "N=1 a" {
+			t.Fatalf("got %q", got)
+		}
+		version, err := src.vm.Version()
+		if err != nil || version == "" {
+			t.Fatalf("Version = %q, %v", version, err)
+		}
+		state, err := os.Create(filepath.Join(dir, "state"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := src.vm.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		if err := src.vm.SaveWithRAM(state, time.Minute); err != nil {
+			t.Fatalf("SaveWithRAM: %v", err)
+		}
+		fi, _ := state.Stat()
+		state.Close()
+		src.vm.Kill()
+		if fi.Size() == 0 || fi.Size() > snapMiB<<20 {
+			t.Fatalf("state of %d bytes for a guest of %d MiB", fi.Size(), snapMiB)
+		}
+
+		refused := errors.New("refused")
+		for _, check := range []func(string) error{
+			func(v string) error { return refused },
+			func(v string) error {
+				if v != version {
+					return fmt.Errorf("version %q, saved by %q", v, version)
+				}
+				return nil
+			},
+		} {
+			in, err := os.Open(state.Name())
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := src.config(g, "count")
+			cfg.MemoryMiB, cfg.AnonRAMBackend = snapMiB, anon
+			cfg.Incoming, cfg.IncomingWithRAM, cfg.CheckIncoming = in, true, check
+			vm, err := Start(cfg)
+			in.Close()
+			if errors.Is(check("x"), refused) {
+				if !errors.Is(err, refused) {
+					t.Fatalf("Start with a refusing check: %v", err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("restore (anon backend %v): %v\n%s", anon, err, shimapi.ConsoleTail(src.console, 2048))
+			}
+			t.Cleanup(func() { vm.Kill() })
+			src.vm = vm
+			c := src.accept(t)
+			r := bufio.NewReader(c)
+			if got := ask(t, c, r, "resumed"); got != "N=2 resumed" {
+				t.Fatalf("resumed VM (anon backend %v): got %q", anon, got)
+			}
+			vm.Kill()
+		}
+	}
+}

@@ -87,9 +87,19 @@ const (
 	// live output, and Exit; or TError (no such exec: ErrNotFound; another
 	// stream holds it: ErrAlreadyExists). See detach.go.
 	TAttach Type = 29
+	// TClock, stream 0 (needs FeatureClock): Clock, the host's wall clock,
+	// which the guest steps its own to (a VM resumed from a pause kept the
+	// time it was paused at); the agent answers with an empty TClock on
+	// stream 0, or TError.
+	TClock Type = 30
 
 	// Host to shim, answered by the shim on the same stream.
 	TInfo Type = 32 // request: no body; reply: Info
+	// TPause asks the shim to pause the box (Box.Pause): save the VM into
+	// the box directory and end it, its helpers and the shim. No body; the
+	// shim answers an empty TPause once the state is saved (then exits),
+	// or TError with the box still running.
+	TPause Type = 33
 )
 
 var typeNames = map[Type]string{
@@ -98,7 +108,7 @@ var typeNames = map[Type]string{
 	TSignal: "signal", TCancel: "cancel", TShutdown: "shutdown", TResize: "resize", TInfo: "info",
 	TCopyDone: "copy-done", TCopyIn: "copy-in", TCopyOut: "copy-out", TIdentity: "identity",
 	TLane: "lane", TLaneFree: "lane-free",
-	TPark: "park", TParked: "parked", TAttach: "attach",
+	TPark: "park", TParked: "parked", TAttach: "attach", TPause: "pause", TClock: "clock",
 }
 
 // Last reports whether a frame of type t from the agent ends its stream.
@@ -133,6 +143,8 @@ const (
 	FeatureLane = "lane"
 	// FeatureExecDetach: Exec.Detach and TAttach are implemented (detach.go).
 	FeatureExecDetach = "exec-detach"
+	// FeatureClock: TClock is implemented.
+	FeatureClock = "clock"
 )
 
 // The lane is a raw disk of the box that a copy's bulk data crosses: QEMU
@@ -209,6 +221,11 @@ type Identity struct {
 	Seed []byte `msgpack:"seed"`
 	// Hostname is the box's (1 to 64 bytes, a DNS label's characters).
 	Hostname string `msgpack:"hostname"`
+}
+
+// Clock is TClock's body.
+type Clock struct {
+	UnixNano int64 `msgpack:"unix_nano"` // the host's wall clock
 }
 
 // Bounds of Identity.Seed.
@@ -411,11 +428,18 @@ type Info struct {
 	Metrics *ShimMetrics `msgpack:"metrics,omitempty"`
 }
 
+// Paused is the shim's answer to TPause: the box's state is saved.
+type Paused struct {
+	StateBytes int64   `msgpack:"state_bytes"` // the saved state's size on disk
+	SaveMs     float64 `msgpack:"save_ms"`     // VM stopped to state synced
+}
+
 // Info.Start values.
 const (
 	StartBoot        = "boot"         // booted its kernel
 	StartTemplate    = "template"     // restored from a template (a warm start)
 	StartNewTemplate = "new-template" // booted a template VM, saved it, then restored from it
+	StartResume      = "resume"       // restored from the state its own pause saved
 )
 
 // ShimMetrics is what a box's shim counts and samples. The shim counts

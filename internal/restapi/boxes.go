@@ -66,7 +66,7 @@ func status(s boxlite.State) string {
 	switch s {
 	case boxlite.StateStarting:
 		return "running"
-	case boxlite.StateConfigured, boxlite.StateRunning, boxlite.StateStopping, boxlite.StateStopped:
+	case boxlite.StateConfigured, boxlite.StateRunning, boxlite.StateStopping, boxlite.StateStopped, boxlite.StatePaused:
 		return string(s)
 	}
 	return "unknown"

@@ -125,10 +125,19 @@ func (s *shim) serveClient(c *client) {
 		case protocol.TShutdown:
 			go s.stop("stopped by a client")
 			continue
+		case protocol.TPause:
+			go s.pause(c, f.Stream)
+			continue
 		}
 		s.mu.Lock()
 		global, ok := c.streams[f.Stream]
 		if f.Type == protocol.TExec || f.Type == protocol.TAttach || f.Type == protocol.TCopyIn || f.Type == protocol.TCopyOut {
+			if s.pausing { // no new stream into a VM being saved: its stream would end with the save
+				s.mu.Unlock()
+				s.counters.refused(f.Type)
+				c.queueError(f.Stream, errdefs.Errorf(errdefs.ErrInvalidState, "box %s is pausing", s.cfg.BoxID))
+				continue
+			}
 			if ok {
 				s.mu.Unlock()
 				s.counters.refused(f.Type)

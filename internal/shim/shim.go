@@ -44,7 +44,8 @@ func Run(cfg shimapi.Config, ready io.WriteCloser, parent io.Reader) error {
 	err := s.boot()
 	if err != nil {
 		running := errors.Is(err, errLocked)
-		writeReady(ready, shimapi.Ready{Kind: string(errdefs.KindOf(err)), Error: err.Error(), Running: running})
+		writeReady(ready, shimapi.Ready{Kind: string(errdefs.KindOf(err)), Error: err.Error(), Running: running,
+			StateRefused: errors.Is(err, errStateRefused)})
 		if !running { // otherwise the exit record is the running shim's
 			s.writeExit("boot failed: "+err.Error(), false)
 		}
@@ -70,6 +71,12 @@ func Run(cfg shimapi.Config, ready io.WriteCloser, parent io.Reader) error {
 	go s.accept()
 	<-s.vm.Done()
 	s.teardown()
+	s.mu.Lock()
+	paused := s.reason == pausedReason && !s.fault
+	s.mu.Unlock()
+	if paused {
+		return nil // a paused box is kept, whoever created it
+	}
 	// Nobody is left to remove an auto-remove box that ended because its
 	// creator died, or a detached one that ended on its own.
 	select {
@@ -156,6 +163,7 @@ type shim struct {
 	reason   string // why the box is stopping; first one wins
 	fault    bool   // the box ended because something failed (see shimapi.Exit)
 	stopping bool
+	pausing  bool // a pause is saving the VM (pause.go)
 }
 
 type route struct {
@@ -405,6 +413,16 @@ func listenUnix(path string) (net.Listener, error) {
 // stop asks the agent to power off, and kills the VMM if it has not exited
 // by StopTimeout.
 func (s *shim) stop(reason string) {
+	// A pause under way ends the box, or fails and leaves it running:
+	// then it stops.
+	for deadline := time.Now().Add(pauseSaveTimeout + time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		s.mu.Lock()
+		pausing := s.pausing
+		s.mu.Unlock()
+		if !pausing || time.Now().After(deadline) {
+			break
+		}
+	}
 	s.mu.Lock()
 	if s.stopping {
 		s.mu.Unlock()

@@ -37,6 +37,10 @@ func (e noRetry) Unwrap() error { return e.error }
 // none), else, or if that fails for any reason but the guest's, by booting.
 // Either way the box then gets its own identity (protocol.Identity).
 func (s *shim) startVM(vmcfg hv.Config, start time.Time) (protocol.Hello, *protocol.Reader, string, error) {
+	if s.cfg.Resume {
+		h, r, err := s.resumeVM(vmcfg, start)
+		return h, r, protocol.StartResume, err
+	}
 	if s.cfg.Templates != "" {
 		h, r, how, err := s.warmStart(vmcfg, start)
 		if err == nil {
@@ -376,5 +380,6 @@ func (s *shim) restore(vmcfg hv.Config, t *template.Template, start time.Time) (
 	log.Printf("restored from template %s: %s", t.Key, strings.TrimSuffix(lap("network"), ", "))
 	os.Remove(fresh)
 	s.releaseRAM = release
+	s.vmcfg.RAM = vmcfg.RAM // a pause's state names its memory backend
 	return h, r, nil
 }

@@ -99,6 +99,10 @@ type Config struct {
 	// (the interpreters a session would try). They are part of the
 	// template's shape. Only with Templates.
 	Park [][]protocol.Exec `json:"park,omitempty"`
+	// Resume: the box is paused (PausedFile); the shim restores its VM
+	// from StateFile instead of booting, or, if the state no longer fits,
+	// discards it and fails (the box is then stopped, with its disk).
+	Resume bool `json:"resume,omitempty"`
 }
 
 // Network is a box's network: where it may connect (AllowNet, as
@@ -121,9 +125,12 @@ type Ready struct {
 	Info *protocol.Info `json:"info,omitempty"`
 	// Running: another shim holds the box's lock (it runs or starts the
 	// box), so this one did nothing; join that one.
-	Running bool   `json:"running,omitempty"`
-	Kind    string `json:"kind,omitempty"`
-	Error   string `json:"error,omitempty"`
+	Running bool `json:"running,omitempty"`
+	// StateRefused: a resume found the box's saved state no longer fits
+	// (Compat); the shim discarded it, and the box is stopped.
+	StateRefused bool   `json:"state_refused,omitempty"`
+	Kind         string `json:"kind,omitempty"`
+	Error        string `json:"error,omitempty"`
 }
 
 // Exit records why a box ended, for the next client that asks.

@@ -16,7 +16,8 @@
 // "many-N"): one file, each run replacing its own mode's entry.
 //
 // Run it with `make bench`; `bench -mem` is the memory rows alone, with the
-// guest's free lists and QEMU's largest mappings.
+// guest's free lists and QEMU's largest mappings; `bench -pause` is pause and
+// resume against cold and template starts (pause.go).
 package main
 
 import (
@@ -47,6 +48,7 @@ var modes = map[string]func() error{
 	"-mem":     memOnly,
 	"-warm":    warm,
 	"-rest":    restBench,
+	"-pause":   pauseBench,
 }
 
 func main() {
@@ -66,7 +68,7 @@ func main() {
 		case len(os.Args) == 1:
 			f = run
 		default:
-			return fmt.Errorf("usage: bench [-many N | -net | -volumes | -copy | -spin | -mem | -warm | -rest]")
+			return fmt.Errorf("usage: bench [-many N | -net | -volumes | -copy | -spin | -mem | -warm | -rest | -pause]")
 		}
 		var err error
 		if rec, err = newRecorder(mode); err != nil {

@@ -1,0 +1,85 @@
+package shimapi
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/boxlite/boxlite/internal/protocol"
+)
+
+// Files of a paused box (Box.Pause): the shim that paused it wrote them, and
+// the shim that resumes it consumes them.
+const (
+	// StateFile is the saved VM: QEMU's migration stream of its devices,
+	// vCPUs and memory (zero pages as a few bytes each, so it holds about
+	// the memory the guest touched and never more than its memory plus
+	// PauseOverheadBytes).
+	StateFile = "pause.state"
+	// PausedFile is the Paused record, written (atomically) after StateFile
+	// is whole and synced: a box directory with it is paused.
+	PausedFile = "paused.json"
+)
+
+// PauseOverheadBytes is what a saved state may need beyond the guest's
+// memory (device state, the stream's page headers); a pause checks for the
+// memory plus this much free disk before it saves.
+const PauseOverheadBytes = 64 << 20
+
+// PauseFormat is the version of Paused and its state; a state of another
+// format is refused on resume.
+const PauseFormat = 1
+
+// Paused is the record of a paused box: what its saved state depends on
+// (Compat), compared on resume, and what the resumed box reports.
+type Paused struct {
+	Format  int       `json:"format"`
+	SavedAt time.Time `json:"saved_at"`
+	// StateBytes is StateFile's size when written.
+	StateBytes int64 `json:"state_bytes"`
+	// SaveMs is how long the save took (VM stopped to state synced).
+	SaveMs float64        `json:"save_ms"`
+	Compat Compat         `json:"compat"`
+	Hello  protocol.Hello `json:"hello"` // the agent's, as it said at boot
+	Accel  string         `json:"accel"`
+	// RAMBackend: the guest's memory was a memory backend object (a VM
+	// restored from a template, or with volumes), which a state names; the
+	// resumed VM gets one too (QEMU's anonymous memory, hv.AnonRAMBackend).
+	RAMBackend bool `json:"ram_backend,omitempty"`
+}
+
+// Compat is what a saved state needs to be restored as it was: the same
+// VMM, the same guest kernel and initramfs, the same agent, the same
+// machine shape and devices.
+type Compat struct {
+	QEMUVersion string `json:"qemu_version"` // first line of `qemu --version`
+	KernelSHA   string `json:"kernel_sha256"`
+	InitrdSHA   string `json:"initrd_sha256"`
+	Agent       string `json:"agent"` // Hello.Agent
+	MemoryMiB   int    `json:"memory_mib"`
+	CPUs        int    `json:"cpus"`
+	// Devices names the VM's devices in order (disks by serial and the
+	// file each is, the NIC, the channel, the accelerator).
+	Devices []string `json:"devices"`
+}
+
+// Mismatch says how c (the saved) differs from now; "" when it does not.
+func (c Compat) Mismatch(now Compat) string {
+	diff := func(what string, a, b any) string { return fmt.Sprintf("%s was %v, is now %v", what, a, b) }
+	switch {
+	case c.QEMUVersion != now.QEMUVersion:
+		return diff("QEMU", c.QEMUVersion, now.QEMUVersion)
+	case c.KernelSHA != now.KernelSHA:
+		return diff("the guest kernel (sha256)", c.KernelSHA, now.KernelSHA)
+	case c.InitrdSHA != now.InitrdSHA:
+		return diff("the guest initramfs (sha256)", c.InitrdSHA, now.InitrdSHA)
+	case c.Agent != now.Agent && now.Agent != "":
+		return diff("the guest agent", c.Agent, now.Agent)
+	case c.MemoryMiB != now.MemoryMiB:
+		return diff("memory (MiB)", c.MemoryMiB, now.MemoryMiB)
+	case c.CPUs != now.CPUs:
+		return diff("cpus", c.CPUs, now.CPUs)
+	case fmt.Sprint(c.Devices) != fmt.Sprint(now.Devices):
+		return diff("the devices", c.Devices, now.Devices)
+	}
+	return ""
+}
