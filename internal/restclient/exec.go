@@ -538,7 +538,16 @@ func (w stdinWriter) Write(p []byte) (int, error) {
 	return done, nil
 }
 
+// Close ends stdin. As on a local runtime, closing the stdin of a process
+// that has exited is no error (it raced the exit, which is not the
+// caller's fault); a write after the exit is.
 func (w stdinWriter) Close() error {
+	if w.e.ended("") != nil {
+		return nil
+	}
 	data, _ := json.Marshal(map[string]string{"type": "stdin_eof"})
-	return w.e.send(websocket.MessageText, data)
+	if err := w.e.send(websocket.MessageText, data); err != nil && w.e.ended("") == nil {
+		return err
+	}
+	return nil
 }

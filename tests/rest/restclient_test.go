@@ -114,6 +114,22 @@ func TestRestClient(t *testing.T) {
 		t.Errorf("stdin round trip: %q %v", res.Stdout, err)
 	}
 
+	// Closing the stdin of a process that has exited is no error (as on a
+	// local runtime); writing to it is.
+	e, err = b.Exec(ctx, boxlite.Command{Argv: []string{"true"}, Stdin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := e.Wait(ctx); err != nil || st.Code != 0 {
+		t.Fatalf("true: %+v %v", st, err)
+	}
+	if _, err := e.Stdin.Write([]byte("late\n")); !errors.Is(err, errdefs.ErrClosed) {
+		t.Errorf("write to the stdin of an exited process: %v, want closed", err)
+	}
+	if err := e.Stdin.Close(); err != nil {
+		t.Errorf("close the stdin of an exited process: %v", err)
+	}
+
 	// 8 MiB of output, read slowly at first: nothing lost, in order.
 	res, err = b.Run(ctx, boxlite.Command{Argv: []string{"sh", "-c", "head -c 8388608 /dev/zero | tr '\\0' x"}})
 	if err != nil || len(res.Stdout) != 8<<20 || strings.Trim(string(res.Stdout), "x") != "" {
