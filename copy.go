@@ -17,13 +17,15 @@ import (
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/internal/filecopy"
 	"github.com/boxlite/boxlite/internal/protocol"
+
+	"github.com/boxlite/boxlite/internal/abi"
 )
 
 // Default caps of a copy out of a box (CopyOptions.MaxBytes, MaxEntries):
 // what the box sends is hostile, and the host's disk is not the box's.
 const (
-	DefaultCopyOutMaxBytes   = 1 << 30
-	DefaultCopyOutMaxEntries = 100_000
+	DefaultCopyOutMaxBytes   = abi.DefaultCopyOutMaxBytes
+	DefaultCopyOutMaxEntries = abi.DefaultCopyOutMaxEntries
 )
 
 // maxTrailing is how much a box may send after the end of its archive.
