@@ -598,8 +598,8 @@ int boxlite_session_new(boxlite_box_t *box, const char *kind, const char *option
 int boxlite_session_run(boxlite_session_t *s, const char *code, const char *options_json,
                         char **result_json, boxlite_error_t **err);
 
-/* Starts a cell and returns at once, to stream its output; options_json as
- * for boxlite_session_run, its timeout over the whole cell. */
+/* Starts a cell and returns at once, to stream its output; options_json
+ * (NULL: none) as for boxlite_session_run, its timeout over the whole cell. */
 int boxlite_session_run_start(boxlite_session_t *s, const char *code, const char *options_json,
                               boxlite_cell_t **out, boxlite_error_t **err);
 /* Reads output of the cell in the order it was written; *stream is

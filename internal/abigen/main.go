@@ -100,6 +100,11 @@ func render(root string, kinds []errdefs.KindSpec) ([]file, error) {
 		return nil, err
 	}
 	out = append(out, file{"bindings/python/boxlite/_cdef.py", []byte(cdef)})
+	calls, err := pythonCalls(header)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, file{"bindings/python/boxlite/_calls.py", []byte(calls)})
 	out = append(out, file{"bindings/python/boxlite/_defaults.py", []byte(pythonDefaults())})
 	out = append(out, file{"bindings/node/lib/defaults.js", []byte(nodeDefaults())})
 	out = append(out, file{"bindings/node/lib/types.d.ts", []byte("// Code " + notice + "\n" +
