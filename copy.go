@@ -66,16 +66,7 @@ type CopyProgress struct {
 }
 
 func (o CopyOptions) limits(out bool) filecopy.Limits {
-	pick := func(v, def int64) int64 {
-		switch {
-		case v < 0:
-			return 0
-		case v == 0 && out:
-			return def
-		}
-		return v
-	}
-	return filecopy.Limits{MaxBytes: pick(o.MaxBytes, DefaultCopyOutMaxBytes), MaxEntries: pick(o.MaxEntries, DefaultCopyOutMaxEntries)}
+	return filecopy.CopyLimits(o.MaxBytes, o.MaxEntries, out)
 }
 
 func (o CopyOptions) progress() func(filecopy.Stats) {

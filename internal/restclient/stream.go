@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 
-	"github.com/boxlite/boxlite/internal/capbuf"
 	"sync"
 )
 
@@ -154,5 +153,3 @@ func (s *stream) pending() bool {
 }
 
 var _ io.Reader = (*stream)(nil)
-
-func newCapBuffer(limit int64) *capbuf.Buffer { return capbuf.New(limit) }
