@@ -207,17 +207,7 @@ func (b *Box) CopyOut(ctx context.Context, boxSrc, hostDst string, opts CopyOpti
 		st, err = t.Extract(r, filecopy.ExtractOptions{Limits: opts.limits(true), Progress: opts.progress(), Umask: umask})
 		return err
 	})
-	if err == nil {
-		err = t.Commit()
-	}
-	if err != nil {
-		if t.Merged() && st.Entries > 0 {
-			err = fmt.Errorf("%w (%d entries, %d bytes were merged into %s before the copy stopped; they are left in place)", err, st.Entries, st.Bytes, t.Path)
-		}
-		t.Discard()
-		return err
-	}
-	return nil
+	return t.Finish(st, err)
 }
 
 // receiveArchive streams the box's tar archive of the copy out req to read,

@@ -129,14 +129,7 @@ func (b *Box) CopyOut(ctx context.Context, boxSrc, hostDst string, opts boxlite.
 			err = transportError(what, ctx.Err())
 		}
 	}
-	if err == nil {
-		err = t.Commit()
-	}
-	if err != nil {
-		if t.Merged() && st.Entries > 0 {
-			err = fmt.Errorf("%w (%d entries, %d bytes were merged into %s before the copy stopped; they are left in place)", err, st.Entries, st.Bytes, t.Path)
-		}
-		t.Discard()
+	if err = t.Finish(st, err); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
