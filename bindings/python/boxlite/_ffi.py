@@ -137,6 +137,10 @@ def _cstr(value, what: str) -> bytes:
     return b
 
 
+def _nullable(value, what: str):
+    return ffi.NULL if value is None else _cstr(value, what)
+
+
 def _ptr(handle: "Handle"):
     if not isinstance(handle, Handle):
         raise TypeError(f"expected a boxlite handle, not {type(handle).__name__}")
@@ -181,7 +185,7 @@ class Handle:
         return f"<{self.kind} handle {'open' if self.alive else 'closed'}>"
 
 
-# ---- results, reads and waits (written out: structs and buffers) ---------------------------------------------------------------------
+# ---- written out: results, reads and waits (structs and buffers) ---------------
 
 
 ExitTuple = Tuple[int, int, bool]  # exit_code, signal, timed_out
@@ -215,10 +219,6 @@ def box_run(box: Handle, command_json: str) -> RunTuple:
     err = _new_err()
     check(lib().boxlite_box_run(_ptr(box), _cstr(command_json, "command"), out, err), err, "box_run")
     return _take_result(out[0])
-
-
-def _nullable(value, what: str):
-    return ffi.NULL if value is None else _cstr(value, what)
 
 
 def new_buffer(size: int):
