@@ -17,13 +17,15 @@ import (
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/internal/filecopy"
 	"github.com/boxlite/boxlite/internal/protocol"
+
+	"github.com/boxlite/boxlite/internal/abi"
 )
 
 // Default caps of a copy out of a box (CopyOptions.MaxBytes, MaxEntries):
 // what the box sends is hostile, and the host's disk is not the box's.
 const (
-	DefaultCopyOutMaxBytes   = 1 << 30
-	DefaultCopyOutMaxEntries = 100_000
+	DefaultCopyOutMaxBytes   = abi.DefaultCopyOutMaxBytes
+	DefaultCopyOutMaxEntries = abi.DefaultCopyOutMaxEntries
 )
 
 // maxTrailing is how much a box may send after the end of its archive.
@@ -64,16 +66,7 @@ type CopyProgress struct {
 }
 
 func (o CopyOptions) limits(out bool) filecopy.Limits {
-	pick := func(v, def int64) int64 {
-		switch {
-		case v < 0:
-			return 0
-		case v == 0 && out:
-			return def
-		}
-		return v
-	}
-	return filecopy.Limits{MaxBytes: pick(o.MaxBytes, DefaultCopyOutMaxBytes), MaxEntries: pick(o.MaxEntries, DefaultCopyOutMaxEntries)}
+	return filecopy.CopyLimits(o.MaxBytes, o.MaxEntries, out)
 }
 
 func (o CopyOptions) progress() func(filecopy.Stats) {
@@ -214,17 +207,7 @@ func (b *Box) CopyOut(ctx context.Context, boxSrc, hostDst string, opts CopyOpti
 		st, err = t.Extract(r, filecopy.ExtractOptions{Limits: opts.limits(true), Progress: opts.progress(), Umask: umask})
 		return err
 	})
-	if err == nil {
-		err = t.Commit()
-	}
-	if err != nil {
-		if t.Merged() && st.Entries > 0 {
-			err = fmt.Errorf("%w (%d entries, %d bytes were merged into %s before the copy stopped; they are left in place)", err, st.Entries, st.Bytes, t.Path)
-		}
-		t.Discard()
-		return err
-	}
-	return nil
+	return t.Finish(st, err)
 }
 
 // receiveArchive streams the box's tar archive of the copy out req to read,

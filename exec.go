@@ -13,6 +13,8 @@ import (
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/internal/abi"
 	"github.com/boxlite/boxlite/internal/protocol"
+
+	"github.com/boxlite/boxlite/internal/capbuf"
 )
 
 // Command describes a process to run in a box. Argv is passed as is, never
@@ -334,16 +336,13 @@ func (w stdinWriter) Close() error { return w.e.conn.send(protocol.TStdinClose, 
 // process failed or timed out.
 // Each stream keeps at most the execution's output limit (Command.OutputLimit).
 func (e *Execution) Collect(ctx context.Context) (*ExecResult, error) {
-	out, errb := newCapBuffer(e.limit), newCapBuffer(e.limit)
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); io.Copy(out, e.Stdout) }()
-	go func() { defer wg.Done(); io.Copy(errb, e.Stderr) }()
-	st, err := e.Wait(ctx)
-	if ctx.Err() != nil {
-		e.Close()
-	}
-	wg.Wait()
+	var st ExitStatus
+	var err error
+	out, errb := capbuf.Collect(e.Stdout, e.Stderr, e.limit, func() {
+		if st, err = e.Wait(ctx); ctx.Err() != nil {
+			e.Close()
+		}
+	})
 	return &ExecResult{ExitStatus: st, Stdout: out.Bytes(), Stderr: errb.Bytes(),
 		StdoutTruncated: out.Truncated(), StderrTruncated: errb.Truncated()}, err
 }

@@ -346,14 +346,20 @@ func withManifest(t *testing.T, ents []entry, edit func(m map[string]any)) []ent
 	return out
 }
 
-func TestImportRefusesHostileArchives(t *testing.T) {
-	ctx := context.Background()
-	r := testRuntime(t)
-	b := testBox(t, r)
-	good, err := b.Export(ctx, filepath.Join(t.TempDir(), "good.boxlite"))
+// exportedBox is the archive of a new test box of r.
+func exportedBox(t *testing.T, r *Runtime) string {
+	t.Helper()
+	good, err := testBox(t, r).Export(context.Background(), filepath.Join(t.TempDir(), "good.boxlite"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return good
+}
+
+func TestImportRefusesHostileArchives(t *testing.T) {
+	ctx := context.Background()
+	r := testRuntime(t)
+	good := exportedBox(t, r)
 	ents := readArchive(t, good)
 	if ents[0].name != manifestEntry || ents[1].name != diskEntry {
 		t.Fatalf("archive layout: %s, %s", ents[0].name, ents[1].name)

@@ -3,7 +3,6 @@ package boxlite
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -21,11 +20,7 @@ import (
 func TestImportIsANewBox(t *testing.T) {
 	ctx := context.Background()
 	r := testRuntime(t)
-	b := testBox(t, r)
-	good, err := b.Export(ctx, filepath.Join(t.TempDir(), "good.boxlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	good := exportedBox(t, r)
 	hostile := withManifest(t, readArchive(t, good), func(m map[string]any) {
 		c := m["config"].(map[string]any)
 		c["image"] = "registry.example/app:1"

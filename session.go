@@ -3,8 +3,6 @@ package boxlite
 import (
 	"context"
 	"errors"
-	"io"
-	"syscall"
 	"time"
 
 	"github.com/boxlite/boxlite/errdefs"
@@ -103,7 +101,7 @@ func (b *Box) sessionStarter() session.Starter {
 			if err != nil {
 				return nil, err
 			}
-			return execProc{e}, nil
+			return execProc(e), nil
 		}
 		if err != nil {
 			return nil, err
@@ -114,15 +112,11 @@ func (b *Box) sessionStarter() session.Starter {
 
 // execProc is a session's process in a box: an Execution, which leads a
 // process group of its own (the agent starts every exec so).
-type execProc struct{ e *Execution }
+func execProc(e *Execution) session.Process {
+	return session.ExecProcess(e, e.Stdin, e.Stdout, e.Stderr, ExitStatus.session)
+}
 
-func (p execProc) Stdin() io.WriteCloser                { return p.e.Stdin }
-func (p execProc) Stdout() io.Reader                    { return p.e.Stdout }
-func (p execProc) Stderr() io.Reader                    { return p.e.Stderr }
-func (p execProc) Signal(sig syscall.Signal) error      { return p.e.Signal(sig) }
-func (p execProc) SignalGroup(sig syscall.Signal) error { return p.e.SignalGroup(sig) }
-func (p execProc) Kill() error                          { return p.e.Close() }
-func (p execProc) Wait() (session.ExitStatus, error) {
-	st, err := p.e.Wait(context.Background()) // sessions wait after Kill, which ends the Execution at once
-	return session.ExitStatus{Code: st.Code, Signal: st.Signal}, err
+// session is how the session engine sees an exit.
+func (st ExitStatus) session() session.ExitStatus {
+	return session.ExitStatus{Code: st.Code, Signal: st.Signal}
 }

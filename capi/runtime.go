@@ -59,11 +59,7 @@ func runtimeOf(p *C.boxlite_runtime_t) (backend.Runtime, error) {
 //export boxlite_runtime_new
 func boxlite_runtime_new(optsJSON *C.cchar_t, out **C.boxlite_runtime_t, cerr **C.boxlite_error_t) (rc C.int) {
 	defer guard(&rc, cerr)
-	var o struct {
-		Home        string `json:"home"`
-		Assets      string `json:"assets"`
-		OutputLimit int64  `json:"output_limit_bytes"`
-	}
+	var o abi.RuntimeOptions
 	if err := decode("runtime options", optsJSON, &o); err != nil {
 		return status(err, cerr)
 	}

@@ -109,10 +109,7 @@ func boxlite_box_clone(p *C.boxlite_box_t, optsJSON *C.cchar_t, out **C.boxlite_
 	if err != nil {
 		return status(err, cerr)
 	}
-	var opts struct {
-		Name     string `json:"name"`
-		Snapshot string `json:"snapshot"`
-	}
+	var opts abi.CloneOptions
 	if err := decode("clone options", optsJSON, &opts); err != nil {
 		return status(err, cerr)
 	}

@@ -106,7 +106,8 @@ func TestWireFieldsNameTheirUnits(t *testing.T) {
 		}
 	}
 	for _, v := range []any{BoxOptions{}, BoxInfo{}, Command{}, CopyOptions{}, SessionOptions{}, ShellCommand{},
-		CellOptions{}, CellResult{}, SessionInfo{}, ImageInfo{}, BoxMetrics{}, RuntimeMetrics{}, SnapshotInfo{}} {
+		CellOptions{}, CellResult{}, SessionInfo{}, ImageInfo{}, BoxMetrics{}, RuntimeMetrics{}, SnapshotInfo{},
+		RuntimeOptions{}, RestOptions{}, CloneOptions{}} {
 		walk(reflect.TypeOf(v), "")
 	}
 }

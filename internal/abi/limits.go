@@ -46,6 +46,18 @@ const (
 	MaxTerminalSize = 4096
 )
 
+// Sessions and copies.
+const (
+	// DefaultSessionGrace is how long an interrupted cell or shell command
+	// has to stop before its interpreter or shell is killed and restarted.
+	DefaultSessionGrace = 3 * time.Second
+	// DefaultCopyOutMaxBytes and DefaultCopyOutMaxEntries cap a copy out of
+	// a box: what the box sends is hostile, and the host's disk is not the
+	// box's.
+	DefaultCopyOutMaxBytes   = 1 << 30
+	DefaultCopyOutMaxEntries = 100_000
+)
+
 // Constant is one default or limit as the generated edges name it: the
 // header's BOXLITE_<Name> macro, the SDKs' <Name> constants, the README's
 // table (internal/abigen).
@@ -84,5 +96,8 @@ var Constants = []Constant{
 	number("DEFAULT_OUTPUT_LIMIT_BYTES", DefaultOutputLimitBytes, "output collected per stream of a run, a cell or a shell command"),
 	number("DEFAULT_ROWS", DefaultRows, "a terminal's initial rows"),
 	number("DEFAULT_COLS", DefaultCols, "a terminal's initial columns"),
+	number("DEFAULT_SESSION_GRACE_SECS", int64(DefaultSessionGrace.Seconds()), "how long an interrupted cell or shell command has to stop before its session restarts"),
+	number("DEFAULT_COPY_OUT_MAX_BYTES", DefaultCopyOutMaxBytes, "the file data a copy out of a box may bring unless its options say otherwise"),
+	number("DEFAULT_COPY_OUT_MAX_ENTRIES", DefaultCopyOutMaxEntries, "the entries a copy out of a box may bring unless its options say otherwise"),
 	boolConstant("DEFAULT_AUTO_REMOVE", DefaultAutoRemove, "a box is removed when it stops unless its options say otherwise"),
 }

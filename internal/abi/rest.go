@@ -7,8 +7,8 @@ package abi
 // only when told: a TLS proxy in front). APIKey is sent as
 // `Authorization: Bearer`; it is never logged nor put in an error.
 type RestOptions struct {
-	URL          string `json:"url"`
-	APIKey       string `json:"api_key"`
-	OutputLimit  int64  `json:"output_limit_bytes,omitempty"` // as RuntimeOptions'; default DefaultOutputLimitBytes
-	InsecureHTTP bool   `json:"insecure_http,omitempty"`
+	URL          string `json:"url" doc:"required: http or https; the /v1 prefix is added when missing"`
+	APIKey       string `json:"api_key" doc:"required: sent in the Authorization header, never logged nor put in an error"`
+	OutputLimit  int64  `json:"output_limit_bytes,omitempty" doc:"as boxlite_runtime_new's: default {DEFAULT_OUTPUT_LIMIT_BYTES}"`
+	InsecureHTTP bool   `json:"insecure_http,omitempty" doc:"allow plain http to a host other than loopback: default false"`
 }

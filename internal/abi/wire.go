@@ -128,46 +128,46 @@ type NetworkStats struct {
 
 // Command runs a process (boxlite_box_exec, boxlite_box_run).
 type Command struct {
-	Argv        []string          `json:"argv"`
-	Env         map[string]string `json:"env,omitempty"`
-	Cwd         string            `json:"cwd,omitempty"`
-	User        string            `json:"user,omitempty"`
-	TimeoutSecs Seconds           `json:"timeout_secs,omitempty"` // 0: none
-	Stdin       bool              `json:"stdin,omitempty"`
-	Tty         bool              `json:"tty,omitempty"`
-	Rows        int               `json:"rows,omitempty"`               // with tty; default DefaultRows
-	Cols        int               `json:"cols,omitempty"`               // with tty; default DefaultCols
-	OutputLimit int64             `json:"output_limit_bytes,omitempty"` // 0: the runtime's
+	Argv        []string          `json:"argv" doc:"required: never joined into a shell string; [] runs the box's entrypoint and cmd"`
+	Env         map[string]string `json:"env,omitempty" doc:"added to the box's"`
+	Cwd         string            `json:"cwd,omitempty" doc:"default: the box's working directory"`
+	User        string            `json:"user,omitempty" doc:"name, uid or uid:gid; default: the box's"`
+	TimeoutSecs Seconds           `json:"timeout_secs,omitempty" doc:"kills the process after that long (exit.timed_out); 0: none"`
+	Stdin       bool              `json:"stdin,omitempty" doc:"keep stdin open for boxlite_execution_write; default false"`
+	Tty         bool              `json:"tty,omitempty" doc:"run on a pseudo-terminal (see below); default false"`
+	Rows        int               `json:"rows,omitempty" doc:"with tty: the terminal's rows, default {DEFAULT_ROWS}"`
+	Cols        int               `json:"cols,omitempty" doc:"with tty: the terminal's columns, default {DEFAULT_COLS}"`
+	OutputLimit int64             `json:"output_limit_bytes,omitempty" doc:"boxlite_box_run only: output kept per stream; default: the runtime's"`
 }
 
 // CopyOptions control a copy in or out (boxlite_box_copy_in/out).
 type CopyOptions struct {
-	Overwrite      *bool    `json:"overwrite,omitempty"`       // default true
-	FollowSymlinks bool     `json:"follow_symlinks,omitempty"` // default false
-	IncludeParent  *bool    `json:"include_parent,omitempty"`  // default true
-	Recursive      *bool    `json:"recursive,omitempty"`       // default true
-	MaxBytes       int64    `json:"max_bytes,omitempty"`       // 0: the default cap; -1: none
-	MaxEntries     int64    `json:"max_entries,omitempty"`     // 0: the default cap; -1: none
-	TimeoutSecs    *Seconds `json:"timeout_secs,omitempty"`    // default: none; must be > 0
+	Overwrite      *bool    `json:"overwrite,omitempty" doc:"replace an existing destination: default true"`
+	FollowSymlinks bool     `json:"follow_symlinks,omitempty" doc:"follow a symlink named as the source: default false"`
+	IncludeParent  *bool    `json:"include_parent,omitempty" doc:"copy a directory itself (false: its contents): default true"`
+	Recursive      *bool    `json:"recursive,omitempty" doc:"false refuses a directory: default true"`
+	MaxBytes       int64    `json:"max_bytes,omitempty" doc:"a cap on file data, limit past it; 0: the default ({DEFAULT_COPY_OUT_MAX_BYTES} for copy_out, none for copy_in); -1: none"`
+	MaxEntries     int64    `json:"max_entries,omitempty" doc:"a cap on entries, limit past it; 0: the default ({DEFAULT_COPY_OUT_MAX_ENTRIES} for copy_out, none for copy_in); -1: none"`
+	TimeoutSecs    *Seconds `json:"timeout_secs,omitempty" doc:"more than 0 (timeout past it); default: none"`
 }
 
 // SessionOptions start a persistent session (boxlite_session_new).
 type SessionOptions struct {
-	Python      string            `json:"python,omitempty"` // python sessions: the interpreter
-	Shell       string            `json:"shell,omitempty"`  // shell sessions: the shell
-	Env         map[string]string `json:"env,omitempty"`
-	Cwd         string            `json:"cwd,omitempty"`
-	User        string            `json:"user,omitempty"`
-	GraceSecs   *Seconds          `json:"grace_secs,omitempty"`         // must be > 0
-	OutputLimit int64             `json:"output_limit_bytes,omitempty"` // 0: the runtime's
+	Python      string            `json:"python,omitempty" doc:"python sessions: the interpreter; default: the first of /usr/local/bin/python3, python3, python in the box"`
+	Shell       string            `json:"shell,omitempty" doc:"shell sessions: the shell; default \"/bin/sh\""`
+	Env         map[string]string `json:"env,omitempty" doc:"added to the box's"`
+	Cwd         string            `json:"cwd,omitempty" doc:"default: the box's working directory"`
+	User        string            `json:"user,omitempty" doc:"name, uid or uid:gid; default: the box's"`
+	GraceSecs   *Seconds          `json:"grace_secs,omitempty" doc:"how long an interrupted cell or command has to stop before its interpreter or shell is killed and restarted: default {DEFAULT_SESSION_GRACE_SECS}, more than 0"`
+	OutputLimit int64             `json:"output_limit_bytes,omitempty" doc:"output kept per stream of a result; default: the runtime's"`
 }
 
 // ShellCommand runs a command on a shell session (boxlite_session_exec).
 type ShellCommand struct {
-	Argv        []string          `json:"argv"`
-	Env         map[string]string `json:"env,omitempty"`
-	TimeoutSecs Seconds           `json:"timeout_secs,omitempty"` // 0: none
-	OutputLimit int64             `json:"output_limit_bytes,omitempty"`
+	Argv        []string          `json:"argv" doc:"required: each argument quoted as one word, never joined into a script; a builtin such as cd or export, or eval SCRIPT for shell code, acts on the session's shell"`
+	Env         map[string]string `json:"env,omitempty" doc:"this command only: it then runs in a subshell"`
+	TimeoutSecs Seconds           `json:"timeout_secs,omitempty" doc:"sends SIGINT after that long; 0: none"`
+	OutputLimit int64             `json:"output_limit_bytes,omitempty" doc:"output kept per stream; default: the session's"`
 }
 
 // CellResult is a finished Python cell.
@@ -224,5 +224,18 @@ type ImageConfig struct {
 
 // CellOptions run a Python cell (boxlite_session_run, _run_start).
 type CellOptions struct {
-	TimeoutSecs Seconds `json:"timeout_secs,omitempty"` // 0: none
+	TimeoutSecs Seconds `json:"timeout_secs,omitempty" doc:"interrupts the cell after that long (KeyboardInterrupt); 0: none"`
+}
+
+// RuntimeOptions open a local runtime (boxlite_runtime_new).
+type RuntimeOptions struct {
+	Home        string `json:"home,omitempty" doc:"the runtime's directory: default $BOXLITE_HOME, else ~/.boxlite"`
+	Assets      string `json:"assets,omitempty" doc:"where boxlite-shim and guest/ are: default $BOXLITE_ASSETS, else next to libboxlite.so"`
+	OutputLimit int64  `json:"output_limit_bytes,omitempty" doc:"more than 0: what a collected result keeps per stream (boxlite_box_run, session results; the rest is read and dropped, the result says truncated): default {DEFAULT_OUTPUT_LIMIT_BYTES}"`
+}
+
+// CloneOptions make a box's clone (boxlite_box_clone).
+type CloneOptions struct {
+	Name     string `json:"name,omitempty" doc:"the clone's name (names are unique: already_exists); default: none"`
+	Snapshot string `json:"snapshot,omitempty" doc:"copy this snapshot of the box instead of its disk"`
 }

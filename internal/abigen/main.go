@@ -79,20 +79,19 @@ func render(root string, kinds []errdefs.KindSpec) ([]file, error) {
 		return text, nil
 	}
 
-	boxOpts, err := cBlock(reflect.TypeFor[abi.BoxOptions](), true)
-	if err != nil {
-		return nil, err
-	}
-	boxInfo, err := cBlock(reflect.TypeFor[abi.BoxInfo](), false)
-	if err != nil {
-		return nil, err
+	headerBlocks := map[string]string{"error codes": cCodes(kinds), "defaults": cDefaults()}
+	for _, w := range wireBlocks {
+		text, err := cBlock(w.t, w.input)
+		if err != nil {
+			return nil, err
+		}
+		headerBlocks[w.name] = text
 	}
 	ts, err := tsTypes()
 	if err != nil {
 		return nil, err
 	}
-	header, err := blocks("include/boxlite.h", map[string]string{"error codes": cCodes(kinds), "defaults": cDefaults(),
-		"box options": boxOpts, "box info": boxInfo})
+	header, err := blocks("include/boxlite.h", headerBlocks)
 	if err != nil {
 		return nil, err
 	}
@@ -101,6 +100,11 @@ func render(root string, kinds []errdefs.KindSpec) ([]file, error) {
 		return nil, err
 	}
 	out = append(out, file{"bindings/python/boxlite/_cdef.py", []byte(cdef)})
+	calls, err := pythonCalls(header)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, file{"bindings/python/boxlite/_calls.py", []byte(calls)})
 	out = append(out, file{"bindings/python/boxlite/_defaults.py", []byte(pythonDefaults())})
 	out = append(out, file{"bindings/node/lib/defaults.js", []byte(nodeDefaults())})
 	out = append(out, file{"bindings/node/lib/types.d.ts", []byte("// Code " + notice + "\n" +
@@ -125,6 +129,25 @@ func render(root string, kinds []errdefs.KindSpec) ([]file, error) {
 		}
 	}
 	return out, nil
+}
+
+// wireBlocks are the header's comment blocks of the JSON the C ABI takes
+// (input) or returns, each from its wire struct's json, doc and enum tags.
+var wireBlocks = []struct {
+	name  string
+	t     reflect.Type
+	input bool
+}{
+	{"runtime options", reflect.TypeFor[abi.RuntimeOptions](), true},
+	{"rest options", reflect.TypeFor[abi.RestOptions](), true},
+	{"box options", reflect.TypeFor[abi.BoxOptions](), true},
+	{"box info", reflect.TypeFor[abi.BoxInfo](), false},
+	{"copy options", reflect.TypeFor[abi.CopyOptions](), true},
+	{"clone options", reflect.TypeFor[abi.CloneOptions](), true},
+	{"command", reflect.TypeFor[abi.Command](), true},
+	{"session options", reflect.TypeFor[abi.SessionOptions](), true},
+	{"cell options", reflect.TypeFor[abi.CellOptions](), true},
+	{"shell command", reflect.TypeFor[abi.ShellCommand](), true},
 }
 
 // replaceBlock replaces the lines between the line that holds

@@ -3,7 +3,12 @@
 // without bound. Box.Run, session cells and shell session commands use it.
 package capbuf
 
-import "github.com/boxlite/boxlite/internal/abi"
+import (
+	"io"
+	"sync"
+
+	"github.com/boxlite/boxlite/internal/abi"
+)
 
 // Buffer keeps the first limit bytes written to it and counts the rest.
 type Buffer struct {
@@ -53,3 +58,17 @@ func (c *Buffer) Truncated() bool { return c.dropped > 0 }
 
 // Limit is how many bytes the Buffer keeps.
 func (c *Buffer) Limit() int64 { return c.limit }
+
+// Collect copies stdout and stderr into Buffers of limit each while wait
+// runs, and returns them once both streams have ended (a local or a REST
+// execution's Collect).
+func Collect(stdout, stderr io.Reader, limit int64, wait func()) (out, errb *Buffer) {
+	out, errb = New(limit), New(limit)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); io.Copy(out, stdout) }()
+	go func() { defer wg.Done(); io.Copy(errb, stderr) }()
+	wait()
+	wg.Wait()
+	return out, errb
+}

@@ -12,6 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/boxlite/boxlite/errdefs"
+
+	"github.com/boxlite/boxlite/internal/abi"
 )
 
 // Caps on what one entry of a stream may claim.
@@ -25,6 +27,22 @@ const (
 type Limits struct {
 	MaxBytes   int64 // file data
 	MaxEntries int64
+}
+
+// CopyLimits are a copy's caps from its options' MaxBytes and MaxEntries
+// (BoxLite's CopyOptions, the C ABI's copy options): negative is none, 0 the
+// default, which caps a copy out of a box (out) and nothing else.
+func CopyLimits(maxBytes, maxEntries int64, out bool) Limits {
+	pick := func(v, def int64) int64 {
+		switch {
+		case v < 0:
+			return 0
+		case v == 0 && out:
+			return def
+		}
+		return v
+	}
+	return Limits{MaxBytes: pick(maxBytes, abi.DefaultCopyOutMaxBytes), MaxEntries: pick(maxEntries, abi.DefaultCopyOutMaxEntries)}
 }
 
 // Stats count what a copy moved.

@@ -435,3 +435,19 @@ func (t *Target) close() {
 		t.parent = nil
 	}
 }
+
+// Finish ends a copy whose extraction returned err after moving st:
+// Commit when it succeeded, else Discard, the error then saying what a
+// merge into an existing directory left in place.
+func (t *Target) Finish(st Stats, err error) error {
+	if err == nil {
+		err = t.Commit()
+	}
+	if err != nil {
+		if t.Merged() && st.Entries > 0 {
+			err = fmt.Errorf("%w (%d entries, %d bytes were merged into %s before the copy stopped; they are left in place)", err, st.Entries, st.Bytes, t.Path)
+		}
+		t.Discard()
+	}
+	return err
+}

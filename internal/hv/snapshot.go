@@ -185,17 +185,7 @@ func (vm *VM) Save(state *os.File, timeout time.Duration) error {
 	if err := vm.ignoreShared(); err != nil {
 		return err
 	}
-	// QEMU throttles a migration to 128 MiB/s by default.
-	if _, err := vm.command("migrate-set-parameters", map[string]any{"max-bandwidth": int64(1) << 40}, nil); err != nil {
-		return err
-	}
-	if _, err := vm.command("getfd", map[string]any{"fdname": "state"}, state); err != nil {
-		return err
-	}
-	if _, err := vm.command("migrate", map[string]any{"uri": "fd:state"}, nil); err != nil {
-		return err
-	}
-	return vm.awaitMigration("save", timeout)
+	return vm.migrateTo(state, timeout)
 }
 
 // SaveWithRAM writes the whole VM to state: its devices, vCPUs and memory
@@ -210,6 +200,12 @@ func (vm *VM) SaveWithRAM(state *os.File, timeout time.Duration) error {
 	if err := vm.setIgnoreShared(false); err != nil {
 		return err
 	}
+	return vm.migrateTo(state, timeout)
+}
+
+// migrateTo sends the VM's migration stream into state, unthrottled (QEMU
+// throttles a migration to 128 MiB/s by default), and waits for it.
+func (vm *VM) migrateTo(state *os.File, timeout time.Duration) error {
 	if _, err := vm.command("migrate-set-parameters", map[string]any{"max-bandwidth": int64(1) << 40}, nil); err != nil {
 		return err
 	}

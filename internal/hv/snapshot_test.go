@@ -75,17 +75,7 @@ func TestSaveRestore(t *testing.T) {
 	cfg := src.config(g, "count")
 	cfg.MemoryMiB = snapMiB
 	cfg.RAM = &RAM{File: ram, Shared: true}
-	src.start = time.Now()
-	if src.vm, err = Start(cfg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { src.vm.Kill() })
-	c := src.accept(t)
-	r := bufio.NewReader(c)
-	src.ready(t, c, r)
-	if got := ask(t, c, r, "a"); got != "N=1 a" {
-		t.Fatalf("got %q", got)
-	}
+	src.startCounting(t, cfg)
 
 	state, err := os.Create(filepath.Join(dir, "state"))
 	if err != nil {
@@ -184,18 +174,7 @@ func TestSaveWithRAMRestore(t *testing.T) {
 		}
 		cfg := src.config(g, "count")
 		cfg.MemoryMiB, cfg.AnonRAMBackend = snapMiB, anon
-		var err error
-		src.start = time.Now()
-		if src.vm, err = Start(cfg); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { src.vm.Kill() })
-		c := src.accept(t)
-		r := bufio.NewReader(c)
-		src.ready(t, c, r)
-		if got := ask(t, c, r, "a"); got != "N=1 a" {
-			t.Fatalf("got %q", got)
-		}
+		src.startCounting(t, cfg)
 		version, err := src.vm.Version()
 		if err != nil || version == "" {
 			t.Fatalf("Version = %q, %v", version, err)
@@ -255,4 +234,23 @@ func TestSaveWithRAMRestore(t *testing.T) {
 			vm.Kill()
 		}
 	}
+}
+
+// startCounting starts the box's VM on cfg (a counting guest), waits for
+// it to be ready and checks its first count.
+func (b *box) startCounting(t *testing.T, cfg Config) (*net.UnixConn, *bufio.Reader) {
+	t.Helper()
+	var err error
+	b.start = time.Now()
+	if b.vm, err = Start(cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.vm.Kill() })
+	c := b.accept(t)
+	r := bufio.NewReader(c)
+	b.ready(t, c, r)
+	if got := ask(t, c, r, "a"); got != "N=1 a" {
+		t.Fatalf("got %q", got)
+	}
+	return c, r
 }

@@ -40,24 +40,10 @@ func TestFixLayerWhiteouts(t *testing.T) {
 		fileEntry("data/s/.wh..wh..opq"),
 		dirEntry("data/s/"),
 	)
-	var out bytes.Buffer
-	if err := fixLayer(&out, unlimited(bytes.NewReader(in))); err != nil {
-		t.Fatal(err)
-	}
+	fixed, hs := fixedHeaders(t, in)
 	var names []string
-	tr := tar.NewReader(&out)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, h := range hs {
 		names = append(names, h.Name)
-		if n, _ := io.Copy(io.Discard, tr); n != h.Size {
-			t.Errorf("%s: %d of %d bytes", h.Name, n, h.Size)
-		}
 	}
 	want := []string{"./", "data/", "data/d/", "data/d/x", "data/f", "data/i/y", "data/s/.wh..wh..opq", "data/s/",
 		"data/d/.wh..wh..opq", "data/i/.wh..wh..opq", ".wh.top"}
@@ -76,8 +62,33 @@ func TestFixLayerWhiteouts(t *testing.T) {
 		t.Log("tar2ext4 now converts a whiteout followed by a directory of the same name itself")
 	}
 	f.Truncate(0)
-	if err := tar2ext4.ConvertTarToExt4(&out, f, ext4Options...); err != nil {
+	if err := tar2ext4.ConvertTarToExt4(bytes.NewReader(fixed), f, ext4Options...); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// fixedHeaders runs fixLayer over the layer in and returns what it wrote
+// and its headers, each entry's data read to its end (a short one fails).
+func fixedHeaders(t *testing.T, in []byte) ([]byte, []*tar.Header) {
+	t.Helper()
+	var out bytes.Buffer
+	if err := fixLayer(&out, unlimited(bytes.NewReader(in))); err != nil {
+		t.Fatal(err)
+	}
+	var hs []*tar.Header
+	tr := tar.NewReader(bytes.NewReader(out.Bytes()))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out.Bytes(), hs
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := io.Copy(io.Discard, tr); n != h.Size {
+			t.Errorf("%s: %d of %d bytes", h.Name, n, h.Size)
+		}
+		hs = append(hs, h)
 	}
 }
 

@@ -293,6 +293,16 @@ func diskUsage(t *testing.T, dir string) int64 {
 
 // refused checks that err is ErrLimit (or kind) saying each of want, and that
 // the store in dir is as before and small.
+// loadRefused loads src into a new store and checks it is refused as
+// over a limit, with want in the error and nothing left in the store.
+func loadRefused(t *testing.T, src string, want ...string) {
+	t.Helper()
+	s, dir := openStore(t)
+	before := snapshot(t, dir)
+	_, err := s.Load(context.Background(), src)
+	refused(t, err, errdefs.ErrLimit, dir, before, want...)
+}
+
 func refused(t *testing.T, err error, kind error, dir string, before []string, want ...string) {
 	t.Helper()
 	if !errors.Is(err, kind) {
@@ -429,10 +439,7 @@ func TestLimitsRefuseBigConfigsAndManifests(t *testing.T) {
 		if err := os.Truncate(filepath.Join(layoutDir, "blobs", "sha256", sha256Hash(raw.config).Hex), 100_000_000); err != nil {
 			t.Fatal(err) // sparse: it takes no disk
 		}
-		s, dir := openStore(t)
-		before := snapshot(t, dir)
-		_, err := s.Load(ctx, layoutDir)
-		refused(t, err, errdefs.ErrLimit, dir, before, "config sha256:", ": 100000000 bytes, limit 4194304")
+		loadRefused(t, layoutDir, "config sha256:", ": 100000000 bytes, limit 4194304")
 	})
 
 	t.Run("config of 5 MiB in a docker archive", func(t *testing.T) {
@@ -443,10 +450,7 @@ func TestLimitsRefuseBigConfigsAndManifests(t *testing.T) {
 		raw.config, _ = json.Marshal(cf)
 		archive := filepath.Join(t.TempDir(), "docker.tar")
 		writeRawArchive(t, archive, raw)
-		s, dir := openStore(t)
-		before := snapshot(t, dir)
-		_, err := s.Load(ctx, archive)
-		refused(t, err, errdefs.ErrLimit, dir, before, "config config.json: ", "limit 4194304")
+		loadRefused(t, archive, "config config.json: ", "limit 4194304")
 	})
 
 	t.Run("manifest and index.json of 5 MiB in a layout", func(t *testing.T) {

@@ -23,22 +23,14 @@ func TestForkBomb(t *testing.T) {
 	exe, _ := os.Executable()
 	pr, pw, _ := os.Pipe()
 	defer pr.Close()
-	c, err := jail.Command("", jail.Spec{
+	c := startJailed(t, jail.Spec{
 		Path: probePath, Args: []string{probePath, "forkbomb"},
 		UID: uid, GID: uid,
 		Binds:   []jail.Bind{{Host: exe, Inside: probePath}},
 		Devices: []string{"/dev/null"}, // os/exec gives children /dev/null as stdin
 		Cgroup:  &jail.CgroupSpec{Name: testCgroupPrefix + "forkbomb-" + strconv.Itoa(int(uid)), PidsMax: 24},
 		Stdout:  pw, Stderr: os.Stderr,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = c.Start()
-	pw.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, pw)
 	line := readLine(t, pr, 60*time.Second)
 	t.Logf("fork bomb: %s", strings.TrimSpace(line))
 	var n int

@@ -157,16 +157,7 @@ func TestConfined(t *testing.T) {
 		Stdout:     outW,
 		Stderr:     os.Stderr,
 	}
-	c, err := jail.Command("", spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = c.Start()
-	fd4r.Close()
-	outW.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := startJailed(t, spec, fd4r, outW)
 	defer c.Process().Kill()
 	if err := c.Ready(); err != nil {
 		t.Fatal(err)
@@ -324,18 +315,10 @@ func TestShell(t *testing.T) {
 	pr, pw, _ := os.Pipe()
 	done := make(chan struct{})
 	go func() { io.Copy(&out, pr); close(done) }()
-	c, err := jail.Command("", jail.Spec{
+	c := startJailed(t, jail.Spec{
 		Path: "/bin/sh", Args: []string{"sh", "-c", `id -u; id -G; ls /; cat /proc/self/status 2>&1 | head -1; ls /tmp; echo x > /usr/x 2>&1 || echo ro; echo x > /tmp/x && echo tmp-ok`},
 		UID: uid, GID: uid, Stdout: pw, Stderr: pw,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = c.Start()
-	pw.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, pw)
 	if err := waitTimeout(t, c, 20*time.Second); err != nil {
 		t.Fatalf("Wait: %v", err)
 	}
@@ -597,18 +580,10 @@ func TestKeepRoot(t *testing.T) {
 	pr, pw, _ := os.Pipe()
 	done := make(chan struct{})
 	go func() { io.Copy(&out, pr); close(done) }()
-	c, err := jail.Command("", jail.Spec{
+	c := startJailed(t, jail.Spec{
 		Path: "/bin/sh", Args: []string{"sh", "-c", `id -u; ls /; grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status 2>&1 | head -1`},
 		KeepRoot: true, Stdout: pw, Stderr: pw,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = c.Start()
-	pw.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, pw)
 	if err := waitTimeout(t, c, 20*time.Second); err != nil {
 		t.Fatalf("Wait: %v", err)
 	}

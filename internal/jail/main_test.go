@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -362,4 +363,22 @@ func procStatus(t *testing.T, pid int) map[string]string {
 		}
 	}
 	return m
+}
+
+// startJailed starts spec's command, then closes the test's copies of what
+// it handed the child (pipe ends), failing the test on any error.
+func startJailed(t *testing.T, spec jail.Spec, handed ...io.Closer) *jail.Cmd {
+	t.Helper()
+	c, err := jail.Command("", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Start()
+	for _, h := range handed {
+		h.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -49,22 +49,12 @@ func TestPIDNamespace(t *testing.T) {
 	defer fd4w.Close()
 	outR, outW, _ := os.Pipe()
 	defer outR.Close()
-	c, err := jail.Command("", jail.Spec{
+	c := startJailed(t, jail.Spec{
 		Path: probePath, Args: []string{probePath, "probe", "/tmp/ro", "/tmp"},
 		Env: []string{"BOXLITE_TEST_PEER=" + strconv.Itoa(peerPid)},
 		UID: uid, GID: uid, Binds: []jail.Bind{{Host: exe, Inside: probePath}},
 		ExtraFiles: []*os.File{fd3w, fd4r}, Stdout: outW, Stderr: os.Stderr,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = c.Start()
-	fd3w.Close()
-	fd4r.Close()
-	outW.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, fd3w, fd4r, outW)
 	defer c.Process().Kill()
 	if err := c.Ready(); err != nil {
 		t.Fatal(err)

@@ -2,31 +2,15 @@ package netstack
 
 import (
 	"context"
-	"net"
 	"net/netip"
 	"slices"
 	"testing"
 
 	"github.com/miekg/dns"
 
+	"github.com/boxlite/boxlite/internal/hostaddr"
 	"github.com/boxlite/boxlite/internal/netpolicy"
 )
-
-// hostOwnAddr is one of this host's non-loopback IPv4 addresses.
-func hostOwnAddr(t *testing.T) netip.Addr {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range addrs {
-		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is4() && !p.Addr().IsLoopback() {
-			return p.Addr()
-		}
-	}
-	t.Fatal("this host has no non-loopback IPv4 address to test with")
-	return netip.Addr{}
-}
 
 func answers(r *dns.Msg) []string {
 	var out []string
@@ -44,7 +28,7 @@ func answers(r *dns.Msg) []string {
 // unless a rule names the address or network; without allow_net the
 // answers pass as the host's resolver gave them.
 func TestDNSRefusesPrivateAnswers(t *testing.T) {
-	host := hostOwnAddr(t)
+	host := hostaddr.OwnIPv4(t)
 	records := map[string][]string{
 		"private.test":  {"10.1.2.3"},
 		"mixed.test":    {"10.1.2.4", "93.184.216.34", "100.64.0.9", "172.16.5.5", "192.168.0.1", "169.254.169.254", "127.0.0.1"},

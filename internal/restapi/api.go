@@ -62,32 +62,15 @@ const (
 )
 
 func (l Limits) withDefaults() Limits {
-	set := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	set(&l.BoxesPerKey, DefaultBoxesPerKey)
-	set(&l.MemoryMiBPerKey, DefaultMemoryMiBPerKey)
-	set(&l.ExecsPerKey, DefaultExecsPerKey)
-	if l.JSONBodyBytes <= 0 {
-		l.JSONBodyBytes = DefaultJSONBodyBytes
-	}
-	if l.TransferBytes <= 0 {
-		l.TransferBytes = DefaultTransferBytes
-	}
-	if l.ExecRetention <= 0 {
-		l.ExecRetention = DefaultExecRetention
-	}
-	if l.ExecIdle <= 0 {
-		l.ExecIdle = DefaultExecIdle
-	}
-	if l.RequestTimeout <= 0 {
-		l.RequestTimeout = DefaultRequestTimeout
-	}
-	if l.TransferTimeout <= 0 {
-		l.TransferTimeout = DefaultTransferTimeout
-	}
+	orDefault(&l.BoxesPerKey, DefaultBoxesPerKey)
+	orDefault(&l.MemoryMiBPerKey, DefaultMemoryMiBPerKey)
+	orDefault(&l.ExecsPerKey, DefaultExecsPerKey)
+	orDefault(&l.JSONBodyBytes, DefaultJSONBodyBytes)
+	orDefault(&l.TransferBytes, DefaultTransferBytes)
+	orDefault(&l.ExecRetention, DefaultExecRetention)
+	orDefault(&l.ExecIdle, DefaultExecIdle)
+	orDefault(&l.RequestTimeout, DefaultRequestTimeout)
+	orDefault(&l.TransferTimeout, DefaultTransferTimeout)
 	return l
 }
 
@@ -316,4 +299,11 @@ func boolParam(q map[string]string, name string, def bool) (bool, error) {
 
 func notServed(what string) error {
 	return newError(errNotServed, "%s is a BoxLite cloud feature that boxlite serve does not provide", what)
+}
+
+// orDefault sets *v to def unless it is positive.
+func orDefault[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }

@@ -42,7 +42,7 @@ func (b *Box) CopyIn(ctx context.Context, hostSrc, boxDst string, opts boxlite.C
 	defer dir.Close()
 	pr, pw := io.Pipe()
 	go func() {
-		_, err := filecopy.Send(pw, dir, name, filecopy.SendOptions{Name: base, Limits: limits(opts, false)})
+		_, err := filecopy.Send(pw, dir, name, filecopy.SendOptions{Name: base, Limits: filecopy.CopyLimits(opts.MaxBytes, opts.MaxEntries, false)})
 		pw.CloseWithError(err)
 	}()
 	defer pr.Close()
@@ -123,20 +123,13 @@ func (b *Box) CopyOut(ctx context.Context, boxSrc, hostDst string, opts boxlite.
 	resp, err := b.c.send(ctx, request{method: "GET", path: b.path("/files"), query: q})
 	var st filecopy.Stats
 	if err == nil {
-		st, err = t.Extract(resp.Body, filecopy.ExtractOptions{Base: base, Limits: limits(opts, true), Umask: filecopy.Umask()})
+		st, err = t.Extract(resp.Body, filecopy.ExtractOptions{Base: base, Limits: filecopy.CopyLimits(opts.MaxBytes, opts.MaxEntries, true), Umask: filecopy.Umask()})
 		resp.Body.Close()
 		if err != nil && ctx.Err() != nil {
 			err = transportError(what, ctx.Err())
 		}
 	}
-	if err == nil {
-		err = t.Commit()
-	}
-	if err != nil {
-		if t.Merged() && st.Entries > 0 {
-			err = fmt.Errorf("%w (%d entries, %d bytes were merged into %s before the copy stopped; they are left in place)", err, st.Entries, st.Bytes, t.Path)
-		}
-		t.Discard()
+	if err = t.Finish(st, err); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
@@ -149,18 +142,4 @@ func boxPath(p string) string {
 		return p
 	}
 	return "/" + p
-}
-
-// limits are the copy's caps as CopyOptions.limits makes them.
-func limits(o boxlite.CopyOptions, out bool) filecopy.Limits {
-	pick := func(v, def int64) int64 {
-		switch {
-		case v < 0:
-			return 0
-		case v == 0 && out:
-			return def
-		}
-		return v
-	}
-	return filecopy.Limits{MaxBytes: pick(o.MaxBytes, boxlite.DefaultCopyOutMaxBytes), MaxEntries: pick(o.MaxEntries, boxlite.DefaultCopyOutMaxEntries)}
 }

@@ -5,26 +5,23 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"strings"
-	"sync"
 
 	"github.com/boxlite/boxlite"
+
+	"github.com/boxlite/boxlite/internal/capbuf"
 )
 
 // Collect reads all output (each stream up to the execution's limit) and
 // waits.
 func (e *Execution) Collect(ctx context.Context) (*boxlite.ExecResult, error) {
-	out, errb := newCapBuffer(e.limit), newCapBuffer(e.limit)
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); io.Copy(out, e.Stdout) }()
-	go func() { defer wg.Done(); io.Copy(errb, e.Stderr) }()
-	st, err := e.Wait(ctx)
-	if ctx.Err() != nil {
-		e.Close()
-	}
-	wg.Wait()
+	var st boxlite.ExitStatus
+	var err error
+	out, errb := capbuf.Collect(e.Stdout, e.Stderr, e.limit, func() {
+		if st, err = e.Wait(ctx); ctx.Err() != nil {
+			e.Close()
+		}
+	})
 	return &boxlite.ExecResult{ExitStatus: st, Stdout: out.Bytes(), Stderr: errb.Bytes(),
 		StdoutTruncated: out.Truncated(), StderrTruncated: errb.Truncated()}, err
 }

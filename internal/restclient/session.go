@@ -2,8 +2,6 @@ package restclient
 
 import (
 	"context"
-	"io"
-	"syscall"
 
 	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/internal/session"
@@ -37,20 +35,13 @@ func (b *Box) starter() session.Starter {
 		if err != nil {
 			return nil, err
 		}
-		return proc{e}, nil
+		return proc(e), nil
 	}
 }
 
 // proc is a session's process: a REST execution.
-type proc struct{ e *Execution }
-
-func (p proc) Stdin() io.WriteCloser                { return p.e.Stdin }
-func (p proc) Stdout() io.Reader                    { return p.e.Stdout }
-func (p proc) Stderr() io.Reader                    { return p.e.Stderr }
-func (p proc) Signal(sig syscall.Signal) error      { return p.e.Signal(sig) }
-func (p proc) SignalGroup(sig syscall.Signal) error { return p.e.SignalGroup(sig) }
-func (p proc) Kill() error                          { return p.e.Close() }
-func (p proc) Wait() (session.ExitStatus, error) {
-	st, err := p.e.Wait(context.Background()) // after Kill (Close), Wait returns at once
-	return session.ExitStatus{Code: st.Code, Signal: st.Signal}, err
+func proc(e *Execution) session.Process {
+	return session.ExecProcess(e, e.Stdin, e.Stdout, e.Stderr, func(st boxlite.ExitStatus) session.ExitStatus {
+		return session.ExitStatus{Code: st.Code, Signal: st.Signal}
+	})
 }

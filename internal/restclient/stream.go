@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 
-	"github.com/boxlite/boxlite/internal/capbuf"
 	"sync"
 )
 
@@ -52,13 +51,22 @@ func (s *stream) push(ctx context.Context, p []byte) error {
 			}
 			return nil
 		}
-		ch := s.changed
-		s.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := s.unlockAndWait(ctx); err != nil {
+			return err
 		}
+	}
+}
+
+// unlockAndWait, called with s.mu held, releases it and waits for the
+// next change (or ctx's end).
+func (s *stream) unlockAndWait(ctx context.Context) error {
+	ch := s.changed
+	s.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -70,12 +78,8 @@ func (s *stream) waitRoom(ctx context.Context) error {
 			s.mu.Unlock()
 			return nil
 		}
-		ch := s.changed
-		s.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := s.unlockAndWait(ctx); err != nil {
+			return err
 		}
 	}
 }
@@ -154,5 +158,3 @@ func (s *stream) pending() bool {
 }
 
 var _ io.Reader = (*stream)(nil)
-
-func newCapBuffer(limit int64) *capbuf.Buffer { return capbuf.New(limit) }

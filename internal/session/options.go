@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/boxlite/boxlite/errdefs"
+
+	"github.com/boxlite/boxlite/internal/abi"
 )
 
 // ErrRestarted is wrapped, with ErrTimeout, by the error of a cell or
@@ -29,7 +31,7 @@ import (
 var ErrRestarted = errors.New("session restarted")
 
 const (
-	defaultGrace    = 3 * time.Second
+	defaultGrace    = abi.DefaultSessionGrace
 	startTimeout    = 2 * time.Minute
 	stderrTailBytes = 4 << 10
 )

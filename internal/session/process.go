@@ -39,6 +39,41 @@ type ExitStatus struct {
 	Signal int
 }
 
+// Execution is what a backend's execution (a local box's, a REST box's)
+// offers a session besides its streams, which are fields; S is the
+// backend's exit status.
+type Execution[S any] interface {
+	Signal(sig syscall.Signal) error
+	SignalGroup(sig syscall.Signal) error
+	Close() error
+	Wait(ctx context.Context) (S, error)
+}
+
+// ExecProcess is the Process of an execution whose streams are stdin,
+// stdout and stderr; status reads how it ended. Kill closes the execution
+// (ending it with its process group), so Wait after it returns at once.
+func ExecProcess[S any](e Execution[S], stdin io.WriteCloser, stdout, stderr io.Reader, status func(S) ExitStatus) Process {
+	return execProcess[S]{e, stdin, stdout, stderr, status}
+}
+
+type execProcess[S any] struct {
+	e              Execution[S]
+	stdin          io.WriteCloser
+	stdout, stderr io.Reader
+	status         func(S) ExitStatus
+}
+
+func (p execProcess[S]) Stdin() io.WriteCloser                { return p.stdin }
+func (p execProcess[S]) Stdout() io.Reader                    { return p.stdout }
+func (p execProcess[S]) Stderr() io.Reader                    { return p.stderr }
+func (p execProcess[S]) Signal(sig syscall.Signal) error      { return p.e.Signal(sig) }
+func (p execProcess[S]) SignalGroup(sig syscall.Signal) error { return p.e.SignalGroup(sig) }
+func (p execProcess[S]) Kill() error                          { return p.e.Close() }
+func (p execProcess[S]) Wait() (ExitStatus, error) {
+	st, err := p.e.Wait(context.Background()) // after Kill, at once
+	return p.status(st), err
+}
+
 // tail keeps the last bytes written to it.
 type tail struct {
 	mu  sync.Mutex

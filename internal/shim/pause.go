@@ -1,8 +1,6 @@
 package shim
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +15,8 @@ import (
 	"github.com/boxlite/boxlite/internal/hv"
 	"github.com/boxlite/boxlite/internal/protocol"
 	"github.com/boxlite/boxlite/internal/shimapi"
+
+	"github.com/boxlite/boxlite/internal/template"
 )
 
 // pauseSaveTimeout bounds writing a paused box's state (its memory at disk
@@ -182,11 +182,11 @@ func lastElem(p string) string { return p[strings.LastIndexByte(p, '/')+1:] }
 func (s *shim) compat() (shimapi.Compat, error) {
 	c := shimapi.Compat{MemoryMiB: s.vmcfg.MemoryMiB, CPUs: s.vmcfg.CPUs, Agent: s.info.Hello.Agent}
 	var err error
-	if c.KernelSHA, err = fileSHA(s.vmcfg.Kernel); err != nil {
+	if c.KernelSHA, err = template.FileSHA256(s.vmcfg.Kernel, 0); err != nil {
 		return c, err
 	}
 	if s.vmcfg.Initrd != "" {
-		if c.InitrdSHA, err = fileSHA(s.vmcfg.Initrd); err != nil {
+		if c.InitrdSHA, err = template.FileSHA256(s.vmcfg.Initrd, 0); err != nil {
 			return c, err
 		}
 	}
@@ -201,19 +201,6 @@ func (s *shim) compat() (shimapi.Compat, error) {
 		c.Devices = append(c.Devices, fmt.Sprintf("disk %s ro=%v %s", d.Serial, d.ReadOnly, id))
 	}
 	return c, nil
-}
-
-func fileSHA(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // readPaused reads the box's pause record.

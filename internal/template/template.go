@@ -243,7 +243,7 @@ func (s Store) Create(key string, wait time.Duration, build func(dir string) (Bu
 	if err != nil {
 		return nil, err
 	}
-	sum, err := fileSHA256(filepath.Join(tmp, stateFile))
+	sum, err := FileSHA256(filepath.Join(tmp, stateFile), maxState+1)
 	if err != nil {
 		return nil, err
 	}
@@ -339,14 +339,20 @@ func (t *Template) State() (*os.File, error) {
 	return f, nil
 }
 
-func fileSHA256(path string) (string, error) {
+// FileSHA256 is the hex SHA-256 of the file's first limit bytes (limit <= 0:
+// all of it).
+func FileSHA256(path string, limit int64) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
 	h := sha256.New()
-	if _, err := io.Copy(h, io.LimitReader(f, maxState+1)); err != nil {
+	var r io.Reader = f
+	if limit > 0 {
+		r = io.LimitReader(f, limit)
+	}
+	if _, err := io.Copy(h, r); err != nil {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil

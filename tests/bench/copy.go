@@ -30,9 +30,7 @@ const (
 // while they run), and again over the channel (BOXLITE_COPY_LANE=off); the
 // 256 MiB file's are held against issue 10's baseline.
 func copyBench() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	rt, done, err := imageRuntime(ctx)
+	ctx, rt, done, err := timedImageRuntime(20 * time.Minute)
 	if err != nil {
 		return err
 	}

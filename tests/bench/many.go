@@ -18,9 +18,7 @@ import (
 // were up, the exec latency of the running box meanwhile (against its
 // latency when idle), and the host RSS per box.
 func many(n int) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	rt, done, err := imageRuntime(ctx)
+	ctx, rt, done, err := timedImageRuntime(10 * time.Minute)
 	if err != nil {
 		return err
 	}
@@ -131,9 +129,7 @@ func many(n int) error {
 // `true` in one box while the other runs a busy loop, against the same
 // before the loop starts (each VMM has the same cgroup CPU weight).
 func spin() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	rt, done, err := imageRuntime(ctx)
+	ctx, rt, done, err := timedImageRuntime(5 * time.Minute)
 	if err != nil {
 		return err
 	}
@@ -174,6 +170,18 @@ func spin() error {
 	}
 	rec.vs("a box spinning its CPU: exec of true in another box, p50", msf(during), "ms", "before", msf(before), nil)
 	return nil
+}
+
+// timedImageRuntime is imageRuntime under a context of timeout; done also
+// cancels the context.
+func timedImageRuntime(timeout time.Duration) (context.Context, *boxlite.Runtime, func(), error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	rt, done, err := imageRuntime(ctx)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	return ctx, rt, func() { done(); cancel() }, nil
 }
 
 // imageRuntime is a fresh runtime (with opts) with the test image loaded.

@@ -21,14 +21,11 @@ import (
 // disk of its state against the memory its guest had touched.
 func pauseBench() error {
 	ctx := context.Background()
-	rt, done, err := freshRuntime()
+	rt, done, err := imageRuntime(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
-	if _, err := rt.Images().Load(ctx, os.Getenv("BOXLITE_TEST_IMAGE")); err != nil {
-		return err
-	}
 	exec := func(b *boxlite.Box) error {
 		_, err := b.Run(ctx, boxlite.Command{Argv: []string{"true"}})
 		return err

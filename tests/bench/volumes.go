@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -23,9 +22,7 @@ import (
 // volume (guest RAM in a shared memfd, plus a virtiofsd) against one
 // without.
 func volumes() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	rt, done, err := imageRuntime(ctx)
+	ctx, rt, done, err := timedImageRuntime(20 * time.Minute)
 	if err != nil {
 		return err
 	}

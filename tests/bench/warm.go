@@ -20,14 +20,11 @@ import (
 // host memory of N idle boxes of one template against one.
 func warm() error {
 	ctx := context.Background()
-	rt, done, err := freshRuntime()
+	rt, done, err := imageRuntime(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
-	if _, err := rt.Images().Load(ctx, os.Getenv("BOXLITE_TEST_IMAGE")); err != nil {
-		return err
-	}
 	firstExec := func(opts ...boxlite.BoxOption) (*boxlite.Box, time.Duration, error) {
 		start := time.Now()
 		b, err := rt.Create(ctx, "alpine:latest", opts...)

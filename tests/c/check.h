@@ -3,6 +3,7 @@
 #ifndef BOXLITE_TEST_CHECK_H
 #define BOXLITE_TEST_CHECK_H
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "boxlite.h"
 
@@ -31,5 +32,32 @@ static void expect(int rc, boxlite_error_t **errp, int want, const char *what) {
     CHECK(err && err->code == want && err->message && *err->message, "%s: error object", what);
   }
   boxlite_error_free(err);
+}
+
+/* runtime_in opens a runtime on home (a mkdtemp template, filled in) and
+ * loads the image archive at image into it; *loaded (may be NULL) gets the
+ * loaded images' JSON, freed by the caller. NULL when either fails. */
+static boxlite_runtime_t *runtime_in(char *home, const char *image, char **loaded) {
+  if (!mkdtemp(home)) return NULL;
+  char opts[256];
+  snprintf(opts, sizeof opts, "{\"home\":\"%s\"}", home);
+  boxlite_runtime_t *rt = NULL;
+  boxlite_error_t *err = NULL;
+  int rc = boxlite_runtime_new(opts, &rt, &err);
+  expect(rc, &err, BOXLITE_OK, "runtime_new");
+  if (rc) return NULL;
+  char *json = NULL;
+  rc = boxlite_image_load(rt, image, &json, &err);
+  expect(rc, &err, BOXLITE_OK, "image_load");
+  if (loaded) {
+    *loaded = json;
+  } else {
+    boxlite_string_free(json);
+  }
+  if (rc) {
+    boxlite_runtime_free(rt);
+    return NULL;
+  }
+  return rt;
 }
 #endif

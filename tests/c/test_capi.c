@@ -379,18 +379,14 @@ int main(void) {
   CHECK(strcmp(boxlite_status_name(12345), "unknown") == 0, "unknown status name");
 
   char home[] = "/tmp/bxc.XXXXXX";
-  if (!mkdtemp(home)) return 1;
-  char opts[256];
-  snprintf(opts, sizeof opts, "{\"home\":\"%s\"}", home);
-  boxlite_runtime_t *rt = NULL;
-  boxlite_error_t *err = NULL;
-  int rc = boxlite_runtime_new(opts, &rt, &err);
-  expect(rc, &err, BOXLITE_OK, "runtime_new");
-  if (rc) return 1;
   char *json = NULL;
-  expect(boxlite_image_load(rt, image, &json, &err), &err, BOXLITE_OK, "image_load");
+  boxlite_runtime_t *rt = runtime_in(home, image, &json);
+  if (!rt) return 1;
   CHECK(json && strstr(json, "alpine"), "loaded %s", json ? json : "");
   boxlite_string_free(json);
+  json = NULL;
+  boxlite_error_t *err = NULL;
+  int rc;
 
   boxlite_box_t *box = NULL;
   rc = boxlite_box_create(rt, "{\"image\":\"alpine:latest\",\"name\":\"c-test\",\"memory_mib\":256,\"auto_remove\":false}", &box, &err);

@@ -177,17 +177,10 @@ int main(void) {
     return 1;
   }
   char home[] = "/tmp/bxs.XXXXXX";
-  if (!mkdtemp(home)) return 1;
-  char opts[256];
-  snprintf(opts, sizeof opts, "{\"home\":\"%s\"}", home);
-  boxlite_runtime_t *rt = NULL;
+  boxlite_runtime_t *rt = runtime_in(home, python ? python : image, NULL);
+  if (!rt) return 1;
   boxlite_error_t *err = NULL;
-  int rc = boxlite_runtime_new(opts, &rt, &err);
-  expect(rc, &err, BOXLITE_OK, "runtime_new");
-  if (rc) return 1;
-  char *json = NULL;
-  expect(boxlite_image_load(rt, python ? python : image, &json, &err), &err, BOXLITE_OK, "image_load");
-  boxlite_string_free(json);
+  int rc;
   if (!python) fprintf(stderr, "BOXLITE_TEST_PYTHON_IMAGE not found: python sessions not tested\n");
 
   boxlite_box_t *box = NULL;

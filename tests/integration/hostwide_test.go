@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/boxlite/boxlite"
+	"github.com/boxlite/boxlite/internal/hostaddr"
 	"github.com/boxlite/boxlite/tests/internal/proc"
 )
 
@@ -44,7 +44,7 @@ func TestHostWide(t *testing.T) {
 	t.Parallel()
 	needPython(t)
 	ctx := context.Background()
-	hostIP := hostOwnIPv4(t)
+	hostIP := hostaddr.OwnIPv4(t)
 
 	homeB, err := os.MkdirTemp("", "bxh")
 	if err != nil {
@@ -187,22 +187,6 @@ func TestHostWide(t *testing.T) {
 			t.Errorf("home A's box log does not say why it was refused")
 		}
 	})
-}
-
-// hostOwnIPv4 is one of this host's non-loopback IPv4 addresses.
-func hostOwnIPv4(t *testing.T) netip.Addr {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range addrs {
-		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is4() && !p.Addr().IsLoopback() {
-			return p.Addr()
-		}
-	}
-	t.Fatal("this host has no non-loopback IPv4 address: the test reaches the host by it")
-	return netip.Addr{}
 }
 
 // statusUID is the real uid of pid, from /proc/<pid>/status.

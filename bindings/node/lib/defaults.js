@@ -31,6 +31,12 @@ module.exports = Object.freeze({
   DEFAULT_ROWS: 24,
   /** a terminal's initial columns */
   DEFAULT_COLS: 80,
+  /** how long an interrupted cell or shell command has to stop before its session restarts */
+  DEFAULT_SESSION_GRACE_SECS: 3,
+  /** the file data a copy out of a box may bring unless its options say otherwise */
+  DEFAULT_COPY_OUT_MAX_BYTES: 1073741824,
+  /** the entries a copy out of a box may bring unless its options say otherwise */
+  DEFAULT_COPY_OUT_MAX_ENTRIES: 100000,
   /** a box is removed when it stops unless its options say otherwise */
   DEFAULT_AUTO_REMOVE: true,
 });

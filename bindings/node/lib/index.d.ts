@@ -85,6 +85,12 @@ export declare const DEFAULT_OUTPUT_LIMIT_BYTES: 67108864;
 export declare const DEFAULT_ROWS: 24;
 /** a terminal's initial columns */
 export declare const DEFAULT_COLS: 80;
+/** how long an interrupted cell or shell command has to stop before its session restarts */
+export declare const DEFAULT_SESSION_GRACE_SECS: 3;
+/** the file data a copy out of a box may bring unless its options say otherwise */
+export declare const DEFAULT_COPY_OUT_MAX_BYTES: 1073741824;
+/** the entries a copy out of a box may bring unless its options say otherwise */
+export declare const DEFAULT_COPY_OUT_MAX_ENTRIES: 100000;
 /** a box is removed when it stops unless its options say otherwise */
 export declare const DEFAULT_AUTO_REMOVE: true;
 // END GENERATED: defaults

@@ -53,6 +53,9 @@ CDEF = r"""
 #define BOXLITE_DEFAULT_OUTPUT_LIMIT_BYTES 67108864 /* output collected per stream of a run, a cell or a shell command */
 #define BOXLITE_DEFAULT_ROWS 24 /* a terminal's initial rows */
 #define BOXLITE_DEFAULT_COLS 80 /* a terminal's initial columns */
+#define BOXLITE_DEFAULT_SESSION_GRACE_SECS 3 /* how long an interrupted cell or shell command has to stop before its session restarts */
+#define BOXLITE_DEFAULT_COPY_OUT_MAX_BYTES 1073741824 /* the file data a copy out of a box may bring unless its options say otherwise */
+#define BOXLITE_DEFAULT_COPY_OUT_MAX_ENTRIES 100000 /* the entries a copy out of a box may bring unless its options say otherwise */
 #define BOXLITE_DEFAULT_AUTO_REMOVE 1 /* a box is removed when it stops unless its options say otherwise */
 /* END GENERATED: defaults */
 
@@ -98,19 +101,27 @@ void boxlite_string_free(char *s);
 
 /* ---- runtime: a home directory with its images and boxes ---- */
 
-/* options_json may be NULL or {"home": "...", "assets": "...",
- * "output_limit_bytes": N}; home defaults to $BOXLITE_HOME or ~/.boxlite,
- * assets (boxlite-shim and guest/) to $BOXLITE_ASSETS, else next to
- * libboxlite.so. output_limit_bytes (> 0; default 67108864, 64 MiB) caps each
- * stream of a collected result (boxlite_box_run, session results): the rest is
- * read and dropped, and the result says it was truncated. */
+/* options_json may be NULL (all defaults) or an object of:
+ * BEGIN GENERATED: runtime options (from internal/abi.RuntimeOptions: go generate ./errdefs; do not edit)
+ *   "home": string: the runtime's directory: default $BOXLITE_HOME, else ~/.boxlite
+ *   "assets": string: where boxlite-shim and guest/ are: default $BOXLITE_ASSETS, else next to
+ *       libboxlite.so
+ *   "output_limit_bytes": integer: more than 0: what a collected result keeps per stream
+ *       (boxlite_box_run, session results; the rest is read and dropped, the result says
+ *       truncated): default 67108864
+ * END GENERATED: runtime options
+ */
 int boxlite_runtime_new(const char *options_json, boxlite_runtime_t **out, boxlite_error_t **err);
 /* A runtime whose boxes live on a server of BoxLite's REST API (boxlite
- * serve): options_json is {"url": "...", "api_key": "...",
- * "output_limit_bytes": N, "insecure_http": false}; url (http or https, the
- * /v1 prefix added when missing) and api_key are required, plain http only
- * to a loopback host unless insecure_http. The key goes in the
- * Authorization header and is never logged nor put in an error. Every call
+ * serve): options_json is an object of:
+ * BEGIN GENERATED: rest options (from internal/abi.RestOptions: go generate ./errdefs; do not edit)
+ *   "url": string, required: http or https; the /v1 prefix is added when missing
+ *   "api_key": string, required: sent in the Authorization header, never logged nor put in an
+ *       error
+ *   "output_limit_bytes": integer: as boxlite_runtime_new's: default 67108864
+ *   "insecure_http": boolean: allow plain http to a host other than loopback: default false
+ * END GENERATED: rest options
+ * Plain http goes only to a loopback host unless insecure_http. Every call
  * on the runtime's boxes and executions works as on a local one, except
  * what names this machine's files for the server: image_load,
  * runtime_import_box, volumes and ports in box options fail with
@@ -324,12 +335,19 @@ int boxlite_runtime_metrics(boxlite_runtime_t *rt, char **out_json, boxlite_erro
  * the box, copied-out ones to the calling user, without set-id bits. What a
  * box sends is checked: nothing lands outside host_dst or through a symlink,
  * device nodes are not made. Blocks until done. options_json (NULL: all
- * defaults): {"overwrite": true, "follow_symlinks": false (follow a symlink
- * named as the source), "include_parent": true (false: a directory's
- * contents), "recursive": true (false refuses a directory), "max_bytes": 0,
- * "max_entries": 0 (caps on file data and entries, BOXLITE_ERR_LIMIT past
- * them; 0: the default, for copy_out 1 GiB and 100000, for copy_in none;
- * -1: none), "timeout_secs": none (BOXLITE_ERR_TIMEOUT)}. A missing source
+ * defaults), an object of:
+ * BEGIN GENERATED: copy options (from internal/abi.CopyOptions: go generate ./errdefs; do not edit)
+ *   "overwrite": boolean: replace an existing destination: default true
+ *   "follow_symlinks": boolean: follow a symlink named as the source: default false
+ *   "include_parent": boolean: copy a directory itself (false: its contents): default true
+ *   "recursive": boolean: false refuses a directory: default true
+ *   "max_bytes": integer: a cap on file data, limit past it; 0: the default (1073741824 for
+ *       copy_out, none for copy_in); -1: none
+ *   "max_entries": integer: a cap on entries, limit past it; 0: the default (100000 for
+ *       copy_out, none for copy_in); -1: none
+ *   "timeout_secs": number: more than 0 (timeout past it); default: none
+ * END GENERATED: copy options
+ * A missing source
  * is BOXLITE_ERR_NOT_FOUND, an existing destination without "overwrite"
  * BOXLITE_ERR_ALREADY_EXISTS; a box whose agent predates the copy service
  * gives BOXLITE_ERR_UNSUPPORTED. */
@@ -365,9 +383,12 @@ int boxlite_box_snapshot_remove(boxlite_box_t *box, const char *name, boxlite_er
 /* Replaces the box's disk with the snapshot's (the snapshot stays). */
 int boxlite_box_snapshot_restore(boxlite_box_t *box, const char *name, boxlite_error_t **err);
 /* Makes a new, stopped box with the box's config, image and a copy of its
- * disk. options_json (NULL: defaults): {"name": none (the clone's name;
- * names are unique: BOXLITE_ERR_ALREADY_EXISTS), "snapshot": none (copy
- * this snapshot of the box instead of its disk)}. *out is a new handle. */
+ * disk. *out is a new handle. options_json (NULL: defaults), an object of:
+ * BEGIN GENERATED: clone options (from internal/abi.CloneOptions: go generate ./errdefs; do not edit)
+ *   "name": string: the clone's name (names are unique: already_exists); default: none
+ *   "snapshot": string: copy this snapshot of the box instead of its disk
+ * END GENERATED: clone options
+ */
 int boxlite_box_clone(boxlite_box_t *box, const char *options_json, boxlite_box_t **out,
                       boxlite_error_t **err);
 /* Writes the box to one archive file (a zstd-compressed tar: its config,
@@ -392,14 +413,24 @@ int boxlite_runtime_import_box(boxlite_runtime_t *rt, const char *archive_path, 
 
 /* ---- executions ---- */
 
-/* Starts a process. command_json: {"argv": ["cmd", "arg", ...] (required,
- * never joined into a shell string; [] runs the box's entrypoint and cmd;
- * a configured or stopped box is started first, see boxlite_box_start), "env": {"K": "V"}, "cwd": str, "user":
- * str, "timeout_secs": 0 (none), "stdin": false (true keeps stdin open for
- * boxlite_execution_write), "tty": false, "rows": 24, "cols": 80,
- * "output_limit_bytes": N (boxlite_box_run only; default: the runtime's)}. A command
- * that does not exist fails here or in boxlite_execution_wait with
- * BOXLITE_ERR_NOT_FOUND.
+/* Starts a process; a configured or stopped box is started first (see
+ * boxlite_box_start). command_json, an object of:
+ * BEGIN GENERATED: command (from internal/abi.Command: go generate ./errdefs; do not edit)
+ *   "argv": [string], required: never joined into a shell string; [] runs the box's entrypoint
+ *       and cmd
+ *   "env": {string: string}: added to the box's
+ *   "cwd": string: default: the box's working directory
+ *   "user": string: name, uid or uid:gid; default: the box's
+ *   "timeout_secs": number: kills the process after that long (exit.timed_out); 0: none
+ *   "stdin": boolean: keep stdin open for boxlite_execution_write; default false
+ *   "tty": boolean: run on a pseudo-terminal (see below); default false
+ *   "rows": integer: with tty: the terminal's rows, default 24
+ *   "cols": integer: with tty: the terminal's columns, default 80
+ *   "output_limit_bytes": integer: boxlite_box_run only: output kept per stream; default: the
+ *       runtime's
+ * END GENERATED: command
+ * A command that does not exist fails here or in boxlite_execution_wait
+ * with BOXLITE_ERR_NOT_FOUND.
  *
  * "tty": true runs the process on a pseudo-terminal of rows x cols (1-65535;
  * "rows"/"cols" need "tty"), leading its own session with the terminal as
@@ -464,15 +495,20 @@ void boxlite_execution_free(boxlite_execution_t *ex);
 typedef struct boxlite_session boxlite_session_t;
 typedef struct boxlite_cell boxlite_cell_t; /* a running cell, to stream its output */
 
-/* kind is "python" or "shell". options_json may be NULL or
- * {"env": {"K": "V"}, "cwd": str, "user": str, "grace_secs": 3,
- *  "output_limit_bytes": N (each stream of a result; default: the runtime's),
- *  "python": str (python only; default: the first of /usr/local/bin/python3,
- *            python3, python in the box),
- *  "shell": str (shell only; default "/bin/sh")}.
- * grace_secs is how long an interrupted cell or command has to stop before
- * its interpreter or shell is killed and restarted. Blocks until the session
- * is ready; BOXLITE_ERR_NOT_FOUND when the image has no Python. */
+/* kind is "python" or "shell". options_json may be NULL or an object of:
+ * BEGIN GENERATED: session options (from internal/abi.SessionOptions: go generate ./errdefs; do not edit)
+ *   "python": string: python sessions: the interpreter; default: the first of
+ *       /usr/local/bin/python3, python3, python in the box
+ *   "shell": string: shell sessions: the shell; default "/bin/sh"
+ *   "env": {string: string}: added to the box's
+ *   "cwd": string: default: the box's working directory
+ *   "user": string: name, uid or uid:gid; default: the box's
+ *   "grace_secs": number: how long an interrupted cell or command has to stop before its
+ *       interpreter or shell is killed and restarted: default 3, more than 0
+ *   "output_limit_bytes": integer: output kept per stream of a result; default: the runtime's
+ * END GENERATED: session options
+ * Blocks until the session is ready; BOXLITE_ERR_NOT_FOUND when the image
+ * has no Python. */
 int boxlite_session_new(boxlite_box_t *box, const char *kind, const char *options_json,
                         boxlite_session_t **out, boxlite_error_t **err);
 
@@ -488,8 +524,11 @@ int boxlite_session_new(boxlite_box_t *box, const char *kind, const char *option
  * An exception in the cell is a result ("error"), not a failure; so is an
  * interpreter that died under the cell (error type "InterpreterExited",
  * "restarted": true; the session starts a new one, its state is gone).
- * options_json: NULL or {"timeout_secs": 0} (0 or absent: none); a timeout
- * interrupts the cell after that long (KeyboardInterrupt) and returns
+ * options_json: NULL or an object of:
+ * BEGIN GENERATED: cell options (from internal/abi.CellOptions: go generate ./errdefs; do not edit)
+ *   "timeout_secs": number: interrupts the cell after that long (KeyboardInterrupt); 0: none
+ * END GENERATED: cell options
+ * A timeout interrupts the cell and returns
  * BOXLITE_ERR_TIMEOUT; the session keeps its state. A cell that does
  * not stop within the grace period is killed with its interpreter, which is
  * restarted: BOXLITE_ERR_TIMEOUT, a message saying the session's state is
@@ -498,8 +537,8 @@ int boxlite_session_new(boxlite_box_t *box, const char *kind, const char *option
 int boxlite_session_run(boxlite_session_t *s, const char *code, const char *options_json,
                         char **result_json, boxlite_error_t **err);
 
-/* Starts a cell and returns at once, to stream its output; options_json as
- * for boxlite_session_run, its timeout over the whole cell. */
+/* Starts a cell and returns at once, to stream its output; options_json
+ * (NULL: none) as for boxlite_session_run, its timeout over the whole cell. */
 int boxlite_session_run_start(boxlite_session_t *s, const char *code, const char *options_json,
                               boxlite_cell_t **out, boxlite_error_t **err);
 /* Reads output of the cell in the order it was written; *stream is
@@ -523,12 +562,16 @@ int boxlite_cell_interrupt(boxlite_cell_t *c, boxlite_error_t **err);
 /* Frees the handle; a cell still running is interrupted, its output dropped. */
 void boxlite_cell_free(boxlite_cell_t *c);
 
-/* Runs a command in a shell session. command_json: {"argv": [...] (required;
- * each argument is quoted as one word, never joined into a script; a builtin
- * such as cd or export, or `eval SCRIPT` for shell code, acts on the
- * session's shell), "env": {"K": "V"} (this command only: it then runs in a
- * subshell), "timeout_secs": 0, "output_limit_bytes": N (default: the
- * session's)}. The command's stdin is /dev/null. *out as
+/* Runs a command in a shell session. command_json, an object of:
+ * BEGIN GENERATED: shell command (from internal/abi.ShellCommand: go generate ./errdefs; do not edit)
+ *   "argv": [string], required: each argument quoted as one word, never joined into a script; a
+ *       builtin such as cd or export, or eval SCRIPT for shell code, acts on the session's
+ *       shell
+ *   "env": {string: string}: this command only: it then runs in a subshell
+ *   "timeout_secs": number: sends SIGINT after that long; 0: none
+ *   "output_limit_bytes": integer: output kept per stream; default: the session's
+ * END GENERATED: shell command
+ * The command's stdin is /dev/null. *out as
  * for boxlite_box_run. A timeout sends SIGINT to the command and returns
  * BOXLITE_ERR_TIMEOUT with *out set (exit.timed_out = 1), the shell keeping
  * its state; a command that ignores it is killed with the shell, which is

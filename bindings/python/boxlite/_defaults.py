@@ -15,4 +15,7 @@ MAX_BOOT_TIMEOUT_SECS = 600  # the longest boot timeout a box may ask for
 DEFAULT_OUTPUT_LIMIT_BYTES = 67108864  # output collected per stream of a run, a cell or a shell command
 DEFAULT_ROWS = 24  # a terminal's initial rows
 DEFAULT_COLS = 80  # a terminal's initial columns
+DEFAULT_SESSION_GRACE_SECS = 3  # how long an interrupted cell or shell command has to stop before its session restarts
+DEFAULT_COPY_OUT_MAX_BYTES = 1073741824  # the file data a copy out of a box may bring unless its options say otherwise
+DEFAULT_COPY_OUT_MAX_ENTRIES = 100000  # the entries a copy out of a box may bring unless its options say otherwise
 DEFAULT_AUTO_REMOVE = True  # a box is removed when it stops unless its options say otherwise

@@ -7,6 +7,12 @@ the status and error object into an exception through :func:`check`, and free
 everything the library allocated (error objects, strings, results) before they
 return. Nothing above this module touches ``ffi`` or ``lib``.
 
+Most are built by :func:`_build` from their row in ``_calls.py``, which
+internal/abigen writes from the header (its parameters' types and names);
+the ones written out below are those with logic of their own (buffers, exit
+and result structs, results handed out with a timeout). Importing the module
+fails when the header has a function that neither covers.
+
 The library is ``_lib/libboxlite.so`` inside this package (the wheel carries it
 with ``boxlite-shim`` and ``guest/`` beside it, where the library looks for
 them); ``$BOXLITE_LIB`` names another one.
@@ -22,7 +28,7 @@ from typing import Callable, Optional, Tuple, Union
 from cffi import FFI
 
 from . import errors
-
+from ._calls import CALLS  # a row per header function, generated from it
 from ._cdef import CDEF  # the header's declarations, generated from it
 
 ffi = FFI()
@@ -131,6 +137,10 @@ def _cstr(value, what: str) -> bytes:
     return b
 
 
+def _nullable(value, what: str):
+    return ffi.NULL if value is None else _cstr(value, what)
+
+
 def _ptr(handle: "Handle"):
     if not isinstance(handle, Handle):
         raise TypeError(f"expected a boxlite handle, not {type(handle).__name__}")
@@ -175,138 +185,7 @@ class Handle:
         return f"<{self.kind} handle {'open' if self.alive else 'closed'}>"
 
 
-# ---- library --------------------------------------------------------------------
-
-
-def version() -> str:
-    return ffi.string(lib().boxlite_version()).decode()
-
-
-def status_name(code: int) -> str:
-    return ffi.string(lib().boxlite_status_name(int(code))).decode()
-
-
-def error_free(err) -> None:
-    lib().boxlite_error_free(err)
-
-
-def string_free(s) -> None:
-    lib().boxlite_string_free(s)
-
-
-# ---- runtime --------------------------------------------------------------------
-
-
-def runtime_new(options_json: Optional[str]) -> Handle:
-    out = ffi.new("boxlite_runtime_t **")
-    err = _new_err()
-    opts = ffi.NULL if options_json is None else _cstr(options_json, "runtime options")
-    check(lib().boxlite_runtime_new(opts, out, err), err, "runtime_new")
-    return Handle(out[0], "boxlite_runtime_free", "runtime")
-
-
-def runtime_new_rest(options_json: str) -> Handle:
-    out = ffi.new("boxlite_runtime_t **")
-    err = _new_err()
-    check(lib().boxlite_runtime_new_rest(_cstr(options_json, "REST runtime options"), out, err), err, "runtime_new_rest")
-    return Handle(out[0], "boxlite_runtime_free", "runtime")
-
-
-def runtime_free(rt: Handle) -> None:
-    rt.close()
-
-
-def image_load(rt: Handle, path: str) -> str:
-    out = ffi.new("char **")
-    err = _new_err()
-    check(lib().boxlite_image_load(_ptr(rt), _cstr(path, "image path"), out, err), err, "image_load")
-    return _take_string(out[0])
-
-
-def image_list(rt: Handle) -> str:
-    out = ffi.new("char **")
-    err = _new_err()
-    check(lib().boxlite_image_list(_ptr(rt), out, err), err, "image_list")
-    return _take_string(out[0])
-
-
-def box_list(rt: Handle) -> str:
-    out = ffi.new("char **")
-    err = _new_err()
-    check(lib().boxlite_box_list(_ptr(rt), out, err), err, "box_list")
-    return _take_string(out[0])
-
-
-# ---- boxes ------------------------------------------------------------------------
-
-
-def box_create(rt: Handle, options_json: str) -> Handle:
-    out = ffi.new("boxlite_box_t **")
-    err = _new_err()
-    check(lib().boxlite_box_create(_ptr(rt), _cstr(options_json, "box options"), out, err), err, "box_create")
-    return Handle(out[0], "boxlite_box_free", "box")
-
-
-def box_get(rt: Handle, id_or_name: str) -> Handle:
-    out = ffi.new("boxlite_box_t **")
-    err = _new_err()
-    check(lib().boxlite_box_get(_ptr(rt), _cstr(id_or_name, "box id or name"), out, err), err, "box_get")
-    return Handle(out[0], "boxlite_box_free", "box")
-
-
-def box_id(box: Handle) -> Optional[str]:
-    p = lib().boxlite_box_id(_ptr(box))
-    return None if p == ffi.NULL else ffi.string(p).decode()
-
-
-def box_info(box: Handle) -> str:
-    out = ffi.new("char **")
-    err = _new_err()
-    check(lib().boxlite_box_info(_ptr(box), out, err), err, "box_info")
-    return _take_string(out[0])
-
-
-def box_metrics(box: Handle) -> str:
-    out = ffi.new("char **")
-    err = _new_err()
-    check(lib().boxlite_box_metrics(_ptr(box), out, err), err, "box_metrics")
-    return _take_string(out[0])
-
-
-def runtime_metrics(rt: Handle) -> str:
-    out = ffi.new("char **")
-    err = _new_err()
-    check(lib().boxlite_runtime_metrics(_ptr(rt), out, err), err, "runtime_metrics")
-    return _take_string(out[0])
-
-
-def box_start(box: Handle) -> None:
-    err = _new_err()
-    check(lib().boxlite_box_start(_ptr(box), err), err, "box_start")
-
-
-def box_stop(box: Handle) -> None:
-    err = _new_err()
-    check(lib().boxlite_box_stop(_ptr(box), err), err, "box_stop")
-
-
-def box_remove(box: Handle, force: bool) -> None:
-    err = _new_err()
-    check(lib().boxlite_box_remove(_ptr(box), 1 if force else 0, err), err, "box_remove")
-
-
-def box_free(box: Handle) -> None:
-    box.close()
-
-
-# ---- executions ---------------------------------------------------------------------
-
-
-def box_exec(box: Handle, command_json: str) -> Handle:
-    out = ffi.new("boxlite_execution_t **")
-    err = _new_err()
-    check(lib().boxlite_box_exec(_ptr(box), _cstr(command_json, "command"), out, err), err, "box_exec")
-    return Handle(out[0], "boxlite_execution_free", "execution")
+# ---- written out: results, reads and waits (structs and buffers) ---------------
 
 
 ExitTuple = Tuple[int, int, bool]  # exit_code, signal, timed_out
@@ -316,6 +195,8 @@ def _exit_code(e) -> int:
     """BoxLite's exit code: -N for a process a signal N killed (the C ABI,
     like a shell, says 128+N)."""
     return -e.signal if e.signal else e.exit_code
+
+
 # (exit, stdout, stderr, (stdout_truncated, stderr_truncated))
 RunTuple = Tuple[ExitTuple, bytes, bytes, Tuple[bool, bool]]
 
@@ -340,83 +221,6 @@ def box_run(box: Handle, command_json: str) -> RunTuple:
     return _take_result(out[0])
 
 
-def box_copy_in(box: Handle, host_src: str, box_dst: str, options_json: str) -> None:
-    err = _new_err()
-    check(lib().boxlite_box_copy_in(_ptr(box), _cstr(host_src, "host_path"), _cstr(box_dst, "container_dest"),
-                                    _cstr(options_json, "copy options"), err), err, "box_copy_in")
-
-
-def box_copy_out(box: Handle, box_src: str, host_dst: str, options_json: str) -> None:
-    err = _new_err()
-    check(lib().boxlite_box_copy_out(_ptr(box), _cstr(box_src, "container_src"), _cstr(host_dst, "host_dest"),
-                                     _cstr(options_json, "copy options"), err), err, "box_copy_out")
-
-
-def result_free(res) -> None:
-    lib().boxlite_result_free(res)
-
-
-# ---- snapshots, clones, archives -------------------------------------------------
-
-
-def _nullable(value, what: str):
-    return ffi.NULL if value is None else _cstr(value, what)
-
-
-def box_snapshot_create(box: Handle, name: Optional[str]) -> str:
-    out = ffi.new("char **")
-    err = _new_err()
-    check(lib().boxlite_box_snapshot_create(_ptr(box), _nullable(name, "name"), out, err), err, "box_snapshot_create")
-    return _take_string(out[0])
-
-
-def box_snapshot_list(box: Handle) -> str:
-    out = ffi.new("char **")
-    err = _new_err()
-    check(lib().boxlite_box_snapshot_list(_ptr(box), out, err), err, "box_snapshot_list")
-    return _take_string(out[0])
-
-
-def box_snapshot_get(box: Handle, name: str) -> str:
-    out = ffi.new("char **")
-    err = _new_err()
-    check(lib().boxlite_box_snapshot_get(_ptr(box), _cstr(name, "name"), out, err), err, "box_snapshot_get")
-    return _take_string(out[0])
-
-
-def box_snapshot_remove(box: Handle, name: str) -> None:
-    err = _new_err()
-    check(lib().boxlite_box_snapshot_remove(_ptr(box), _cstr(name, "name"), err), err, "box_snapshot_remove")
-
-
-def box_snapshot_restore(box: Handle, name: str) -> None:
-    err = _new_err()
-    check(lib().boxlite_box_snapshot_restore(_ptr(box), _cstr(name, "name"), err), err, "box_snapshot_restore")
-
-
-def box_clone(box: Handle, options_json: Optional[str]) -> Handle:
-    out = ffi.new("boxlite_box_t **")
-    err = _new_err()
-    check(lib().boxlite_box_clone(_ptr(box), _nullable(options_json, "clone options"), out, err), err, "box_clone")
-    return Handle(out[0], "boxlite_box_free", "box")
-
-
-def box_export(box: Handle, dest: str) -> str:
-    out = ffi.new("char **")
-    err = _new_err()
-    check(lib().boxlite_box_export(_ptr(box), _cstr(dest, "dest"), out, err), err, "box_export")
-    return _take_string(out[0])
-
-
-def runtime_import_box(rt: Handle, archive_path: str, name: Optional[str], options_json: Optional[str] = None) -> Handle:
-    out = ffi.new("boxlite_box_t **")
-    err = _new_err()
-    check(lib().boxlite_runtime_import_box(_ptr(rt), _cstr(archive_path, "archive_path"), _nullable(name, "name"),
-                                           _nullable(options_json, "options_json"), out, err),
-          err, "runtime_import_box")
-    return Handle(out[0], "boxlite_box_free", "box")
-
-
 def new_buffer(size: int):
     """A read buffer for execution_read (a cffi uint8_t[size])."""
     return ffi.new("uint8_t[]", size)
@@ -434,20 +238,6 @@ def execution_read(ex: Handle, stream: int, buf, timeout_ms: int) -> Tuple[int, 
     return rc, int(n[0])
 
 
-def execution_fd(ex: Handle) -> int:
-    return lib().boxlite_execution_fd(_ptr(ex))
-
-
-def execution_write(ex: Handle, data: bytes) -> None:
-    err = _new_err()
-    check(lib().boxlite_execution_write(_ptr(ex), data, len(data), err), err, "execution_write")
-
-
-def execution_close_stdin(ex: Handle) -> None:
-    err = _new_err()
-    check(lib().boxlite_execution_close_stdin(_ptr(ex), err), err, "execution_close_stdin")
-
-
 def execution_wait(ex: Handle, timeout_ms: int) -> Tuple[int, Optional[ExitTuple]]:
     """(OK, (exit_code, signal, timed_out)) or (AGAIN, None)."""
     out = ffi.new("boxlite_exit_t *")
@@ -458,30 +248,6 @@ def execution_wait(ex: Handle, timeout_ms: int) -> Tuple[int, Optional[ExitTuple
     return rc, (_exit_code(out), out.signal, bool(out.timed_out))
 
 
-def execution_signal(ex: Handle, sig: int) -> None:
-    err = _new_err()
-    check(lib().boxlite_execution_signal(_ptr(ex), sig, err), err, "execution_signal")
-
-
-def execution_kill(ex: Handle) -> None:
-    err = _new_err()
-    check(lib().boxlite_execution_kill(_ptr(ex), err), err, "execution_kill")
-
-
-def execution_id(ex: Handle) -> Optional[str]:
-    p = lib().boxlite_execution_id(_ptr(ex))
-    return None if p == ffi.NULL else ffi.string(p).decode()
-
-
-def execution_resize(ex: Handle, rows: int, cols: int) -> None:
-    err = _new_err()
-    check(lib().boxlite_execution_resize(_ptr(ex), rows, cols, err), err, "execution_resize")
-
-
-def execution_free(ex: Handle) -> None:
-    ex.close()
-
-
 # ---- sessions ------------------------------------------------------------------------
 #
 # boxlite_session_run, boxlite_cell_result and boxlite_session_exec hand out
@@ -490,14 +256,6 @@ def execution_free(ex: Handle) -> None:
 # tuple box_run returns).
 
 TIMEOUT = 5
-
-
-def session_new(box: Handle, kind: str, options_json: Optional[str]) -> Handle:
-    out = ffi.new("boxlite_session_t **")
-    err = _new_err()
-    opts = ffi.NULL if options_json is None else _cstr(options_json, "session options")
-    check(lib().boxlite_session_new(_ptr(box), _cstr(kind, "session kind"), opts, out, err), err, "session_new")
-    return Handle(out[0], "boxlite_session_free", "session")
 
 
 def _json_result(rc: int, out, err, op: str) -> str:
@@ -518,14 +276,6 @@ def session_run(s: Handle, code: str, options_json: Optional[str] = None) -> str
     return _json_result(rc, out, err, "session_run")
 
 
-def session_run_start(s: Handle, code: str, options_json: Optional[str] = None) -> Handle:
-    out = ffi.new("boxlite_cell_t **")
-    err = _new_err()
-    check(lib().boxlite_session_run_start(_ptr(s), _cstr(code, "code"), _nullable(options_json, "cell options"), out, err), err,
-          "session_run_start")
-    return Handle(out[0], "boxlite_cell_free", "cell")
-
-
 def cell_read(c: Handle, buf, timeout_ms: int) -> Tuple[int, int, int]:
     """Reads into buf (from new_buffer): (OK, stream, n), (AGAIN, 0, 0) or (EOF, 0, 0)."""
     stream = ffi.new("int *")
@@ -533,10 +283,6 @@ def cell_read(c: Handle, buf, timeout_ms: int) -> Tuple[int, int, int]:
     err = _new_err()
     rc = check(lib().boxlite_cell_read(_ptr(c), buf, len(buf), timeout_ms, stream, n, err), err, "cell_read")
     return rc, int(stream[0]), int(n[0])
-
-
-def cell_fd(c: Handle) -> int:
-    return lib().boxlite_cell_fd(_ptr(c))
 
 
 def cell_result(c: Handle, timeout_ms: int) -> Tuple[int, Optional[str]]:
@@ -548,15 +294,6 @@ def cell_result(c: Handle, timeout_ms: int) -> Tuple[int, Optional[str]]:
         check(rc, err, "cell_result")
         return rc, None
     return rc, _json_result(rc, out, err, "cell_result")
-
-
-def cell_interrupt(c: Handle) -> None:
-    err = _new_err()
-    check(lib().boxlite_cell_interrupt(_ptr(c), err), err, "cell_interrupt")
-
-
-def cell_free(c: Handle) -> None:
-    c.close()
 
 
 def session_exec(s: Handle, command_json: str) -> RunTuple:
@@ -575,22 +312,73 @@ def session_exec(s: Handle, command_json: str) -> RunTuple:
     return result
 
 
-def session_interrupt(s: Handle) -> None:
-    err = _new_err()
-    check(lib().boxlite_session_interrupt(_ptr(s), err), err, "session_interrupt")
+# ---- the rest, built from the header's rows (_calls.py) ---------------------------
+
+_IN_KINDS = ("handle", "str", "str_or_null", "int", "bytes", "pointer")
 
 
-def session_reset(s: Handle) -> None:
-    err = _new_err()
-    check(lib().boxlite_session_reset(_ptr(s), err), err, "session_reset")
+def _build(name: str, result: str, params) -> Callable:
+    """The Python function of boxlite_<name> from its row: arguments in the
+    header's order (out-parameters and err left out; trailing nullable
+    strings may be omitted), out-parameters allocated and returned (one:
+    itself; several: a tuple), the status raised through check."""
+    fn = "boxlite_" + name
+    ins = [(p, kind) for p, kind, _ in params if kind in _IN_KINDS]
+    outs = [(kind, handle) for _, kind, handle in params if kind not in _IN_KINDS]
+    required = len(ins)
+    while required and ins[required - 1][1] == "str_or_null":
+        required -= 1
+    if result == "void" and [k for _, k in ins] == ["handle"] and not outs:
+        def free(h: Handle) -> None:
+            if not isinstance(h, Handle):
+                raise TypeError(f"expected a boxlite handle, not {type(h).__name__}")
+            h.close()  # once: a closed handle stays closed
+        free.__name__ = name
+        return free
+
+    def arg(kind: str, what: str, value):
+        if kind == "handle":
+            return _ptr(value)
+        if kind == "str":
+            return _cstr(value, what)
+        if kind == "str_or_null":
+            return _nullable(value, what)
+        return value
+
+    def call(*args):
+        if not required <= len(args) <= len(ins):
+            raise TypeError(f"{name}() takes {', '.join(p for p, _ in ins) or 'no arguments'}; {len(args)} given")
+        cargs = []
+        for (what, kind), value in zip(ins, args + (None,) * (len(ins) - len(args))):
+            if kind == "bytes":
+                cargs += [value, len(value)]
+            else:
+                cargs.append(arg(kind, what, value))
+        ptrs = [ffi.new("char **" if kind == "out_string" else f"boxlite_{handle}_t **") for kind, handle in outs]
+        if result != "status":
+            r = getattr(lib(), fn)(*cargs)
+            if result == "string":
+                return None if r == ffi.NULL else ffi.string(r).decode()
+            return r if result == "int" else None
+        err = _new_err()
+        check(getattr(lib(), fn)(*cargs, *ptrs, err), err, name)
+        values = [_take_string(p[0]) if kind == "out_string" else Handle(p[0], f"boxlite_{handle}_free", handle)
+                  for (kind, handle), p in zip(outs, ptrs)]
+        return None if not values else values[0] if len(values) == 1 else tuple(values)
+
+    call.__name__ = name
+    call.__doc__ = f"{fn}({', '.join(p for p, _ in ins)}) of include/boxlite.h."
+    return call
 
 
-def session_info(s: Handle) -> str:
-    out = ffi.new("char **")
-    err = _new_err()
-    check(lib().boxlite_session_info(_ptr(s), out, err), err, "session_info")
-    return _take_string(out[0])
+def _build_all() -> None:
+    mod = globals()
+    for name, row in CALLS.items():
+        if name in mod:
+            continue  # written out above
+        if row is None:
+            raise ImportError(f"boxlite_{name} needs a function written out in {__name__} (its row is CUSTOM)")
+        mod[name] = _build(name, *row)
 
 
-def session_free(s: Handle) -> None:
-    s.close()
+_build_all()
