@@ -364,8 +364,7 @@ void boxlite_box_free(boxlite_box_t *box);
 
 /* ---- metrics (BoxLite's names) ---- */
 
-/* A running box's metrics; *out_json (free with boxlite_string_free) is an
- * object of:
+/* A running box's metrics, *out_json (boxlite_string_free), an object of:
  * BEGIN GENERATED: box metrics (from internal/abi.BoxMetrics: go generate ./errdefs; do not edit)
  *   "commands_executed_total": integer: exec requests, from every process that uses the box
  *   "exec_errors_total": integer: of those, the ones that never ran
@@ -387,25 +386,12 @@ void boxlite_box_free(boxlite_box_t *box);
  *   "network_tcp_connections": integer or null: TCP connections opened
  * END GENERATED: box metrics
  * The counters are the box's shim's, for every process that uses the box,
- * since the box last started: commands_executed_total counts exec requests,
- * exec_errors_total those that never ran (refused, or the box answered with
- * an error instead of starting: no such binary, unknown user, missing
- * working directory); a process that exits non-zero is no error. bytes_sent
- * is exec stdin, bytes_received exec stdout and stderr (copies excluded).
- * guest_boot_duration_ms: VMM start to agent ready, host clock. total_create
- * is the last start by this library, from start to ready, the sum of
- * stage_image_prepare (image layers), stage_box_config (disk, shim config),
- * stage_boot_queue (wait for a boot slot) and stage_box_spawn (shim start
- * to ready, which includes the guest boot); stage_container_init is the
- * agent's own setup by the guest's clock. cpu_percent is the VMM's CPU over
- * the shim's last 1 s sample, in percent of one host CPU (up to 100 per
- * vCPU); memory_bytes its resident memory. network_* (null without a
- * network): bytes host to guest (sent) and guest to host (received), TCP
- * connections opened. null: not known. A box that is not running fails with
- * BOXLITE_ERR_INVALID_STATE. */
+ * since the box last started; an exec error is a request that never ran
+ * (refused, or no such binary, unknown user, missing working directory),
+ * not a process that exits non-zero. null: not known (network_* without a
+ * network). A box that is not running fails with BOXLITE_ERR_INVALID_STATE. */
 int boxlite_box_metrics(boxlite_box_t *box, char **out_json, boxlite_error_t **err);
-/* This runtime's own counters (this process, since boxlite_runtime_new), an
- * object of:
+/* This runtime's counters (this process, since boxlite_runtime_new):
  * BEGIN GENERATED: runtime metrics (from internal/abi.RuntimeMetrics: go generate ./errdefs; do not edit)
  *   "boxes_created_total": integer: the boxes created
  *   "boxes_failed_total": integer: the starts that failed
@@ -440,10 +426,9 @@ int boxlite_runtime_metrics(boxlite_runtime_t *rt, char **out_json, boxlite_erro
  *       copy_out, none for copy_in); -1: none
  *   "timeout_secs": number: more than 0 (timeout past it); default: none
  * END GENERATED: copy options
- * A missing source
- * is BOXLITE_ERR_NOT_FOUND, an existing destination without "overwrite"
- * BOXLITE_ERR_ALREADY_EXISTS; a box whose agent predates the copy service
- * gives BOXLITE_ERR_UNSUPPORTED. */
+ * A missing source is BOXLITE_ERR_NOT_FOUND, an existing destination without
+ * "overwrite" BOXLITE_ERR_ALREADY_EXISTS; a box whose agent predates the copy
+ * service gives BOXLITE_ERR_UNSUPPORTED. */
 int boxlite_box_copy_in(boxlite_box_t *box, const char *host_src, const char *box_dst,
                         const char *options_json, boxlite_error_t **err);
 int boxlite_box_copy_out(boxlite_box_t *box, const char *box_src, const char *host_dst,
@@ -636,11 +621,10 @@ int boxlite_session_new(boxlite_box_t *box, const char *kind, const char *option
  * BEGIN GENERATED: cell options (from internal/abi.CellOptions: go generate ./errdefs; do not edit)
  *   "timeout_secs": number: interrupts the cell after that long (KeyboardInterrupt); 0: none
  * END GENERATED: cell options
- * A timeout interrupts the cell and returns
- * BOXLITE_ERR_TIMEOUT; the session keeps its state. A cell that does
- * not stop within the grace period is killed with its interpreter, which is
- * restarted: BOXLITE_ERR_TIMEOUT, a message saying the session's state is
- * gone, and "restarted": true. With BOXLITE_ERR_TIMEOUT *result_json is set
+ * A timeout interrupts the cell and returns BOXLITE_ERR_TIMEOUT; the session
+ * keeps its state. A cell that does not stop within the grace period is
+ * killed with its interpreter, which is restarted: BOXLITE_ERR_TIMEOUT, a
+ * message saying the session's state is gone, and "restarted": true. With BOXLITE_ERR_TIMEOUT *result_json is set
  * too (what the cell wrote until then); with other errors it is NULL. */
 int boxlite_session_run(boxlite_session_t *s, const char *code, const char *options_json,
                         char **result_json, boxlite_error_t **err);
