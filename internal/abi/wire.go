@@ -174,43 +174,43 @@ type ShellCommand struct {
 type CellResult struct {
 	Stdout          string     `json:"stdout"`
 	Stderr          string     `json:"stderr"`
-	Value           *string    `json:"value"` // repr of the last expression, if any
-	Error           *CellError `json:"error"`
-	ExitCode        int        `json:"exit_code"`
+	Value           *string    `json:"value" doc:"repr() of the trailing expression"`
+	Error           *CellError `json:"error" doc:"the exception the cell raised"`
+	ExitCode        int        `json:"exit_code" doc:"what python -c would exit with (0, 1, SystemExit's code)"`
 	TimedOut        bool       `json:"timed_out"`
 	Restarted       bool       `json:"restarted"`
-	StdoutTruncated bool       `json:"stdout_truncated"`
+	StdoutTruncated bool       `json:"stdout_truncated" doc:"output past the session's output_limit_bytes was dropped"`
 	StderrTruncated bool       `json:"stderr_truncated"`
 }
 
 // CellError is the exception a cell raised.
 type CellError struct {
-	Type      string `json:"type"`
+	Type      string `json:"type" doc:"e.g. ValueError; InterpreterExited for an interpreter that died under the cell"`
 	Message   string `json:"message"`
 	Traceback string `json:"traceback"`
 }
 
 // SessionInfo describes a session (boxlite_session_info).
 type SessionInfo struct {
-	Kind     string `json:"kind"` // "python" or "shell"
-	Pid      int    `json:"pid"`
+	Kind     string `json:"kind" enum:"python,shell"`
+	Pid      int    `json:"pid" doc:"in the box"`
 	Restarts int    `json:"restarts"`
-	Python   string `json:"python,omitempty"` // the interpreter's version
+	Python   string `json:"python,omitempty" doc:"the interpreter's version (python sessions)"`
 }
 
 // ImageInfo describes an image in the store (boxlite_image_list, _load).
 type ImageInfo struct {
-	Name      string       `json:"name"`   // canonical, e.g. "docker.io/library/alpine:latest"
-	Digest    string       `json:"digest"` // the manifest's, "sha256:..."
+	Name      string       `json:"name" doc:"canonical, e.g. docker.io/library/alpine:latest"`
+	Digest    string       `json:"digest" doc:"the manifest's, sha256:..."`
 	SizeBytes int64        `json:"size_bytes"`
-	Layers    []ImageLayer `json:"layers"` // bottom first
+	Layers    []ImageLayer `json:"layers" doc:"bottom first"`
 	Config    ImageConfig  `json:"config"`
 }
 
 // ImageLayer is one layer of an image.
 type ImageLayer struct {
-	DiffID    string `json:"diff_id"`    // the uncompressed tar's digest
-	SizeBytes int64  `json:"size_bytes"` // the blob as stored
+	DiffID    string `json:"diff_id" doc:"the uncompressed tar's digest"`
+	SizeBytes int64  `json:"size_bytes" doc:"the blob as stored"`
 }
 
 // ImageConfig is how an image runs by default.

@@ -138,6 +138,12 @@ func TestWireDocs(t *testing.T) {
 	if err != nil || !strings.Contains(c, `"image": string, required: the image`) || !strings.Contains(c, `"quota_mb": integer: at most 64`) {
 		t.Errorf("header block: %v\n%s", err, c)
 	}
+	type result struct {
+		CPUPercent *float64 `json:"cpu_percent" doc:"a sample"`
+	}
+	if c, err := cBlock(reflect.TypeFor[result](), false); err != nil || !strings.Contains(c, `"cpu_percent": number or null: a sample`) {
+		t.Errorf("an output pointer without omitempty is not shown nullable: %v\n%s", err, c)
+	}
 	ts, err := tsDecl{name: "Opts", doc: "x", t: reflect.TypeFor[opts](), input: true}.render()
 	if err != nil || !strings.Contains(ts, "  image: string;") || !strings.Contains(ts, "  quotaMb?: number;") {
 		t.Errorf("TypeScript: %v\n%s", err, ts)

@@ -148,6 +148,12 @@ var wireBlocks = []struct {
 	{"session options", reflect.TypeFor[abi.SessionOptions](), true},
 	{"cell options", reflect.TypeFor[abi.CellOptions](), true},
 	{"shell command", reflect.TypeFor[abi.ShellCommand](), true},
+	{"image info", reflect.TypeFor[abi.ImageInfo](), false},
+	{"snapshot info", reflect.TypeFor[abi.SnapshotInfo](), false},
+	{"box metrics", reflect.TypeFor[abi.BoxMetrics](), false},
+	{"runtime metrics", reflect.TypeFor[abi.RuntimeMetrics](), false},
+	{"cell result", reflect.TypeFor[abi.CellResult](), false},
+	{"session info", reflect.TypeFor[abi.SessionInfo](), false},
 }
 
 // replaceBlock replaces the lines between the line that holds

@@ -18,6 +18,7 @@ type wireField struct {
 	name     string // the JSON name
 	typ      reflect.Type
 	omit     bool // absent when empty (omitempty or a pointer)
+	null     bool // null when not known (a pointer always present)
 	required bool // a caller must give it (its doc starts "required")
 	doc      string
 	enum     []string
@@ -57,7 +58,9 @@ func wireFields(t reflect.Type) ([]wireField, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s.%s: %w", t.Name(), f.Name, err)
 		}
-		w := wireField{name: name, typ: f.Type, omit: strings.Contains(opts, "omitempty") || f.Type.Kind() == reflect.Pointer, doc: doc}
+		omitempty := strings.Contains(opts, "omitempty")
+		w := wireField{name: name, typ: f.Type, omit: omitempty || f.Type.Kind() == reflect.Pointer, doc: doc,
+			null: !omitempty && f.Type.Kind() == reflect.Pointer}
 		if rest, ok := strings.CutPrefix(doc, "required"); ok {
 			w.required, w.doc = true, strings.TrimLeft(rest, ": ")
 		}
@@ -125,6 +128,8 @@ func cFields(b *strings.Builder, t reflect.Type, input bool, depth int) error {
 		switch {
 		case input && f.required:
 			entry += ", required"
+		case !input && f.null:
+			entry += " or null"
 		case !input && f.omit:
 			entry += ", optional"
 		}

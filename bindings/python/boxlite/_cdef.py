@@ -132,8 +132,22 @@ void boxlite_runtime_free(boxlite_runtime_t *rt);
 /* Imports an OCI layout directory or docker-archive tar; *out_json is a JSON
  * array of the loaded images. */
 int boxlite_image_load(boxlite_runtime_t *rt, const char *path, char **out_json, boxlite_error_t **err);
-/* JSON array of images: [{"name","digest","size_bytes","layers":[{"diff_id",
- * "size_bytes"}],"config":{"env","working_dir","user","entrypoint","cmd"}}]. */
+/* A JSON array of images, each an object of:
+ * BEGIN GENERATED: image info (from internal/abi.ImageInfo: go generate ./errdefs; do not edit)
+ *   "name": string: canonical, e.g. docker.io/library/alpine:latest
+ *   "digest": string: the manifest's, sha256:...
+ *   "size_bytes": integer
+ *   "layers": [{...}]: bottom first
+ *     "diff_id": string: the uncompressed tar's digest
+ *     "size_bytes": integer: the blob as stored
+ *   "config": {...}
+ *     "env": [string], optional
+ *     "working_dir": string, optional
+ *     "user": string, optional
+ *     "entrypoint": [string], optional
+ *     "cmd": [string], optional
+ * END GENERATED: image info
+ */
 int boxlite_image_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **err);
 /* JSON array of box infos, newest first. */
 int boxlite_box_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **err);
@@ -289,39 +303,43 @@ void boxlite_box_free(boxlite_box_t *box);
 
 /* ---- metrics (BoxLite's names) ---- */
 
-/* A running box's metrics; *out_json (free with boxlite_string_free):
- * {"commands_executed_total": N, "exec_errors_total": N,
- *  "bytes_sent_total": N, "bytes_received_total": N,
- *  "guest_boot_duration_ms": F, "total_create_duration_ms": F|null,
- *  "stage_image_prepare_ms": F|null, "stage_box_config_ms": F|null,
- *  "stage_boot_queue_ms": F|null, "stage_box_spawn_ms": F|null,
- *  "stage_container_init_ms": F|null, "cpu_percent": F|null,
- *  "memory_bytes": N|null, "network_bytes_sent": N|null,
- *  "network_bytes_received": N|null, "network_tcp_connections": N|null}
+/* A running box's metrics, *out_json (boxlite_string_free), an object of:
+ * BEGIN GENERATED: box metrics (from internal/abi.BoxMetrics: go generate ./errdefs; do not edit)
+ *   "commands_executed_total": integer: exec requests, from every process that uses the box
+ *   "exec_errors_total": integer: of those, the ones that never ran
+ *   "bytes_sent_total": integer: exec stdin
+ *   "bytes_received_total": integer: exec stdout and stderr (copies excluded)
+ *   "guest_boot_duration_ms": number: VMM start to agent ready, host clock
+ *   "total_create_duration_ms": number or null: the last start by this library, start to ready:
+ *       the sum of the four stages after it
+ *   "stage_image_prepare_ms": number or null: image layers
+ *   "stage_box_config_ms": number or null: disk, shim config
+ *   "stage_boot_queue_ms": number or null: wait for a boot slot
+ *   "stage_box_spawn_ms": number or null: shim start to ready, the guest boot included
+ *   "stage_container_init_ms": number or null: the agent's own setup, by the guest's clock
+ *   "cpu_percent": number or null: the VMM's CPU over the shim's last 1 s sample, in percent of
+ *       one host CPU (up to 100 per vCPU)
+ *   "memory_bytes": integer or null: the VMM's resident memory
+ *   "network_bytes_sent": integer or null: host to guest
+ *   "network_bytes_received": integer or null: guest to host
+ *   "network_tcp_connections": integer or null: TCP connections opened
+ * END GENERATED: box metrics
  * The counters are the box's shim's, for every process that uses the box,
- * since the box last started: commands_executed_total counts exec requests,
- * exec_errors_total those that never ran (refused, or the box answered with
- * an error instead of starting: no such binary, unknown user, missing
- * working directory); a process that exits non-zero is no error. bytes_sent
- * is exec stdin, bytes_received exec stdout and stderr (copies excluded).
- * guest_boot_duration_ms: VMM start to agent ready, host clock. total_create
- * is the last start by this library, from start to ready, the sum of
- * stage_image_prepare (image layers), stage_box_config (disk, shim config),
- * stage_boot_queue (wait for a boot slot) and stage_box_spawn (shim start
- * to ready, which includes the guest boot); stage_container_init is the
- * agent's own setup by the guest's clock. cpu_percent is the VMM's CPU over
- * the shim's last 1 s sample, in percent of one host CPU (up to 100 per
- * vCPU); memory_bytes its resident memory. network_* (null without a
- * network): bytes host to guest (sent) and guest to host (received), TCP
- * connections opened. null: not known. A box that is not running fails with
- * BOXLITE_ERR_INVALID_STATE. */
+ * since the box last started; an exec error is a request that never ran
+ * (refused, or no such binary, unknown user, missing working directory),
+ * not a process that exits non-zero. null: not known (network_* without a
+ * network). A box that is not running fails with BOXLITE_ERR_INVALID_STATE. */
 int boxlite_box_metrics(boxlite_box_t *box, char **out_json, boxlite_error_t **err);
-/* This runtime's own counters (this process, since boxlite_runtime_new):
- * {"boxes_created_total": N, "boxes_failed_total": N (starts that failed),
- *  "num_running_boxes": N (of the boxes this runtime has handles on),
- *  "total_commands_executed": N (exec requests it sent),
- *  "total_exec_errors": N (of those, the ones that never ran, including
- *  those whose connection to the box ended first)}. */
+/* This runtime's counters (this process, since boxlite_runtime_new):
+ * BEGIN GENERATED: runtime metrics (from internal/abi.RuntimeMetrics: go generate ./errdefs; do not edit)
+ *   "boxes_created_total": integer: the boxes created
+ *   "boxes_failed_total": integer: the starts that failed
+ *   "num_running_boxes": integer: of the boxes this runtime has handles on
+ *   "total_commands_executed": integer: the exec requests it sent
+ *   "total_exec_errors": integer: of those, the ones that never ran, including those whose
+ *       connection to the box ended first
+ * END GENERATED: runtime metrics
+ */
 int boxlite_runtime_metrics(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **err);
 
 /* ---- files ---- */
@@ -347,10 +365,9 @@ int boxlite_runtime_metrics(boxlite_runtime_t *rt, char **out_json, boxlite_erro
  *       copy_out, none for copy_in); -1: none
  *   "timeout_secs": number: more than 0 (timeout past it); default: none
  * END GENERATED: copy options
- * A missing source
- * is BOXLITE_ERR_NOT_FOUND, an existing destination without "overwrite"
- * BOXLITE_ERR_ALREADY_EXISTS; a box whose agent predates the copy service
- * gives BOXLITE_ERR_UNSUPPORTED. */
+ * A missing source is BOXLITE_ERR_NOT_FOUND, an existing destination without
+ * "overwrite" BOXLITE_ERR_ALREADY_EXISTS; a box whose agent predates the copy
+ * service gives BOXLITE_ERR_UNSUPPORTED. */
 int boxlite_box_copy_in(boxlite_box_t *box, const char *host_src, const char *box_dst,
                         const char *options_json, boxlite_error_t **err);
 int boxlite_box_copy_out(boxlite_box_t *box, const char *box_src, const char *host_dst,
@@ -364,9 +381,16 @@ int boxlite_box_copy_out(boxlite_box_t *box, const char *box_src, const char *ho
  * only consistent while no VM runs it), as does a box another process is
  * starting. Disks are copied copy-on-write where the host file system
  * reflinks, else sparse: a copy costs the data the disk holds, not its size.
- * A snapshot is, as JSON: {"id", "box_id", "name", "created_at" (unix
- * seconds), "size_bytes" (host bytes it takes), "container_disk_bytes" (the
- * disk's size; 0 when the box had no disk yet)}. Snapshots live with their
+ * A snapshot is, as JSON, an object of:
+ * BEGIN GENERATED: snapshot info (from internal/abi.SnapshotInfo: go generate ./errdefs; do not edit)
+ *   "id": string
+ *   "box_id": string
+ *   "name": string
+ *   "created_at": integer: unix seconds
+ *   "size_bytes": integer: host bytes it takes
+ *   "container_disk_bytes": integer: the disk's size; 0 when the box had no disk yet
+ * END GENERATED: snapshot info
+ * Snapshots live with their
  * box and go when it is removed. Snapshot names: 1-64 of [a-zA-Z0-9_.-],
  * starting with a letter or digit (BOXLITE_ERR_INVALID_ARGUMENT otherwise). */
 
@@ -513,14 +537,22 @@ int boxlite_session_new(boxlite_box_t *box, const char *kind, const char *option
                         boxlite_session_t **out, boxlite_error_t **err);
 
 /* Runs code (UTF-8 Python source) as one cell of a python session.
- * *result_json, freed with boxlite_string_free:
- *   {"stdout": str, "stderr": str,
- *    "value": repr() of the trailing expression, or null,
- *    "error": {"type": "ValueError", "message": str, "traceback": str} or null,
- *    "exit_code": what `python -c` would exit with (0, 1, SystemExit's code),
- *    "timed_out": bool, "restarted": bool,
- *    "stdout_truncated": bool, "stderr_truncated": bool (output past the
- *    session's output_limit_bytes was dropped)}
+ * *result_json, freed with boxlite_string_free, is an object of:
+ * BEGIN GENERATED: cell result (from internal/abi.CellResult: go generate ./errdefs; do not edit)
+ *   "stdout": string
+ *   "stderr": string
+ *   "value": string or null: repr() of the trailing expression
+ *   "error": {...} or null: the exception the cell raised
+ *     "type": string: e.g. ValueError; InterpreterExited for an interpreter that died under the
+ *         cell
+ *     "message": string
+ *     "traceback": string
+ *   "exit_code": integer: what python -c would exit with (0, 1, SystemExit's code)
+ *   "timed_out": boolean
+ *   "restarted": boolean
+ *   "stdout_truncated": boolean: output past the session's output_limit_bytes was dropped
+ *   "stderr_truncated": boolean
+ * END GENERATED: cell result
  * An exception in the cell is a result ("error"), not a failure; so is an
  * interpreter that died under the cell (error type "InterpreterExited",
  * "restarted": true; the session starts a new one, its state is gone).
@@ -528,11 +560,10 @@ int boxlite_session_new(boxlite_box_t *box, const char *kind, const char *option
  * BEGIN GENERATED: cell options (from internal/abi.CellOptions: go generate ./errdefs; do not edit)
  *   "timeout_secs": number: interrupts the cell after that long (KeyboardInterrupt); 0: none
  * END GENERATED: cell options
- * A timeout interrupts the cell and returns
- * BOXLITE_ERR_TIMEOUT; the session keeps its state. A cell that does
- * not stop within the grace period is killed with its interpreter, which is
- * restarted: BOXLITE_ERR_TIMEOUT, a message saying the session's state is
- * gone, and "restarted": true. With BOXLITE_ERR_TIMEOUT *result_json is set
+ * A timeout interrupts the cell and returns BOXLITE_ERR_TIMEOUT; the session
+ * keeps its state. A cell that does not stop within the grace period is
+ * killed with its interpreter, which is restarted: BOXLITE_ERR_TIMEOUT, a
+ * message saying the session's state is gone, and "restarted": true. With BOXLITE_ERR_TIMEOUT *result_json is set
  * too (what the cell wrote until then); with other errors it is NULL. */
 int boxlite_session_run(boxlite_session_t *s, const char *code, const char *options_json,
                         char **result_json, boxlite_error_t **err);
@@ -587,8 +618,14 @@ int boxlite_session_interrupt(boxlite_session_t *s, boxlite_error_t **err);
 /* Starts a fresh interpreter or shell: all state is gone. A cell or command
  * still running ends with BOXLITE_ERR_CLOSED. */
 int boxlite_session_reset(boxlite_session_t *s, boxlite_error_t **err);
-/* JSON: {"kind": "python"|"shell", "pid": pid in the box, "restarts": n,
- * "python": "3.11.2" (python sessions)}. */
+/* *out_json, an object of:
+ * BEGIN GENERATED: session info (from internal/abi.SessionInfo: go generate ./errdefs; do not edit)
+ *   "kind": "python" | "shell"
+ *   "pid": integer: in the box
+ *   "restarts": integer
+ *   "python": string, optional: the interpreter's version (python sessions)
+ * END GENERATED: session info
+ */
 int boxlite_session_info(boxlite_session_t *s, char **out_json, boxlite_error_t **err);
 /* Ends the session (its interpreter or shell) and frees the handle; a call
  * still running on it fails with BOXLITE_ERR_CLOSED. NULL is a no-op. */
