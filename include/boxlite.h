@@ -248,7 +248,8 @@ const char *boxlite_box_id(boxlite_box_t *box);
  *   "id": string: 12 hex digits
  *   "name": string, optional
  *   "image": string
- *   "state": "configured" | "starting" | "running" | "stopping" | "stopped" | "removed"
+ *   "state": "configured" | "starting" | "running" | "paused" | "stopping" | "stopped" |
+ *       "removed"
  *   "created_at_unix": integer: seconds
  *   "created_at": string: RFC 3339, the same instant
  *   "config": {...}: the create options with defaults applied
@@ -331,6 +332,24 @@ int boxlite_box_start(boxlite_box_t *box, boxlite_error_t **err);
 /* Stops a running box (a configured or stopped one: no-op); an auto-remove
  * box is removed. */
 int boxlite_box_stop(boxlite_box_t *box, boxlite_error_t **err);
+/* Pauses a running box with its memory: saves its devices, vCPUs and memory
+ * into its directory and ends its VMM, network stack and shim, so a paused
+ * box ("state": "paused") holds no process and no host memory and outlives
+ * this process (a detached one resumes from any process). A paused box: a
+ * no-op success; another state but running: BOXLITE_ERR_INVALID_STATE. A box
+ * with volumes, or one on a REST runtime: BOXLITE_ERR_UNSUPPORTED; no room on
+ * the host disk for its memory: BOXLITE_ERR_LIMIT; a failed pause
+ * leaves the box running. The box's streams end (a detachable exec runs on).
+ * out_json (NULL: not wanted) receives {"saved_at": RFC 3339 time,
+ * "state_bytes": N (the saved state on disk), "save_ms": N}. */
+int boxlite_box_pause(boxlite_box_t *box, char **out_json, boxlite_error_t **err);
+/* Resumes a paused box as the same machine (processes, memory, hostname,
+ * boot id), its network and published ports started anew; a running box: a
+ * no-op success. Exec, copies, sessions and metrics resume a paused box
+ * themselves. A state saved by another QEMU, kernel, agent or machine shape
+ * fails with BOXLITE_ERR_UNSUPPORTED and the box is left stopped with its
+ * disk (boxlite_box_start then cold-boots it). */
+int boxlite_box_resume(boxlite_box_t *box, boxlite_error_t **err);
 /* Deletes the box and its disk; a running box needs force != 0. The handle
  * must still be freed. */
 int boxlite_box_remove(boxlite_box_t *box, int force, boxlite_error_t **err);
@@ -369,6 +388,7 @@ int boxlite_box_metrics(boxlite_box_t *box, char **out_json, boxlite_error_t **e
 /* This runtime's own counters (this process, since boxlite_runtime_new):
  * {"boxes_created_total": N, "boxes_failed_total": N (starts that failed),
  *  "num_running_boxes": N (of the boxes this runtime has handles on),
+ *  "num_paused_boxes": N (of those, the paused ones),
  *  "total_commands_executed": N (exec requests it sent),
  *  "total_exec_errors": N (of those, the ones that never ran, including
  *  those whose connection to the box ended first)}. */

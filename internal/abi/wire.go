@@ -60,7 +60,7 @@ type BoxInfo struct {
 	ID            string          `json:"id" doc:"12 hex digits"`
 	Name          string          `json:"name,omitempty"`
 	Image         string          `json:"image"`
-	State         string          `json:"state" enum:"configured,starting,running,stopping,stopped,removed"`
+	State         string          `json:"state" enum:"configured,starting,running,paused,stopping,stopped,removed"`
 	CreatedAtUnix int64           `json:"created_at_unix" doc:"seconds"`
 	CreatedAt     string          `json:"created_at" doc:"RFC 3339, the same instant"`
 	Config        BoxConfig       `json:"config" doc:"the create options with defaults applied"`

@@ -43,6 +43,11 @@ type Box interface {
 	Info() boxlite.BoxInfo
 	Start(ctx context.Context) error
 	Stop(ctx context.Context) error
+	// Pause saves the running box with its memory and ends its processes;
+	// Resume restores it (see boxlite.Box.Pause). A server's box refuses
+	// both (errdefs.ErrUnsupported) until its REST API has them.
+	Pause(ctx context.Context) (boxlite.PauseInfo, error)
+	Resume(ctx context.Context) error
 	Remove(ctx context.Context, force bool) error
 	Run(ctx context.Context, cmd boxlite.Command) (*boxlite.ExecResult, error)
 	CopyIn(ctx context.Context, hostSrc, boxDst string, opts boxlite.CopyOptions) error

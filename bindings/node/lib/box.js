@@ -92,7 +92,7 @@ class Box {
     // the event loop: start it on a worker first. A faulted box is left to
     // boxExec, which says why it stopped.
     const st = JSON.parse(native.boxInfo(this._handle('exec')));
-    if (st.state === 'configured' || (st.state === 'stopped' && !st.faulted)) await this.start();
+    if (st.state === 'configured' || st.state === 'paused' || (st.state === 'stopped' && !st.faulted)) await this.start();
     const h = native.boxExec(this._handle('exec'), commandJson(o));
     return new Execution(h, o.argv, !!o.stdin);
   }
@@ -155,6 +155,28 @@ class Box {
   /** Stops the box (and removes it when it was created with autoRemove). */
   async stop() {
     await native.boxStop(this._handle('stop'));
+  }
+
+  /**
+   * Saves the running box with its memory into its directory and ends its
+   * processes: a paused box (status "paused") holds no process and no host
+   * memory, and a detached one outlives this process. Resolves to
+   * {savedAt, stateBytes, saveMs}. A paused box: no-op. Its streams end (a
+   * detachable exec runs on). A box with volumes rejects with code
+   * "unsupported"; no disk room for its memory, "limit_exceeded".
+   */
+  async pause() {
+    return camelize(JSON.parse((await native.boxPause(this._handle('pause'))) || '{}'));
+  }
+
+  /**
+   * Restores a paused box as the same machine (a running one: no-op). exec,
+   * copies and sessions resume a paused box themselves. A state saved by
+   * another QEMU, kernel or agent rejects with code "unsupported" and leaves
+   * the box stopped with its disk (start() then boots it).
+   */
+  async resume() {
+    await native.boxResume(this._handle('resume'));
   }
 
   /** Deletes the box and its disk; a running box needs force. */

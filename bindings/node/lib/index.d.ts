@@ -113,7 +113,7 @@ export interface JsBoxInfo extends Omit<BoxConfig, 'image' | 'name' | 'network' 
   id: string;
   name?: string;
   image: string;
-  /** "configured" (created, never started) | "starting" | "running" | "stopping" | "stopped" | "removed" */
+  /** "configured" (created, never started) | "starting" | "running" | "paused" | "stopping" | "stopped" | "removed" */
   status: string;
   state: { status: string; running: boolean; pid?: number };
   createdAt: string;
@@ -148,6 +148,8 @@ export interface RuntimeMetrics {
   boxesFailedTotal: number;
   /** Boxes this runtime has handles on that are running now. */
   numRunningBoxes: number;
+  /** Boxes this runtime has handles on that are paused (memory on disk, no process). */
+  numPausedBoxes: number;
   /** Exec requests this runtime sent, to any box. */
   totalCommandsExecuted: number;
   /** Of those, the ones that never ran (also: the box connection ended first). */
@@ -383,6 +385,16 @@ export declare class JsSnapshotHandle {
 }
 export { JsSnapshotHandle as SnapshotHandle };
 
+/** What box.pause() saved. */
+export interface PauseInfo {
+  /** RFC 3339 time of the save. */
+  savedAt: string;
+  /** The saved state's size on disk. */
+  stateBytes: number;
+  /** VM stopped to state synced, in milliseconds. */
+  saveMs: number;
+}
+
 export declare class JsBox implements AsyncDisposable {
   readonly id: string;
   readonly name: string | null;
@@ -401,6 +413,10 @@ export declare class JsBox implements AsyncDisposable {
   remove(force?: boolean): Promise<void>;
   /** The running box's metrics; rejects with code 'invalid_state' when it is not running. */
   metrics(): Promise<BoxMetrics>;
+  /** Saves the running box with its memory and ends its processes (status "paused"); a paused box: no-op. */
+  pause(): Promise<PauseInfo>;
+  /** Restores a paused box (a running one: no-op); exec, copies and sessions resume it themselves. */
+  resume(): Promise<void>;
   /** Snapshots of the box's disk. */
   readonly snapshot: JsSnapshotHandle;
   /** A new, stopped box with this box's config, image and a copy of its disk (copy-on-write or sparse); the box must not be running. */
@@ -496,6 +512,10 @@ export declare class SimpleBox implements AsyncDisposable {
   getInfo(): Promise<JsBoxInfo>;
   /** The box's metrics; rejects before the box exists. */
   metrics(): Promise<BoxMetrics>;
+  /** Pauses the box with its memory (JsBox.pause); rejects before the box exists. */
+  pause(): Promise<PauseInfo>;
+  /** Resumes a paused box (JsBox.resume); rejects before the box exists. */
+  resume(): Promise<void>;
   exec(cmd: string, ...args: string[]): Promise<ExecResult>;
   exec(cmd: string, ...argsThenEnv: [...string[], Record<string, string>]): Promise<ExecResult>;
   exec(cmd: string, args: string[], env?: EnvInput | null, options?: ExecOptions): Promise<ExecResult>;

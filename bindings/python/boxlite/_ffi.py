@@ -290,6 +290,18 @@ def box_stop(box: Handle) -> None:
     check(lib().boxlite_box_stop(_ptr(box), err), err, "box_stop")
 
 
+def box_pause(box: Handle) -> str:
+    out = ffi.new("char **")
+    err = _new_err()
+    check(lib().boxlite_box_pause(_ptr(box), out, err), err, "box_pause")
+    return _take_string(out[0])
+
+
+def box_resume(box: Handle) -> None:
+    err = _new_err()
+    check(lib().boxlite_box_resume(_ptr(box), err), err, "box_resume")
+
+
 def box_remove(box: Handle, force: bool) -> None:
     err = _new_err()
     check(lib().boxlite_box_remove(_ptr(box), 1 if force else 0, err), err, "box_remove")

@@ -237,7 +237,7 @@ class BoxOptions:
 
 @dataclass(frozen=True)
 class BoxStateInfo:
-    status: str  # "configured", "starting", "running", "stopping", "stopped", "removed"
+    status: str  # "configured", "starting", "running", "paused", "stopping", "stopped", "removed"
     running: bool
     pid: Optional[int] = None  # the VMM's pid while running
 
@@ -356,13 +356,31 @@ class Box:
         non-blocking C call, which would otherwise boot the box on the event
         loop. A faulted box is left to exec, which says why it stopped."""
         info = self.info()
-        if info.status == "configured" or (info.status == "stopped" and not info.faulted):
+        if info.status in ("configured", "paused") or (info.status == "stopped" and not info.faulted):
             await self.start()
 
     async def stop(self) -> None:
         """Shuts the box down; with auto_remove it is deleted too. Stopping a
         stopped box does nothing."""
         await blocking(raw.box_stop, self._handle())
+
+    async def pause(self) -> Dict[str, Any]:
+        """Saves the running box with its memory into its directory and ends
+        its processes: a paused box (status "paused") holds no process and no
+        host memory, and a detached one outlives this process. Returns
+        ``{"saved_at", "state_bytes", "save_ms"}``. Pausing a paused box does
+        nothing. Its streams end (a detachable exec runs on); TCP connections
+        from the box to the outside break. A box with volumes raises
+        UnsupportedError; no disk room for its memory, LimitError."""
+        return json.loads(await blocking(raw.box_pause, self._handle()) or "{}")
+
+    async def resume(self) -> None:
+        """Restores a paused box as the same machine (its processes, memory,
+        sessions); a running box is left as it is. ``exec``, ``run``, copies
+        and sessions resume a paused box themselves. A state saved by another
+        QEMU, kernel or agent raises UnsupportedError and leaves the box
+        stopped with its disk (``start`` then boots it)."""
+        await blocking(raw.box_resume, self._handle())
 
     async def remove(self, force: bool = False) -> None:
         """Deletes the box and its disk; a running box needs force=True."""

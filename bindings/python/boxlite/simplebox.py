@@ -123,6 +123,15 @@ class SimpleBox:
     async def metrics(self):
         return await self._require().metrics()
 
+    async def pause(self):
+        """Saves the box with its memory and ends its processes (``Box.pause``);
+        the next call resumes it."""
+        return await self._require().pause()
+
+    async def resume(self) -> None:
+        """Restores a paused box (``Box.resume``)."""
+        await self._require().resume()
+
     def _require(self) -> Box:
         if not self._started or self._box is None:
             raise InvalidStateError(_NOT_STARTED)
