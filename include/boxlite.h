@@ -111,6 +111,7 @@ extern "C" {
 #define BOXLITE_MAX_DISK_SIZE_GB 1024 /* the largest writable disk a box may have */
 #define BOXLITE_DEFAULT_BOOT_TIMEOUT_SECS 60 /* how long a start may take until the box's agent answers */
 #define BOXLITE_MAX_BOOT_TIMEOUT_SECS 600 /* the longest boot timeout a box may ask for */
+#define BOXLITE_MAX_AUTO_PAUSE_SECS 2592000 /* the longest idle period before a box pauses itself (auto_pause_secs) */
 #define BOXLITE_DEFAULT_OUTPUT_LIMIT_BYTES 67108864 /* output collected per stream of a run, a cell or a shell command */
 #define BOXLITE_DEFAULT_ROWS 24 /* a terminal's initial rows */
 #define BOXLITE_DEFAULT_COLS 80 /* a terminal's initial columns */
@@ -229,6 +230,11 @@ int boxlite_box_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **e
  *     "size_limit_bytes": integer: what the box may store in a read-write folder (a watcher,
  *         see docs/SECURITY.md); 0: no limit
  *   "hostname": string: a DNS label: default "boxlite"
+ *   "auto_pause_secs": number: pause the box (with its memory, as boxlite_box_pause) after this
+ *       long with no exec, copy or session call: a stream that stays open holds it awake,
+ *       except a detachable exec's (a session's interpreter, an interactive shell) that sent
+ *       nothing either way for that long; the next call resumes it. 0 (default): never. At
+ *       least 1, at most 2592000; not with volumes
  *   "prestart": [string]: sessions a box started from a template finds started: "python",
  *       "shell" or "shell:/ABSOLUTE/PATH"; its first session of that kind with default options
  *       takes over the one the template VM started
@@ -288,6 +294,7 @@ const char *boxlite_box_id(boxlite_box_t *box);
  *     "kernel_args": [string], optional
  *     "hostname": string
  *     "prestart": [string], optional
+ *     "auto_pause_secs": number, optional: 0: never
  *   "dir": string: the box's directory
  *   "last_exit": string, optional: why the box last stopped
  *   "faulted": boolean, optional: its last run ended in a fault (a crashed VMM, a protocol

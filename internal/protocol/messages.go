@@ -100,6 +100,11 @@ const (
 	// shim answers an empty TPause once the state is saved (then exits),
 	// or TError with the box still running.
 	TPause Type = 33
+	// THold (host to shim only, stream 0, never answered or forwarded):
+	// Hold, whether this client has a call under way that the shim cannot
+	// see on its streams (a session's cell or command): the box does not
+	// pause itself (auto-pause) while a client holds it.
+	THold Type = 34
 )
 
 var typeNames = map[Type]string{
@@ -108,7 +113,7 @@ var typeNames = map[Type]string{
 	TSignal: "signal", TCancel: "cancel", TShutdown: "shutdown", TResize: "resize", TInfo: "info",
 	TCopyDone: "copy-done", TCopyIn: "copy-in", TCopyOut: "copy-out", TIdentity: "identity",
 	TLane: "lane", TLaneFree: "lane-free",
-	TPark: "park", TParked: "parked", TAttach: "attach", TPause: "pause", TClock: "clock",
+	TPark: "park", TParked: "parked", TAttach: "attach", TPause: "pause", TClock: "clock", THold: "hold",
 }
 
 // Last reports whether a frame of type t from the agent ends its stream.
@@ -426,6 +431,11 @@ type Info struct {
 	// Metrics are the shim's counters and samples when the info was asked
 	// for; nil from a shim that predates them.
 	Metrics *ShimMetrics `msgpack:"metrics,omitempty"`
+}
+
+// Hold is THold's body.
+type Hold struct {
+	On bool `msgpack:"on"`
 }
 
 // Paused is the shim's answer to TPause: the box's state is saved.

@@ -37,7 +37,7 @@ var errStateRefused = errors.New("saved state refused")
 // the state is synced, answers and ends the box; a pause that fails
 // answers why and leaves the box running.
 func (s *shim) pause(c *client, stream uint32) {
-	res, err := s.saveState()
+	res, err := s.saveState(nil)
 	if err != nil {
 		log.Printf("pause failed: %v", err)
 		c.queueError(stream, err)
@@ -54,7 +54,9 @@ func (s *shim) pause(c *client, stream uint32) {
 
 // saveState stops the VM and writes its state (shimapi.StateFile) and the
 // record of what it depends on (shimapi.PausedFile).
-func (s *shim) saveState() (protocol.Paused, error) {
+// mayPause, when set, is asked under s.mu right before the pause begins
+// (auto-pause: is the box still idle?); false fails it with errNotIdle.
+func (s *shim) saveState(mayPause func() bool) (protocol.Paused, error) {
 	var none protocol.Paused
 	if len(s.cfg.Volumes) > 0 {
 		return none, errdefs.Errorf(errdefs.ErrUnsupported,
@@ -80,6 +82,10 @@ func (s *shim) saveState() (protocol.Paused, error) {
 	if s.stopping || s.pausing {
 		s.mu.Unlock()
 		return none, errdefs.Errorf(errdefs.ErrInvalidState, "pause box %s: it is stopping or pausing already", s.cfg.BoxID)
+	}
+	if mayPause != nil && !mayPause() {
+		s.mu.Unlock()
+		return none, errNotIdle
 	}
 	s.pausing = true
 	// The streams of this shim's clients end with it: cancel them in the

@@ -79,6 +79,8 @@ export declare const MAX_DISK_SIZE_GB: 1024;
 export declare const DEFAULT_BOOT_TIMEOUT_SECS: 60;
 /** the longest boot timeout a box may ask for */
 export declare const MAX_BOOT_TIMEOUT_SECS: 600;
+/** the longest idle period before a box pauses itself (auto_pause_secs) */
+export declare const MAX_AUTO_PAUSE_SECS: 2592000;
 /** output collected per stream of a run, a cell or a shell command */
 export declare const DEFAULT_OUTPUT_LIMIT_BYTES: 67108864;
 /** a terminal's initial rows */

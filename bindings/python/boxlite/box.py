@@ -173,6 +173,9 @@ class BoxOptions:
     # session of that kind takes over an interpreter the template VM
     # started. CodeBox asks for "python", InteractiveBox for its shell.
     prestart: Optional[List[str]] = None
+    # Seconds idle (no exec, copy or session call) after which the box pauses
+    # itself with its memory; the next call resumes it. None or 0: never.
+    auto_pause_secs: Optional[float] = None
 
     def to_json(self, name: Optional[str] = None, what: str = "BoxOptions.", image_required: bool = True) -> str:
         """The options as the C ABI's JSON; raises TypeError /
@@ -212,6 +215,9 @@ class BoxOptions:
         t = check_timeout(self.boot_timeout, f"{what}boot_timeout")
         if t is not None:  # the library refuses 0, as every binding does
             o["boot_timeout_secs"] = t
+        t = check_timeout(self.auto_pause_secs, f"{what}auto_pause_secs")
+        if t is not None:
+            o["auto_pause_secs"] = t
         if self.auto_remove is not None:  # unset: the library's DEFAULT_AUTO_REMOVE
             if not isinstance(self.auto_remove, bool):
                 raise TypeError(f"{what}auto_remove must be bool, not {type(self.auto_remove).__name__}")
