@@ -63,6 +63,15 @@ func (l *fdList) open(path string, readOnly bool) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("hv: open disk %s: %w", path, statKind(err))
 	}
+	if !readOnly {
+		// One VM per writable disk. QEMU's own image locking is off for
+		// it (see args.go): this lock, on the descriptor QEMU inherits,
+		// lasts as long as the VMM has the disk open.
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			f.Close()
+			return 0, fmt.Errorf(`hv: disk %s: Failed to get "write" lock: another VM has it open (%v): %w`, path, err, errdefs.ErrBootFailed)
+		}
+	}
 	return l.add(f), nil
 }
 

@@ -105,6 +105,11 @@ const (
 	// see on its streams (a session's cell or command): the box does not
 	// pause itself (auto-pause) while a client holds it.
 	THold Type = 34
+	// TFork asks the shim to save the box for a fork (Box.Fork): the VM is
+	// stopped, saved with its memory and its writable disk copied into the
+	// box directory (shimapi.ForkStateFile, ForkDiskFile, ForkRecordFile),
+	// then runs on. No body; the answer is Paused, or TError.
+	TFork Type = 35
 )
 
 var typeNames = map[Type]string{
@@ -113,7 +118,7 @@ var typeNames = map[Type]string{
 	TSignal: "signal", TCancel: "cancel", TShutdown: "shutdown", TResize: "resize", TInfo: "info",
 	TCopyDone: "copy-done", TCopyIn: "copy-in", TCopyOut: "copy-out", TIdentity: "identity",
 	TLane: "lane", TLaneFree: "lane-free",
-	TPark: "park", TParked: "parked", TAttach: "attach", TPause: "pause", TClock: "clock", THold: "hold",
+	TPark: "park", TParked: "parked", TAttach: "attach", TPause: "pause", TClock: "clock", THold: "hold", TFork: "fork",
 }
 
 // Last reports whether a frame of type t from the agent ends its stream.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -198,10 +199,12 @@ func (s *shim) compat() (shimapi.Compat, error) {
 	}
 	c.Devices = append(c.Devices, "accel="+string(s.vmcfg.Accel), fmt.Sprintf("channel=%v", s.vmcfg.Channel), fmt.Sprintf("nic=%v", s.vmcfg.NIC != nil))
 	for _, d := range s.vmcfg.Disks {
-		id := d.Path
-		if d.ReadOnly { // an image layer: the very file, as it was
+		id := filepath.Base(d.Path) // a fork's disk is another file of the same name
+		if d.ReadOnly {             // an image layer: the very file, as it was
 			if fi, err := os.Stat(d.Path); err == nil {
 				id = fmt.Sprintf("%s:%d:%d", d.Path, fi.Size(), fi.ModTime().UnixNano())
+			} else {
+				id = d.Path
 			}
 		}
 		c.Devices = append(c.Devices, fmt.Sprintf("disk %s ro=%v %s", d.Serial, d.ReadOnly, id))
@@ -314,7 +317,13 @@ func (s *shim) resumeVM(vmcfg hv.Config, start time.Time) (protocol.Hello, *prot
 	s.agent = s.vm.Channel()
 	s.w = protocol.NewWriter(s.agent)
 	r := protocol.NewReader(s.agent)
-	if rec.Hello.Has(protocol.FeatureClock) {
+	if rec.Fork {
+		if err := s.forkIdentity(r, rec, start); err != nil {
+			s.vm.Kill()
+			return rec.Hello, nil, noRetry{fmt.Errorf("resume a fork: %w", err)}
+		}
+		lap("identity")
+	} else if rec.Hello.Has(protocol.FeatureClock) {
 		if err := s.setClock(r, start); err != nil {
 			s.vm.Kill()
 			return rec.Hello, nil, noRetry{fmt.Errorf("resume: clock: %w", err)}
@@ -345,8 +354,15 @@ func (s *shim) setClock(r *protocol.Reader, start time.Time) error {
 	if err != nil {
 		return err
 	}
+	return s.awaitAmidStrays(r, start, protocol.TClock)
+}
+
+// awaitAmidStrays waits for the agent's answer of type want on stream 0,
+// letting pass up to maxResumeStrays frames of streams nobody has.
+func (s *shim) awaitAmidStrays(r *protocol.Reader, start time.Time, want protocol.Type) error {
 	for strays := 0; ; strays++ {
-		if f, err = s.awaitFrame(s.vm, r, start); err != nil {
+		f, err := s.awaitFrame(s.vm, r, start)
+		if err != nil {
 			return err
 		}
 		switch {
@@ -354,13 +370,13 @@ func (s *shim) setClock(r *protocol.Reader, start time.Time) error {
 			continue // a stream that ended with the pause
 		case f.Stream != 0:
 			return fmt.Errorf("guest agent protocol: %d frames on streams that are not open", strays)
-		case f.Type == protocol.TClock:
+		case f.Type == want:
 			return nil
 		case f.Type == protocol.TError:
 			var e protocol.Error
 			protocol.Decode(f, &e)
 			return e.Err()
 		}
-		return fmt.Errorf("guest agent protocol: answer to clock is %s", f.Type)
+		return fmt.Errorf("guest agent protocol: answer to %s is %s", want, f.Type)
 	}
 }

@@ -129,6 +129,9 @@ func (s *shim) serveClient(c *client) {
 		case protocol.TPause:
 			go s.pause(c, f.Stream)
 			continue
+		case protocol.TFork:
+			go s.fork(c, f.Stream)
+			continue
 		case protocol.THold:
 			s.hold(c, f)
 			continue
