@@ -99,6 +99,10 @@ func (b restBox) Resume(context.Context) error {
 	return errdefs.Errorf(errdefs.ErrUnsupported, "resume of a box on a REST runtime (the server has no resume route yet)")
 }
 
+func (b restBox) Fork(context.Context, int, []string) ([]Box, error) {
+	return nil, errdefs.Errorf(errdefs.ErrUnsupported, "fork of a box on a REST runtime (the server has no fork route yet)")
+}
+
 type restExec struct{ *restclient.Execution }
 
 func (e restExec) Stdin() io.WriteCloser { return e.Execution.Stdin }

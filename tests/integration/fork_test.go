@@ -132,3 +132,32 @@ func TestFork(t *testing.T) {
 		e.Stdin.Close()
 	}
 }
+
+// The CLI forks a running box: two forks named as asked, each with the
+// source's /tmp and a hostname of its own.
+func TestCLIFork(t *testing.T) {
+	id := strings.TrimSpace(mustCLI(t, "create", "alpine:latest"))
+	t.Cleanup(func() { cli(t, "rm", "-f", id) })
+	mustCLI(t, "exec", id, "sh", "-c", "echo kept > /tmp/k")
+	ids := strings.Fields(mustCLI(t, "fork", "-n", "2", "--name", "cli-fork-a", id))
+	for _, f := range ids {
+		t.Cleanup(func() { cli(t, "rm", "-f", f) })
+	}
+	if len(ids) != 2 {
+		t.Fatalf("fork printed %q, want 2 ids", ids)
+	}
+	hosts := map[string]bool{}
+	for i, f := range append([]string{id}, ids...) {
+		out := strings.Fields(mustCLI(t, "exec", f, "sh", "-c", "cat /tmp/k; hostname"))
+		if len(out) != 2 || out[0] != "kept" || hosts[out[1]] {
+			t.Fatalf("box %d (%s) printed %q (hostnames so far %v)", i, f, out, hosts)
+		}
+		hosts[out[1]] = true
+	}
+	if !hosts["cli-fork-a"] {
+		t.Fatalf("no fork named cli-fork-a: hostnames %v", hosts)
+	}
+	if _, errOut, code := cli(t, "fork", "-n", "0", id); code == 0 {
+		t.Fatalf("fork -n 0: exit 0 (%s)", errOut)
+	}
+}
