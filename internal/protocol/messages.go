@@ -231,6 +231,13 @@ type Identity struct {
 	Seed []byte `msgpack:"seed"`
 	// Hostname is the box's (1 to 64 bytes, a DNS label's characters).
 	Hostname string `msgpack:"hostname"`
+	// BootID, when set (a fork of a running box, whose kernel already
+	// made its boot id), is the boot id the box's processes read from
+	// /proc/sys/kernel/random/boot_id (a UUID, 36 bytes in the kernel's
+	// form), and MachineID its /etc/machine-id (32 lowercase hex digits;
+	// written only where the box has that file).
+	BootID    string `msgpack:"boot_id,omitempty"`
+	MachineID string `msgpack:"machine_id,omitempty"`
 }
 
 // Clock is TClock's body.
@@ -252,7 +259,40 @@ func (id Identity) Check() error {
 	if !ValidHostname(id.Hostname) {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "identity: hostname %q: want 1 to 64 of [A-Za-z0-9-], not starting or ending with -", id.Hostname)
 	}
+	if id.BootID != "" && !validUUID(id.BootID) {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "identity: boot id %q is not a UUID", id.BootID)
+	}
+	if id.MachineID != "" && (len(id.MachineID) != 32 || !lowerHex(id.MachineID)) {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "identity: machine id %q is not 32 lowercase hex digits", id.MachineID)
+	}
 	return nil
+}
+
+// validUUID reports whether s is a UUID as the kernel prints one
+// (8-4-4-4-12 lowercase hex digits).
+func validUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i, c := range []byte(s) {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			if c != '-' {
+				return false
+			}
+		} else if !lowerHex(string(c)) {
+			return false
+		}
+	}
+	return true
+}
+
+func lowerHex(s string) bool {
+	for _, c := range []byte(s) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // ValidHostname reports whether s is a hostname a box can have: one DNS

@@ -171,6 +171,12 @@ func (s *shim) forkIdentity(r *protocol.Reader, rec shimapi.Paused, start time.T
 		id.Hostname = "boxlite"
 	}
 	rand.Read(id.Seed)
+	var u [16]byte
+	rand.Read(u[:])
+	u[6], u[8] = u[6]&0x0f|0x40, u[8]&0x3f|0x80 // a version 4 UUID, as the kernel makes
+	id.BootID = fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+	rand.Read(u[:])
+	id.MachineID = fmt.Sprintf("%x", u[:])
 	f, err := protocol.Encode(protocol.TIdentity, 0, id)
 	if err == nil {
 		err = s.sendAgent(f)

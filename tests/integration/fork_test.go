@@ -48,6 +48,8 @@ func shellLine(t *testing.T, e *boxlite.Execution, r *bufio.Reader, tok, cmd str
 // exec) with its variable, a change in one is seen in no other nor in the
 // source; the forks and the source differ in hostname and randomness; the
 // source ran on; a file written before the fork is in each fork's disk.
+// The source read its boot id before the fork (the kernel makes it once),
+// yet each fork reads one of its own.
 func TestFork(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -56,7 +58,7 @@ func TestFork(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Remove(context.Background(), src.ID(), true) })
-	runIn(t, src, sh("echo on-disk > /root/f; sync"))
+	runIn(t, src, sh("echo on-disk > /root/f; sync; cat /proc/sys/kernel/random/boot_id"))
 	shell, err := src.Exec(ctx, boxlite.Command{Argv: []string{"sh"}, Stdin: true, Detachable: true})
 	if err != nil {
 		t.Fatal(err)
@@ -114,11 +116,11 @@ func TestFork(t *testing.T) {
 	// Each a machine of its own.
 	seen := map[string]string{}
 	for i, b := range append([]*boxlite.Box{src}, forks...) {
-		out := strings.Fields(string(runIn(t, b, sh("hostname; head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n'; echo; cat /proc/sys/kernel/random/uuid")).Stdout))
-		if len(out) != 3 {
+		out := strings.Fields(string(runIn(t, b, sh("hostname; head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n'; echo; cat /proc/sys/kernel/random/uuid /proc/sys/kernel/random/boot_id")).Stdout))
+		if len(out) != 4 {
 			t.Fatalf("box %d said %q", i, out)
 		}
-		for j, what := range []string{"hostname", "random bytes", "uuid"} {
+		for j, what := range []string{"hostname", "random bytes", "uuid", "boot id"} {
 			if prev, dup := seen[out[j]]; dup {
 				t.Errorf("two boxes read the same %s %q (%s)", what, out[j], prev)
 			}
