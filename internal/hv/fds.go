@@ -66,8 +66,10 @@ func (l *fdList) open(path string, readOnly bool) (int, error) {
 	if !readOnly {
 		// One VM per writable disk. QEMU's own image locking is off for
 		// it (see args.go): this lock, on the descriptor QEMU inherits,
-		// lasts as long as the VMM has the disk open.
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		// lasts as long as the VMM has the disk open. An OFD lock, as
+		// QEMU's would be: a flock is the host's own (the lane, lane.go).
+		lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: 1}
+		if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk); err != nil {
 			f.Close()
 			return 0, fmt.Errorf(`hv: disk %s: Failed to get "write" lock: another VM has it open (%v): %w`, path, err, errdefs.ErrBootFailed)
 		}
