@@ -201,6 +201,24 @@ class Box {
   }
 
   /**
+   * count running boxes (1 to 64) made from this running box at one instant,
+   * as E2B's fork: its memory, processes and disk; the box runs on. Each
+   * fork is a machine of its own (clock, entropy, hostname, boot id,
+   * network, host ports); names name the first forks. Resolves to the forks.
+   */
+  async fork(count = 1, names = []) {
+    if (!Number.isInteger(count)) throw new TypeError(`count must be an integer, got ${typeof count}`);
+    if (!Array.isArray(names)) throw new TypeError(`names must be an array of strings, got ${typeof names}`);
+    names.forEach((n, i) => checkString(n, `names[${i}]`));
+    const ids = JSON.parse(await native.boxFork(this._handle('fork'), JSON.stringify({ count, names })));
+    return Promise.all(ids.map(async (id) => {
+      const b = await this._rt.get(id);
+      if (!b) throw new BoxliteError(`fork ${id} is gone`, { code: 'not_found' });
+      return b;
+    }));
+  }
+
+  /**
    * Writes the box (not running) to one archive: its config, its disk
    * (sparse) and its image. dest is a file, or a directory in which the
    * archive is `<name or id>.boxlite`. Resolves to the archive's path.

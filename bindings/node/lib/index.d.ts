@@ -425,6 +425,8 @@ export declare class JsBox implements AsyncDisposable {
   cloneBox(options?: JsCloneOptions | null, name?: string | null): Promise<JsBox>;
   /** Writes the box (not running) to one archive (config, sparse disk, image); dest is a file or a directory (then <name or id>.boxlite). Resolves to the archive's path. */
   export(dest: string, options?: JsExportOptions | null): Promise<string>;
+  /** count (1..64) running boxes made from this running box at one instant (memory, processes, disk), each a machine of its own; names name the first forks. */
+  fork(count?: number, names?: string[]): Promise<JsBox[]>;
   /** Releases this handle; the box keeps running. */
   close(): void;
   [Symbol.asyncDispose](): Promise<void>;

@@ -107,6 +107,8 @@ static int handle_id(work_t *w, const char *id) {
   X(boxSnapshotRestore, ASYNC, 0,      r_undefined, boxlite_box_snapshot_restore(H, S0, err), BOX, STR("name")) \
   X(boxClone,           ASYNC, 0,      r_box,       boxlite_box_clone(H, S0, OUT(boxlite_box_t), err),        \
     BOX, STR_OR_NULL("optionsJson"))                                                                          \
+  X(boxFork,            ASYNC, 0,      r_string,    boxlite_box_fork(H, S0, OUT_STR, err),                    \
+    BOX, STR_OR_NULL("optionsJson"))                                                                          \
   X(boxExport,          ASYNC, 0,      r_string,    boxlite_box_export(H, S0, OUT_STR, err), BOX, STR("dest")) \
   /* executions */                                                                                            \
   X(boxExec,            SYNC,  0,      r_execution, boxlite_box_exec(H, S0, OUT(boxlite_execution_t), err),   \

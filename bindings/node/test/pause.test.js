@@ -20,7 +20,7 @@ function alive(pid) {
   }
 }
 
-test('pause and resume: no process while paused, the same machine after', { skip, ...T }, async (t) => {
+test('pause and resume: no process while paused, the same machine after; fork', { skip, ...T }, async (t) => {
   const runtime = new JsBoxlite({ homeDir: home });
   await ensureImage(runtime, 'alpine:latest');
   const box = await runtime.create({ image: 'alpine:latest', autoRemove: false });
@@ -57,7 +57,26 @@ test('pause and resume: no process while paused, the same machine after', { skip
   assert.equal((await box.info()).status, 'running');
   assert.equal((await box.run(['cat', '/proc/sys/kernel/random/boot_id'])).stdout.toString(), before);
 
+  // fork: two running copies with /tmp/f, each its own machine
+  const forks = await box.fork(2, ['node-fork-a']);
+  try {
+    assert.equal(forks.length, 2);
+    assert.equal(forks[0].name, 'node-fork-a');
+    const hosts = new Set([(await box.run(['hostname'])).stdout.toString()]);
+    for (const f of forks) {
+      assert.equal((await f.info()).status, 'running');
+      const out = (await f.run(['sh', '-c', 'cat /tmp/f; hostname'])).stdout.toString();
+      assert.ok(out.startsWith('42\n') && !hosts.has(out.slice(3)), `${out} ${[...hosts]}`);
+      hosts.add(out.slice(3));
+    }
+    await assert.rejects(box.fork(0), (e) => e.code === 'invalid_argument');
+    await assert.rejects(box.fork('2'), TypeError);
+  } finally {
+    for (const f of forks) await f.remove(true).catch(() => {});
+  }
+
   await box.stop();
+  await assert.rejects(box.fork(), (e) => e.code === 'invalid_state');
   await assert.rejects(box.pause(), (e) => e.code === 'invalid_state');
   await assert.rejects(box.resume(), (e) => e.code === 'invalid_state');
 });

@@ -397,6 +397,19 @@ int boxlite_box_snapshot_restore(boxlite_box_t *box, const char *name, boxlite_e
  * this snapshot of the box instead of its disk)}. *out is a new handle. */
 int boxlite_box_clone(boxlite_box_t *box, const char *options_json, boxlite_box_t **out,
                       boxlite_error_t **err);
+/* Makes running boxes from the running box's state at one instant (its
+ * memory, processes and disk; the box is stopped only for the save, then
+ * runs on with its streams). Each fork is a machine of its own: clock,
+ * entropy, hostname (its name when that is a valid hostname), boot id,
+ * machine id, network and host ports; the box's open streams are cancelled
+ * in it (a detachable exec, a session's interpreter, runs on there).
+ * options_json (NULL: defaults): {"count": 1 (1..64), "names":
+ * [] (at most count; the first forks get them)}. *out_json: a JSON array of
+ * the forks' ids (boxlite_box_get opens them). A paused box is resumed
+ * first; another state but running: BOXLITE_ERR_INVALID_STATE; volumes or a
+ * REST runtime: BOXLITE_ERR_UNSUPPORTED. On failure no fork is left. */
+int boxlite_box_fork(boxlite_box_t *box, const char *options_json, char **out_json,
+                     boxlite_error_t **err);
 /* Writes the box to one archive file (a zstd-compressed tar: its config,
  * its disk, sparse, and its image, so it imports where no registry can be
  * reached; volumes are left out). dest: a file, or a directory in which the

@@ -413,6 +413,13 @@ def box_clone(box: Handle, options_json: Optional[str]) -> Handle:
     return Handle(out[0], "boxlite_box_free", "box")
 
 
+def box_fork(box: Handle, options_json: Optional[str]) -> str:
+    out = ffi.new("char **")
+    err = _new_err()
+    check(lib().boxlite_box_fork(_ptr(box), _nullable(options_json, "fork options"), out, err), err, "box_fork")
+    return _take_string(out[0])
+
+
 def box_export(box: Handle, dest: str) -> str:
     out = ffi.new("char **")
     err = _new_err()

@@ -17,7 +17,7 @@ from .errors import ClosedError, InvalidArgumentError, UnsupportedError
 from .exec import ExecResult
 from .execution import Execution
 from .metrics import BoxMetrics
-from .snapshot import CloneOptions, ExportOptions, SnapshotHandle, clone_options_json
+from .snapshot import CloneOptions, ExportOptions, SnapshotHandle, clone_options_json, fork_box
 
 if TYPE_CHECKING:
     from .runtime import Boxlite
@@ -173,8 +173,7 @@ class BoxOptions:
     # session of that kind takes over an interpreter the template VM
     # started. CodeBox asks for "python", InteractiveBox for its shell.
     prestart: Optional[List[str]] = None
-    # Seconds idle (no exec, copy or session call) after which the box pauses
-    # itself with its memory; the next call resumes it. None or 0: never.
+    # Idle seconds after which the box pauses itself (README); None/0: never.
     auto_pause_secs: Optional[float] = None
 
     def to_json(self, name: Optional[str] = None, what: str = "BoxOptions.", image_required: bool = True) -> str:
@@ -371,21 +370,13 @@ class Box:
         await blocking(raw.box_stop, self._handle())
 
     async def pause(self) -> Dict[str, Any]:
-        """Saves the running box with its memory into its directory and ends
-        its processes: a paused box (status "paused") holds no process and no
-        host memory, and a detached one outlives this process. Returns
-        ``{"saved_at", "state_bytes", "save_ms"}``. Pausing a paused box does
-        nothing. Its streams end (a detachable exec runs on); TCP connections
-        from the box to the outside break. A box with volumes raises
-        UnsupportedError; no disk room for its memory, LimitError."""
+        """Saves the running box with its memory and ends its processes (README:
+        "Pause and resume"); returns ``{"saved_at", "state_bytes", "save_ms"}``."""
         return json.loads(await blocking(raw.box_pause, self._handle()) or "{}")
 
     async def resume(self) -> None:
-        """Restores a paused box as the same machine (its processes, memory,
-        sessions); a running box is left as it is. ``exec``, ``run``, copies
-        and sessions resume a paused box themselves. A state saved by another
-        QEMU, kernel or agent raises UnsupportedError and leaves the box
-        stopped with its disk (``start`` then boots it)."""
+        """Restores a paused box as the same machine; exec, run, copies and
+        sessions resume it themselves."""
         await blocking(raw.box_resume, self._handle())
 
     async def remove(self, force: bool = False) -> None:
@@ -414,6 +405,10 @@ class Box:
         opts = clone_options_json(options, name)
         h = await blocking(raw.box_clone, self._handle(), opts, on_abandon=_discard_box)
         return self._runtime._adopt(h)
+
+    async def fork(self, count: int = 1, names: Optional[Sequence[str]] = None) -> List["Box"]:
+        """``count`` running copies of this running box (see ``snapshot.fork_box``)."""
+        return await fork_box(self, count, names)
 
     async def export(self, *, dest: Any, options: Optional["ExportOptions"] = None) -> str:
         """Writes the box (not running) to one archive: its config, its disk

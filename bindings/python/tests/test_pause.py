@@ -1,7 +1,7 @@
 """Pause and resume with memory (box.pause / box.resume, async and sync): a
 paused box has no process, says "paused" in its info and the runtime's
 metrics, and comes back as the same machine (same boot id, its /tmp), by
-resume() or by the next exec."""
+resume() or by the next exec. box.fork makes running copies of it."""
 
 from __future__ import annotations
 
@@ -48,7 +48,28 @@ def test_pause_resume(run):
         assert sync.info().status == "running" and shim_children()
         assert run(box.run("cat", "/proc/sys/kernel/random/boot_id")).stdout == before
 
+        # fork: two running copies with /tmp/f, each its own machine
+        forks = run(box.fork(2, names=[name + "-a"]))
+        try:
+            assert len(forks) == 2 and forks[0].name == name + "-a"
+            hosts = {run(box.run("hostname")).stdout}
+            for f in forks:
+                assert f.info().status == "running"
+                r = run(f.run("sh", "-c", "cat /tmp/f; hostname"))
+                assert r.stdout.startswith("42\n") and r.stdout[3:] not in hosts, (r, hosts)
+                hosts.add(r.stdout[3:])
+            with pytest.raises(TypeError):
+                run(box.fork("2"))
+            with pytest.raises(boxlite.InvalidArgumentError):
+                run(box.fork(0))
+        finally:
+            for f in forks:
+                run(f.remove(force=True))
+                f.close()
+
         run(box.stop())
+        with pytest.raises(boxlite.InvalidStateError):
+            run(box.fork())
         with pytest.raises(boxlite.InvalidStateError):
             run(box.pause())
         with pytest.raises(boxlite.InvalidStateError):
