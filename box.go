@@ -65,6 +65,10 @@ type Box struct {
 	// detached, so Runtime.Close stops it as it would have the running box.
 	pausing    chan struct{}
 	pausedHere bool
+	// holds counts this process's session calls under way (holdAwake);
+	// holdMu orders their messages to the shim.
+	holds  int
+	holdMu sync.Mutex
 	// crashed: the shim's connection dropped with no exit record (the shim
 	// was killed); atomic, as stoppedError runs with and without b.mu.
 	crashed atomic.Bool
@@ -230,6 +234,9 @@ func (b *Box) refresh() {
 // attach adopts a shim connection; when it drops, the box is stopped.
 func (b *Box) attach(c *conn, info protocol.Info) {
 	b.conn, b.info = c, info
+	if b.holds > 0 { // a session call under way resumed the box (holdAwake)
+		c.send(protocol.THold, 0, protocol.Hold{On: true})
+	}
 	go func() {
 		<-c.done
 		b.mu.Lock()
@@ -246,6 +253,9 @@ func (b *Box) attach(c *conn, info protocol.Info) {
 			b.crashed.Store(true)
 		}
 		if b.death != nil && b.state == StatePaused {
+			// Paused by its shim (auto-pause) while this process owns
+			// it: Runtime.Close stops it, as one paused here.
+			b.pausedHere = true
 			b.death.Close()
 		} else if b.death != nil {
 			// The shim stops the box, and says why when told so on the pipe.

@@ -46,8 +46,11 @@ func (r *Runtime) Metrics() RuntimeMetrics {
 	m := RuntimeMetrics{BoxesCreatedTotal: r.counters.created.Load(), BoxesFailedTotal: r.counters.failed.Load(),
 		TotalCommandsExecuted: r.counters.execs.Load(), TotalExecErrors: r.counters.execErrors.Load()}
 	for _, b := range boxes {
-		if b.State() == StateRunning {
+		switch b.State() {
+		case StateRunning:
 			m.NumRunningBoxes++
+		case StatePaused:
+			m.NumPausedBoxes++
 		}
 	}
 	return m

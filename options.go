@@ -210,6 +210,9 @@ type BoxConfig struct {
 	// Prestart names the sessions a box started from a template finds
 	// started (see WithPrestart).
 	Prestart []string `json:"prestart,omitempty"`
+	// AutoPause: the box pauses itself after this long idle (see
+	// WithAutoPause); 0: never.
+	AutoPause time.Duration `json:"auto_pause,omitempty"`
 }
 
 // DefaultHostname is a box's hostname unless WithHostname sets one, as in
@@ -489,6 +492,9 @@ func (c *BoxConfig) validate() error {
 		return bad("cmd's first word is empty")
 	}
 	if err := c.validateVolumes(); err != nil {
+		return err
+	}
+	if err := c.validateAutoPause(bad); err != nil {
 		return err
 	}
 	return c.validateNetwork(bad)

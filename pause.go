@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/abi"
 	"github.com/boxlite/boxlite/internal/protocol"
 	"github.com/boxlite/boxlite/internal/shimapi"
 )
@@ -198,4 +199,54 @@ func (b *Box) discardPause() error {
 	os.Remove(b.path(shimapi.PausedFile))
 	os.Remove(b.path(shimapi.StateFile))
 	return writeJSON(b.path(shimapi.ExitFile), shimapi.Exit{Reason: "stopped while paused (its saved state was discarded)", At: time.Now().UTC()})
+}
+
+// WithAutoPause makes the box pause itself (as Pause: its memory saved, no
+// process left) after d with no activity, and the next call resumes it
+// transparently, as E2B's auto-pause. Activity, as the box's shim sees it:
+// an exec, copy or attach opening, and any frame either way on an open
+// stream. A stream that is open holds the box awake (a running command, a
+// copy), except a detachable exec's (a session's interpreter, an
+// interactive shell, Command.Detachable), which holds it only while it is
+// answering: from the client's last input until the process next writes
+// output, so an idle session or shell lets the box sleep, and a cell that
+// computes silently does not. A detachable exec runs on across the pause
+// and is attached again after it (sessions do so themselves). Default 0:
+// never. d is at least 1 s and at most 30 days; a box with volumes cannot
+// pause, so it cannot have it.
+func WithAutoPause(d time.Duration) BoxOption {
+	return func(c *BoxConfig) error { c.AutoPause = d; return nil }
+}
+
+// validateAutoPause checks WithAutoPause.
+func (c *BoxConfig) validateAutoPause(bad func(string, ...any) error) error {
+	switch {
+	case c.AutoPause == 0:
+		return nil
+	case c.AutoPause < abi.MinAutoPause || c.AutoPause > abi.MaxAutoPause:
+		return bad("auto pause (auto_pause_secs) %s is outside %s..%s", c.AutoPause, abi.MinAutoPause, abi.MaxAutoPause)
+	case len(c.Volumes) > 0:
+		return bad("auto pause (auto_pause_secs) and volumes: a box with volumes cannot pause (QEMU 7.2 cannot save its virtio-fs device)")
+	}
+	return nil
+}
+
+// holdAwake is the session.BusyFunc of the box's sessions: it counts the
+// cells and commands under way and tells the box's shim whether any is
+// (protocol.THold), so that an auto-pause waits for a cell that computes
+// silently. A connection made later (a resume) is told in attach.
+func (b *Box) holdAwake(on bool) {
+	b.holdMu.Lock()
+	defer b.holdMu.Unlock()
+	b.mu.Lock()
+	if on {
+		b.holds++
+	} else if b.holds > 0 {
+		b.holds--
+	}
+	c, held := b.conn, b.holds > 0
+	b.mu.Unlock()
+	if c != nil {
+		c.send(protocol.THold, 0, protocol.Hold{On: held}) // a shim that is gone holds nothing
+	}
 }

@@ -37,7 +37,7 @@ var ErrSessionRestarted = session.ErrRestarted
 // NewPythonSession starts a Python interpreter in the box, ready for cells.
 // It fails with ErrNotFound when the image has no Python 3.
 func (b *Box) NewPythonSession(ctx context.Context, opts SessionOptions) (*Session, error) {
-	return session.NewPython(ctx, b.sessionStarter(), b.sessionDefaults(opts))
+	return session.NewPython(ctx, b.sessionStarter(), b.sessionDefaults(opts), b.holdAwake)
 }
 
 // ShellSession is a live shell in a box: the working directory, exported
@@ -51,7 +51,7 @@ type ShellSession struct {
 // NewShellSession starts a shell (SessionOptions.Shell, default /bin/sh) in
 // the box.
 func (b *Box) NewShellSession(ctx context.Context, opts SessionOptions) (*ShellSession, error) {
-	s, err := session.NewShell(ctx, b.sessionStarter(), b.sessionDefaults(opts))
+	s, err := session.NewShell(ctx, b.sessionStarter(), b.sessionDefaults(opts), b.holdAwake)
 	if err != nil {
 		return nil, err
 	}

@@ -109,6 +109,29 @@ func boxlite_box_stop(p *C.boxlite_box_t, cerr **C.boxlite_error_t) (rc C.int) {
 	return status(err, cerr)
 }
 
+//export boxlite_box_pause
+func boxlite_box_pause(p *C.boxlite_box_t, out **C.char, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	o, err := boxOf(p)
+	if err == nil {
+		pi, perr := o.b.Pause(context.Background())
+		if err = perr; err == nil && out != nil {
+			err = outJSON(pi, out)
+		}
+	}
+	return status(err, cerr)
+}
+
+//export boxlite_box_resume
+func boxlite_box_resume(p *C.boxlite_box_t, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	o, err := boxOf(p)
+	if err == nil {
+		err = o.b.Resume(context.Background())
+	}
+	return status(err, cerr)
+}
+
 //export boxlite_box_remove
 func boxlite_box_remove(p *C.boxlite_box_t, force C.int, cerr **C.boxlite_error_t) (rc C.int) {
 	defer guard(&rc, cerr)

@@ -124,6 +124,34 @@ func boxlite_box_clone(p *C.boxlite_box_t, optsJSON *C.cchar_t, out **C.boxlite_
 	return status(nil, cerr)
 }
 
+//export boxlite_box_fork
+func boxlite_box_fork(p *C.boxlite_box_t, optsJSON *C.cchar_t, out **C.char, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	o, err := boxOf(p)
+	if err != nil {
+		return status(err, cerr)
+	}
+	opts := struct {
+		Count int      `json:"count"`
+		Names []string `json:"names"`
+	}{Count: 1}
+	if err := decode("fork options", optsJSON, &opts); err != nil {
+		return status(err, cerr)
+	}
+	if out == nil {
+		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "box_fork: out_json is NULL"), cerr)
+	}
+	forks, err := o.b.Fork(context.Background(), opts.Count, opts.Names)
+	if err != nil {
+		return status(err, cerr)
+	}
+	ids := make([]string, len(forks))
+	for i, f := range forks {
+		ids[i] = f.ID()
+	}
+	return status(outJSON(ids, out), cerr)
+}
+
 //export boxlite_box_export
 func boxlite_box_export(p *C.boxlite_box_t, dest *C.cchar_t, out **C.char, cerr **C.boxlite_error_t) (rc C.int) {
 	defer guard(&rc, cerr)

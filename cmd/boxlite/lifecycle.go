@@ -46,9 +46,8 @@ func lifecycle(op string, args []string) (int, error) {
 			return b.Start(in.ctx)
 		}))
 	case "pause":
-		return 0, eachBox(args, func(bb backend.Box) error {
-			b := backend.LocalBox(bb) // pause is refused over --url
-			p, err := b.Pause(ctx)
+		return 0, eachBox(args, func(b backend.Box) error {
+			p, err := b.Pause(ctx) // a server's box refuses it (unsupported)
 			if err == nil {
 				fmt.Fprintf(os.Stderr, "%s: paused (state %.1f MiB, saved in %.0f ms)\n", b.ID(), float64(p.StateBytes)/(1<<20), p.SaveMs)
 			}
@@ -61,7 +60,7 @@ func lifecycle(op string, args []string) (int, error) {
 			if err := detached(bb, "resume"); err != nil {
 				return err
 			}
-			return backend.LocalBox(bb).Resume(in.ctx) // resume is refused over --url
+			return bb.Resume(in.ctx) // a server's box refuses it (unsupported)
 		}))
 	case "exec":
 		return cmdExec(args)

@@ -70,6 +70,10 @@ const usage = `usage: boxlite [--url URL | --profile NAME] COMMAND [ARGS]
                     restore replaces the disk with the snapshot's
   clone [--name N] [--snapshot S] BOX
                     a stopped copy of a stopped box (or of one of its snapshots)
+  fork [-n N] [--name N]... BOX
+                    running copies of a running box at this instant (its memory,
+                    processes and disk); each its own machine (hostname,
+                    entropy, network, host ports); the box runs on
   export BOX FILE|DIR
                     write a stopped box (config, disk, image) to one archive
   import [--name N] [--rm] [box options as run: --memory, --cpus, --disk-size, --network,
@@ -163,6 +167,8 @@ func dispatch(args []string) (code int, err error) {
 		err = cmdSnapshot(args[1:])
 	case "clone":
 		err = cmdClone(args[1:])
+	case "fork":
+		err = cmdFork(args[1:])
 	case "export":
 		err = cmdExport(args[1:])
 	case "import":

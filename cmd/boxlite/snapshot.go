@@ -113,6 +113,25 @@ func cmdClone(args []string) error {
 	})
 }
 
+// cmdFork makes running boxes from a running box's state; it prints their ids.
+func cmdFork(args []string) error {
+	fs := flag.NewFlagSet("fork", flag.ContinueOnError)
+	n := fs.Int("n", 1, "how many forks")
+	var names multi
+	fs.Var(&names, "name", "a fork's name (repeatable; the first forks get them)")
+	pos, err := parseAnywhere(fs, args)
+	if err != nil || len(pos) != 1 {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite fork [-n N] [--name N]... BOX")
+	}
+	return eachBox(pos, func(b backend.Box) error {
+		forks, err := b.Fork(context.Background(), *n, names)
+		for _, f := range forks {
+			fmt.Println(f.ID())
+		}
+		return err
+	})
+}
+
 // cmdExport writes a stopped box to an archive; it prints the archive's path.
 func cmdExport(args []string) error {
 	if len(args) != 2 {

@@ -47,6 +47,9 @@ func (s *server) applyIdentity(f protocol.Frame) {
 	if err == nil {
 		err = s.setHostname(id.Hostname)
 	}
+	if err == nil && id.BootID != "" && s.cfg.Sandbox != nil {
+		err = s.cfg.Sandbox.SetMachine(id.BootID, id.MachineID)
+	}
 	if err != nil {
 		s.sendError(0, err)
 		return
@@ -137,6 +140,64 @@ func setHostnameOf(pid int, name string) error {
 			return
 		}
 		errc <- unix.Sethostname([]byte(name))
+	}()
+	return <-errc
+}
+
+// bootIDPath is where the box's processes read their boot id.
+const bootIDPath = "/proc/sys/kernel/random/boot_id"
+
+// setMachineOf gives the sandbox of init pid a boot id (a file bound over
+// its procfs's boot_id: the kernel's own is made once per boot, and a fork
+// of a running box shares its source's) and, where its root has one, a new
+// /etc/machine-id. It works in the sandbox's mount namespace, on a thread
+// of its own that dies after.
+func setMachineOf(pid int, bootID, machineID string) error {
+	errc := make(chan error, 1)
+	go func() {
+		lockOffMainThread() // the thread is not unlocked: it ends with the goroutine
+		errc <- func() error {
+			fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/mnt", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return err
+			}
+			defer unix.Close(fd)
+			if err := unix.Unshare(unix.CLONE_FS); err != nil {
+				return fmt.Errorf("unshare fs: %w", err)
+			}
+			if err := unix.Setns(fd, unix.CLONE_NEWNS); err != nil {
+				return fmt.Errorf("join the mount namespace: %w", err)
+			}
+			// The file lives on the sandbox's /dev (a tmpfs of its own)
+			// only until it is bound: the mount keeps it.
+			tmp := "/dev/.boxlite-boot_id"
+			if err := os.WriteFile(tmp, []byte(bootID+"\n"), 0o444); err != nil {
+				return err
+			}
+			defer os.Remove(tmp)
+			if err := unix.Mount(tmp, bootIDPath, "", unix.MS_BIND, ""); err != nil {
+				return fmt.Errorf("bind the boot id: %w", err)
+			}
+			if err := unix.Mount("", bootIDPath, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+				return fmt.Errorf("the boot id read-only: %w", err)
+			}
+			if machineID == "" {
+				return nil
+			}
+			var st unix.Stat_t
+			if unix.Lstat("/etc/machine-id", &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+				return nil // none, or not a plain file: left alone
+			}
+			f, err := os.OpenFile("/etc/machine-id", os.O_WRONLY|os.O_TRUNC|unix.O_NOFOLLOW, 0)
+			if err != nil {
+				return fmt.Errorf("machine id: %w", err)
+			}
+			_, err = f.WriteString(machineID + "\n")
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			return err
+		}()
 	}()
 	return <-errc
 }

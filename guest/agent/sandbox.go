@@ -43,6 +43,24 @@ type Sandbox struct {
 	gen      *sandboxGen
 	closed   bool
 	hostname string // set by SetHostname; empty: the init's boxHostname
+	// bootID and machineID: set by SetMachine (a fork); empty: the kernel's.
+	bootID, machineID string
+}
+
+// SetMachine gives the live sandbox, and every one started after it, the
+// boot id bootID (and the machine id, where the box has /etc/machine-id):
+// see setMachineOf.
+func (sb *Sandbox) SetMachine(bootID, machineID string) error {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	sb.bootID, sb.machineID = bootID, machineID
+	if sb.gen == nil || sb.gen.down() {
+		return nil // the next start sets it
+	}
+	if err := setMachineOf(sb.gen.initPid, bootID, machineID); err != nil {
+		return errdefs.Errorf(errdefs.ErrInternal, "identity: the sandbox's boot id: %v", err)
+	}
+	return nil
 }
 
 // SetHostname names the live sandbox and every one started after it.
@@ -184,6 +202,11 @@ func (sb *Sandbox) start() (*sandboxGen, error) {
 	if sb.hostname != "" {
 		if err := setHostnameOf(pid, sb.hostname); err != nil {
 			return fail(fmt.Errorf("the sandbox's hostname: %w", err))
+		}
+	}
+	if sb.bootID != "" {
+		if err := setMachineOf(pid, sb.bootID, ""); err != nil { // the disk has the machine id already
+			return fail(fmt.Errorf("the sandbox's boot id: %w", err))
 		}
 	}
 	ready := make(chan error, 1)

@@ -23,6 +23,13 @@ const (
 	MaxBootTimeout     = 10 * time.Minute
 )
 
+// Auto-pause (BoxOptions.AutoPauseSecs): the shortest and longest idle
+// period a box may ask for before it pauses itself.
+const (
+	MinAutoPause = time.Second
+	MaxAutoPause = 30 * 24 * time.Hour
+)
+
 // DefaultAutoRemove: a box is removed when it stops (Box.Stop, its VM
 // exiting, or its creator's exit unless detached) unless its options say
 // otherwise, as BoxLite's default is: a program written for BoxLite runs
@@ -93,6 +100,7 @@ var Constants = []Constant{
 	number("MAX_DISK_SIZE_GB", MaxDiskSizeGB, "the largest writable disk a box may have"),
 	number("DEFAULT_BOOT_TIMEOUT_SECS", int64(DefaultBootTimeout.Seconds()), "how long a start may take until the box's agent answers"),
 	number("MAX_BOOT_TIMEOUT_SECS", int64(MaxBootTimeout.Seconds()), "the longest boot timeout a box may ask for"),
+	number("MAX_AUTO_PAUSE_SECS", int64(MaxAutoPause.Seconds()), "the longest idle period before a box pauses itself (auto_pause_secs)"),
 	number("DEFAULT_OUTPUT_LIMIT_BYTES", DefaultOutputLimitBytes, "output collected per stream of a run, a cell or a shell command"),
 	number("DEFAULT_ROWS", DefaultRows, "a terminal's initial rows"),
 	number("DEFAULT_COLS", DefaultCols, "a terminal's initial columns"),

@@ -12,6 +12,9 @@ type RuntimeMetrics struct {
 	// NumRunningBoxes is how many of the boxes this runtime has handles on
 	// are running now (started here, or reattached with Get or List).
 	NumRunningBoxes uint64 `json:"num_running_boxes" doc:"of the boxes this runtime has handles on"`
+	// NumPausedBoxes is how many of them are paused (their memory saved
+	// to disk, no process).
+	NumPausedBoxes uint64 `json:"num_paused_boxes" doc:"of those, the paused ones (memory saved to disk, no process)"`
 	// TotalCommandsExecuted counts the exec requests this runtime sent, to
 	// any box; TotalExecErrors those of them that never ran (see above),
 	// including those whose box connection ended before they started.

@@ -30,6 +30,7 @@ type BoxOptions struct {
 	Ports           []Port            `json:"ports,omitempty" doc:"box ports published on the host; a host port in use is already_exists"`
 	Volumes         []Volume          `json:"volumes,omitempty" doc:"host folders or files in the box, over virtio-fs"`
 	Hostname        string            `json:"hostname,omitempty" doc:"a DNS label: default \"boxlite\""`
+	AutoPauseSecs   *Seconds          `json:"auto_pause_secs,omitempty" doc:"pause the box (with its memory, as boxlite_box_pause) after this long with no exec, copy or session call: a stream that stays open holds it awake, except a detachable exec's (a session's interpreter, an interactive shell) that sent nothing either way for that long; the next call resumes it. 0 (default): never. At least 1, at most {MAX_AUTO_PAUSE_SECS}; not with volumes"`
 	Prestart        []string          `json:"prestart,omitempty" doc:"sessions a box started from a template finds started: \"python\", \"shell\" or \"shell:/ABSOLUTE/PATH\"; its first session of that kind with default options takes over the one the template VM started"`
 }
 
@@ -60,7 +61,7 @@ type BoxInfo struct {
 	ID            string          `json:"id" doc:"12 hex digits"`
 	Name          string          `json:"name,omitempty"`
 	Image         string          `json:"image"`
-	State         string          `json:"state" enum:"configured,starting,running,stopping,stopped,removed"`
+	State         string          `json:"state" enum:"configured,starting,running,paused,stopping,stopped,removed"`
 	CreatedAtUnix int64           `json:"created_at_unix" doc:"seconds"`
 	CreatedAt     string          `json:"created_at" doc:"RFC 3339, the same instant"`
 	Config        BoxConfig       `json:"config" doc:"the create options with defaults applied"`
@@ -91,6 +92,7 @@ type BoxConfig struct {
 	KernelArgs      []string          `json:"kernel_args,omitempty"`
 	Hostname        string            `json:"hostname"`
 	Prestart        []string          `json:"prestart,omitempty"`
+	AutoPauseSecs   Seconds           `json:"auto_pause_secs,omitempty" doc:"0: never"`
 }
 
 // BoxRuntimeInfo is what a running box reports about its VM.

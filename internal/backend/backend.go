@@ -43,6 +43,11 @@ type Box interface {
 	Info() boxlite.BoxInfo
 	Start(ctx context.Context) error
 	Stop(ctx context.Context) error
+	// Pause saves the running box with its memory and ends its processes;
+	// Resume restores it (see boxlite.Box.Pause). A server's box refuses
+	// both (errdefs.ErrUnsupported) until its REST API has them.
+	Pause(ctx context.Context) (boxlite.PauseInfo, error)
+	Resume(ctx context.Context) error
 	Remove(ctx context.Context, force bool) error
 	Run(ctx context.Context, cmd boxlite.Command) (*boxlite.ExecResult, error)
 	CopyIn(ctx context.Context, hostSrc, boxDst string, opts boxlite.CopyOptions) error
@@ -58,6 +63,9 @@ type Box interface {
 	NewShellSession(ctx context.Context, opts boxlite.SessionOptions) (*boxlite.ShellSession, error)
 	Exec(ctx context.Context, cmd boxlite.Command) (Execution, error)
 	Clone(ctx context.Context, opts boxlite.CloneOptions) (Box, error)
+	// Fork makes running boxes from the running box's state (see
+	// boxlite.Box.Fork); a server's box refuses it (ErrUnsupported).
+	Fork(ctx context.Context, count int, names []string) ([]Box, error)
 }
 
 // Execution is a process started in a Box.
@@ -155,6 +163,18 @@ func (b localBox) Clone(ctx context.Context, opts boxlite.CloneOptions) (Box, er
 		return nil, err
 	}
 	return localBox{c}, nil
+}
+
+func (b localBox) Fork(ctx context.Context, count int, names []string) ([]Box, error) {
+	fs, err := b.Box.Fork(ctx, count, names)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Box, len(fs))
+	for i, f := range fs {
+		out[i] = localBox{f}
+	}
+	return out, nil
 }
 
 // LocalBox is the local box behind b, or nil for a server's.

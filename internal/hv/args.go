@@ -112,8 +112,14 @@ func buildArgs(cfg Config, tscKHz, qmpFD, agentFD, consoleFD, netFD int, diskFDs
 			// see event), so its ext4 stays consistent: reported to the
 			// guest, the error aborts the journal and leaves writers stuck
 			// on dirty pages that can never be written back. Other I/O
-			// errors are the guest's to see.
-			drive += ",readonly=off,discard=unmap,werror=enospc,rerror=report"
+			// errors are the guest's to see. QEMU's image locking is off:
+			// a VM that runs on after a completed save (Box.Fork) takes
+			// its disk back on "cont", and QEMU's two descriptors of it
+			// (one per mode, from the fd set) are two open file
+			// descriptions whose OFD locks then conflict with each other
+			// ("Failed to get shared "write" lock"). fds.go locks the disk
+			// instead, one VM per writable disk.
+			drive += ",readonly=off,discard=unmap,werror=enospc,rerror=report,file.locking=off"
 		}
 		dev := "virtio-blk-device,drive=" + id
 		if d.Serial != "" {

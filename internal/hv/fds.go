@@ -63,6 +63,17 @@ func (l *fdList) open(path string, readOnly bool) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("hv: open disk %s: %w", path, statKind(err))
 	}
+	if !readOnly {
+		// One VM per writable disk. QEMU's own image locking is off for
+		// it (see args.go): this lock, on the descriptor QEMU inherits,
+		// lasts as long as the VMM has the disk open. An OFD lock, as
+		// QEMU's would be: a flock is the host's own (the lane, lane.go).
+		lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: 1}
+		if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk); err != nil {
+			f.Close()
+			return 0, fmt.Errorf(`hv: disk %s: Failed to get "write" lock: another VM has it open (%v): %w`, path, err, errdefs.ErrBootFailed)
+		}
+	}
 	return l.add(f), nil
 }
 

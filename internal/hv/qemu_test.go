@@ -298,7 +298,7 @@ func TestBuildArgs(t *testing.T) {
 		"-device pvpanic -action panic=exit-failure",
 		"-device virtio-serial-device -chardev socket,id=agent,fd=4 -device virtserialport,chardev=agent,name=boxlite.agent",
 		"-add-fd fd=6,set=1 -drive id=d0,file=/dev/fdset/1,format=raw,if=none,cache=writeback,readonly=on -device virtio-blk-device,drive=d0,serial=layer0",
-		"-add-fd fd=7,set=2 -add-fd fd=8,set=2 -drive id=d1,file=/dev/fdset/2,format=raw,if=none,cache=writeback,readonly=off,discard=unmap,werror=enospc,rerror=report -device virtio-blk-device,drive=d1,serial=rw",
+		"-add-fd fd=7,set=2 -add-fd fd=8,set=2 -drive id=d1,file=/dev/fdset/2,format=raw,if=none,cache=writeback,readonly=off,discard=unmap,werror=enospc,rerror=report,file.locking=off -device virtio-blk-device,drive=d1,serial=rw",
 		"-chardev socket,id=qmp,fd=3 -mon chardev=qmp,mode=control",
 		"-netdev dgram,id=net0,local.type=fd,local.str=9 -device virtio-net-device,netdev=net0,mac=5a:94:ef:e4:0c:ee",
 	} {

@@ -100,6 +100,16 @@ const (
 	// shim answers an empty TPause once the state is saved (then exits),
 	// or TError with the box still running.
 	TPause Type = 33
+	// THold (host to shim only, stream 0, never answered or forwarded):
+	// Hold, whether this client has a call under way that the shim cannot
+	// see on its streams (a session's cell or command): the box does not
+	// pause itself (auto-pause) while a client holds it.
+	THold Type = 34
+	// TFork asks the shim to save the box for a fork (Box.Fork): the VM is
+	// stopped, saved with its memory and its writable disk copied into the
+	// box directory (shimapi.ForkStateFile, ForkDiskFile, ForkRecordFile),
+	// then runs on. No body; the answer is Paused, or TError.
+	TFork Type = 35
 )
 
 var typeNames = map[Type]string{
@@ -108,7 +118,7 @@ var typeNames = map[Type]string{
 	TSignal: "signal", TCancel: "cancel", TShutdown: "shutdown", TResize: "resize", TInfo: "info",
 	TCopyDone: "copy-done", TCopyIn: "copy-in", TCopyOut: "copy-out", TIdentity: "identity",
 	TLane: "lane", TLaneFree: "lane-free",
-	TPark: "park", TParked: "parked", TAttach: "attach", TPause: "pause", TClock: "clock",
+	TPark: "park", TParked: "parked", TAttach: "attach", TPause: "pause", TClock: "clock", THold: "hold", TFork: "fork",
 }
 
 // Last reports whether a frame of type t from the agent ends its stream.
@@ -221,6 +231,13 @@ type Identity struct {
 	Seed []byte `msgpack:"seed"`
 	// Hostname is the box's (1 to 64 bytes, a DNS label's characters).
 	Hostname string `msgpack:"hostname"`
+	// BootID, when set (a fork of a running box, whose kernel already
+	// made its boot id), is the boot id the box's processes read from
+	// /proc/sys/kernel/random/boot_id (a UUID, 36 bytes in the kernel's
+	// form), and MachineID its /etc/machine-id (32 lowercase hex digits;
+	// written only where the box has that file).
+	BootID    string `msgpack:"boot_id,omitempty"`
+	MachineID string `msgpack:"machine_id,omitempty"`
 }
 
 // Clock is TClock's body.
@@ -242,7 +259,40 @@ func (id Identity) Check() error {
 	if !ValidHostname(id.Hostname) {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "identity: hostname %q: want 1 to 64 of [A-Za-z0-9-], not starting or ending with -", id.Hostname)
 	}
+	if id.BootID != "" && !validUUID(id.BootID) {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "identity: boot id %q is not a UUID", id.BootID)
+	}
+	if id.MachineID != "" && (len(id.MachineID) != 32 || !lowerHex(id.MachineID)) {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "identity: machine id %q is not 32 lowercase hex digits", id.MachineID)
+	}
 	return nil
+}
+
+// validUUID reports whether s is a UUID as the kernel prints one
+// (8-4-4-4-12 lowercase hex digits).
+func validUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i, c := range []byte(s) {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			if c != '-' {
+				return false
+			}
+		} else if !lowerHex(string(c)) {
+			return false
+		}
+	}
+	return true
+}
+
+func lowerHex(s string) bool {
+	for _, c := range []byte(s) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // ValidHostname reports whether s is a hostname a box can have: one DNS
@@ -426,6 +476,11 @@ type Info struct {
 	// Metrics are the shim's counters and samples when the info was asked
 	// for; nil from a shim that predates them.
 	Metrics *ShimMetrics `msgpack:"metrics,omitempty"`
+}
+
+// Hold is THold's body.
+type Hold struct {
+	On bool `msgpack:"on"`
 }
 
 // Paused is the shim's answer to TPause: the box's state is saved.

@@ -10,12 +10,12 @@ import (
 // NewPythonSession starts a Python interpreter in the box over a REST
 // execution (internal/session drives it as it drives a local one).
 func (b *Box) NewPythonSession(ctx context.Context, opts boxlite.SessionOptions) (*boxlite.Session, error) {
-	return session.NewPython(ctx, b.starter(), b.sessionDefaults(opts))
+	return session.NewPython(ctx, b.starter(), b.sessionDefaults(opts), nil)
 }
 
 // NewShellSession starts a shell in the box over a REST execution.
 func (b *Box) NewShellSession(ctx context.Context, opts boxlite.SessionOptions) (*boxlite.ShellSession, error) {
-	s, err := session.NewShell(ctx, b.starter(), b.sessionDefaults(opts))
+	s, err := session.NewShell(ctx, b.starter(), b.sessionDefaults(opts), nil)
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,7 @@ import (
 // A shell command printing more than the limit keeps the limit's worth,
 // says so, and the session goes on (markers after the flood are found).
 func TestShellSessionOutputLimit(t *testing.T) {
-	s, err := NewShell(context.Background(), localStarter(t), Options{Grace: 500 * time.Millisecond, OutputLimit: 1 << 20})
+	s, err := NewShell(context.Background(), localStarter(t), Options{Grace: 500 * time.Millisecond, OutputLimit: 1 << 20}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,12 +28,13 @@ type Python struct {
 
 // NewPython starts a Python interpreter with start, ready for cells. It
 // fails with ErrNotFound when there is no Python 3.
-func NewPython(ctx context.Context, start Starter, opts Options) (*Python, error) {
+// onBusy (nil: none) is told when each cell begins and ends.
+func NewPython(ctx context.Context, start Starter, opts Options, onBusy BusyFunc) (*Python, error) {
 	if err := opts.check("python session"); err != nil {
 		return nil, err
 	}
 	s := &Python{start: start, opts: opts, grace: opts.grace()}
-	s.sup = newSupervisor("python session", "cell", s.launch)
+	s.sup = newSupervisor("python session", "cell", s.launch, onBusy)
 	if _, err := s.sup.ensure(ctx); err != nil {
 		return nil, err
 	}

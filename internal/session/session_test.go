@@ -102,7 +102,7 @@ func newTestSession(t *testing.T, o Options) *Python {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := NewPython(ctx, localStarter(t), o)
+	s, err := NewPython(ctx, localStarter(t), o, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,12 +342,12 @@ func TestSessionStartup(t *testing.T) {
 	if r := run(t, s, "print(1)"); string(r.Stdout) != "1\n" {
 		t.Fatalf("%q", r.Stdout)
 	}
-	_, err := NewPython(context.Background(), localStarter(t), Options{Python: "no-such-python"})
+	_, err := NewPython(context.Background(), localStarter(t), Options{Python: "no-such-python"}, nil)
 	if !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("want not found: %v", err)
 	}
 	// An interpreter that fails says why.
-	_, err = NewPython(context.Background(), localStarter(t), Options{Python: "false"})
+	_, err = NewPython(context.Background(), localStarter(t), Options{Python: "false"}, nil)
 	if err == nil || !strings.Contains(err.Error(), "did not start") {
 		t.Fatalf("%v", err)
 	}
@@ -355,7 +355,7 @@ func TestSessionStartup(t *testing.T) {
 
 func newTestShell(t *testing.T) *Shell {
 	t.Helper()
-	s, err := NewShell(context.Background(), localStarter(t), Options{Grace: 500 * time.Millisecond})
+	s, err := NewShell(context.Background(), localStarter(t), Options{Grace: 500 * time.Millisecond}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

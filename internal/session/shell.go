@@ -70,12 +70,13 @@ type Shell struct {
 }
 
 // NewShell starts a shell (Options.Shell, default /bin/sh) with start.
-func NewShell(ctx context.Context, start Starter, opts Options) (*Shell, error) {
+// onBusy (nil: none) is told when each command begins and ends.
+func NewShell(ctx context.Context, start Starter, opts Options, onBusy BusyFunc) (*Shell, error) {
 	if err := opts.check("shell session"); err != nil {
 		return nil, err
 	}
 	s := &Shell{start: start, opts: opts, grace: opts.grace()}
-	s.sup = newSupervisor("shell session", "command", s.launch)
+	s.sup = newSupervisor("shell session", "command", s.launch, onBusy)
 	if _, err := s.sup.ensure(ctx); err != nil {
 		return nil, err
 	}

@@ -26,6 +26,7 @@ type supervisor[P instance] struct {
 	work   string // "cell", "command": what runs one at a time
 	launch func(ctx context.Context) (P, error)
 	busy   chan struct{} // holds one token while a cell or command runs
+	onBusy BusyFunc      // told when a turn is taken and ended; may be nil
 
 	mu       sync.Mutex
 	cur      P             // the process; the zero P when there is none
@@ -34,14 +35,21 @@ type supervisor[P instance] struct {
 	launches int // processes started
 }
 
-func newSupervisor[P instance](what, work string, launch func(context.Context) (P, error)) *supervisor[P] {
-	return &supervisor[P]{what: what, work: work, launch: launch, busy: make(chan struct{}, 1)}
+func newSupervisor[P instance](what, work string, launch func(context.Context) (P, error), onBusy BusyFunc) *supervisor[P] {
+	return &supervisor[P]{what: what, work: work, launch: launch, busy: make(chan struct{}, 1), onBusy: onBusy}
 }
+
+// BusyFunc is told true when a session's cell or command begins and false
+// when it ends: the box holds itself awake meanwhile (auto-pause).
+type BusyFunc func(busy bool)
 
 // acquire waits until no cell or command runs and takes the turn.
 func (s *supervisor[P]) acquire(ctx context.Context) error {
 	select {
 	case s.busy <- struct{}{}:
+		if s.onBusy != nil {
+			s.onBusy(true)
+		}
 		return nil
 	case <-ctx.Done():
 		return errdefs.Errorf(errdefs.ErrTimeout, "%s: waiting for the %s before: %v", s.what, s.work, ctx.Err())
@@ -49,7 +57,12 @@ func (s *supervisor[P]) acquire(ctx context.Context) error {
 }
 
 // release ends the turn acquire took.
-func (s *supervisor[P]) release() { <-s.busy }
+func (s *supervisor[P]) release() {
+	if s.onBusy != nil {
+		s.onBusy(false)
+	}
+	<-s.busy
+}
 
 // current is the process, the zero P when none runs.
 func (s *supervisor[P]) current() P {

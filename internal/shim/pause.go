@@ -7,6 +7,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -37,7 +38,7 @@ var errStateRefused = errors.New("saved state refused")
 // the state is synced, answers and ends the box; a pause that fails
 // answers why and leaves the box running.
 func (s *shim) pause(c *client, stream uint32) {
-	res, err := s.saveState()
+	res, err := s.saveState(nil)
 	if err != nil {
 		log.Printf("pause failed: %v", err)
 		c.queueError(stream, err)
@@ -54,7 +55,9 @@ func (s *shim) pause(c *client, stream uint32) {
 
 // saveState stops the VM and writes its state (shimapi.StateFile) and the
 // record of what it depends on (shimapi.PausedFile).
-func (s *shim) saveState() (protocol.Paused, error) {
+// mayPause, when set, is asked under s.mu right before the pause begins
+// (auto-pause: is the box still idle?); false fails it with errNotIdle.
+func (s *shim) saveState(mayPause func() bool) (protocol.Paused, error) {
 	var none protocol.Paused
 	if len(s.cfg.Volumes) > 0 {
 		return none, errdefs.Errorf(errdefs.ErrUnsupported,
@@ -80,6 +83,10 @@ func (s *shim) saveState() (protocol.Paused, error) {
 	if s.stopping || s.pausing {
 		s.mu.Unlock()
 		return none, errdefs.Errorf(errdefs.ErrInvalidState, "pause box %s: it is stopping or pausing already", s.cfg.BoxID)
+	}
+	if mayPause != nil && !mayPause() {
+		s.mu.Unlock()
+		return none, errNotIdle
 	}
 	s.pausing = true
 	// The streams of this shim's clients end with it: cancel them in the
@@ -192,10 +199,12 @@ func (s *shim) compat() (shimapi.Compat, error) {
 	}
 	c.Devices = append(c.Devices, "accel="+string(s.vmcfg.Accel), fmt.Sprintf("channel=%v", s.vmcfg.Channel), fmt.Sprintf("nic=%v", s.vmcfg.NIC != nil))
 	for _, d := range s.vmcfg.Disks {
-		id := d.Path
-		if d.ReadOnly { // an image layer: the very file, as it was
+		id := filepath.Base(d.Path) // a fork's disk is another file of the same name
+		if d.ReadOnly {             // an image layer: the very file, as it was
 			if fi, err := os.Stat(d.Path); err == nil {
 				id = fmt.Sprintf("%s:%d:%d", d.Path, fi.Size(), fi.ModTime().UnixNano())
+			} else {
+				id = d.Path
 			}
 		}
 		c.Devices = append(c.Devices, fmt.Sprintf("disk %s ro=%v %s", d.Serial, d.ReadOnly, id))
@@ -295,7 +304,13 @@ func (s *shim) resumeVM(vmcfg hv.Config, start time.Time) (protocol.Hello, *prot
 	s.agent = s.vm.Channel()
 	s.w = protocol.NewWriter(s.agent)
 	r := protocol.NewReader(s.agent)
-	if rec.Hello.Has(protocol.FeatureClock) {
+	if rec.Fork {
+		if err := s.forkIdentity(r, rec, start); err != nil {
+			s.vm.Kill()
+			return rec.Hello, nil, noRetry{fmt.Errorf("resume a fork: %w", err)}
+		}
+		lap("identity")
+	} else if rec.Hello.Has(protocol.FeatureClock) {
 		if err := s.setClock(r, start); err != nil {
 			s.vm.Kill()
 			return rec.Hello, nil, noRetry{fmt.Errorf("resume: clock: %w", err)}
@@ -326,8 +341,15 @@ func (s *shim) setClock(r *protocol.Reader, start time.Time) error {
 	if err != nil {
 		return err
 	}
+	return s.awaitAmidStrays(r, start, protocol.TClock)
+}
+
+// awaitAmidStrays waits for the agent's answer of type want on stream 0,
+// letting pass up to maxResumeStrays frames of streams nobody has.
+func (s *shim) awaitAmidStrays(r *protocol.Reader, start time.Time, want protocol.Type) error {
 	for strays := 0; ; strays++ {
-		if f, err = s.awaitFrame(s.vm, r, start); err != nil {
+		f, err := s.awaitFrame(s.vm, r, start)
+		if err != nil {
 			return err
 		}
 		switch {
@@ -335,13 +357,13 @@ func (s *shim) setClock(r *protocol.Reader, start time.Time) error {
 			continue // a stream that ended with the pause
 		case f.Stream != 0:
 			return fmt.Errorf("guest agent protocol: %d frames on streams that are not open", strays)
-		case f.Type == protocol.TClock:
+		case f.Type == want:
 			return nil
 		case f.Type == protocol.TError:
 			var e protocol.Error
 			protocol.Decode(f, &e)
 			return e.Err()
 		}
-		return fmt.Errorf("guest agent protocol: answer to clock is %s", f.Type)
+		return fmt.Errorf("guest agent protocol: answer to %s is %s", want, f.Type)
 	}
 }

@@ -34,6 +34,7 @@ func (s *shim) serveAgent() {
 		r, ok := s.routes[f.Stream]
 		if ok {
 			err = r.flow.fromAgent(f)
+			s.touch()
 		}
 		if ok && err == nil && f.Type.Last() {
 			delete(s.routes, f.Stream)
@@ -128,6 +129,12 @@ func (s *shim) serveClient(c *client) {
 		case protocol.TPause:
 			go s.pause(c, f.Stream)
 			continue
+		case protocol.TFork:
+			go s.fork(c, f.Stream)
+			continue
+		case protocol.THold:
+			s.hold(c, f)
+			continue
 		}
 		s.mu.Lock()
 		global, ok := c.streams[f.Stream]
@@ -152,6 +159,7 @@ func (s *shim) serveClient(c *client) {
 		if ok {
 			if r, open := s.routes[global]; open {
 				r.flow.fromClient(f)
+				s.noteClientFrame(f, global, r)
 			}
 		}
 		if ok && f.Type == protocol.TCancel { // the agent sends nothing more on it
@@ -187,6 +195,7 @@ type client struct {
 	conn    net.Conn
 	w       *protocol.Writer
 	streams map[uint32]uint32 // client stream id -> agent stream id; guarded by shim.mu
+	held    bool              // the client holds the box awake (THold); guarded by shim.mu
 
 	mu     sync.Mutex
 	cond   *sync.Cond

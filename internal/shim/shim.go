@@ -69,6 +69,7 @@ func Run(cfg shimapi.Config, ready io.WriteCloser, parent io.Reader) error {
 	go s.serveAgent()
 	go s.sampleCPU()
 	go s.accept()
+	go s.watchIdle()
 	<-s.vm.Done()
 	s.teardown()
 	s.mu.Lock()
@@ -164,12 +165,16 @@ type shim struct {
 	fault    bool   // the box ended because something failed (see shimapi.Exit)
 	stopping bool
 	pausing  bool // a pause is saving the VM (pause.go)
+	// lastActive is the box's last activity, for auto-pause (idle.go).
+	lastActive time.Time
 }
 
 type route struct {
 	c     *client
 	local uint32
 	flow  *flow
+	// detachable: the stream is a detachable exec's (auto-pause, idle.go).
+	detachable bool
 }
 
 func writeReady(w io.WriteCloser, r shimapi.Ready) {

@@ -20,6 +20,16 @@ const (
 	PausedFile = "paused.json"
 )
 
+// Files of a fork (Box.Fork) in the source box's directory: the source's
+// shim writes them at one instant (VM stopped), the runtime makes each fork
+// from them and removes them. A fork is a paused box whose record has
+// Fork set: its shim gives it a new identity when it resumes.
+const (
+	ForkStateFile  = "fork.state" // as StateFile
+	ForkDiskFile   = "fork.disk"  // the writable disk (DiskFile) at that instant
+	ForkRecordFile = "fork.json"  // the Paused record, as PausedFile
+)
+
 // PauseOverheadBytes is what a saved state may need beyond the guest's
 // memory (device state, the stream's page headers); a pause checks for the
 // memory plus this much free disk before it saves.
@@ -45,7 +55,16 @@ type Paused struct {
 	// restored from a template, or with volumes), which a state names; the
 	// resumed VM gets one too (QEMU's anonymous memory, hv.AnonRAMBackend).
 	RAMBackend bool `json:"ram_backend,omitempty"`
+	// Fork: the state is another box's (Box.Fork): the resumed VM gets an
+	// identity of its own (protocol.Identity), and the streams that box
+	// had open at the save (Cancel: their agent stream ids) are cancelled
+	// in it, as if their clients had gone.
+	Fork   bool     `json:"fork,omitempty"`
+	Cancel []uint32 `json:"cancel,omitempty"`
 }
+
+// MaxForkStreams bounds Paused.Cancel.
+const MaxForkStreams = 4096
 
 // Compat is what a saved state needs to be restored as it was: the same
 // VMM, the same guest kernel and initramfs, the same agent, the same

@@ -103,6 +103,10 @@ type Config struct {
 	// from StateFile instead of booting, or, if the state no longer fits,
 	// discards it and fails (the box is then stopped, with its disk).
 	Resume bool `json:"resume,omitempty"`
+	// AutoPause: the shim pauses the box (as TPause, with no client to
+	// answer) once it has been idle this long; 0: never. See
+	// internal/shim/idle.go for what counts as activity.
+	AutoPause time.Duration `json:"auto_pause,omitempty"`
 }
 
 // Network is a box's network: where it may connect (AllowNet, as

@@ -38,7 +38,7 @@ func pauseBench() error {
 		return err
 	}
 	defer first.Remove(ctx, true)
-	var pause, saved, resume, cold, warm []time.Duration
+	var pause, saved, resume, cold, warm, fork1, fork10 []time.Duration
 	var stateMiB, touchedMiB, guestUsedMiB, pausedProcs []float64
 	for range boots {
 		// A template start, to its first exec result.
@@ -69,6 +69,18 @@ func pauseBench() error {
 			return err
 		}
 		touchedMiB = append(touchedMiB, float64(kinds["guest RAM"])/1024)
+		// Forks of the running box, to every fork's first exec result.
+		for _, n := range []int{1, 10} {
+			d, err := forkToExec(ctx, b, n, exec)
+			if err != nil {
+				return err
+			}
+			if n == 1 {
+				fork1 = append(fork1, d)
+			} else {
+				fork10 = append(fork10, d)
+			}
+		}
 		// Pause.
 		t0 = time.Now()
 		p, err := b.Pause(ctx)
@@ -113,10 +125,41 @@ func pauseBench() error {
 	rec.add("  of it, VM stopped to state synced (the shim)", msf(median(saved)), "ms", nil)
 	rec.vs("resume to first exec result", msf(median(resume)), "ms", "cold boot to first exec result", msf(median(cold)), nil)
 	rec.vs("resume to first exec result ", msf(median(resume)), "ms", "template start to first exec result", msf(median(warm)), nil)
+	rec.vs("fork of 1 to its first exec result", msf(median(fork1)), "ms", "cold boot to first exec result", msf(median(cold)), nil)
+	rec.vs("fork of 10 to every fork's first exec result", msf(median(fork10)), "ms", "cold boot to first exec result", msf(median(cold)), nil)
 	rec.add("processes of a paused box (so host RSS 0)", medianF(pausedProcs), "", nil)
 	rec.vs("disk of a paused box's state", medianF(stateMiB), "MiB", "guest RAM the VMM had mapped (Rss)", medianF(touchedMiB), nil)
 	rec.vs("disk of a paused box's state ", medianF(stateMiB), "MiB", "guest's MemTotal - MemFree", medianF(guestUsedMiB), nil)
 	return nil
+}
+
+// forkToExec forks b n times and runs exec in every fork at once: the time
+// from the Fork call to the last fork's exec result. The forks are removed.
+func forkToExec(ctx context.Context, b *boxlite.Box, n int, exec func(*boxlite.Box) error) (time.Duration, error) {
+	t0 := time.Now()
+	forks, err := b.Fork(ctx, n, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		for _, f := range forks {
+			f.Remove(ctx, true)
+		}
+	}()
+	errs := make(chan error, len(forks))
+	for _, f := range forks {
+		go func() { errs <- exec(f) }()
+	}
+	for range forks {
+		if err := <-errs; err != nil {
+			return 0, err
+		}
+	}
+	d := time.Since(t0)
+	if s := forks[0].Info().Runtime.Start; s != "resume" {
+		return 0, fmt.Errorf("a fork came up by %q, want resume", s)
+	}
+	return d, nil
 }
 
 // boxProcs lists the live processes of a box: those whose command line

@@ -98,11 +98,71 @@ static void test_metrics(boxlite_runtime_t *rt, boxlite_box_t *box) {
   json = NULL;
   expect(boxlite_runtime_metrics(rt, &json, &err), &err, BOXLITE_OK, "runtime_metrics");
   CHECK(json && strcmp(json, "{\"boxes_created_total\":1,\"boxes_failed_total\":0,\"num_running_boxes\":1,"
-                             "\"total_commands_executed\":3,\"total_exec_errors\":1}") == 0,
+                             "\"num_paused_boxes\":0,\"total_commands_executed\":3,\"total_exec_errors\":1}") == 0,
         "runtime metrics %s", json ? json : "");
   boxlite_string_free(json);
   expect(boxlite_box_metrics(box, NULL, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "box_metrics NULL out");
   expect(boxlite_runtime_metrics((boxlite_runtime_t *)box, &json, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "runtime_metrics of a box");
+}
+
+/* Pauses and resumes the box (info says paused between; an exec resumes it
+ * too), then forks it once: the fork, opened by the id fork returns, has the
+ * box's /tmp and a hostname of its own. */
+static void test_pause_fork(boxlite_runtime_t *rt, boxlite_box_t *box) {
+  boxlite_error_t *err = NULL;
+  boxlite_result_t *res = NULL;
+  char *json = NULL;
+  int rc = boxlite_box_run(box, "{\"argv\":[\"sh\",\"-c\",\"echo kept > /tmp/k\"]}", &res, &err);
+  expect(rc, &err, BOXLITE_OK, "run before pause");
+  if (rc == BOXLITE_OK) boxlite_result_free(res);
+  expect(boxlite_box_pause(box, &json, &err), &err, BOXLITE_OK, "pause");
+  CHECK(json && strstr(json, "\"state_bytes\":") && strstr(json, "\"save_ms\":"), "pause info %s", json ? json : "");
+  boxlite_string_free(json);
+  json = NULL;
+  expect(boxlite_box_info(box, &json, &err), &err, BOXLITE_OK, "info of the paused box");
+  CHECK(json && strstr(json, "\"state\":\"paused\""), "paused box info %s", json ? json : "");
+  boxlite_string_free(json);
+  json = NULL;
+  expect(boxlite_runtime_metrics(rt, &json, &err), &err, BOXLITE_OK, "runtime_metrics while paused");
+  CHECK(json && strstr(json, "\"num_running_boxes\":0,\"num_paused_boxes\":1,"), "runtime metrics %s", json ? json : "");
+  boxlite_string_free(json);
+  expect(boxlite_box_pause(box, NULL, &err), &err, BOXLITE_OK, "pause of a paused box");
+  expect(boxlite_box_resume(box, &err), &err, BOXLITE_OK, "resume");
+  expect(boxlite_box_resume(box, &err), &err, BOXLITE_OK, "resume of a running box");
+  expect(boxlite_box_pause(box, NULL, &err), &err, BOXLITE_OK, "pause again");
+  res = NULL;
+  rc = boxlite_box_run(box, "{\"argv\":[\"cat\",\"/tmp/k\"]}", &res, &err);
+  expect(rc, &err, BOXLITE_OK, "run on the paused box");
+  if (rc == BOXLITE_OK) {
+    CHECK(res->stdout_len == 5 && memcmp(res->stdout_data, "kept\n", 5) == 0, "after resume: %.*s", (int)res->stdout_len, res->stdout_data);
+    boxlite_result_free(res);
+  }
+  json = NULL;
+  expect(boxlite_box_fork(box, "{\"count\":1,\"names\":[\"c-fork\"]}", &json, &err), &err, BOXLITE_OK, "fork");
+  CHECK(json && strlen(json) == 16 && json[0] == '[' && json[1] == '"', "fork ids %s", json ? json : "");
+  if (json && strlen(json) == 16) {
+    char id[13];
+    memcpy(id, json + 2, 12);
+    id[12] = 0;
+    boxlite_box_t *fork = NULL;
+    expect(boxlite_box_get(rt, id, &fork, &err), &err, BOXLITE_OK, "get the fork");
+    if (fork) {
+      res = NULL;
+      rc = boxlite_box_run(fork, "{\"argv\":[\"sh\",\"-c\",\"cat /tmp/k; hostname\"]}", &res, &err);
+      expect(rc, &err, BOXLITE_OK, "run in the fork");
+      if (rc == BOXLITE_OK) {
+        CHECK(res->stdout_len == 12 && memcmp(res->stdout_data, "kept\nc-fork\n", 12) == 0, "fork: %.*s", (int)res->stdout_len, res->stdout_data);
+        boxlite_result_free(res);
+      }
+      expect(boxlite_box_remove(fork, 1, &err), &err, BOXLITE_OK, "remove the fork");
+      boxlite_box_free(fork);
+    }
+  }
+  boxlite_string_free(json);
+  json = NULL;
+  expect(boxlite_box_fork(box, "{\"count\":0}", &json, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "fork of 0");
+  expect(boxlite_box_fork(box, "{\"count\":1,\"bad\":1}", &json, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "fork: unknown option");
+  expect(boxlite_box_fork(box, NULL, NULL, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "fork: out_json NULL");
 }
 
 /* Copies a file in and back out, checks docker cp's errors and bad input. */
@@ -410,6 +470,7 @@ int main(void) {
     test_two_blocking_readers(box);
     test_paused_stream(box);
     test_tty(box);
+    test_pause_fork(rt, box);
     test_bad_input(rt, box);
     expect(boxlite_box_remove(box, 0, &err), &err, BOXLITE_ERR_INVALID_STATE, "remove running box without force");
     test_snapshots(rt, box, home);

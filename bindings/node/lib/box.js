@@ -92,7 +92,7 @@ class Box {
     // the event loop: start it on a worker first. A faulted box is left to
     // boxExec, which says why it stopped.
     const st = JSON.parse(native.boxInfo(this._handle('exec')));
-    if (st.state === 'configured' || (st.state === 'stopped' && !st.faulted)) await this.start();
+    if (st.state === 'configured' || st.state === 'paused' || (st.state === 'stopped' && !st.faulted)) await this.start();
     const h = native.boxExec(this._handle('exec'), commandJson(o));
     return new Execution(h, o.argv, !!o.stdin);
   }
@@ -157,6 +157,28 @@ class Box {
     await native.boxStop(this._handle('stop'));
   }
 
+  /**
+   * Saves the running box with its memory into its directory and ends its
+   * processes: a paused box (status "paused") holds no process and no host
+   * memory, and a detached one outlives this process. Resolves to
+   * {savedAt, stateBytes, saveMs}. A paused box: no-op. Its streams end (a
+   * detachable exec runs on). A box with volumes rejects with code
+   * "unsupported"; no disk room for its memory, "limit_exceeded".
+   */
+  async pause() {
+    return camelize(JSON.parse((await native.boxPause(this._handle('pause'))) || '{}'));
+  }
+
+  /**
+   * Restores a paused box as the same machine (a running one: no-op). exec,
+   * copies and sessions resume a paused box themselves. A state saved by
+   * another QEMU, kernel or agent rejects with code "unsupported" and leaves
+   * the box stopped with its disk (start() then boots it).
+   */
+  async resume() {
+    await native.boxResume(this._handle('resume'));
+  }
+
   /** Deletes the box and its disk; a running box needs force. */
   async remove(force = false) {
     if (isPlainObject(force)) force = !!force.force;
@@ -176,6 +198,24 @@ class Box {
   async cloneBox(options, name) {
     const json = cloneOptionsJson(options, name);
     return new Box(this._rt, await native.boxClone(this._handle('cloneBox'), json));
+  }
+
+  /**
+   * count running boxes (1 to 64) made from this running box at one instant,
+   * as E2B's fork: its memory, processes and disk; the box runs on. Each
+   * fork is a machine of its own (clock, entropy, hostname, boot id,
+   * network, host ports); names name the first forks. Resolves to the forks.
+   */
+  async fork(count = 1, names = []) {
+    if (!Number.isInteger(count)) throw new TypeError(`count must be an integer, got ${typeof count}`);
+    if (!Array.isArray(names)) throw new TypeError(`names must be an array of strings, got ${typeof names}`);
+    names.forEach((n, i) => checkString(n, `names[${i}]`));
+    const ids = JSON.parse(await native.boxFork(this._handle('fork'), JSON.stringify({ count, names })));
+    return Promise.all(ids.map(async (id) => {
+      const b = await this._rt.get(id);
+      if (!b) throw new BoxliteError(`fork ${id} is gone`, { code: 'not_found' });
+      return b;
+    }));
   }
 
   /**

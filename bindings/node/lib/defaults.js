@@ -25,6 +25,8 @@ module.exports = Object.freeze({
   DEFAULT_BOOT_TIMEOUT_SECS: 60,
   /** the longest boot timeout a box may ask for */
   MAX_BOOT_TIMEOUT_SECS: 600,
+  /** the longest idle period before a box pauses itself (auto_pause_secs) */
+  MAX_AUTO_PAUSE_SECS: 2592000,
   /** output collected per stream of a run, a cell or a shell command */
   DEFAULT_OUTPUT_LIMIT_BYTES: 67108864,
   /** a terminal's initial rows */

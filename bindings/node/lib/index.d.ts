@@ -79,6 +79,8 @@ export declare const MAX_DISK_SIZE_GB: 1024;
 export declare const DEFAULT_BOOT_TIMEOUT_SECS: 60;
 /** the longest boot timeout a box may ask for */
 export declare const MAX_BOOT_TIMEOUT_SECS: 600;
+/** the longest idle period before a box pauses itself (auto_pause_secs) */
+export declare const MAX_AUTO_PAUSE_SECS: 2592000;
 /** output collected per stream of a run, a cell or a shell command */
 export declare const DEFAULT_OUTPUT_LIMIT_BYTES: 67108864;
 /** a terminal's initial rows */
@@ -119,7 +121,7 @@ export interface JsBoxInfo extends Omit<BoxConfig, 'image' | 'name' | 'network' 
   id: string;
   name?: string;
   image: string;
-  /** "configured" (created, never started) | "starting" | "running" | "stopping" | "stopped" | "removed" */
+  /** "configured" (created, never started) | "starting" | "running" | "paused" | "stopping" | "stopped" | "removed" */
   status: string;
   state: { status: string; running: boolean; pid?: number };
   createdAt: string;
@@ -154,6 +156,8 @@ export interface RuntimeMetrics {
   boxesFailedTotal: number;
   /** Boxes this runtime has handles on that are running now. */
   numRunningBoxes: number;
+  /** Boxes this runtime has handles on that are paused (memory on disk, no process). */
+  numPausedBoxes: number;
   /** Exec requests this runtime sent, to any box. */
   totalCommandsExecuted: number;
   /** Of those, the ones that never ran (also: the box connection ended first). */
@@ -389,6 +393,16 @@ export declare class JsSnapshotHandle {
 }
 export { JsSnapshotHandle as SnapshotHandle };
 
+/** What box.pause() saved. */
+export interface PauseInfo {
+  /** RFC 3339 time of the save. */
+  savedAt: string;
+  /** The saved state's size on disk. */
+  stateBytes: number;
+  /** VM stopped to state synced, in milliseconds. */
+  saveMs: number;
+}
+
 export declare class JsBox implements AsyncDisposable {
   readonly id: string;
   readonly name: string | null;
@@ -407,12 +421,18 @@ export declare class JsBox implements AsyncDisposable {
   remove(force?: boolean): Promise<void>;
   /** The running box's metrics; rejects with code 'invalid_state' when it is not running. */
   metrics(): Promise<BoxMetrics>;
+  /** Saves the running box with its memory and ends its processes (status "paused"); a paused box: no-op. */
+  pause(): Promise<PauseInfo>;
+  /** Restores a paused box (a running one: no-op); exec, copies and sessions resume it themselves. */
+  resume(): Promise<void>;
   /** Snapshots of the box's disk. */
   readonly snapshot: JsSnapshotHandle;
   /** A new, stopped box with this box's config, image and a copy of its disk (copy-on-write or sparse); the box must not be running. */
   cloneBox(options?: JsCloneOptions | null, name?: string | null): Promise<JsBox>;
   /** Writes the box (not running) to one archive (config, sparse disk, image); dest is a file or a directory (then <name or id>.boxlite). Resolves to the archive's path. */
   export(dest: string, options?: JsExportOptions | null): Promise<string>;
+  /** count (1..64) running boxes made from this running box at one instant (memory, processes, disk), each a machine of its own; names name the first forks. */
+  fork(count?: number, names?: string[]): Promise<JsBox[]>;
   /** Releases this handle; the box keeps running. */
   close(): void;
   [Symbol.asyncDispose](): Promise<void>;
@@ -502,6 +522,10 @@ export declare class SimpleBox implements AsyncDisposable {
   getInfo(): Promise<JsBoxInfo>;
   /** The box's metrics; rejects before the box exists. */
   metrics(): Promise<BoxMetrics>;
+  /** Pauses the box with its memory (JsBox.pause); rejects before the box exists. */
+  pause(): Promise<PauseInfo>;
+  /** Resumes a paused box (JsBox.resume); rejects before the box exists. */
+  resume(): Promise<void>;
   exec(cmd: string, ...args: string[]): Promise<ExecResult>;
   exec(cmd: string, ...argsThenEnv: [...string[], Record<string, string>]): Promise<ExecResult>;
   exec(cmd: string, args: string[], env?: EnvInput | null, options?: ExecOptions): Promise<ExecResult>;

@@ -83,7 +83,7 @@ const NOT_YET = {
 };
 
 const BOX_KEYS = ['image', 'name', 'cpus', 'memoryMib', 'diskSizeGb', 'env', 'workingDir', 'user', 'autoRemove', 'bootTimeoutSecs',
-  'network', 'ports', 'volumes', 'detach', 'entrypoint', 'cmd', 'hostname', 'prestart'];
+  'network', 'ports', 'volumes', 'detach', 'entrypoint', 'cmd', 'hostname', 'prestart', 'autoPauseSecs'];
 
 function checkKeys(o, known, where) {
   for (const k of Object.keys(o)) {
@@ -185,6 +185,9 @@ function boxOptions(o, where = 'options', extra = []) {
   if (o.bootTimeoutSecs !== undefined) {
     // The library refuses 0 (invalid_argument), as in every binding.
     c.boot_timeout_secs = checkSeconds(o.bootTimeoutSecs, `${where}.bootTimeoutSecs`);
+  }
+  if (o.autoPauseSecs !== undefined && o.autoPauseSecs !== null) {
+    c.auto_pause_secs = checkSeconds(o.autoPauseSecs, `${where}.autoPauseSecs`);
   }
   const network = networkOption(o.network, `${where}.network`);
   if (network) c.network = network;

@@ -118,6 +118,18 @@ class SimpleBox {
     return this._box.metrics();
   }
 
+  /** Pauses the box with its memory (see JsBox.pause); the next call resumes it. */
+  async pause() {
+    if (!this._box) throw new BoxliteError('Box not yet created. Call exec() first.', { code: 'invalid_state' });
+    return this._box.pause();
+  }
+
+  /** Resumes a paused box (see JsBox.resume). */
+  async resume() {
+    if (!this._box) throw new BoxliteError('Box not yet created. Call exec() first.', { code: 'invalid_state' });
+    return this._box.resume();
+  }
+
   /**
    * Runs a command and collects its output: {exitCode, stdout, stderr,
    * stdoutTruncated, stderrTruncated}. A non-zero exit is a result, not an

@@ -38,6 +38,8 @@ export interface JsBoxOptions {
   volumes?: Volume[];
   /** a DNS label: default "boxlite" */
   hostname?: string;
+  /** pause the box (with its memory, as boxlite_box_pause) after this long with no exec, copy or session call: a stream that stays open holds it awake, except a detachable exec's (a session's interpreter, an interactive shell) that sent nothing either way for that long; the next call resumes it. 0 (default): never. At least 1, at most 2592000; not with volumes */
+  autoPauseSecs?: number;
   /** sessions a box started from a template finds started: "python", "shell" or "shell:/ABSOLUTE/PATH"; its first session of that kind with default options takes over the one the template VM started */
   prestart?: string[];
   /** Not implemented yet: only an empty array is accepted. */
@@ -155,4 +157,6 @@ export interface BoxConfig {
   kernelArgs?: string[];
   hostname: string;
   prestart?: string[];
+  /** 0: never */
+  autoPauseSecs?: number;
 }

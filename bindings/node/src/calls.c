@@ -88,6 +88,8 @@ static int handle_id(work_t *w, const char *id) {
   X(boxInfo,            SYNC,  0,      r_string,    boxlite_box_info(H, OUT_STR, err), BOX)                   \
   X(boxStart,           ASYNC, 0,      r_undefined, boxlite_box_start(H, err), BOX)                           \
   X(boxStop,            ASYNC, 0,      r_undefined, boxlite_box_stop(H, err), BOX)                            \
+  X(boxPause,           ASYNC, 0,      r_string,    boxlite_box_pause(H, OUT_STR, err), BOX)                  \
+  X(boxResume,          ASYNC, 0,      r_undefined, boxlite_box_resume(H, err), BOX)                          \
   X(boxRemove,          ASYNC, 0,      r_undefined, boxlite_box_remove(H, I0, err), BOX, BOOL("force"))       \
   X(boxMetrics,         ASYNC, 0,      r_string,    boxlite_box_metrics(H, OUT_STR, err), BOX)                \
   X(boxCopyIn,          ASYNC, 0,      r_undefined, boxlite_box_copy_in(H, S0, S1, S2, err),                  \
@@ -104,6 +106,8 @@ static int handle_id(work_t *w, const char *id) {
   X(boxSnapshotRemove,  ASYNC, 0,      r_undefined, boxlite_box_snapshot_remove(H, S0, err), BOX, STR("name")) \
   X(boxSnapshotRestore, ASYNC, 0,      r_undefined, boxlite_box_snapshot_restore(H, S0, err), BOX, STR("name")) \
   X(boxClone,           ASYNC, 0,      r_box,       boxlite_box_clone(H, S0, OUT(boxlite_box_t), err),        \
+    BOX, STR_OR_NULL("optionsJson"))                                                                          \
+  X(boxFork,            ASYNC, 0,      r_string,    boxlite_box_fork(H, S0, OUT_STR, err),                    \
     BOX, STR_OR_NULL("optionsJson"))                                                                          \
   X(boxExport,          ASYNC, 0,      r_string,    boxlite_box_export(H, S0, OUT_STR, err), BOX, STR("dest")) \
   /* executions */                                                                                            \

@@ -50,6 +50,7 @@ CDEF = r"""
 #define BOXLITE_MAX_DISK_SIZE_GB 1024 /* the largest writable disk a box may have */
 #define BOXLITE_DEFAULT_BOOT_TIMEOUT_SECS 60 /* how long a start may take until the box's agent answers */
 #define BOXLITE_MAX_BOOT_TIMEOUT_SECS 600 /* the longest boot timeout a box may ask for */
+#define BOXLITE_MAX_AUTO_PAUSE_SECS 2592000 /* the longest idle period before a box pauses itself (auto_pause_secs) */
 #define BOXLITE_DEFAULT_OUTPUT_LIMIT_BYTES 67108864 /* output collected per stream of a run, a cell or a shell command */
 #define BOXLITE_DEFAULT_ROWS 24 /* a terminal's initial rows */
 #define BOXLITE_DEFAULT_COLS 80 /* a terminal's initial columns */
@@ -193,6 +194,11 @@ int boxlite_box_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **e
  *     "size_limit_bytes": integer: what the box may store in a read-write folder (a watcher,
  *         see docs/SECURITY.md); 0: no limit
  *   "hostname": string: a DNS label: default "boxlite"
+ *   "auto_pause_secs": number: pause the box (with its memory, as boxlite_box_pause) after this
+ *       long with no exec, copy or session call: a stream that stays open holds it awake,
+ *       except a detachable exec's (a session's interpreter, an interactive shell) that sent
+ *       nothing either way for that long; the next call resumes it. 0 (default): never. At
+ *       least 1, at most 2592000; not with volumes
  *   "prestart": [string]: sessions a box started from a template finds started: "python",
  *       "shell" or "shell:/ABSOLUTE/PATH"; its first session of that kind with default options
  *       takes over the one the template VM started
@@ -212,7 +218,8 @@ const char *boxlite_box_id(boxlite_box_t *box);
  *   "id": string: 12 hex digits
  *   "name": string, optional
  *   "image": string
- *   "state": "configured" | "starting" | "running" | "stopping" | "stopped" | "removed"
+ *   "state": "configured" | "starting" | "running" | "paused" | "stopping" | "stopped" |
+ *       "removed"
  *   "created_at_unix": integer: seconds
  *   "created_at": string: RFC 3339, the same instant
  *   "config": {...}: the create options with defaults applied
@@ -251,6 +258,7 @@ const char *boxlite_box_id(boxlite_box_t *box);
  *     "kernel_args": [string], optional
  *     "hostname": string
  *     "prestart": [string], optional
+ *     "auto_pause_secs": number, optional: 0: never
  *   "dir": string: the box's directory
  *   "last_exit": string, optional: why the box last stopped
  *   "faulted": boolean, optional: its last run ended in a fault (a crashed VMM, a protocol
@@ -295,6 +303,24 @@ int boxlite_box_start(boxlite_box_t *box, boxlite_error_t **err);
 /* Stops a running box (a configured or stopped one: no-op); an auto-remove
  * box is removed. */
 int boxlite_box_stop(boxlite_box_t *box, boxlite_error_t **err);
+/* Pauses a running box with its memory: saves its devices, vCPUs and memory
+ * into its directory and ends its VMM, network stack and shim, so a paused
+ * box ("state": "paused") holds no process and no host memory and outlives
+ * this process (a detached one resumes from any process). A paused box: a
+ * no-op success; another state but running: BOXLITE_ERR_INVALID_STATE. A box
+ * with volumes, or one on a REST runtime: BOXLITE_ERR_UNSUPPORTED; no room on
+ * the host disk for its memory: BOXLITE_ERR_LIMIT; a failed pause
+ * leaves the box running. The box's streams end (a detachable exec runs on).
+ * out_json (NULL: not wanted) receives {"saved_at": RFC 3339 time,
+ * "state_bytes": N (the saved state on disk), "save_ms": N}. */
+int boxlite_box_pause(boxlite_box_t *box, char **out_json, boxlite_error_t **err);
+/* Resumes a paused box as the same machine (processes, memory, hostname,
+ * boot id), its network and published ports started anew; a running box: a
+ * no-op success. Exec, copies, sessions and metrics resume a paused box
+ * themselves. A state saved by another QEMU, kernel, agent or machine shape
+ * fails with BOXLITE_ERR_UNSUPPORTED and the box is left stopped with its
+ * disk (boxlite_box_start then cold-boots it). */
+int boxlite_box_resume(boxlite_box_t *box, boxlite_error_t **err);
 /* Deletes the box and its disk; a running box needs force != 0. The handle
  * must still be freed. */
 int boxlite_box_remove(boxlite_box_t *box, int force, boxlite_error_t **err);
@@ -335,6 +361,7 @@ int boxlite_box_metrics(boxlite_box_t *box, char **out_json, boxlite_error_t **e
  *   "boxes_created_total": integer: the boxes created
  *   "boxes_failed_total": integer: the starts that failed
  *   "num_running_boxes": integer: of the boxes this runtime has handles on
+ *   "num_paused_boxes": integer: of those, the paused ones (memory saved to disk, no process)
  *   "total_commands_executed": integer: the exec requests it sent
  *   "total_exec_errors": integer: of those, the ones that never ran, including those whose
  *       connection to the box ended first
@@ -415,6 +442,19 @@ int boxlite_box_snapshot_restore(boxlite_box_t *box, const char *name, boxlite_e
  */
 int boxlite_box_clone(boxlite_box_t *box, const char *options_json, boxlite_box_t **out,
                       boxlite_error_t **err);
+/* Makes running boxes from the running box's state at one instant (its
+ * memory, processes and disk; the box is stopped only for the save, then
+ * runs on with its streams). Each fork is a machine of its own: clock,
+ * entropy, hostname (its name when that is a valid hostname), boot id,
+ * machine id, network and host ports; the box's open streams are cancelled
+ * in it (a detachable exec, a session's interpreter, runs on there).
+ * options_json (NULL: defaults): {"count": 1 (1..64), "names":
+ * [] (at most count; the first forks get them)}. *out_json: a JSON array of
+ * the forks' ids (boxlite_box_get opens them). A paused box is resumed
+ * first; another state but running: BOXLITE_ERR_INVALID_STATE; volumes or a
+ * REST runtime: BOXLITE_ERR_UNSUPPORTED. On failure no fork is left. */
+int boxlite_box_fork(boxlite_box_t *box, const char *options_json, char **out_json,
+                     boxlite_error_t **err);
 /* Writes the box to one archive file (a zstd-compressed tar: its config,
  * its disk, sparse, and its image, so it imports where no registry can be
  * reached; volumes are left out). dest: a file, or a directory in which the

@@ -12,6 +12,7 @@ MIN_DISK_SIZE_GB = 1  # the smallest writable disk a box may have
 MAX_DISK_SIZE_GB = 1024  # the largest writable disk a box may have
 DEFAULT_BOOT_TIMEOUT_SECS = 60  # how long a start may take until the box's agent answers
 MAX_BOOT_TIMEOUT_SECS = 600  # the longest boot timeout a box may ask for
+MAX_AUTO_PAUSE_SECS = 2592000  # the longest idle period before a box pauses itself (auto_pause_secs)
 DEFAULT_OUTPUT_LIMIT_BYTES = 67108864  # output collected per stream of a run, a cell or a shell command
 DEFAULT_ROWS = 24  # a terminal's initial rows
 DEFAULT_COLS = 80  # a terminal's initial columns

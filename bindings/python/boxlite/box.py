@@ -17,7 +17,7 @@ from .errors import ClosedError, InvalidArgumentError, UnsupportedError
 from .exec import ExecResult
 from .execution import Execution
 from .metrics import BoxMetrics
-from .snapshot import CloneOptions, ExportOptions, SnapshotHandle, clone_options_json
+from .snapshot import CloneOptions, ExportOptions, SnapshotHandle, clone_options_json, fork_box
 
 if TYPE_CHECKING:
     from .runtime import Boxlite
@@ -173,6 +173,8 @@ class BoxOptions:
     # session of that kind takes over an interpreter the template VM
     # started. CodeBox asks for "python", InteractiveBox for its shell.
     prestart: Optional[List[str]] = None
+    # Idle seconds after which the box pauses itself (README); None/0: never.
+    auto_pause_secs: Optional[float] = None
 
     def to_json(self, name: Optional[str] = None, what: str = "BoxOptions.", image_required: bool = True) -> str:
         """The options as the C ABI's JSON; raises TypeError /
@@ -212,6 +214,9 @@ class BoxOptions:
         t = check_timeout(self.boot_timeout, f"{what}boot_timeout")
         if t is not None:  # the library refuses 0, as every binding does
             o["boot_timeout_secs"] = t
+        t = check_timeout(self.auto_pause_secs, f"{what}auto_pause_secs")
+        if t is not None:
+            o["auto_pause_secs"] = t
         if self.auto_remove is not None:  # unset: the library's DEFAULT_AUTO_REMOVE
             if not isinstance(self.auto_remove, bool):
                 raise TypeError(f"{what}auto_remove must be bool, not {type(self.auto_remove).__name__}")
@@ -237,7 +242,7 @@ class BoxOptions:
 
 @dataclass(frozen=True)
 class BoxStateInfo:
-    status: str  # "configured", "starting", "running", "stopping", "stopped", "removed"
+    status: str  # "configured", "starting", "running", "paused", "stopping", "stopped", "removed"
     running: bool
     pid: Optional[int] = None  # the VMM's pid while running
 
@@ -356,13 +361,23 @@ class Box:
         non-blocking C call, which would otherwise boot the box on the event
         loop. A faulted box is left to exec, which says why it stopped."""
         info = self.info()
-        if info.status == "configured" or (info.status == "stopped" and not info.faulted):
+        if info.status in ("configured", "paused") or (info.status == "stopped" and not info.faulted):
             await self.start()
 
     async def stop(self) -> None:
         """Shuts the box down; with auto_remove it is deleted too. Stopping a
         stopped box does nothing."""
         await blocking(raw.box_stop, self._handle())
+
+    async def pause(self) -> Dict[str, Any]:
+        """Saves the running box with its memory and ends its processes (README:
+        "Pause and resume"); returns ``{"saved_at", "state_bytes", "save_ms"}``."""
+        return json.loads(await blocking(raw.box_pause, self._handle()) or "{}")
+
+    async def resume(self) -> None:
+        """Restores a paused box as the same machine; exec, run, copies and
+        sessions resume it themselves."""
+        await blocking(raw.box_resume, self._handle())
 
     async def remove(self, force: bool = False) -> None:
         """Deletes the box and its disk; a running box needs force=True."""
@@ -390,6 +405,10 @@ class Box:
         opts = clone_options_json(options, name)
         h = await blocking(raw.box_clone, self._handle(), opts, on_abandon=_discard_box)
         return self._runtime._adopt(h)
+
+    async def fork(self, count: int = 1, names: Optional[Sequence[str]] = None) -> List["Box"]:
+        """``count`` running copies of this running box (see ``snapshot.fork_box``)."""
+        return await fork_box(self, count, names)
 
     async def export(self, *, dest: Any, options: Optional["ExportOptions"] = None) -> str:
         """Writes the box (not running) to one archive: its config, its disk

@@ -20,6 +20,8 @@ class RuntimeMetrics:
         self.boxes_failed_total: int = data.get("boxes_failed_total", 0)
         #: Boxes this runtime has handles on that are running now.
         self.num_running_boxes: int = data.get("num_running_boxes", 0)
+        #: Boxes this runtime has handles on that are paused (memory on disk, no process).
+        self.num_paused_boxes: int = data.get("num_paused_boxes", 0)
         #: Exec requests this runtime sent, to any box.
         self.total_commands_executed: int = data.get("total_commands_executed", 0)
         #: Of those, the ones that never ran (including those whose box
@@ -29,6 +31,7 @@ class RuntimeMetrics:
     def __repr__(self) -> str:
         return (f"RuntimeMetrics(boxes_created_total={self.boxes_created_total}, "
                 f"boxes_failed_total={self.boxes_failed_total}, num_running_boxes={self.num_running_boxes}, "
+                f"num_paused_boxes={self.num_paused_boxes}, "
                 f"total_commands_executed={self.total_commands_executed}, total_exec_errors={self.total_exec_errors})")
 
 

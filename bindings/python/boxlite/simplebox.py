@@ -18,7 +18,7 @@ __all__ = ["SimpleBox"]
 # BoxOptions fields SimpleBox passes through from **kwargs.
 _BOX_KWARGS = {
     "env", "working_dir", "disk_size_gb", "user", "volumes", "ports", "network", "hostname",
-    "detach", "entrypoint", "cmd", "boot_timeout", "prestart",
+    "detach", "entrypoint", "cmd", "boot_timeout", "prestart", "auto_pause_secs",
 }
 
 _NOT_STARTED = "box not started: use 'async with SimpleBox(...) as box:' or 'await box.start()' first"
@@ -122,6 +122,15 @@ class SimpleBox:
 
     async def metrics(self):
         return await self._require().metrics()
+
+    async def pause(self):
+        """Saves the box with its memory and ends its processes (``Box.pause``);
+        the next call resumes it."""
+        return await self._require().pause()
+
+    async def resume(self) -> None:
+        """Restores a paused box (``Box.resume``)."""
+        await self._require().resume()
 
     def _require(self) -> Box:
         if not self._started or self._box is None:

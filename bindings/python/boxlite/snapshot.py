@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 from . import _ffi as raw
 from ._aio import blocking
+from ._checks import check_str
 from .errors import NotFoundError
 
 if TYPE_CHECKING:
@@ -113,3 +114,28 @@ def clone_options_json(options: Optional[CloneOptions], name: Optional[str]) -> 
         d["snapshot"] = _check_name(options.snapshot, "options.snapshot")
     return json.dumps(d)
 
+
+
+async def fork_box(box: "Box", count: int = 1, names: Optional[Sequence[str]] = None) -> List["Box"]:
+    """``box.fork()``: ``count`` running boxes made from the running box at one
+    instant, as E2B's fork: its memory, processes and disk; the box is
+    stopped only for the save, then runs on. Each fork is a machine of its
+    own (clock, entropy, hostname, boot id, machine id, network, host ports);
+    the box's open streams end in it (a detachable exec runs on there).
+    ``names`` name the first forks. A paused box is resumed first; volumes
+    raise UnsupportedError."""
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise TypeError(f"count must be int, not {type(count).__name__}")
+    if names is None:
+        names = []
+    if isinstance(names, (str, bytes)) or not isinstance(names, (list, tuple)):
+        raise TypeError(f"names must be a list of str, not {type(names).__name__}")
+    opts = json.dumps({"count": count, "names": [check_str(n, f"names[{i}]") for i, n in enumerate(names)]})
+    ids = json.loads(await blocking(raw.box_fork, box._handle(), opts))
+    forks = []
+    for i in ids:
+        b = await box._runtime.get(i)
+        if b is None:
+            raise NotFoundError(f"fork {i} of box {box.id} is gone")
+        forks.append(b)
+    return forks

@@ -35,6 +35,13 @@ func BoxOptions(o abi.BoxOptions) ([]boxlite.BoxOption, error) {
 		}
 		opts = append(opts, boxlite.WithBootTimeout(d))
 	}
+	if o.AutoPauseSecs != nil {
+		d, err := o.AutoPauseSecs.Duration("box options: auto_pause_secs")
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, boxlite.WithAutoPause(d))
+	}
 	if o.AutoRemove != nil {
 		opts = append(opts, boxlite.WithAutoRemove(*o.AutoRemove))
 	}
@@ -77,7 +84,7 @@ func BoxInfo(info boxlite.BoxInfo) abi.BoxInfo {
 			Env: c.Env, WorkingDir: c.WorkingDir, User: c.User, BootTimeoutSecs: abi.SecondsOf(c.BootTimeout),
 			AutoRemove: c.AutoRemove, Detach: c.Detach, Entrypoint: c.Entrypoint, Cmd: c.Cmd,
 			Network: abi.Network{Mode: c.Network.Mode, AllowNet: c.Network.AllowNet}, Ports: ports(c.Ports),
-			KernelArgs: c.KernelArgs, Hostname: c.Hostname, Prestart: c.Prestart}}
+			KernelArgs: c.KernelArgs, Hostname: c.Hostname, Prestart: c.Prestart, AutoPauseSecs: abi.SecondsOf(c.AutoPause)}}
 	if w.Config.Network.Mode == "" {
 		w.Config.Network.Mode = boxlite.NetworkEnabled
 	}
