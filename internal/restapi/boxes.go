@@ -3,6 +3,7 @@ package restapi
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"sort"
 	"strconv"
@@ -334,21 +335,27 @@ func (a *API) stopBox(w http.ResponseWriter, r *http.Request) error {
 	if err := a.decode(r, &req, true); err != nil {
 		return err
 	}
-	ctx := r.Context()
+	grace := r.Context()
 	if req.TimeoutSeconds != nil {
 		d, err := req.TimeoutSeconds.Positive("timeout_seconds")
 		if err != nil {
 			return err
 		}
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d)
+		grace, cancel = context.WithTimeout(grace, d)
 		defer cancel()
 	}
-	b, err := a.getBox(ctx, r)
+	b, err := a.getBox(r.Context(), r)
 	if err != nil {
 		return err
 	}
-	if err := b.Stop(ctx); err != nil {
+	err = b.Stop(grace)
+	if errors.Is(err, errdefs.ErrTimeout) && grace.Err() != nil && r.Context().Err() == nil {
+		// BoxLite's timeout_seconds is the graceful part: past it the box
+		// is ended (its shim kills the VM), and the stop answers once it has.
+		err = b.Stop(r.Context())
+	}
+	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, box(b.Info()))
