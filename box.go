@@ -72,6 +72,11 @@ type Box struct {
 	// crashed: the shim's connection dropped with no exit record (the shim
 	// was killed); atomic, as stoppedError runs with and without b.mu.
 	crashed atomic.Bool
+	// removing is closed when the removal of an auto-remove box whose run
+	// ended on its own (autoRemove) is over; nil when none began.
+	// removedWhy is why that run ended, for every later call.
+	removing   chan struct{}
+	removedWhy string
 }
 
 // BoxInfo describes a box.
@@ -263,9 +268,67 @@ func (b *Box) attach(c *conn, info protocol.Info) {
 				b.death.Write([]byte(err.Error()))
 			}
 			b.death.Close()
+			if b.rec.Config.AutoRemove {
+				// Its creator removes it, as its Stop would have: nothing
+				// starts it again meanwhile (running and Start wait).
+				b.removing = make(chan struct{})
+				go b.autoRemove(b.shimCh, b.removing)
+			}
 		}
 		b.shim, b.shimCh, b.death = nil, nil, nil
 	}()
+}
+
+// autoRemove removes an auto-remove box whose run ended on its own (its VM
+// crashed or powered off, the shim caught a protocol violation) once its
+// shim has exited, keeping why for the calls that follow.
+func (b *Box) autoRemove(shimCh chan struct{}, done chan struct{}) {
+	defer close(done)
+	if shimCh != nil {
+		select {
+		case <-shimCh:
+		case <-time.After(15 * time.Second): // Remove ends it
+		}
+	}
+	why := b.stoppedError().Error()
+	b.mu.Lock()
+	b.removedWhy = why
+	b.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := b.remove(ctx, true); err != nil {
+		b.mu.Lock()
+		b.removedWhy = ""
+		b.mu.Unlock()
+	}
+}
+
+// awaitRemoval waits for an auto removal under way (autoRemove) to end.
+func (b *Box) awaitRemoval(ctx context.Context) error {
+	b.mu.Lock()
+	ch := b.removing
+	b.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return errdefs.Errorf(errdefs.ErrTimeout, "box %s: waiting for its auto removal: %v", b.rec.ID, ctx.Err())
+	}
+}
+
+// removedError says that the box is removed, and why when its run ended on
+// its own (auto_remove).
+func (b *Box) removedError(op string) error {
+	b.mu.Lock()
+	why := b.removedWhy
+	b.mu.Unlock()
+	if why != "" {
+		return errdefs.Errorf(errdefs.ErrInvalidState, "%s: box %s was removed (auto_remove) when its run ended: %s", op, b.rec.ID, why)
+	}
+	return errdefs.Errorf(errdefs.ErrInvalidState, "%s: box %s is removed", op, b.rec.ID)
 }
 
 // stoppedError explains why a box is not running, for the next caller.
@@ -288,6 +351,12 @@ func (b *Box) stoppedError() error {
 // starting) is joined instead: one box never gets two VMs (its shim holds a
 // lock on the box directory).
 func (b *Box) Start(ctx context.Context) error {
+	if err := b.awaitRemoval(ctx); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	if b.State() == StateRemoved {
+		return b.removedError("start")
+	}
 	b.refresh()
 	b.mu.Lock()
 	waited := false
@@ -435,6 +504,7 @@ func (b *Box) Stop(ctx context.Context) error {
 // release is Runtime.Close's per-box step: stop what this process started,
 // unless it is detached (it outlives its creator).
 func (b *Box) release() {
+	b.awaitRemoval(context.Background()) // bounded: autoRemove's own deadlines
 	b.mu.Lock()
 	ours := (b.shim != nil || b.state == StatePaused && b.pausedHere) && !b.rec.Config.Detach
 	c := b.conn
@@ -448,6 +518,19 @@ func (b *Box) release() {
 
 // Remove deletes the box and its disk. A running box needs force.
 func (b *Box) Remove(ctx context.Context, force bool) error {
+	if err := b.awaitRemoval(ctx); err != nil {
+		return fmt.Errorf("remove: %w", err)
+	}
+	b.mu.Lock()
+	auto := b.state == StateRemoved && b.removedWhy != ""
+	b.mu.Unlock()
+	if auto {
+		return nil // its run ended and auto_remove removed it, as asked
+	}
+	return b.remove(ctx, force)
+}
+
+func (b *Box) remove(ctx context.Context, force bool) error {
 	b.refresh()
 	if s := b.State(); s != StateStopped && s != StateConfigured && s != StatePaused {
 		if !force {

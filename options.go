@@ -420,7 +420,8 @@ func WithBootTimeout(d time.Duration) BoxOption {
 
 // WithAutoRemove(true) removes the box when it stops (Box.Stop, its VM
 // exiting, or, unless detached, its creator's exit), never while it is
-// merely configured; WithAutoRemove(false) keeps it, stopped, until
+// merely configured; later calls on a box removed so name why its run
+// ended; WithAutoRemove(false) keeps it, stopped, until
 // Box.Remove. Default abi.DefaultAutoRemove (true, as BoxLite's): a box that
 // is to be stopped and started again needs WithAutoRemove(false).
 func WithAutoRemove(remove bool) BoxOption {

@@ -26,6 +26,9 @@ import (
 // says why until Start is called, so a failing box is not rebooted in a loop.
 func (b *Box) running(ctx context.Context, op string) (*conn, protocol.Info, error) {
 	for tried := false; ; tried = true {
+		if err := b.awaitRemoval(ctx); err != nil {
+			return nil, protocol.Info{}, fmt.Errorf("%s: %w", op, err)
+		}
 		if err := b.awaitPause(ctx); err != nil {
 			return nil, protocol.Info{}, fmt.Errorf("%s: %w", op, err)
 		}
@@ -44,6 +47,8 @@ func (b *Box) running(ctx context.Context, op string) (*conn, protocol.Info, err
 			}
 		case state == StateStopped:
 			return nil, info, fmt.Errorf("%s: %w", op, b.stoppedError()) // it stopped again at once
+		case state == StateRemoved:
+			return nil, info, b.removedError(op)
 		default:
 			return nil, info, errdefs.Errorf(errdefs.ErrInvalidState, "%s: box %s is %s", op, b.rec.ID, state)
 		}

@@ -117,6 +117,17 @@ func TestHostileAgent(t *testing.T) {
 			if _, err := b.Run(ctx, sh("true")); !errors.Is(err, errdefs.ErrInvalidState) || !strings.Contains(err.Error(), "protocol violation") && !strings.Contains(err.Error(), "agent channel failed") {
 				t.Fatalf("next run: %v; want box stopped by the violation", err)
 			}
+			// An auto-remove box (the default) is removed by its creator
+			// once its run has ended, whatever ended it.
+			if s := b.State(); s != boxlite.StateRemoved {
+				t.Fatalf("auto-remove box after the violation: %s; want removed", s)
+			}
+			if _, err := os.Stat(b.Info().Dir); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("its directory after the removal: %v", err)
+			}
+			if err := b.Remove(ctx, false); err != nil {
+				t.Fatalf("remove of the auto-removed box: %v", err)
+			}
 		})
 	}
 	if grew := vmRSSKiB(t) - before; grew > 300<<10 {
