@@ -269,15 +269,19 @@ func (b *Box) attach(c *conn, info protocol.Info) {
 			b.death.Close()
 		} else if b.death != nil {
 			// The shim stops the box, and says why when told so on the pipe.
+			why := b.stopReason() // the shim's exit record, written before it let go
 			if err := c.brokenBy(); err != nil {
 				b.death.Write([]byte(err.Error()))
+				why = err.Error()
 			}
 			b.death.Close()
 			if b.rec.Config.AutoRemove {
 				// Its creator removes it, as its Stop would have: nothing
-				// starts it again meanwhile (running and Start wait).
+				// starts it again meanwhile (running and Start wait). Why is
+				// read now: the shim, told its creator let go, may remove the
+				// directory with its exit record first.
 				b.removing = make(chan struct{})
-				go b.autoRemove(b.shimCh, b.removing)
+				go b.autoRemove(b.shimCh, b.removing, why)
 			}
 		}
 		b.shim, b.shimCh, b.death = nil, nil, nil
@@ -287,7 +291,7 @@ func (b *Box) attach(c *conn, info protocol.Info) {
 // autoRemove removes an auto-remove box whose run ended on its own (its VM
 // crashed or powered off, the shim caught a protocol violation) once its
 // shim has exited, keeping why for the calls that follow.
-func (b *Box) autoRemove(shimCh chan struct{}, done chan struct{}) {
+func (b *Box) autoRemove(shimCh chan struct{}, done chan struct{}, why string) {
 	defer close(done)
 	if shimCh != nil {
 		select {
@@ -295,7 +299,6 @@ func (b *Box) autoRemove(shimCh chan struct{}, done chan struct{}) {
 		case <-time.After(15 * time.Second): // Remove ends it
 		}
 	}
-	why := b.stopReason()
 	if why == "" {
 		why = "it stopped"
 	}

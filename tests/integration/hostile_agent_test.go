@@ -235,10 +235,9 @@ func fakeQEMU(scenario string) {
 		switch scenario {
 		case "window-overrun":
 			send(protocol.TStarted, id, protocol.Started{Pid: 2})
-			chunk := make([]byte, protocol.MaxChunk)
-			for i := 0; i < 64; i++ { // 4 MiB without waiting for credit
-				w.WriteFrame(protocol.Frame{Type: protocol.TStdout, Stream: id, Payload: chunk})
-			}
+			// More than the window in one frame, before any credit (frame
+			// by frame, a fast host could credit each in time).
+			w.WriteFrame(protocol.Frame{Type: protocol.TStdout, Stream: id, Payload: make([]byte, 5*protocol.MaxChunk)})
 		case "credit-overflow":
 			send(protocol.TStarted, id, protocol.Started{Pid: 2})
 			send(protocol.TCredit, id, protocol.Credit{Fd: 0, Bytes: 1 << 62})
