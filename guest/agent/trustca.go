@@ -4,6 +4,12 @@ package agent
 
 import (
 	"bytes"
+	"crypto/sha1"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
+	"encoding/binary"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"os"
@@ -52,6 +58,9 @@ const (
 func installTrustCA(root, ca string) error {
 	if err := writeBoxFile(root, protocol.TrustCAPath, []byte(ca)); err != nil {
 		return fmt.Errorf("trust CA: %s: %w", protocol.TrustCAPath, err)
+	}
+	if err := linkHashed(root, ca); err != nil {
+		return fmt.Errorf("trust CA: /etc/ssl/certs: %w", err)
 	}
 	seen := map[string]bool{}
 	system := 0
@@ -156,4 +165,75 @@ func replaceFile(hp string, b []byte, mode os.FileMode) error {
 		os.Remove(tmp)
 	}
 	return err
+}
+
+// linkHashed makes the link OpenSSL's directory lookup finds ca by
+// (<subject hash>.N in /etc/ssl/certs, as c_rehash does): Debian's OpenSSL,
+// Python's ssl module among its users, reads that directory, not a bundle.
+func linkHashed(root, ca string) error {
+	block, _ := pem.Decode([]byte(ca))
+	if block == nil {
+		return fmt.Errorf("not PEM")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return err
+	}
+	h, err := subjectHash(cert)
+	if err != nil {
+		return err
+	}
+	dir, err := boxFile(root, "/etc/ssl/certs", true)
+	if err != nil {
+		return err
+	}
+	// An earlier CA's link goes (a box keeps its CA, but a clone's may
+	// differ from the one its disk was made with).
+	if old, _ := filepath.Glob(filepath.Join(dir, "????????.?")); len(old) <= 4096 {
+		for _, p := range old {
+			if t, err := os.Readlink(p); err == nil && t == protocol.TrustCAPath && !strings.HasPrefix(filepath.Base(p), fmt.Sprintf("%08x.", h)) {
+				os.Remove(p)
+			}
+		}
+	}
+	for i := 0; i < 10; i++ {
+		p := filepath.Join(dir, fmt.Sprintf("%08x.%d", h, i))
+		if t, err := os.Readlink(p); err == nil && t == protocol.TrustCAPath {
+			return nil
+		}
+		if _, err := os.Lstat(p); err == nil {
+			continue // another certificate of the same subject hash
+		}
+		return os.Symlink(protocol.TrustCAPath, p)
+	}
+	return nil
+}
+
+// subjectHash is OpenSSL's X509_NAME_hash of cert's subject: the first four
+// bytes (little-endian) of the SHA-1 of its canonical encoding, the RDNs'
+// SETs with every string value as a UTF8String in lower case, whitespace
+// trimmed and collapsed, without the outer SEQUENCE.
+func subjectHash(cert *x509.Certificate) (uint32, error) {
+	var rdns pkix.RDNSequence
+	if _, err := asn1.Unmarshal(cert.RawSubject, &rdns); err != nil {
+		return 0, err
+	}
+	var enc []byte
+	for _, rdn := range rdns {
+		set := make([]pkix.AttributeTypeAndValue, len(rdn))
+		for i, atv := range rdn {
+			set[i] = atv
+			if s, ok := atv.Value.(string); ok {
+				s = strings.Join(strings.Fields(strings.ToLower(s)), " ")
+				set[i].Value = asn1.RawValue{Tag: asn1.TagUTF8String, Class: asn1.ClassUniversal, Bytes: []byte(s)}
+			}
+		}
+		b, err := asn1.MarshalWithParams(set, "set")
+		if err != nil {
+			return 0, err
+		}
+		enc = append(enc, b...)
+	}
+	sum := sha1.Sum(enc)
+	return binary.LittleEndian.Uint32(sum[:4]), nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/boxlite/boxlite/internal/boxnet"
 	"github.com/boxlite/boxlite/internal/protocol"
 )
 
@@ -21,26 +22,32 @@ func TestInstallTrustCA(t *testing.T) {
 	}
 	// An absolute symlink is resolved inside the root, never the agent's.
 	os.Symlink("/etc/ssl/certs/ca-certificates.crt", filepath.Join(root, "etc/ssl/cert.pem"))
-	for _, ca := range []string{"-----BEGIN CERTIFICATE-----\nONE\n", "-----BEGIN CERTIFICATE-----\nTWO\n"} {
+	one, _, _ := boxnet.NewCA("one")
+	two, _, _ := boxnet.NewCA("two")
+	for _, ca := range []string{one, two} {
 		if err := installTrustCA(root, ca); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, p := range []string{bundle, certifi} {
 		b, _ := os.ReadFile(p)
-		if s := string(b); !strings.HasPrefix(s, "SYSTEM ROOTS\n") || strings.Contains(s, "ONE") || strings.Count(s, "TWO") != 1 {
+		if s := string(b); !strings.HasPrefix(s, "SYSTEM ROOTS\n") || strings.Contains(s, one) || strings.Count(s, two) != 1 {
 			t.Errorf("%s: %q", p, s)
 		}
 	}
-	if b, _ := os.ReadFile(filepath.Join(root, protocol.TrustCAPath)); !strings.Contains(string(b), "TWO") {
+	if b, _ := os.ReadFile(filepath.Join(root, protocol.TrustCAPath)); string(b) != two {
 		t.Errorf("own file: %q", b)
+	}
+	links, _ := filepath.Glob(filepath.Join(root, "etc/ssl/certs/*.0"))
+	if len(links) != 1 {
+		t.Errorf("hash links: %v", links)
 	}
 	// No bundle at all: one is made.
 	empty := t.TempDir()
-	if err := installTrustCA(empty, "-----BEGIN CERTIFICATE-----\nX\n"); err != nil {
+	if err := installTrustCA(empty, one); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := os.ReadFile(filepath.Join(empty, "etc/ssl/certs/ca-certificates.crt")); err != nil || !strings.Contains(string(b), "X") {
+	if b, err := os.ReadFile(filepath.Join(empty, "etc/ssl/certs/ca-certificates.crt")); err != nil || !strings.Contains(string(b), one) {
 		t.Errorf("made bundle: %q %v", b, err)
 	}
 }
