@@ -111,6 +111,21 @@ func TestSecrets(t *testing.T) {
 		}
 	})
 	t.Run("the box never holds the value", func(t *testing.T) {
+		// The VMM's whole address space, the guest's RAM in it, first:
+		// the grep below has to put the value in the box to look for it.
+		// The placeholder (in the box's environment) shows the scan reads
+		// the guest's RAM.
+		vmm := b.Info().Runtime.VMMPid
+		if n, where := scanMemory(t, vmm, []byte(ph)); n == 0 || where == "" {
+			t.Errorf("the placeholder is not in the %d MiB of the VMM's memory read: the scan misses the guest's RAM", n>>20)
+		}
+		if n, where := scanMemory(t, vmm, []byte(value)); n == 0 {
+			t.Errorf("read none of the VMM's memory")
+		} else if where != "" {
+			t.Errorf("the value is in the VMM's memory: %s", where)
+		} else {
+			t.Logf("scanned %d MiB of the VMM's memory: no value", n>>20)
+		}
 		script := fmt.Sprintf(`
 test "$BOXLITE_SECRET_API" = %q || { echo "placeholder env: $BOXLITE_SECRET_API"; exit 3; }
 for f in /proc/[0-9]*/environ; do grep -qaF %q "$f" 2>/dev/null && { echo "in $f"; exit 4; }; done
@@ -119,14 +134,6 @@ echo clean`, ph, value, value)
 		res := runIn(t, b, sh(script))
 		if res.Code != 0 || !strings.Contains(string(res.Stdout), "clean") {
 			t.Errorf("exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
-		}
-		// The VMM's whole address space, the guest's RAM in it.
-		if n, where := scanMemory(t, b.Info().Runtime.VMMPid, []byte(value)); n == 0 {
-			t.Errorf("read none of the VMM's memory")
-		} else if where != "" {
-			t.Errorf("the value is in the VMM's memory: %s", where)
-		} else {
-			t.Logf("scanned %d MiB of the VMM's memory: no value", n>>20)
 		}
 		// On the host: only in the box's 0600 secrets file.
 		info := b.Info()
