@@ -62,7 +62,7 @@ export declare function version(): string;
  * default 443). See docs/secrets.md.
  */
 export declare class Secret {
-  constructor(options: { name: string; value: string; hosts: string[]; placeholder?: string });
+  constructor(options: { name: string; value: string; hosts?: string[]; placeholder?: string });
   readonly name: string;
   /** Not enumerable: left out of console.log and JSON.stringify. */
   readonly value: string;

@@ -5,9 +5,11 @@
 
 class Secret {
   /**
-   * @param {{name: string, value: string, hosts: string[], placeholder?: string}} o
+   * @param {{name: string, value: string, hosts?: string[], placeholder?: string}} o
+   * hosts is optional as in BoxLite's Secret; the library refuses a box
+   * whose secret has none (it would put the value nowhere).
    */
-  constructor({ name, value, hosts, placeholder, ...rest } = {}) {
+  constructor({ name, value, hosts = [], placeholder, ...rest } = {}) {
     const unknown = Object.keys(rest);
     if (unknown.length) throw new TypeError(`Secret: ${unknown[0]} is not a known option (name, value, hosts, placeholder)`);
     if (typeof name !== 'string' || name === '') throw new TypeError('Secret: name must be a non-empty string');
