@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional
 from ._checks import check_str
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class Secret:
     """A credential the box uses without holding it. The box sees only the
     placeholder (``get_placeholder()``, default ``<BOXLITE_SECRET:NAME>``, and
@@ -26,6 +26,13 @@ class Secret:
         """What the box sees in the value's place."""
         return self.placeholder or f"<BOXLITE_SECRET:{self.name}>"
 
+    def __repr__(self) -> str:  # BoxLite's, the value never shown
+        hosts = ", ".join(_quote(h) for h in self.hosts)
+        return (f"Secret(name={_quote(self.name)}, hosts=[{hosts}], "
+                f"placeholder={_quote(self.get_placeholder())}, value=[REDACTED])")
+
+    __str__ = __repr__
+
     def env_key(self) -> str:
         """The environment variable the box finds the placeholder in."""
         return "BOXLITE_SECRET_" + re.sub(r"[^A-Za-z0-9_]", "_", self.name).upper()
@@ -38,6 +45,27 @@ class Secret:
         if self.placeholder is not None:
             o["placeholder"] = check_str(self.placeholder, f"{what}.placeholder")
         return o
+
+
+def _quote(v: Any) -> str:
+    return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+@dataclass(frozen=True)
+class SecretInfo:
+    """A box's secret as ``BoxInfo.secrets`` shows it: its name, hosts and
+    placeholder, never its value (the box's record holds none)."""
+
+    name: str
+    hosts: List[str]
+    placeholder: str
+
+    def get_placeholder(self) -> str:
+        return self.placeholder
+
+    @classmethod
+    def from_json(cls, o: Dict[str, Any]) -> "SecretInfo":
+        return cls(name=o.get("name", ""), hosts=list(o.get("hosts") or []), placeholder=o.get("placeholder", ""))
 
 
 def secrets_json(secrets: Any, what: str) -> List[Dict[str, Any]]:
