@@ -46,6 +46,7 @@ def test_secret_shape():
     ([{"name": "a", "value": "v", "hosts": ["h"], "bogus": 1}], "bogus"),
     ("not a list", "list"),
 ])
+@pytest.mark.local_only("boxlite serve refuses secrets (not served yet)")
 def test_bad_secrets_are_refused(run, secrets, msg):
     with pytest.raises((boxlite.InvalidArgumentError, TypeError)) as e:
         run(boxlite.SimpleBox(image="alpine:latest", secrets=secrets).__aenter__())
