@@ -109,7 +109,8 @@ func (c *BoxConfig) shimNetwork() *shimapi.Network {
 	if c.Network.Mode == NetworkDisabled {
 		return nil
 	}
-	return &shimapi.Network{AllowNet: c.Network.AllowNet, Ports: c.Ports}
+	// A secret's host is reachable on its port (as BoxLite's #1533).
+	return &shimapi.Network{AllowNet: netpolicy.WithGrants(c.Network.AllowNet, c.secretHosts()), Ports: c.Ports}
 }
 
 // NetworkStats are a running box's network counters now: bytes each way,

@@ -293,6 +293,11 @@ func (r *Runtime) Create(ctx context.Context, imageRef string, opts ...BoxOption
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	if err := cfg.validateSecrets(func(format string, args ...any) error {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "box options: "+format, args...)
+	}, true); err != nil {
+		return nil, err
+	}
 	if err := checkHostMemory(cfg); err != nil {
 		return nil, fmt.Errorf("create box: %w", err)
 	}
@@ -339,6 +344,10 @@ func (r *Runtime) register(cfg BoxConfig, digest string) (*Box, error) {
 	rec := record{ID: newID(), Config: cfg, ImageDigest: digest, CreatedAt: time.Now().UTC()}
 	dir := filepath.Join(r.home, "boxes", rec.ID)
 	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := writeSecrets(dir, rec.ID, cfg.Secrets); err != nil {
+		os.RemoveAll(dir)
 		return nil, err
 	}
 	if err := writeJSON(filepath.Join(dir, "box.json"), rec); err != nil {

@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"os"
@@ -48,8 +49,14 @@ func main() {
 	for i := range cfg.Ports {
 		listeners = append(listeners, os.NewFile(uintptr(boxnet.ProcFirstPort+i), "port"))
 	}
+	var secrets *netstack.Secrets
+	if cfg.Secrets {
+		if secrets, err = readSecrets(os.NewFile(boxnet.ProcSecretsFD, "netsecrets")); err != nil {
+			fail(err)
+		}
+	}
 	st, err := netstack.New(netstack.Config{Policy: policy, Ports: cfg.Ports, Listeners: listeners,
-		Published: askRegistry(os.NewFile(boxnet.ProcRegistry, "netreg")), Logf: rateLimited(log.Printf)})
+		Published: askRegistry(os.NewFile(boxnet.ProcRegistry, "netreg")), Logf: rateLimited(log.Printf), Secrets: secrets})
 	if err != nil {
 		fail(err)
 	}
@@ -72,6 +79,24 @@ func main() {
 	err = st.Serve(nic) // until the VMM closes the NIC
 	log.Printf("network: %v", err)
 	os.Exit(0)
+}
+
+// readSecrets reads the box's secrets from the shim's pipe (boxnet.ProcSecretsFD).
+func readSecrets(f *os.File) (*netstack.Secrets, error) {
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, boxnet.MaxProcSecrets+1))
+	if err != nil {
+		return nil, fmt.Errorf("secrets: %w", err)
+	}
+	if len(b) > boxnet.MaxProcSecrets {
+		return nil, fmt.Errorf("secrets: more than %d bytes", boxnet.MaxProcSecrets)
+	}
+	var ps boxnet.ProcSecrets
+	if err := json.Unmarshal(b, &ps); err != nil {
+		return nil, fmt.Errorf("secrets: %w", err)
+	}
+	clear(b)
+	return netstack.ParseSecrets(ps.Secrets, []byte(ps.RootsPEM))
 }
 
 // askRegistry asks the shim whether a host port is a box's published one

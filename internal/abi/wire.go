@@ -32,6 +32,22 @@ type BoxOptions struct {
 	Hostname        string            `json:"hostname,omitempty" doc:"a DNS label: default \"boxlite\""`
 	AutoPauseSecs   *Seconds          `json:"auto_pause_secs,omitempty" doc:"pause the box (with its memory, as boxlite_box_pause) after this long with no exec, copy or session call: a stream that stays open holds it awake, except a detachable exec's (a session's interpreter, an interactive shell) that sent nothing either way for that long; the next call resumes it. 0 (default): never. At least 1, at most {MAX_AUTO_PAUSE_SECS}; not with volumes"`
 	Prestart        []string          `json:"prestart,omitempty" doc:"sessions a box started from a template finds started: \"python\", \"shell\" or \"shell:/ABSOLUTE/PATH\"; its first session of that kind with default options takes over the one the template VM started"`
+	Secrets         []Secret          `json:"secrets,omitempty" doc:"credentials the box uses without holding them: it sees each one's placeholder (env BOXLITE_SECRET_<NAME>), the host puts the value in HTTPS requests to its hosts; at most {MAX_SECRETS}, see docs/secrets.md"`
+}
+
+// Secret is a credential that never enters the box.
+type Secret struct {
+	Name        string   `json:"name" doc:"required: names the env variable BOXLITE_SECRET_<NAME> (upper case)"`
+	Value       string   `json:"value" doc:"required: the real value, 1 to {MAX_SECRET_VALUE_BYTES} bytes without line breaks; never in box info"`
+	Hosts       []string `json:"hosts" doc:"required: host names or *.wildcards, optionally :port (default 443), where HTTPS requests get the value; each is reachable on that port even when allow_net does not list it"`
+	Placeholder string   `json:"placeholder,omitempty" doc:"what the box sees: default \"<BOXLITE_SECRET:NAME>\""`
+}
+
+// SecretInfo is a secret as box info shows it: never its value.
+type SecretInfo struct {
+	Name        string   `json:"name"`
+	Hosts       []string `json:"hosts"`
+	Placeholder string   `json:"placeholder"`
 }
 
 // Network is a box's network.
@@ -93,6 +109,7 @@ type BoxConfig struct {
 	Hostname        string            `json:"hostname"`
 	Prestart        []string          `json:"prestart,omitempty"`
 	AutoPauseSecs   Seconds           `json:"auto_pause_secs,omitempty" doc:"0: never"`
+	Secrets         []SecretInfo      `json:"secrets,omitempty" doc:"names, hosts and placeholders: never the values"`
 }
 
 // BoxRuntimeInfo is what a running box reports about its VM.

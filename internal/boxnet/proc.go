@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/boxlite/boxlite/internal/protocol"
+	"github.com/boxlite/boxlite/internal/shimapi"
 )
 
 // The network stack's process (cmd/boxlite-net), as the shim starts it:
@@ -11,13 +12,17 @@ import (
 // descriptors: the NIC (the VMM's SOCK_SEQPACKET peer), a control socket
 // (the stack says it is up, then answers "stats" lines with its
 // counters), a registry socket (the stack asks whether a host port is a
-// box's published one: AskPublished, AnswerPublished), then the
-// published ports' listeners, in the order of ProcConfig.Ports.
+// box's published one: AskPublished, AnswerPublished), the secrets pipe
+// (ProcSecretsFD: a ProcSecrets JSON object, then EOF; with
+// ProcConfig.Secrets only, else /dev/null), then the published ports'
+// listeners, in the order of ProcConfig.Ports. Secrets never go on the
+// command line, which every process of the host may read.
 const (
 	ProcNIC       = 3
 	ProcControl   = 4
 	ProcRegistry  = 5
-	ProcFirstPort = 6
+	ProcSecretsFD = 6
+	ProcFirstPort = 7
 	// StatsWait bounds each question either side asks the other.
 	StatsWait = time.Second
 )
@@ -26,4 +31,17 @@ const (
 type ProcConfig struct {
 	AllowNet []string        `json:"allow_net,omitempty"`
 	Ports    []protocol.Port `json:"ports,omitempty"` // as bound, in the order of the listeners
+	// Secrets: the stack reads ProcSecrets from its secrets pipe.
+	Secrets bool `json:"secrets,omitempty"`
 }
+
+// ProcSecrets is what the shim writes on the stack's secrets pipe: the
+// box's secrets file and the host's trust store (PEM), which the stack
+// cannot read inside its jail.
+type ProcSecrets struct {
+	Secrets  shimapi.Secrets `json:"secrets"`
+	RootsPEM string          `json:"roots"`
+}
+
+// MaxProcSecrets bounds what the stack reads from its secrets pipe.
+const MaxProcSecrets = shimapi.MaxHostRoots + 4<<20

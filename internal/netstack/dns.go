@@ -107,6 +107,7 @@ func (n *Stack) answer(w dns.ResponseWriter, q *dns.Msg) {
 				continue
 			}
 			n.cfg.Policy.Learn(name, ip)
+			n.secrets.learn(name, ip)
 			m.Answer = append(m.Answer, aRecord(question.Name, ip))
 		}
 	default:

@@ -81,6 +81,10 @@ func (n *Stack) forwardTCP(r *tcp.ForwarderRequest) {
 		r.Complete(true)
 		return
 	}
+	if n.secrets.candidate(dst, port) {
+		n.interceptTCP(r, dst, port, target)
+		return
+	}
 	if n.tcpConns.Add(1) > MaxTCPConns {
 		n.tcpConns.Add(-1)
 		n.stats.dropped.Add(1)

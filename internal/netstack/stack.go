@@ -61,6 +61,9 @@ type Config struct {
 	// Lookup resolves a name's IPv4 addresses for the box's DNS; nil is
 	// the host's resolver (tests stand in for it).
 	Lookup func(ctx context.Context, name string) ([]netip.Addr, error)
+	// Secrets, when set, are put into the box's HTTPS requests to their
+	// hosts (intercept.go).
+	Secrets *Secrets
 }
 
 // Stack is a box's network. New binds its published ports, Serve carries
@@ -81,6 +84,7 @@ type Stack struct {
 
 	tcpConns, udpFlows atomic.Int64
 	lookups            chan struct{} // DNS lookups in flight on the host's resolver
+	secrets            *secretState  // nil without secrets
 	stats              statCounters
 }
 
@@ -108,6 +112,9 @@ func New(cfg Config) (*Stack, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Stack{cfg: cfg, ctx: ctx, cancel: cancel, conns: map[io.Closer]struct{}{}, logged: map[string]struct{}{},
 		lookups: make(chan struct{}, maxLookups)}
+	if cfg.Secrets != nil {
+		n.secrets = newSecretState(cfg.Secrets)
+	}
 	ok := false
 	defer func() {
 		if !ok {

@@ -155,6 +155,8 @@ const (
 	FeatureExecDetach = "exec-detach"
 	// FeatureClock: TClock is implemented.
 	FeatureClock = "clock"
+	// FeatureTrustCA: Identity.TrustCA is implemented.
+	FeatureTrustCA = "trust-ca"
 )
 
 // The lane is a raw disk of the box that a copy's bulk data crosses: QEMU
@@ -238,7 +240,19 @@ type Identity struct {
 	// written only where the box has that file).
 	BootID    string `msgpack:"boot_id,omitempty"`
 	MachineID string `msgpack:"machine_id,omitempty"`
+	// TrustCA, when set (a box with secrets), is a CA certificate in PEM
+	// (at most MaxTrustCA bytes) the agent adds to the box's trust stores:
+	// the system bundle, Python's certifi bundles, and a file of its own
+	// (TrustCAPath) that NODE_EXTRA_CA_CERTS names.
+	TrustCA string `msgpack:"trust_ca,omitempty"`
 }
+
+// MaxTrustCA bounds Identity.TrustCA; TrustCAPath is where the agent
+// writes it in the box (where update-ca-certificates finds it too).
+const (
+	MaxTrustCA  = 8 << 10
+	TrustCAPath = "/usr/local/share/ca-certificates/boxlite-secrets.crt"
+)
 
 // Clock is TClock's body.
 type Clock struct {
@@ -253,6 +267,9 @@ const (
 
 // Check reports what is wrong with id, as errdefs.ErrInvalidArgument.
 func (id Identity) Check() error {
+	if len(id.TrustCA) > MaxTrustCA || (id.TrustCA != "" && !strings.HasPrefix(id.TrustCA, "-----BEGIN CERTIFICATE-----")) {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "identity: trust_ca is not one PEM certificate of at most %d bytes", MaxTrustCA)
+	}
 	if n := len(id.Seed); n < MinSeed || n > MaxSeed {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "identity: seed of %d bytes, want %d to %d", n, MinSeed, MaxSeed)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/boxlite/boxlite/internal/jail"
 	"github.com/boxlite/boxlite/internal/netpolicy"
 	"github.com/boxlite/boxlite/internal/protocol"
+	"github.com/boxlite/boxlite/internal/shimapi"
 )
 
 // A box's network stack runs in a process of its own, confined like the
@@ -116,7 +117,12 @@ func (s *shim) serveNetwork() error {
 	defer theirReg.Close()
 	go boxnet.AnswerPublished(reg, p.registry.Published)
 
-	cfg, _ := json.Marshal(boxnet.ProcConfig{AllowNet: s.cfg.Network.AllowNet, Ports: p.bound})
+	secrets, err := s.secretsPipe()
+	if err != nil {
+		return err
+	}
+	defer secrets.Close()
+	cfg, _ := json.Marshal(boxnet.ProcConfig{AllowNet: s.cfg.Network.AllowNet, Ports: p.bound, Secrets: s.cfg.Secrets})
 	const inside = "/boxlite-net" // its command name too
 	binds := []jail.Bind{{Host: s.cfg.Netstack, Inside: inside}}
 	// The stack resolves names for the box as the host does.
@@ -128,7 +134,7 @@ func (s *shim) serveNetwork() error {
 	spec := jail.Spec{
 		Path: inside, Args: []string{inside, string(cfg)}, HostNetwork: true,
 		Binds: binds, Devices: []string{"/dev/null", "/dev/urandom"},
-		ExtraFiles: append([]*os.File{nic, theirCtl, theirReg}, p.ports...), Stdout: os.Stderr, Stderr: os.Stderr,
+		ExtraFiles: append([]*os.File{nic, theirCtl, theirReg, secrets}, p.ports...), Stdout: os.Stderr, Stderr: os.Stderr,
 		Cgroup: &jail.CgroupSpec{Name: "boxlite-" + s.cfg.BoxID + ".net", MemoryMaxBytes: netMemoryMax,
 			PidsMax: netPidsMax, CPUWeight: 100},
 	}
@@ -178,6 +184,45 @@ func (s *shim) serveNetwork() error {
 		s.netWarnings = append(s.netWarnings, fmt.Sprintf("network stack confinement: no %s (%s)", m.Name, m.Note))
 	}
 	return nil
+}
+
+// secretsPipe is the stack's secrets descriptor (boxnet.ProcSecretsFD): a
+// pipe the box's secrets and the host's trust store are written into (by a
+// goroutine: they may exceed the pipe's buffer), or /dev/null for a box
+// without secrets. It also keeps the CA's certificate for the agent.
+func (s *shim) secretsPipe() (*os.File, error) {
+	if !s.cfg.Secrets {
+		return os.Open(os.DevNull)
+	}
+	var sec shimapi.Secrets
+	b, err := os.ReadFile(s.cfg.Path(shimapi.SecretsFile))
+	if err == nil {
+		err = json.Unmarshal(b, &sec)
+	}
+	clear(b)
+	if err != nil {
+		return nil, fmt.Errorf("network: the box's secrets: %w", err)
+	}
+	roots, err := boxnet.HostRoots(shimapi.MaxHostRoots)
+	if err != nil {
+		return nil, fmt.Errorf("network: %w", err)
+	}
+	msg, err := json.Marshal(boxnet.ProcSecrets{Secrets: sec, RootsPEM: string(roots)})
+	if err != nil {
+		return nil, err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("network: secrets pipe: %v: %w", err, errdefs.ErrLimit)
+	}
+	go func() {
+		w.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		w.Write(msg)
+		w.Close()
+		clear(msg)
+	}()
+	s.trustCA = sec.CACertPEM
+	return r, nil
 }
 
 // connPair is a connected pair of stream sockets: the shim's end, and the

@@ -55,6 +55,26 @@ export declare function errorCode(err: unknown): BoxliteErrorCode | undefined;
 /** The library version, "MAJOR.MINOR.PATCH". */
 export declare function version(): string;
 
+/**
+ * A credential the box uses without holding it (BoxLite's Secret): the box
+ * sees its placeholder (env BOXLITE_SECRET_<NAME>), the host puts the value
+ * in HTTPS requests to its hosts ("name", "*.wildcard", optionally ":port",
+ * default 443). See docs/secrets.md.
+ */
+export declare class Secret {
+  constructor(options: { name: string; value: string; hosts?: string[]; placeholder?: string });
+  readonly name: string;
+  /** Not enumerable: left out of console.log and JSON.stringify. */
+  readonly value: string;
+  readonly hosts: string[];
+  readonly placeholder: string;
+  /** What the box sees: default "<BOXLITE_SECRET:NAME>". */
+  getPlaceholder(): string;
+  /** The environment variable the box finds the placeholder in. */
+  envKey(): string;
+}
+export { Secret as JsSecret };
+
 // The library's defaults and limits (the C header's BOXLITE_* macros).
 // BEGIN GENERATED: defaults (go generate ./errdefs; do not edit)
 /** a box's guest memory */
@@ -93,6 +113,10 @@ export declare const DEFAULT_SESSION_GRACE_SECS: 3;
 export declare const DEFAULT_COPY_OUT_MAX_BYTES: 1073741824;
 /** the entries a copy out of a box may bring unless its options say otherwise */
 export declare const DEFAULT_COPY_OUT_MAX_ENTRIES: 100000;
+/** the most secrets a box may have */
+export declare const MAX_SECRETS: 32;
+/** the longest value a secret may have */
+export declare const MAX_SECRET_VALUE_BYTES: 16384;
 /** a box is removed when it stops unless its options say otherwise */
 export declare const DEFAULT_AUTO_REMOVE: true;
 // END GENERATED: defaults

@@ -13,6 +13,7 @@ const { SimpleBox } = require('./simplebox');
 const { CodeBox } = require('./codebox');
 const { InteractiveBox } = require('./interactivebox');
 const { PythonSession, ShellSession, CellStream } = require('./session');
+const { Secret } = require('./secret');
 const { BoxliteError, ExecError, TimeoutError, ParseError, errorCode, CODES } = require('./errors');
 
 /** The library version, "MAJOR.MINOR.PATCH". */
@@ -45,6 +46,8 @@ module.exports = {
   ParseError,
   errorCode,
   ERROR_CODES: CODES,
+  Secret,
+  JsSecret: Secret,
   version,
   ...require('./defaults'), // DEFAULT_MEMORY_MIB, DEFAULT_CPUS, ...: generated from internal/abi
 };

@@ -4,7 +4,7 @@ import boxlite from './index.js';
 export const {
   JsBoxlite, Boxlite, ApiKeyCredential, BoxliteRestOptions, Box, JsBox, SnapshotHandle, JsSnapshotHandle, Execution, JsExecution, OutputStream, StdinWriter,
   SimpleBox, CodeBox, InteractiveBox, PythonSession, ShellSession, CellStream,
-  BoxliteError, ExecError, TimeoutError, ParseError, errorCode, ERROR_CODES, version,
+  BoxliteError, ExecError, TimeoutError, ParseError, errorCode, ERROR_CODES, version, Secret, JsSecret,
   DEFAULT_CPUS, DEFAULT_MEMORY_MIB,
 } = boxlite;
 export default boxlite;

@@ -6,6 +6,7 @@
 // library's to check: out of range, it answers invalid_argument naming the
 // option's wire field (memory_mib, timeout_secs, ...), as in every binding.
 const { unsupported } = require('./errors');
+const { secretsOption } = require('./secret');
 
 function typeOf(v) {
   if (v === null) return 'null';
@@ -77,13 +78,12 @@ function normalizeEnv(env, name) {
 // values mean "the default" and are accepted.
 const NOT_YET = {
   rootfsPath: { ok: (v) => v === undefined || v === null, why: 'boxes boot from images in the store (load one with runtime.images.load)' },
-  secrets: { ok: (v) => v === undefined || v === null || (Array.isArray(v) && v.length === 0), why: 'secret substitution is not implemented yet' },
   security: { ok: (v) => v === undefined || v === null, why: 'jailer and seccomp options are not implemented yet' },
   advanced: { ok: (v) => v === undefined || v === null, why: 'capability options are not implemented yet' },
 };
 
 const BOX_KEYS = ['image', 'name', 'cpus', 'memoryMib', 'diskSizeGb', 'env', 'workingDir', 'user', 'autoRemove', 'bootTimeoutSecs',
-  'network', 'ports', 'volumes', 'detach', 'entrypoint', 'cmd', 'hostname', 'prestart', 'autoPauseSecs'];
+  'network', 'ports', 'volumes', 'detach', 'entrypoint', 'cmd', 'hostname', 'prestart', 'autoPauseSecs', 'secrets'];
 
 function checkKeys(o, known, where) {
   for (const k of Object.keys(o)) {
@@ -193,6 +193,8 @@ function boxOptions(o, where = 'options', extra = []) {
   if (network) c.network = network;
   const ports = portsOption(o.ports, `${where}.ports`);
   if (ports && ports.length) c.ports = ports;
+  const secrets = secretsOption(o.secrets, `${where}.secrets`);
+  if (secrets && secrets.length) c.secrets = secrets;
   return c;
 }
 

@@ -230,6 +230,8 @@ function camelOptions(c) {
   if (c.entrypoint !== undefined) o.entrypoint = c.entrypoint;
   if (c.cmd !== undefined) o.cmd = c.cmd;
   if (c.boot_timeout_secs !== undefined) o.bootTimeoutSecs = c.boot_timeout_secs;
+  if (c.auto_pause_secs !== undefined) o.autoPauseSecs = c.auto_pause_secs;
+  if (c.secrets !== undefined) o.secrets = c.secrets; // {name, value, hosts, placeholder?}: the plain form boxOptions takes
   if (c.network !== undefined) o.network = { mode: c.network.mode, allowNet: c.network.allow_net };
   if (c.ports !== undefined) {
     o.ports = c.ports.map((p) => ({ hostPort: p.host_port, guestPort: p.guest_port, protocol: p.protocol, hostIp: p.host_ip }));

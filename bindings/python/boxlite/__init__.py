@@ -26,6 +26,7 @@ from .metrics import BoxMetrics, RuntimeMetrics
 from .rest import ApiKeyCredential, BoxliteRestOptions
 from .runtime import Boxlite, ImageHandle, ImageInfo, Options
 from .session import CellChunk, CellError, CellResult, CellStream, PythonSession, ShellSession
+from .secret import Secret, SecretInfo
 from .simplebox import SimpleBox
 from .snapshot import CloneOptions, ExportOptions, SnapshotHandle, SnapshotInfo, SnapshotOptions
 from .sync_api import (
@@ -52,7 +53,7 @@ def library_version() -> str:
 
 __all__ = [
     "Boxlite", "Options", "ImageHandle", "ImageInfo", "BoxliteRestOptions", "ApiKeyCredential",
-    "Box", "BoxOptions", "BoxInfo", "BoxStateInfo", "CopyOptions", "NetworkSpec", "NetworkInfo", "PortMapping",
+    "Box", "BoxOptions", "BoxInfo", "Secret", "SecretInfo", "BoxStateInfo", "CopyOptions", "NetworkSpec", "NetworkInfo", "PortMapping",
     "BoxMetrics", "RuntimeMetrics",
     "Execution", "ExecStdout", "ExecStderr", "ExecStdin", "ExitStatus", "ExecResult",
     "SimpleBox", "CodeBox", "InteractiveBox",

@@ -57,6 +57,8 @@ CDEF = r"""
 #define BOXLITE_DEFAULT_SESSION_GRACE_SECS 3 /* how long an interrupted cell or shell command has to stop before its session restarts */
 #define BOXLITE_DEFAULT_COPY_OUT_MAX_BYTES 1073741824 /* the file data a copy out of a box may bring unless its options say otherwise */
 #define BOXLITE_DEFAULT_COPY_OUT_MAX_ENTRIES 100000 /* the entries a copy out of a box may bring unless its options say otherwise */
+#define BOXLITE_MAX_SECRETS 32 /* the most secrets a box may have */
+#define BOXLITE_MAX_SECRET_VALUE_BYTES 16384 /* the longest value a secret may have */
 #define BOXLITE_DEFAULT_AUTO_REMOVE 1 /* a box is removed when it stops unless its options say otherwise */
 /* END GENERATED: defaults */
 
@@ -205,6 +207,16 @@ int boxlite_box_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **e
  *   "prestart": [string]: sessions a box started from a template finds started: "python",
  *       "shell" or "shell:/ABSOLUTE/PATH"; its first session of that kind with default options
  *       takes over the one the template VM started
+ *   "secrets": [{...}]: credentials the box uses without holding them: it sees each one's
+ *       placeholder (env BOXLITE_SECRET_<NAME>), the host puts the value in HTTPS requests to
+ *       its hosts; at most 32, see docs/secrets.md
+ *     "name": string, required: names the env variable BOXLITE_SECRET_<NAME> (upper case)
+ *     "value": string, required: the real value, 1 to 16384 bytes without line breaks; never in
+ *         box info
+ *     "hosts": [string], required: host names or *.wildcards, optionally :port (default 443),
+ *         where HTTPS requests get the value; each is reachable on that port even when
+ *         allow_net does not list it
+ *     "placeholder": string: what the box sees: default "<BOXLITE_SECRET:NAME>"
  * END GENERATED: box options
  * The box reaches the host's 127.0.0.1 as host.boxlite.internal (only when
  * listed, if allow_net is set). A host port already in use fails with
@@ -262,6 +274,10 @@ const char *boxlite_box_id(boxlite_box_t *box);
  *     "hostname": string
  *     "prestart": [string], optional
  *     "auto_pause_secs": number, optional: 0: never
+ *     "secrets": [{...}], optional: names, hosts and placeholders: never the values
+ *       "name": string
+ *       "hosts": [string]
+ *       "placeholder": string
  *   "dir": string: the box's directory
  *   "last_exit": string, optional: why the box last stopped
  *   "faulted": boolean, optional: its last run ended in a fault (a crashed VMM, a protocol

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 from . import _copy
 from . import _ffi as raw
 from ._aio import blocking
+from .secret import SecretInfo, secrets_json
 from ._checks import (check_argv, check_env_dict, check_env_pairs, check_optional_int, check_optional_str,
                       check_output_limit, check_str, check_timeout, check_volumes, command_json)
 from .errors import ClosedError, InvalidArgumentError, UnsupportedError
@@ -175,6 +176,8 @@ class BoxOptions:
     prestart: Optional[List[str]] = None
     # Idle seconds after which the box pauses itself (README); None/0: never.
     auto_pause_secs: Optional[float] = None
+    # Credentials the box uses without holding them (boxlite.Secret).
+    secrets: List[Any] = field(default_factory=list)
 
     def to_json(self, name: Optional[str] = None, what: str = "BoxOptions.", image_required: bool = True) -> str:
         """The options as the C ABI's JSON; raises TypeError /
@@ -237,6 +240,9 @@ class BoxOptions:
         ports = ports_json(self.ports, f"{what}ports")
         if ports:
             o["ports"] = ports
+        secrets = secrets_json(self.secrets, f"{what}secrets")
+        if secrets:
+            o["secrets"] = secrets
         return json.dumps(o)
 
 
@@ -289,6 +295,8 @@ class BoxInfo:
         net = rt.get("network")
         self.network: Optional[NetworkInfo] = NetworkInfo.from_json(net) if net else None
         self.network_mode: str = (cfg.get("network") or {}).get("mode") or "enabled"
+        # The box's secrets: names, hosts and placeholders, never the values.
+        self.secrets: List[SecretInfo] = [SecretInfo.from_json(o) for o in cfg.get("secrets") or []]
 
     @property
     def ports(self) -> List[PortMapping]:

@@ -58,6 +58,10 @@ func BoxOptions(o abi.BoxOptions) ([]boxlite.BoxOption, error) {
 		}
 		opts = append(opts, boxlite.WithPorts(ports...))
 	}
+	for _, sec := range o.Secrets {
+		opts = append(opts, boxlite.WithSecrets(boxlite.Secret{Name: sec.Name, Value: sec.Value,
+			Hosts: append([]string(nil), sec.Hosts...), Placeholder: sec.Placeholder}))
+	}
 	for _, v := range o.Volumes {
 		opts = append(opts, boxlite.WithVolumeSpec(boxlite.Volume{HostPath: v.HostPath, GuestPath: v.GuestPath,
 			ReadOnly: v.ReadOnly, SizeLimitBytes: v.SizeLimitBytes}))
@@ -90,6 +94,9 @@ func BoxInfo(info boxlite.BoxInfo) abi.BoxInfo {
 	}
 	if w.Config.Hostname == "" {
 		w.Config.Hostname = abi.DefaultHostname
+	}
+	for _, sec := range c.Secrets {
+		w.Config.Secrets = append(w.Config.Secrets, abi.SecretInfo{Name: sec.Name, Hosts: sec.Hosts, Placeholder: sec.Placeholder})
 	}
 	for _, v := range c.Volumes {
 		w.Config.Volumes = append(w.Config.Volumes, abi.Volume{HostPath: v.HostPath, GuestPath: v.GuestPath,
