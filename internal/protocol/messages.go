@@ -42,6 +42,10 @@ const (
 	// Guest to host.
 	TCopyDone Type = 8 // CopyDone: the copy on this stream succeeded; last frame of a copy stream
 	TParked   Type = 9 // Started: the process of a TPark is up and idle; last frame of its stream
+	// TEOF (tunnel streams only, no body): the box's side of the
+	// connection sent its last byte (the server half-closed or closed it);
+	// the stream stays open for the host's data until TExit or TError.
+	TEOF Type = 10
 
 	// Host to guest.
 	TExec       Type = 16 // Exec: start a process on a new stream
@@ -92,6 +96,17 @@ const (
 	// time it was paused at); the agent answers with an empty TClock on
 	// stream 0, or TError.
 	TClock Type = 30
+	// TTunnel (needs FeatureTunnel): Tunnel, open a TCP connection to a
+	// port on the box's loopback on a new stream, and carry its bytes: the
+	// agent answers TStarted once connected (or TError: nothing listens,
+	// ErrUnreachable), then sends what the box's side writes as TStdout
+	// within the window the host credits (fd 1), TEOF when it has sent its
+	// last byte, and credits the host's TStdin (fd 0). TStdinClose
+	// half-closes the connection (shutdown SHUT_WR); TCancel resets it.
+	// The stream ends with TExit (code 0) once both directions are done,
+	// or TError when the connection failed. No network in the box is
+	// needed: the bytes cross the agent's channel.
+	TTunnel Type = 31
 
 	// Host to shim, answered by the shim on the same stream.
 	TInfo Type = 32 // request: no body; reply: Info
@@ -119,6 +134,7 @@ var typeNames = map[Type]string{
 	TCopyDone: "copy-done", TCopyIn: "copy-in", TCopyOut: "copy-out", TIdentity: "identity",
 	TLane: "lane", TLaneFree: "lane-free",
 	TPark: "park", TParked: "parked", TAttach: "attach", TPause: "pause", TClock: "clock", THold: "hold", TFork: "fork",
+	TTunnel: "tunnel", TEOF: "eof",
 }
 
 // Last reports whether a frame of type t from the agent ends its stream.
@@ -155,6 +171,8 @@ const (
 	FeatureExecDetach = "exec-detach"
 	// FeatureClock: TClock is implemented.
 	FeatureClock = "clock"
+	// FeatureTunnel: TTunnel and TEOF are implemented.
+	FeatureTunnel = "tunnel"
 )
 
 // The lane is a raw disk of the box that a copy's bulk data crosses: QEMU
@@ -239,6 +257,17 @@ type Identity struct {
 	BootID    string `msgpack:"boot_id,omitempty"`
 	MachineID string `msgpack:"machine_id,omitempty"`
 }
+
+// Tunnel is TTunnel's body: the TCP port on the box's 127.0.0.1.
+type Tunnel struct {
+	Port int `msgpack:"port"`
+}
+
+// MaxPort is the highest TCP port.
+const MaxPort = 65535
+
+// TunnelDialTimeout bounds the agent's connect to a tunnel's port.
+const TunnelDialTimeout = 10 * time.Second
 
 // Clock is TClock's body.
 type Clock struct {
