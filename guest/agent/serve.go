@@ -65,7 +65,7 @@ type server struct {
 	copies map[uint32]*copyOp
 	// tunnels are the open tunnel streams (tunnel.go).
 	tunnels map[uint32]*tunnelOp
-	parked []parkedExec // park.go
+	parked  []parkedExec // park.go
 	// detached holds the detachable execs by id (detach.go), attached or
 	// not, running or ended and kept; finished those ended and kept,
 	// oldest first.
