@@ -10,8 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/boxlite/boxlite/errdefs"
