@@ -227,6 +227,9 @@ func (f *TunnelForwarder) carry(c net.Conn) {
 	wg.Wait()
 }
 
+// Done is closed once the forwarder has stopped and its connections ended.
+func (f *TunnelForwarder) Done() <-chan struct{} { return f.done }
+
 // Wait blocks until the forwarder has stopped (Close, or its listener
 // failed: then the error) and its connections have ended, or ctx ends.
 func (f *TunnelForwarder) Wait(ctx context.Context) error {

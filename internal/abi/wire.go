@@ -153,6 +153,15 @@ type CopyOptions struct {
 	TimeoutSecs    *Seconds `json:"timeout_secs,omitempty" doc:"more than 0 (timeout past it); default: none"`
 }
 
+// SocketAddress is where a tunnel forwarder listens (boxlite_box_tunnel_forward),
+// and what boxlite_forwarder_local_addr returns: BoxLite's SocketAddress.
+type SocketAddress struct {
+	Type string `json:"type" enum:"tcp,unix" doc:"required: tcp or unix"`
+	Host string `json:"host,omitempty" doc:"tcp: a numeric IP address (a name is invalid_argument): default \"127.0.0.1\""`
+	Port int    `json:"port,omitempty" doc:"tcp: 0 to 65535; 0 picks a free port (local_addr says which)"`
+	Path string `json:"path,omitempty" doc:"unix: an absolute path; the socket file must not exist, and is removed on close"`
+}
+
 // SessionOptions start a persistent session (boxlite_session_new).
 type SessionOptions struct {
 	Python      string            `json:"python,omitempty" doc:"python sessions: the interpreter; default: the first of /usr/local/bin/python3, python3, python in the box"`

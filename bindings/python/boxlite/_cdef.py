@@ -67,6 +67,7 @@ CDEF = r"""
 typedef struct boxlite_runtime boxlite_runtime_t;
 typedef struct boxlite_box boxlite_box_t;
 typedef struct boxlite_execution boxlite_execution_t;
+typedef struct boxlite_forwarder boxlite_forwarder_t; /* a tunnel forwarder (see tunnels) */
 
 typedef struct boxlite_error {
   int code;      /* a BOXLITE_ERR_* code */
@@ -399,6 +400,51 @@ int boxlite_box_copy_in(boxlite_box_t *box, const char *host_src, const char *bo
                         const char *options_json, boxlite_error_t **err);
 int boxlite_box_copy_out(boxlite_box_t *box, const char *box_src, const char *host_dst,
                          const char *options_json, boxlite_error_t **err);
+
+/* ---- tunnels (BoxLite's box.network.tunnel(port)) ----
+ *
+ * A tunnel is a TCP connection to a port on the box's own loopback
+ * (127.0.0.1 in the box), carried over the box's agent channel: it needs no
+ * published port and no network in the box. A box whose agent predates
+ * tunnels gives BOXLITE_ERR_UNSUPPORTED, as does a box of a REST runtime;
+ * a port outside 1-65535 BOXLITE_ERR_INVALID_ARGUMENT; nothing listening
+ * there BOXLITE_ERR_UNREACHABLE. A configured or stopped box is started
+ * first, as for exec.
+ *
+ * Connects and stores in *fd_out a connected stream socket (AF_UNIX,
+ * SOCK_STREAM, close-on-exec) that the caller owns and closes: what is
+ * written to it reaches the port in the box, what the box sends is read
+ * from it; shutdown(fd, SHUT_WR) half-closes the connection in the box,
+ * and EOF is read once the box's side has closed or half-closed. Closing
+ * the fd resets a connection still open. A tunnel that fails later ends
+ * like a closed connection. Poll the fd from an event loop as any socket. */
+int boxlite_box_tunnel_connect(boxlite_box_t *box, int port, int *fd_out, boxlite_error_t **err);
+/* Listens on listen_json and carries every connection accepted there to
+ * port in the box, each over a tunnel of its own, until
+ * boxlite_forwarder_close. listen_json, an object of:
+ * BEGIN GENERATED: socket address (from internal/abi.SocketAddress: go generate ./errdefs; do not edit)
+ *   "type": "tcp" | "unix", required: tcp or unix
+ *   "host": string: tcp: a numeric IP address (a name is invalid_argument): default "127.0.0.1"
+ *   "port": integer: tcp: 0 to 65535; 0 picks a free port (local_addr says which)
+ *   "path": string: unix: an absolute path; the socket file must not exist, and is removed on
+ *       close
+ * END GENERATED: socket address
+ * A Unix path that exists gives BOXLITE_ERR_ALREADY_EXISTS, as does a TCP
+ * port in use. */
+int boxlite_box_tunnel_forward(boxlite_box_t *box, int port, const char *listen_json,
+                               boxlite_forwarder_t **out, boxlite_error_t **err);
+/* The address the forwarder listens on, as listen_json (a TCP port 0
+ * resolved); free with boxlite_string_free. */
+int boxlite_forwarder_local_addr(boxlite_forwarder_t *f, char **out_json, boxlite_error_t **err);
+/* Waits until the forwarder has stopped (closed, or its listener failed:
+ * then that error) and its connections have ended: timeout_ms as for
+ * boxlite_execution_read; BOXLITE_AGAIN while it serves. */
+int boxlite_forwarder_wait(boxlite_forwarder_t *f, int64_t timeout_ms, boxlite_error_t **err);
+/* Stops listening (a Unix socket's file is removed) and ends the
+ * connections it carries. */
+int boxlite_forwarder_close(boxlite_forwarder_t *f, boxlite_error_t **err);
+/* Frees the handle, closing the forwarder first. */
+void boxlite_forwarder_free(boxlite_forwarder_t *f);
 
 /* ---- snapshots, clones, archives (BoxLite's box.snapshot, clone_box,
  * export, import_box) ----

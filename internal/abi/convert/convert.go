@@ -208,3 +208,15 @@ func Images(imgs []image.Image) []abi.ImageInfo {
 	}
 	return out
 }
+
+// SocketAddress is a tunnel listener's address; boxlite.SocketAddress.Check
+// validates it.
+func SocketAddress(a abi.SocketAddress) (boxlite.SocketAddress, error) {
+	s := boxlite.SocketAddress{Network: a.Type, Host: a.Host, Port: a.Port, Path: a.Path}
+	return s, s.Check()
+}
+
+// SocketAddressOf is a listener's address for the wire.
+func SocketAddressOf(s boxlite.SocketAddress) abi.SocketAddress {
+	return abi.SocketAddress{Type: s.Network, Host: s.Host, Port: s.Port, Path: s.Path}
+}
