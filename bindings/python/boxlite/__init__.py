@@ -23,6 +23,7 @@ from .exec import ExecResult
 from .execution import ExecStderr, ExecStdin, ExecStdout, Execution, ExitStatus
 from .interactivebox import InteractiveBox
 from .metrics import BoxMetrics, RuntimeMetrics
+from .network import BoxConnection, BoxTunnel, NetworkHandle, SocketAddress, TunnelForwarder
 from .rest import ApiKeyCredential, BoxliteRestOptions
 from .runtime import Boxlite, ImageHandle, ImageInfo, Options
 from .session import CellChunk, CellError, CellResult, CellStream, PythonSession, ShellSession
@@ -30,7 +31,11 @@ from .simplebox import SimpleBox
 from .snapshot import CloneOptions, ExportOptions, SnapshotHandle, SnapshotInfo, SnapshotOptions
 from .sync_api import (
     SyncBox,
+    SyncBoxConnection,
+    SyncBoxTunnel,
+    SyncNetworkHandle,
     SyncSnapshotHandle,
+    SyncTunnelForwarder,
     SyncBoxlite,
     SyncCodeBox,
     SyncExecStderr,
@@ -54,6 +59,8 @@ __all__ = [
     "Boxlite", "Options", "ImageHandle", "ImageInfo", "BoxliteRestOptions", "ApiKeyCredential",
     "Box", "BoxOptions", "BoxInfo", "BoxStateInfo", "CopyOptions", "NetworkSpec", "NetworkInfo", "PortMapping",
     "BoxMetrics", "RuntimeMetrics",
+    "NetworkHandle", "BoxTunnel", "BoxConnection", "TunnelForwarder", "SocketAddress",
+    "SyncNetworkHandle", "SyncBoxTunnel", "SyncBoxConnection", "SyncTunnelForwarder",
     "Execution", "ExecStdout", "ExecStderr", "ExecStdin", "ExitStatus", "ExecResult",
     "SimpleBox", "CodeBox", "InteractiveBox",
     "PythonSession", "ShellSession", "CellResult", "CellError", "CellChunk", "CellStream",

@@ -20,6 +20,7 @@ from .metrics import BoxMetrics
 from .snapshot import CloneOptions, ExportOptions, SnapshotHandle, clone_options_json, fork_box
 
 if TYPE_CHECKING:
+    from .network import BoxTunnel, NetworkHandle
     from .runtime import Boxlite
 
 __all__ = ["Box", "BoxOptions", "BoxInfo", "BoxStateInfo", "NetworkSpec", "NetworkInfo", "PortMapping"]
@@ -389,6 +390,19 @@ class Box:
         """The running box's counters and samples (see ``BoxMetrics``); a box
         that is not running raises InvalidStateError."""
         return BoxMetrics(json.loads(await blocking(raw.box_metrics, self._handle())))
+
+    # ---- tunnels (network.py) ----
+
+    @property
+    def network(self) -> "NetworkHandle":
+        """Tunnels to ports in the box: ``await (await box.network.tunnel(8000)).connect()``."""
+        from .network import NetworkHandle
+
+        return NetworkHandle(lambda: self)
+
+    async def tunnel(self, port: int) -> "BoxTunnel":
+        """Prepare a one-shot tunnel to a TCP port inside the box (``box.network.tunnel``)."""
+        return await self.network.tunnel(port)
 
     # ---- snapshots, clones, archives (snapshot.py) ----
 
