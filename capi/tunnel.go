@@ -175,3 +175,35 @@ func boxlite_forwarder_free(p *C.boxlite_forwarder_t) {
 		x.f.Close()
 	}
 }
+
+func updateNetwork(p *C.boxlite_box_t, specJSON *C.cchar_t, outbound bool) error {
+	o, err := boxOf(p)
+	if err != nil {
+		return err
+	}
+	if specJSON == nil {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "box_update_network: spec_json is NULL (\"mode\" is required)")
+	}
+	var d abi.NetworkDirection
+	if err := decode("network direction", specJSON, &d); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if outbound {
+		return o.b.UpdateOutbound(ctx, d.Mode, d.AllowNet)
+	}
+	return o.b.UpdateInbound(ctx, d.Mode, d.AllowNet)
+}
+
+//export boxlite_box_update_outbound
+func boxlite_box_update_outbound(p *C.boxlite_box_t, specJSON *C.cchar_t, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	return status(updateNetwork(p, specJSON, true), cerr)
+}
+
+//export boxlite_box_update_inbound
+func boxlite_box_update_inbound(p *C.boxlite_box_t, specJSON *C.cchar_t, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	return status(updateNetwork(p, specJSON, false), cerr)
+}

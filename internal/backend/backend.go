@@ -70,6 +70,10 @@ type Box interface {
 	// (see boxlite.Box.DialTunnel); a server's box refuses them
 	// (ErrUnsupported).
 	DialTunnel(ctx context.Context, port int) (TunnelConn, error)
+	// UpdateOutbound and UpdateInbound replace the box's network policy
+	// (see boxlite.Box.UpdateOutbound); a server's box refuses them.
+	UpdateOutbound(ctx context.Context, mode string, allowNet []string) error
+	UpdateInbound(ctx context.Context, mode string, allowNet []string) error
 	ForwardTunnel(ctx context.Context, port int, listen boxlite.SocketAddress) (Forwarder, error)
 }
 
@@ -213,6 +217,14 @@ func (b localBox) ForwardTunnel(ctx context.Context, port int, listen boxlite.So
 		return nil, err
 	}
 	return f, nil
+}
+
+func (b localBox) UpdateOutbound(ctx context.Context, mode string, allowNet []string) error {
+	return b.Box.UpdateOutbound(ctx, mode, allowNet)
+}
+
+func (b localBox) UpdateInbound(ctx context.Context, mode string, allowNet []string) error {
+	return b.Box.UpdateInbound(ctx, mode, allowNet)
 }
 
 // LocalBox is the local box behind b, or nil for a server's.

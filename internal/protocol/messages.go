@@ -125,6 +125,12 @@ const (
 	// box directory (shimapi.ForkStateFile, ForkDiskFile, ForkRecordFile),
 	// then runs on. No body; the answer is Paused, or TError.
 	TFork Type = 35
+	// TNetwork asks the shim to replace the box's outbound network policy
+	// while it runs (update_outbound): NetPolicy. The shim answers an
+	// empty TNetwork once the network stack enforces it, or TError (a box
+	// without a NIC: ErrUnsupported). New connections and names follow
+	// it; open connections are kept.
+	TNetwork Type = 36
 )
 
 var typeNames = map[Type]string{
@@ -134,7 +140,7 @@ var typeNames = map[Type]string{
 	TCopyDone: "copy-done", TCopyIn: "copy-in", TCopyOut: "copy-out", TIdentity: "identity",
 	TLane: "lane", TLaneFree: "lane-free",
 	TPark: "park", TParked: "parked", TAttach: "attach", TPause: "pause", TClock: "clock", THold: "hold", TFork: "fork",
-	TTunnel: "tunnel", TEOF: "eof",
+	TTunnel: "tunnel", TEOF: "eof", TNetwork: "network",
 }
 
 // Last reports whether a frame of type t from the agent ends its stream.
@@ -551,12 +557,21 @@ type ShimMetrics struct {
 // CPUSampleInterval is how often a shim samples its VMM's CPU time.
 const CPUSampleInterval = time.Second
 
+// NetPolicy is TNetwork's body: the outbound policy from now on.
+type NetPolicy struct {
+	Outbound string   `msgpack:"outbound"` // "enabled" or "disabled" (the NIC stays, nothing is reachable)
+	AllowNet []string `msgpack:"allow_net,omitempty"`
+}
+
 // NetworkInfo describes a box's network as its shim runs it.
 type NetworkInfo struct {
-	GuestIP   string   `msgpack:"guest_ip" json:"guest_ip"`
-	GatewayIP string   `msgpack:"gateway_ip" json:"gateway_ip"`
-	AllowNet  []string `msgpack:"allow_net,omitempty" json:"allow_net,omitempty"`
-	Ports     []Port   `msgpack:"ports,omitempty" json:"ports,omitempty"`
+	GuestIP   string `msgpack:"guest_ip" json:"guest_ip"`
+	GatewayIP string `msgpack:"gateway_ip" json:"gateway_ip"`
+	// Outbound is "disabled" when the box's outbound network was turned
+	// off while it runs (TNetwork); "" or "enabled" otherwise.
+	Outbound string   `msgpack:"outbound,omitempty" json:"outbound,omitempty"`
+	AllowNet []string `msgpack:"allow_net,omitempty" json:"allow_net,omitempty"`
+	Ports    []Port   `msgpack:"ports,omitempty" json:"ports,omitempty"`
 	// Stats are the network's counters when the info was asked for.
 	Stats *NetworkStats `msgpack:"stats,omitempty" json:"stats,omitempty"`
 }

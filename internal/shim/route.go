@@ -132,6 +132,9 @@ func (s *shim) serveClient(c *client) {
 		case protocol.TFork:
 			go s.fork(c, f.Stream)
 			continue
+		case protocol.TNetwork:
+			go s.updateNetwork(c, f.Stream, f)
+			continue
 		case protocol.THold:
 			s.hold(c, f)
 			continue

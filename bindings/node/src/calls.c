@@ -107,6 +107,8 @@ static int handle_id(work_t *w, const char *id) {
   X(forwarderWait,      POLL,  F_SOFT, r_undefined, boxlite_forwarder_wait(H, w->timeout_ms, err), FWD, TIMEOUT) \
   X(forwarderClose,     ASYNC, 0,      r_undefined, boxlite_forwarder_close(H, err), FWD)                     \
   X(forwarderFree,      SYNC,  F_FREE, r_undefined, FREE(boxlite_forwarder_free), FWD)                        \
+  X(boxUpdateOutbound,  ASYNC, 0,      r_undefined, boxlite_box_update_outbound(H, S0, err), BOX, STR("specJson")) \
+  X(boxUpdateInbound,   ASYNC, 0,      r_undefined, boxlite_box_update_inbound(H, S0, err), BOX, STR("specJson")) \
   /* snapshots, clones, archives (disk copies: they block) */                                                 \
   X(boxSnapshotCreate,  ASYNC, 0,      r_string,    boxlite_box_snapshot_create(H, S0, OUT_STR, err),         \
     BOX, STR_OR_NULL("name"))                                                                                 \

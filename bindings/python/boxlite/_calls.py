@@ -45,6 +45,8 @@ CALLS = {
     "forwarder_wait": ("status", (("f", "handle", "forwarder"), ("timeout_ms", "int", ""))),
     "forwarder_close": ("status", (("f", "handle", "forwarder"),)),
     "forwarder_free": ("void", (("f", "handle", "forwarder"),)),
+    "box_update_outbound": ("status", (("box", "handle", "box"), ("spec_json", "str", ""))),
+    "box_update_inbound": ("status", (("box", "handle", "box"), ("spec_json", "str", ""))),
     "box_snapshot_create": ("status", (("box", "handle", "box"), ("name", "str_or_null", ""), ("out_json", "out_string", ""))),
     "box_snapshot_list": ("status", (("box", "handle", "box"), ("out_json", "out_string", ""))),
     "box_snapshot_get": ("status", (("box", "handle", "box"), ("name", "str", ""), ("out_json", "out_string", ""))),

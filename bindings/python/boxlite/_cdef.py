@@ -178,11 +178,21 @@ int boxlite_box_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **e
  *       does): what an exec with no argv runs
  *   "cmd": [string]: overrides the image's
  *   "network": {...}: default: enabled, no allow-list
- *     "mode": "enabled" | "disabled": enabled (default: NAT to the host's network) or disabled
- *         (no NIC, only lo)
- *     "allow_net": [string]: where an enabled box may connect: host names, *.wildcards, IPv4
- *         addresses or CIDRs, each optionally with :port; empty: anywhere. The host's 127.0.0.1
- *         is host.boxlite.internal in the box (with a list, only when listed)
+ *     "mode": "enabled" | "disabled": the flat form's outbound mode: enabled (default: NAT to
+ *         the host's network) or disabled (no NIC, only lo)
+ *     "allow_net": [string]: the flat form's: where an enabled box may connect: host names,
+ *         *.wildcards, IPv4 addresses or CIDRs, each optionally with :port; empty: anywhere.
+ *         The host's 127.0.0.1 is host.boxlite.internal in the box (with a list, only when
+ *         listed)
+ *     "outbound": {...}: BoxLite's split form: mode and allow_net as the flat form's
+ *       "mode": "enabled" | "disabled", required
+ *       "allow_net": [string]: outbound: where the box may connect, as the flat allow_net;
+ *           inbound: must be empty
+ *     "inbound": {...}: BoxLite's split form: the inbound mode (kept and reported: a local box
+ *         has no public side); a non-empty allow_net is unsupported, as in BoxLite
+ *       "mode": "enabled" | "disabled", required
+ *       "allow_net": [string]: outbound: where the box may connect, as the flat allow_net;
+ *           inbound: must be empty
  *   "ports": [{...}]: box ports published on the host; a host port in use is already_exists
  *     "protocol": "tcp" | "udp": default tcp
  *     "host_ip": string: the host address to bind: default 127.0.0.1
@@ -238,12 +248,23 @@ const char *boxlite_box_id(boxlite_box_t *box);
  *     "entrypoint": [string], optional
  *     "cmd": [string], optional
  *     "network": {...}
- *       "mode": "enabled" | "disabled", optional: enabled (default: NAT to the host's network)
- *           or disabled (no NIC, only lo)
- *       "allow_net": [string], optional: where an enabled box may connect: host names,
- *           *.wildcards, IPv4 addresses or CIDRs, each optionally with :port; empty: anywhere.
- *           The host's 127.0.0.1 is host.boxlite.internal in the box (with a list, only when
- *           listed)
+ *       "mode": "enabled" | "disabled", optional: the flat form's outbound mode: enabled
+ *           (default: NAT to the host's network) or disabled (no NIC, only lo)
+ *       "allow_net": [string], optional: the flat form's: where an enabled box may connect:
+ *           host names, *.wildcards, IPv4 addresses or CIDRs, each optionally with :port;
+ *           empty: anywhere. The host's 127.0.0.1 is host.boxlite.internal in the box (with a
+ *           list, only when listed)
+ *       "outbound": {...}, optional: BoxLite's split form: mode and allow_net as the flat
+ *           form's
+ *         "mode": "enabled" | "disabled"
+ *         "allow_net": [string], optional: outbound: where the box may connect, as the flat
+ *             allow_net; inbound: must be empty
+ *       "inbound": {...}, optional: BoxLite's split form: the inbound mode (kept and reported:
+ *           a local box has no public side); a non-empty allow_net is unsupported, as in
+ *           BoxLite
+ *         "mode": "enabled" | "disabled"
+ *         "allow_net": [string], optional: outbound: where the box may connect, as the flat
+ *             allow_net; inbound: must be empty
  *     "ports": [{...}], optional: as asked (host_port 0: any); the runtime's network shows them
  *         bound
  *       "protocol": "tcp" | "udp", optional: default tcp
@@ -292,6 +313,22 @@ const char *boxlite_box_id(boxlite_box_t *box);
  *         "bytes_from_guest": integer
  *         "tcp_connections": integer: opened, not open
  *         "udp_flows": integer
+ *   "network": {...}: the network policy now (update_outbound changes it)
+ *     "outbound": {...}
+ *       "mode": "enabled" | "disabled"
+ *       "allow_net": [string], optional: outbound: where the box may connect, as the flat
+ *           allow_net; inbound: must be empty
+ *     "inbound": {...}
+ *       "mode": "enabled" | "disabled"
+ *       "allow_net": [string], optional: outbound: where the box may connect, as the flat
+ *           allow_net; inbound: must be empty
+ *     "mode": string: the outbound mode (BoxLite's deprecated mirror)
+ *     "allow_net": [string]: the outbound allow_net (BoxLite's deprecated mirror)
+ *     "published_ports": [{...}]: as bound while the box runs, else as asked
+ *       "protocol": "tcp" | "udp", optional: default tcp
+ *       "host_ip": string, optional: the host address to bind: default 127.0.0.1
+ *       "host_port": integer: 0 (or absent) picks a free port; info shows the one bound
+ *       "guest_port": integer: the port in the box
  * END GENERATED: box info
  */
 int boxlite_box_info(boxlite_box_t *box, char **out_json, boxlite_error_t **err);
@@ -445,6 +482,26 @@ int boxlite_forwarder_wait(boxlite_forwarder_t *f, int64_t timeout_ms, boxlite_e
 int boxlite_forwarder_close(boxlite_forwarder_t *f, boxlite_error_t **err);
 /* Frees the handle, closing the forwarder first. */
 void boxlite_forwarder_free(boxlite_forwarder_t *f);
+
+/* ---- network policy (BoxLite's network.update_outbound / update_inbound) ----
+ *
+ * spec_json, an object of:
+ * BEGIN GENERATED: network direction (from internal/abi.NetworkDirection: go generate ./errdefs; do not edit)
+ *   "mode": "enabled" | "disabled", required
+ *   "allow_net": [string]: outbound: where the box may connect, as the flat allow_net; inbound:
+ *       must be empty
+ * END GENERATED: network direction
+ * Outbound: where the box may connect from now on ("enabled" with an empty
+ * or absent allow_net: anywhere; "disabled": nothing). A running box's
+ * network stack enforces it at once for new connections and DNS names
+ * (open connections are kept); the box keeps it across restarts. A running
+ * box created without a network cannot gain one (BOXLITE_ERR_UNSUPPORTED;
+ * it does at its next start). Inbound: the mode is kept and reported (a
+ * local box has no public side); a non-empty allow_net is
+ * BOXLITE_ERR_UNSUPPORTED, as in BoxLite. A box of a REST runtime:
+ * BOXLITE_ERR_UNSUPPORTED. */
+int boxlite_box_update_outbound(boxlite_box_t *box, const char *spec_json, boxlite_error_t **err);
+int boxlite_box_update_inbound(boxlite_box_t *box, const char *spec_json, boxlite_error_t **err);
 
 /* ---- snapshots, clones, archives (BoxLite's box.snapshot, clone_box,
  * export, import_box) ----
