@@ -23,7 +23,8 @@ from .exec import ExecResult
 from .execution import ExecStderr, ExecStdin, ExecStdout, Execution, ExitStatus
 from .interactivebox import InteractiveBox
 from .metrics import BoxMetrics, RuntimeMetrics
-from .network import BoxConnection, BoxTunnel, NetworkHandle, SocketAddress, TunnelForwarder
+from .network import (BoxConnection, BoxTunnel, InboundNetworkInfo, InboundNetworkSpec, NetworkHandle, OutboundNetworkInfo,
+                      OutboundNetworkSpec, SocketAddress, TunnelForwarder)
 from .rest import ApiKeyCredential, BoxliteRestOptions
 from .runtime import Boxlite, ImageHandle, ImageInfo, Options
 from .session import CellChunk, CellError, CellResult, CellStream, PythonSession, ShellSession
@@ -59,6 +60,7 @@ __all__ = [
     "Boxlite", "Options", "ImageHandle", "ImageInfo", "BoxliteRestOptions", "ApiKeyCredential",
     "Box", "BoxOptions", "BoxInfo", "BoxStateInfo", "CopyOptions", "NetworkSpec", "NetworkInfo", "PortMapping",
     "BoxMetrics", "RuntimeMetrics",
+    "OutboundNetworkSpec", "InboundNetworkSpec", "OutboundNetworkInfo", "InboundNetworkInfo",
     "NetworkHandle", "BoxTunnel", "BoxConnection", "TunnelForwarder", "SocketAddress",
     "SyncNetworkHandle", "SyncBoxTunnel", "SyncBoxConnection", "SyncTunnelForwarder",
     "Execution", "ExecStdout", "ExecStderr", "ExecStdin", "ExitStatus", "ExecResult",
