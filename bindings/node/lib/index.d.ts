@@ -113,7 +113,7 @@ export interface JsOptions {
 export type EnvInput = Record<string, string> | Array<{ key: string; value: string }> | Array<[string, string]>;
 
 // The option and info types generated from internal/abi (types.d.ts).
-import type { BoxConfig, BoxRuntimeInfo, JsBoxOptions, NetworkInfo, PortMapping, Volume } from './types';
+import type { BoxConfig, BoxNetworkInfo, BoxRuntimeInfo, JsBoxOptions, NetworkDirectionSpec, NetworkInfo, PortMapping, Volume } from './types';
 export * from './types';
 
 /** A box's info in BoxLite's JsBoxInfo shape: its config's fields (BoxConfig, defaults applied) and its state. */
@@ -135,8 +135,8 @@ export interface JsBoxInfo extends Omit<BoxConfig, 'image' | 'name' | 'network' 
   faulted: boolean;
   /** 'enabled' or 'disabled', as configured. */
   networkMode: 'enabled' | 'disabled';
-  /** The network while running, with the published ports as bound; null when disabled or stopped. */
-  network: NetworkInfo | null;
+  /** BoxLite's network info (outbound, inbound, mode, allowNet, publishedPorts), with guestIp, gatewayIp and ports as bound while the box runs with a NIC. */
+  network: BoxNetworkInfo & Partial<NetworkInfo>;
   /** The published ports as bound (host ports picked); empty when not running. */
   ports: PortMapping[];
   /** Only while running: acceleration (and why), boot timings, pids. */
@@ -439,6 +439,10 @@ export declare class BoxTunnel {
 /** box.network: tunnels to TCP ports on the box's loopback, over the agent channel (no network needed in the box). */
 export declare class NetworkHandle {
   tunnel(port: number): Promise<BoxTunnel>;
+  /** Replaces where the box may connect; a running box's stack enforces it at once. */
+  updateOutbound(spec: NetworkDirectionSpec): Promise<void>;
+  /** Replaces the inbound mode; a non-empty allowNet is 'unsupported'. */
+  updateInbound(spec: NetworkDirectionSpec): Promise<void>;
   /** A local box has no public access to withdraw: checks the port, does nothing. */
   revokeTunnel(port: number): Promise<void>;
 }

@@ -7,7 +7,7 @@ const net = require('net');
 const path = require('path');
 const native = require('./native');
 const { BoxliteError } = require('./errors');
-const { isPlainObject } = require('./options');
+const { isPlainObject, directionOption } = require('./options');
 
 function checkPort(port) {
   if (!Number.isInteger(port) || port < 1 || port > 65535) {
@@ -201,6 +201,23 @@ class NetworkHandle {
   async tunnel(port) {
     checkPort(port);
     return new BoxTunnel(await this._box(), port);
+  }
+
+  /**
+   * Replaces where the box may connect ({mode: 'enabled', allowNet?} or {mode: 'disabled'}): a running
+   * box's network stack enforces it at once for new connections and names; the box keeps it.
+   */
+  async updateOutbound(spec) {
+    const d = directionOption(spec, 'updateOutbound spec');
+    const box = await this._box();
+    await native.boxUpdateOutbound(box._handle('network.updateOutbound'), JSON.stringify(d));
+  }
+
+  /** Replaces the inbound mode (kept and reported); a non-empty allowNet is 'unsupported'. */
+  async updateInbound(spec) {
+    const d = directionOption(spec, 'updateInbound spec');
+    const box = await this._box();
+    await native.boxUpdateInbound(box._handle('network.updateInbound'), JSON.stringify(d));
   }
 
   /** BoxLite withdraws a port's public access; a local box has none: checks the port, does nothing. */
