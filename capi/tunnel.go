@@ -50,6 +50,7 @@ func boxlite_box_tunnel_connect(p *C.boxlite_box_t, port C.int, fdOut *C.int, ce
 		unix.Close(fds[1])
 		return status(err, cerr)
 	}
+	unix.SetNonblock(fds[1], true) // through Go's poller: closing it wakes a blocked read
 	go splice(t, os.NewFile(uintptr(fds[1]), "tunnel"))
 	*fdOut = C.int(fds[0])
 	return status(nil, cerr)
@@ -71,11 +72,13 @@ func splice(t backend.TunnelConn, f *os.File) {
 		}
 	}()
 	_, err := io.Copy(f, t) // the box's bytes to the caller
-	if err == nil {
-		unix.Shutdown(int(f.Fd()), unix.SHUT_WR)
-	} else {
+	how := unix.SHUT_WR
+	if err != nil {
 		t.Close()
-		unix.Shutdown(int(f.Fd()), unix.SHUT_RDWR) // the caller's read and write end
+		how = unix.SHUT_RDWR // the caller reads EOF, its writes fail
+	}
+	if rc, err := f.SyscallConn(); err == nil { // not f.Fd(): it would make the file blocking
+		rc.Control(func(fd uintptr) { unix.Shutdown(int(fd), how) })
 	}
 	wg.Wait()
 	t.Close()

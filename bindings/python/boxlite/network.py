@@ -351,6 +351,7 @@ class TunnelForwarder:
     def __init__(self, handle: raw.Handle, port: int):
         self._h = handle
         self._port = port
+        self._closed = False
         self._addr = SocketAddress._from_json(json.loads(raw.forwarder_local_addr(handle)))
 
     def local_addr(self) -> SocketAddress:
@@ -361,9 +362,11 @@ class TunnelForwarder:
             pass
 
     async def close(self) -> None:
-        if not self._h.closed:
+        """Stops listening (a Unix socket's file is removed) and ends its connections;
+        the handle stays valid for wait() and local_addr()."""
+        if not self._closed:
+            self._closed = True
             await blocking(raw.forwarder_close, self._h)
-            self._h.close()
 
     async def __aenter__(self) -> "TunnelForwarder":
         return self
