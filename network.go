@@ -177,7 +177,8 @@ func (b *Box) UpdateOutbound(ctx context.Context, mode string, allowNet []string
 		n.Mode, n.OutboundOff = NetworkEnabled, false
 	}
 	if state == StateRunning && c != nil && n.Mode == NetworkEnabled {
-		err := c.requestWithin(ctx, protocol.TNetwork, protocol.NetPolicy{Outbound: mode, AllowNet: allowNet}, nil, requestTimeout)
+		var now protocol.NetPolicy
+		err := c.requestWithin(ctx, protocol.TNetwork, protocol.NetPolicy{Outbound: mode, AllowNet: allowNet}, &now, requestTimeout)
 		if err != nil {
 			return fmt.Errorf("update outbound: %w", err)
 		}

@@ -126,8 +126,8 @@ const (
 	// then runs on. No body; the answer is Paused, or TError.
 	TFork Type = 35
 	// TNetwork asks the shim to replace the box's outbound network policy
-	// while it runs (update_outbound): NetPolicy. The shim answers an
-	// empty TNetwork once the network stack enforces it, or TError (a box
+	// while it runs (update_outbound): NetPolicy. The shim answers with
+	// the NetPolicy once the network stack enforces it, or TError (a box
 	// without a NIC: ErrUnsupported). New connections and names follow
 	// it; open connections are kept.
 	TNetwork Type = 36

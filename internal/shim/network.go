@@ -265,8 +265,8 @@ func truncated(b []byte) string {
 // updateNetwork serves a client's TNetwork: the box's outbound policy from
 // now on, answered once the stack enforces it.
 func (s *shim) updateNetwork(c *client, stream uint32, f protocol.Frame) {
+	var req protocol.NetPolicy
 	err := func() error {
-		var req protocol.NetPolicy
 		if err := protocol.Decode(f, &req); err != nil {
 			return err
 		}
@@ -303,7 +303,7 @@ func (s *shim) updateNetwork(c *client, stream uint32, f protocol.Frame) {
 		c.queueError(stream, err)
 		return
 	}
-	reply, _ := protocol.Encode(protocol.TNetwork, stream, nil)
+	reply, _ := protocol.Encode(protocol.TNetwork, stream, req) // the policy now in force
 	c.queue(reply)
 }
 
