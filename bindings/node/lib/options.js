@@ -269,6 +269,20 @@ function camelize(v) {
   return o;
 }
 
+/** BoxLite's JsNetworkInfo (every list present) with, while running, the runtime's addresses and ports. */
+function networkInfo(n = {}, running) {
+  const dir = (d = {}) => ({ mode: d.mode || 'enabled', allowNet: d.allow_net || [] });
+  const out = dir(n.outbound);
+  return {
+    ...(running || {}),
+    outbound: out,
+    inbound: dir(n.inbound),
+    mode: out.mode,
+    allowNet: out.allowNet,
+    publishedPorts: camelize(n.published_ports || []),
+  };
+}
+
 /** The library's box info JSON → BoxLite's JsBoxInfo shape: the config's fields (camelCased), then the state. */
 function boxInfo(j) {
   const cfg = j.config || {};
@@ -291,7 +305,7 @@ function boxInfo(j) {
     networkMode: (network && network.mode) || 'enabled',
     // BoxLite's network info (outbound, inbound, mode, allowNet, publishedPorts) with, while the
     // box runs with a NIC, guestIp, gatewayIp and the ports as bound.
-    network: { ...camelize(j.network || {}), ...((rt && rt.network) || {}) },
+    network: networkInfo(j.network, rt && rt.network),
     ports: (rt && rt.network && rt.network.ports) || [],
     runtime: rt,
     dir: j.dir,

@@ -241,12 +241,24 @@ function camelOptions(c) {
   if (c.entrypoint !== undefined) o.entrypoint = c.entrypoint;
   if (c.cmd !== undefined) o.cmd = c.cmd;
   if (c.boot_timeout_secs !== undefined) o.bootTimeoutSecs = c.boot_timeout_secs;
-  if (c.network !== undefined) o.network = { mode: c.network.mode, allowNet: c.network.allow_net };
+  if (c.network !== undefined) o.network = camelNetwork(c.network);
   if (c.ports !== undefined) {
     o.ports = c.ports.map((p) => ({ hostPort: p.host_port, guestPort: p.guest_port, protocol: p.protocol, hostIp: p.host_ip }));
   }
   if (c.volumes !== undefined) o.volumes = c.volumes.map((v) => ({ hostPath: v.host_path, guestPath: v.guest_path, readOnly: !!v.read_only }));
   return o;
+}
+
+/** The C ABI's network object (flat or split) back in the SDK's camelCase, every key kept. */
+function camelNetwork(n) {
+  const dir = (d) => (d.allow_net !== undefined ? { mode: d.mode, allowNet: d.allow_net } : { mode: d.mode });
+  if (n.outbound !== undefined || n.inbound !== undefined) {
+    const o = {};
+    if (n.outbound !== undefined) o.outbound = dir(n.outbound);
+    if (n.inbound !== undefined) o.inbound = dir(n.inbound);
+    return o;
+  }
+  return dir(n);
 }
 
 /** exec()'s argument forms as {argv, env, ...options}. */
