@@ -130,6 +130,7 @@ extern "C" {
 typedef struct boxlite_runtime boxlite_runtime_t;
 typedef struct boxlite_box boxlite_box_t;
 typedef struct boxlite_execution boxlite_execution_t;
+typedef struct boxlite_forwarder boxlite_forwarder_t; /* a tunnel forwarder (see tunnels) */
 
 typedef struct boxlite_error {
   int code;      /* a BOXLITE_ERR_* code */
@@ -243,11 +244,21 @@ int boxlite_box_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **e
  *       does): what an exec with no argv runs
  *   "cmd": [string]: overrides the image's
  *   "network": {...}: default: enabled, no allow-list
- *     "mode": "enabled" | "disabled": enabled (default: NAT to the host's network) or disabled
- *         (no NIC, only lo)
- *     "allow_net": [string]: where an enabled box may connect: host names, *.wildcards, IPv4
- *         addresses or CIDRs, each optionally with :port; empty: anywhere. The host's 127.0.0.1
- *         is host.boxlite.internal in the box (with a list, only when listed)
+ *     "mode": "enabled" | "disabled": the flat form's outbound mode: enabled (default: NAT to
+ *         the host's network) or disabled (no NIC, only lo)
+ *     "allow_net": [string]: the flat form's: where an enabled box may connect: host names,
+ *         *.wildcards, IPv4 addresses or CIDRs, each optionally with :port; empty: anywhere.
+ *         The host's 127.0.0.1 is host.boxlite.internal in the box (with a list, only when
+ *         listed)
+ *     "outbound": {...}: BoxLite's split form: mode and allow_net as the flat form's
+ *       "mode": "enabled" | "disabled", required
+ *       "allow_net": [string]: outbound: where the box may connect, as the flat allow_net;
+ *           inbound: must be empty
+ *     "inbound": {...}: BoxLite's split form: the inbound mode (kept and reported: a local box
+ *         has no public side); a non-empty allow_net is unsupported, as in BoxLite
+ *       "mode": "enabled" | "disabled", required
+ *       "allow_net": [string]: outbound: where the box may connect, as the flat allow_net;
+ *           inbound: must be empty
  *   "ports": [{...}]: box ports published on the host; a host port in use is already_exists
  *     "protocol": "tcp" | "udp": default tcp
  *     "host_ip": string: the host address to bind: default 127.0.0.1
@@ -313,12 +324,23 @@ const char *boxlite_box_id(boxlite_box_t *box);
  *     "entrypoint": [string], optional
  *     "cmd": [string], optional
  *     "network": {...}
- *       "mode": "enabled" | "disabled", optional: enabled (default: NAT to the host's network)
- *           or disabled (no NIC, only lo)
- *       "allow_net": [string], optional: where an enabled box may connect: host names,
- *           *.wildcards, IPv4 addresses or CIDRs, each optionally with :port; empty: anywhere.
- *           The host's 127.0.0.1 is host.boxlite.internal in the box (with a list, only when
- *           listed)
+ *       "mode": "enabled" | "disabled", optional: the flat form's outbound mode: enabled
+ *           (default: NAT to the host's network) or disabled (no NIC, only lo)
+ *       "allow_net": [string], optional: the flat form's: where an enabled box may connect:
+ *           host names, *.wildcards, IPv4 addresses or CIDRs, each optionally with :port;
+ *           empty: anywhere. The host's 127.0.0.1 is host.boxlite.internal in the box (with a
+ *           list, only when listed)
+ *       "outbound": {...}, optional: BoxLite's split form: mode and allow_net as the flat
+ *           form's
+ *         "mode": "enabled" | "disabled"
+ *         "allow_net": [string], optional: outbound: where the box may connect, as the flat
+ *             allow_net; inbound: must be empty
+ *       "inbound": {...}, optional: BoxLite's split form: the inbound mode (kept and reported:
+ *           a local box has no public side); a non-empty allow_net is unsupported, as in
+ *           BoxLite
+ *         "mode": "enabled" | "disabled"
+ *         "allow_net": [string], optional: outbound: where the box may connect, as the flat
+ *             allow_net; inbound: must be empty
  *     "ports": [{...}], optional: as asked (host_port 0: any); the runtime's network shows them
  *         bound
  *       "protocol": "tcp" | "udp", optional: default tcp
@@ -371,6 +393,22 @@ const char *boxlite_box_id(boxlite_box_t *box);
  *         "bytes_from_guest": integer
  *         "tcp_connections": integer: opened, not open
  *         "udp_flows": integer
+ *   "network": {...}: the network policy now (update_outbound changes it)
+ *     "outbound": {...}
+ *       "mode": "enabled" | "disabled"
+ *       "allow_net": [string], optional: outbound: where the box may connect, as the flat
+ *           allow_net; inbound: must be empty
+ *     "inbound": {...}
+ *       "mode": "enabled" | "disabled"
+ *       "allow_net": [string], optional: outbound: where the box may connect, as the flat
+ *           allow_net; inbound: must be empty
+ *     "mode": string: the outbound mode (BoxLite's deprecated mirror)
+ *     "allow_net": [string]: the outbound allow_net (BoxLite's deprecated mirror)
+ *     "published_ports": [{...}]: as bound while the box runs, else as asked
+ *       "protocol": "tcp" | "udp", optional: default tcp
+ *       "host_ip": string, optional: the host address to bind: default 127.0.0.1
+ *       "host_port": integer: 0 (or absent) picks a free port; info shows the one bound
+ *       "guest_port": integer: the port in the box
  * END GENERATED: box info
  */
 int boxlite_box_info(boxlite_box_t *box, char **out_json, boxlite_error_t **err);
@@ -479,6 +517,71 @@ int boxlite_box_copy_in(boxlite_box_t *box, const char *host_src, const char *bo
                         const char *options_json, boxlite_error_t **err);
 int boxlite_box_copy_out(boxlite_box_t *box, const char *box_src, const char *host_dst,
                          const char *options_json, boxlite_error_t **err);
+
+/* ---- tunnels (BoxLite's box.network.tunnel(port)) ----
+ *
+ * A tunnel is a TCP connection to a port on the box's own loopback
+ * (127.0.0.1 in the box), carried over the box's agent channel: it needs no
+ * published port and no network in the box. A box whose agent predates
+ * tunnels gives BOXLITE_ERR_UNSUPPORTED, as does a box of a REST runtime;
+ * a port outside 1-65535 BOXLITE_ERR_INVALID_ARGUMENT; nothing listening
+ * there BOXLITE_ERR_UNREACHABLE. A configured or stopped box is started
+ * first, as for exec.
+ *
+ * Connects and stores in *fd_out a connected stream socket (AF_UNIX,
+ * SOCK_STREAM, close-on-exec) that the caller owns and closes: what is
+ * written to it reaches the port in the box, what the box sends is read
+ * from it; shutdown(fd, SHUT_WR) half-closes the connection in the box,
+ * and EOF is read once the box's side has closed or half-closed. Closing
+ * the fd resets a connection still open. A tunnel that fails later ends
+ * like a closed connection. Poll the fd from an event loop as any socket. */
+int boxlite_box_tunnel_connect(boxlite_box_t *box, int port, int *fd_out, boxlite_error_t **err);
+/* Listens on listen_json and carries every connection accepted there to
+ * port in the box, each over a tunnel of its own, until
+ * boxlite_forwarder_close. listen_json, an object of:
+ * BEGIN GENERATED: socket address (from internal/abi.SocketAddress: go generate ./errdefs; do not edit)
+ *   "type": "tcp" | "unix", required: tcp or unix
+ *   "host": string: tcp: a numeric IP address (a name is invalid_argument): default "127.0.0.1"
+ *   "port": integer: tcp: 0 to 65535; 0 picks a free port (local_addr says which)
+ *   "path": string: unix: an absolute path; the socket file must not exist, and is removed on
+ *       close
+ * END GENERATED: socket address
+ * A Unix path that exists gives BOXLITE_ERR_ALREADY_EXISTS, as does a TCP
+ * port in use. */
+int boxlite_box_tunnel_forward(boxlite_box_t *box, int port, const char *listen_json,
+                               boxlite_forwarder_t **out, boxlite_error_t **err);
+/* The address the forwarder listens on, as listen_json (a TCP port 0
+ * resolved); free with boxlite_string_free. */
+int boxlite_forwarder_local_addr(boxlite_forwarder_t *f, char **out_json, boxlite_error_t **err);
+/* Waits until the forwarder has stopped (closed, or its listener failed:
+ * then that error) and its connections have ended: timeout_ms as for
+ * boxlite_execution_read; BOXLITE_AGAIN while it serves. */
+int boxlite_forwarder_wait(boxlite_forwarder_t *f, int64_t timeout_ms, boxlite_error_t **err);
+/* Stops listening (a Unix socket's file is removed) and ends the
+ * connections it carries. */
+int boxlite_forwarder_close(boxlite_forwarder_t *f, boxlite_error_t **err);
+/* Frees the handle, closing the forwarder first. */
+void boxlite_forwarder_free(boxlite_forwarder_t *f);
+
+/* ---- network policy (BoxLite's network.update_outbound / update_inbound) ----
+ *
+ * spec_json, an object of:
+ * BEGIN GENERATED: network direction (from internal/abi.NetworkDirection: go generate ./errdefs; do not edit)
+ *   "mode": "enabled" | "disabled", required
+ *   "allow_net": [string]: outbound: where the box may connect, as the flat allow_net; inbound:
+ *       must be empty
+ * END GENERATED: network direction
+ * Outbound: where the box may connect from now on ("enabled" with an empty
+ * or absent allow_net: anywhere; "disabled": nothing). A running box's
+ * network stack enforces it at once for new connections and DNS names
+ * (open connections are kept); the box keeps it across restarts. A running
+ * box created without a network cannot gain one (BOXLITE_ERR_UNSUPPORTED;
+ * it does at its next start). Inbound: the mode is kept and reported (a
+ * local box has no public side); a non-empty allow_net is
+ * BOXLITE_ERR_UNSUPPORTED, as in BoxLite. A box of a REST runtime:
+ * BOXLITE_ERR_UNSUPPORTED. */
+int boxlite_box_update_outbound(boxlite_box_t *box, const char *spec_json, boxlite_error_t **err);
+int boxlite_box_update_inbound(boxlite_box_t *box, const char *spec_json, boxlite_error_t **err);
 
 /* ---- snapshots, clones, archives (BoxLite's box.snapshot, clone_box,
  * export, import_box) ----

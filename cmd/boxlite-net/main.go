@@ -14,6 +14,7 @@ import (
 	"log"
 	"net"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -43,6 +44,9 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
+	if cfg.Deny {
+		policy = netpolicy.DenyAll()
+	}
 	// The pure Go resolver: it needs no libc modules inside the jail.
 	net.DefaultResolver.PreferGo = true
 	var listeners []*os.File
@@ -66,13 +70,22 @@ func main() {
 	}
 	ctl.Write([]byte("{}\n"))
 	go func() {
-		// Stats on request, until the shim goes.
-		rd := bufio.NewReader(ctl)
+		// Stats and policy updates on request, until the shim goes.
+		rd := bufio.NewReaderSize(ctl, 64<<10)
 		for {
-			if _, err := rd.ReadString('\n'); err != nil {
+			line, err := rd.ReadString('\n')
+			if err != nil {
 				os.Exit(0)
 			}
-			b, _ := json.Marshal(st.Stats())
+			var b []byte
+			if rest, ok := strings.CutPrefix(line, boxnet.ControlPolicy); ok {
+				b = []byte("{}")
+				if err := setPolicy(st, rest); err != nil {
+					b, _ = json.Marshal(map[string]string{"error": err.Error()})
+				}
+			} else {
+				b, _ = json.Marshal(st.Stats())
+			}
 			ctl.Write(append(b, '\n'))
 		}
 	}()
@@ -97,6 +110,24 @@ func readSecrets(f *os.File) (*netstack.Secrets, error) {
 	}
 	clear(b)
 	return netstack.ParseSecrets(ps.Secrets, []byte(ps.RootsPEM))
+}
+
+// setPolicy replaces the stack's outbound policy with the ProcPolicy in js.
+func setPolicy(st *netstack.Stack, js string) error {
+	var p boxnet.ProcPolicy
+	if err := json.Unmarshal([]byte(js), &p); err != nil {
+		return err
+	}
+	if p.Deny {
+		st.SetPolicy(netpolicy.DenyAll())
+		return nil
+	}
+	pol, err := netpolicy.Parse(p.AllowNet)
+	if err != nil {
+		return err
+	}
+	st.SetPolicy(pol)
+	return nil
 }
 
 // askRegistry asks the shim whether a host port is a box's published one

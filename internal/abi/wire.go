@@ -50,10 +50,28 @@ type SecretInfo struct {
 	Placeholder string   `json:"placeholder"`
 }
 
-// Network is a box's network.
+// Network is a box's network: BoxLite's split form (outbound, inbound) or
+// the flat one (mode, allow_net: the outbound's), not both.
 type Network struct {
-	Mode     string   `json:"mode,omitempty" enum:"enabled,disabled" doc:"enabled (default: NAT to the host's network) or disabled (no NIC, only lo)"`
-	AllowNet []string `json:"allow_net,omitempty" doc:"where an enabled box may connect: host names, *.wildcards, IPv4 addresses or CIDRs, each optionally with :port; empty: anywhere. The host's 127.0.0.1 is host.boxlite.internal in the box (with a list, only when listed)"`
+	Mode     string            `json:"mode,omitempty" enum:"enabled,disabled" doc:"the flat form's outbound mode: enabled (default: NAT to the host's network) or disabled (no NIC, only lo)"`
+	AllowNet []string          `json:"allow_net,omitempty" doc:"the flat form's: where an enabled box may connect: host names, *.wildcards, IPv4 addresses or CIDRs, each optionally with :port; empty: anywhere. The host's 127.0.0.1 is host.boxlite.internal in the box (with a list, only when listed)"`
+	Outbound *NetworkDirection `json:"outbound,omitempty" doc:"BoxLite's split form: mode and allow_net as the flat form's"`
+	Inbound  *NetworkDirection `json:"inbound,omitempty" doc:"BoxLite's split form: the inbound mode (kept and reported: a local box has no public side); a non-empty allow_net is unsupported, as in BoxLite"`
+}
+
+// NetworkDirection is one direction of a box's network policy.
+type NetworkDirection struct {
+	Mode     string   `json:"mode" enum:"enabled,disabled" doc:"required"`
+	AllowNet []string `json:"allow_net,omitempty" doc:"outbound: where the box may connect, as the flat allow_net; inbound: must be empty"`
+}
+
+// BoxNetwork is a box's network policy as BoxLite's info reports it.
+type BoxNetwork struct {
+	Outbound       NetworkDirection `json:"outbound"`
+	Inbound        NetworkDirection `json:"inbound"`
+	Mode           string           `json:"mode" doc:"the outbound mode (BoxLite's deprecated mirror)"`
+	AllowNet       []string         `json:"allow_net" doc:"the outbound allow_net (BoxLite's deprecated mirror)"`
+	PublishedPorts []Port           `json:"published_ports" doc:"as bound while the box runs, else as asked"`
 }
 
 // Port publishes a guest port on the host.
@@ -85,6 +103,7 @@ type BoxInfo struct {
 	LastExit      string          `json:"last_exit,omitempty" doc:"why the box last stopped"`
 	Faulted       bool            `json:"faulted,omitempty" doc:"its last run ended in a fault (a crashed VMM, a protocol violation): exec does not start it again, start does"`
 	Runtime       *BoxRuntimeInfo `json:"runtime,omitempty" doc:"only while it runs"`
+	Network       BoxNetwork      `json:"network" doc:"the network policy now (update_outbound changes it)"`
 }
 
 // BoxConfig is what a box was created with, defaults applied.
@@ -168,6 +187,15 @@ type CopyOptions struct {
 	MaxBytes       int64    `json:"max_bytes,omitempty" doc:"a cap on file data, limit past it; 0: the default ({DEFAULT_COPY_OUT_MAX_BYTES} for copy_out, none for copy_in); -1: none"`
 	MaxEntries     int64    `json:"max_entries,omitempty" doc:"a cap on entries, limit past it; 0: the default ({DEFAULT_COPY_OUT_MAX_ENTRIES} for copy_out, none for copy_in); -1: none"`
 	TimeoutSecs    *Seconds `json:"timeout_secs,omitempty" doc:"more than 0 (timeout past it); default: none"`
+}
+
+// SocketAddress is where a tunnel forwarder listens (boxlite_box_tunnel_forward),
+// and what boxlite_forwarder_local_addr returns: BoxLite's SocketAddress.
+type SocketAddress struct {
+	Type string `json:"type" enum:"tcp,unix" doc:"required: tcp or unix"`
+	Host string `json:"host,omitempty" doc:"tcp: a numeric IP address (a name is invalid_argument): default \"127.0.0.1\""`
+	Port int    `json:"port,omitempty" doc:"tcp: 0 to 65535; 0 picks a free port (local_addr says which)"`
+	Path string `json:"path,omitempty" doc:"unix: an absolute path; the socket file must not exist, and is removed on close"`
 }
 
 // SessionOptions start a persistent session (boxlite_session_new).

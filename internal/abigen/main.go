@@ -144,6 +144,8 @@ var wireBlocks = []struct {
 	{"box info", reflect.TypeFor[abi.BoxInfo](), false},
 	{"copy options", reflect.TypeFor[abi.CopyOptions](), true},
 	{"clone options", reflect.TypeFor[abi.CloneOptions](), true},
+	{"socket address", reflect.TypeFor[abi.SocketAddress](), true},
+	{"network direction", reflect.TypeFor[abi.NetworkDirection](), true},
 	{"command", reflect.TypeFor[abi.Command](), true},
 	{"session options", reflect.TypeFor[abi.SessionOptions](), true},
 	{"cell options", reflect.TypeFor[abi.CellOptions](), true},

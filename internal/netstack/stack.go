@@ -82,6 +82,10 @@ type Stack struct {
 	conns  map[io.Closer]struct{} // host and guest ends of live NATed connections
 	logged map[string]struct{}
 
+	// policy is where the box may connect now: cfg.Policy until SetPolicy
+	// replaces it (nil: anywhere).
+	policy atomic.Pointer[netpolicy.Policy]
+
 	tcpConns, udpFlows atomic.Int64
 	lookups            chan struct{} // DNS lookups in flight on the host's resolver
 	secrets            *secretState  // nil without secrets
@@ -115,6 +119,7 @@ func New(cfg Config) (*Stack, error) {
 	if cfg.Secrets != nil {
 		n.secrets = newSecretState(cfg.Secrets)
 	}
+	n.policy.Store(cfg.Policy)
 	ok := false
 	defer func() {
 		if !ok {
@@ -205,6 +210,13 @@ func (g guestFrames) Read(p []byte) (int, error) {
 }
 
 // Stats returns the box network's counters so far.
+// SetPolicy replaces where the box may connect (nil: anywhere) for
+// connections, flows and names from now on; open ones are kept.
+func (n *Stack) SetPolicy(p *netpolicy.Policy) { n.policy.Store(p) }
+
+// pol is the policy now.
+func (n *Stack) pol() *netpolicy.Policy { return n.policy.Load() }
+
 func (n *Stack) Stats() Stats {
 	s := Stats{TCPConns: n.stats.tcp.Load(), UDPFlows: n.stats.udp.Load(), DNSQueries: n.stats.dns.Load(),
 		Blocked: n.stats.blocked.Load(), Dropped: n.stats.dropped.Load()}

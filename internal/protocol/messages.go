@@ -42,6 +42,10 @@ const (
 	// Guest to host.
 	TCopyDone Type = 8 // CopyDone: the copy on this stream succeeded; last frame of a copy stream
 	TParked   Type = 9 // Started: the process of a TPark is up and idle; last frame of its stream
+	// TEOF (tunnel streams only, no body): the box's side of the
+	// connection sent its last byte (the server half-closed or closed it);
+	// the stream stays open for the host's data until TExit or TError.
+	TEOF Type = 10
 
 	// Host to guest.
 	TExec       Type = 16 // Exec: start a process on a new stream
@@ -92,6 +96,17 @@ const (
 	// time it was paused at); the agent answers with an empty TClock on
 	// stream 0, or TError.
 	TClock Type = 30
+	// TTunnel (needs FeatureTunnel): Tunnel, open a TCP connection to a
+	// port on the box's loopback on a new stream, and carry its bytes: the
+	// agent answers TStarted once connected (or TError: nothing listens,
+	// ErrUnreachable), then sends what the box's side writes as TStdout
+	// within the window the host credits (fd 1), TEOF when it has sent its
+	// last byte, and credits the host's TStdin (fd 0). TStdinClose
+	// half-closes the connection (shutdown SHUT_WR); TCancel resets it.
+	// The stream ends with TExit (code 0) once both directions are done,
+	// or TError when the connection failed. No network in the box is
+	// needed: the bytes cross the agent's channel.
+	TTunnel Type = 31
 
 	// Host to shim, answered by the shim on the same stream.
 	TInfo Type = 32 // request: no body; reply: Info
@@ -110,6 +125,12 @@ const (
 	// box directory (shimapi.ForkStateFile, ForkDiskFile, ForkRecordFile),
 	// then runs on. No body; the answer is Paused, or TError.
 	TFork Type = 35
+	// TNetwork asks the shim to replace the box's outbound network policy
+	// while it runs (update_outbound): NetPolicy. The shim answers with
+	// the NetPolicy once the network stack enforces it, or TError (a box
+	// without a NIC: ErrUnsupported). New connections and names follow
+	// it; open connections are kept.
+	TNetwork Type = 36
 )
 
 var typeNames = map[Type]string{
@@ -119,6 +140,7 @@ var typeNames = map[Type]string{
 	TCopyDone: "copy-done", TCopyIn: "copy-in", TCopyOut: "copy-out", TIdentity: "identity",
 	TLane: "lane", TLaneFree: "lane-free",
 	TPark: "park", TParked: "parked", TAttach: "attach", TPause: "pause", TClock: "clock", THold: "hold", TFork: "fork",
+	TTunnel: "tunnel", TEOF: "eof", TNetwork: "network",
 }
 
 // Last reports whether a frame of type t from the agent ends its stream.
@@ -157,6 +179,8 @@ const (
 	FeatureClock = "clock"
 	// FeatureTrustCA: Identity.TrustCA is implemented.
 	FeatureTrustCA = "trust-ca"
+	// FeatureTunnel: TTunnel and TEOF are implemented.
+	FeatureTunnel = "tunnel"
 )
 
 // The lane is a raw disk of the box that a copy's bulk data crosses: QEMU
@@ -253,6 +277,17 @@ const (
 	MaxTrustCA  = 8 << 10
 	TrustCAPath = "/usr/local/share/ca-certificates/boxlite-secrets.crt"
 )
+
+// Tunnel is TTunnel's body: the TCP port on the box's 127.0.0.1.
+type Tunnel struct {
+	Port int `msgpack:"port"`
+}
+
+// MaxPort is the highest TCP port.
+const MaxPort = 65535
+
+// TunnelDialTimeout bounds the agent's connect to a tunnel's port.
+const TunnelDialTimeout = 10 * time.Second
 
 // Clock is TClock's body.
 type Clock struct {
@@ -539,12 +574,21 @@ type ShimMetrics struct {
 // CPUSampleInterval is how often a shim samples its VMM's CPU time.
 const CPUSampleInterval = time.Second
 
+// NetPolicy is TNetwork's body: the outbound policy from now on.
+type NetPolicy struct {
+	Outbound string   `msgpack:"outbound"` // "enabled" or "disabled" (the NIC stays, nothing is reachable)
+	AllowNet []string `msgpack:"allow_net,omitempty"`
+}
+
 // NetworkInfo describes a box's network as its shim runs it.
 type NetworkInfo struct {
-	GuestIP   string   `msgpack:"guest_ip" json:"guest_ip"`
-	GatewayIP string   `msgpack:"gateway_ip" json:"gateway_ip"`
-	AllowNet  []string `msgpack:"allow_net,omitempty" json:"allow_net,omitempty"`
-	Ports     []Port   `msgpack:"ports,omitempty" json:"ports,omitempty"`
+	GuestIP   string `msgpack:"guest_ip" json:"guest_ip"`
+	GatewayIP string `msgpack:"gateway_ip" json:"gateway_ip"`
+	// Outbound is "disabled" when the box's outbound network was turned
+	// off while it runs (TNetwork); "" or "enabled" otherwise.
+	Outbound string   `msgpack:"outbound,omitempty" json:"outbound,omitempty"`
+	AllowNet []string `msgpack:"allow_net,omitempty" json:"allow_net,omitempty"`
+	Ports    []Port   `msgpack:"ports,omitempty" json:"ports,omitempty"`
 	// Stats are the network's counters when the info was asked for.
 	Stats *NetworkStats `msgpack:"stats,omitempty" json:"stats,omitempty"`
 }

@@ -116,6 +116,7 @@ type Config struct {
 // netpolicy parses it; empty: anywhere) and the ports it publishes.
 type Network struct {
 	AllowNet []string        `json:"allow_net,omitempty"`
+	Deny     bool            `json:"deny,omitempty"` // outbound turned off: the NIC, but nothing reachable
 	Ports    []protocol.Port `json:"ports,omitempty"`
 }
 

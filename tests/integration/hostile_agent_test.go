@@ -217,6 +217,9 @@ func fakeQEMU(scenario string) {
 			hello.Features = append(hello.Features, protocol.FeatureLane)
 		}
 	}
+	if strings.HasPrefix(scenario, "tunnel-") {
+		hello.Features = append(hello.Features, protocol.FeatureTunnel)
+	}
 	send(protocol.THello, 0, hello)
 	r := protocol.NewReader(ch)
 	for {
@@ -226,6 +229,10 @@ func fakeQEMU(scenario string) {
 		}
 		if scenario == "copy" {
 			fakeCopyFrame(w, f)
+			continue
+		}
+		if strings.HasPrefix(scenario, "tunnel-") {
+			fakeTunnel(w, scenario, f) // tunnel_test.go
 			continue
 		}
 		if f.Type != protocol.TExec {

@@ -139,7 +139,7 @@ export interface JsOptions {
 export type EnvInput = Record<string, string> | Array<{ key: string; value: string }> | Array<[string, string]>;
 
 // The option and info types generated from internal/abi (types.d.ts).
-import type { BoxConfig, BoxRuntimeInfo, JsBoxOptions, NetworkInfo, PortMapping, Volume } from './types';
+import type { BoxConfig, BoxNetworkInfo, BoxRuntimeInfo, JsBoxOptions, NetworkDirectionSpec, NetworkInfo, PortMapping, Volume } from './types';
 export * from './types';
 
 /** A box's info in BoxLite's JsBoxInfo shape: its config's fields (BoxConfig, defaults applied) and its state. */
@@ -161,8 +161,8 @@ export interface JsBoxInfo extends Omit<BoxConfig, 'image' | 'name' | 'network' 
   faulted: boolean;
   /** 'enabled' or 'disabled', as configured. */
   networkMode: 'enabled' | 'disabled';
-  /** The network while running, with the published ports as bound; null when disabled or stopped. */
-  network: NetworkInfo | null;
+  /** BoxLite's network info (outbound, inbound, mode, allowNet, publishedPorts), with guestIp, gatewayIp and ports as bound while the box runs with a NIC. */
+  network: BoxNetworkInfo & Partial<NetworkInfo>;
   /** The published ports as bound (host ports picked); empty when not running. */
   ports: PortMapping[];
   /** Only while running: acceleration (and why), boot timings, pids. */
@@ -429,6 +429,50 @@ export interface PauseInfo {
   saveMs: number;
 }
 
+/** Where a tunnel forwarder listens (BoxLite's SocketAddress): a numeric IP (port 0 picks one) or an absolute Unix path. */
+export type SocketAddress = { type: 'tcp'; host?: string; port: number } | { type: 'unix'; path: string };
+
+/** A connection to a port in the box (BoxLite's NativeBoxConnection). */
+export declare class BoxConnection {
+  readonly port: number;
+  /** The socket under it (allowHalfOpen), for code that wants a stream. */
+  readonly socket: import('net').Socket;
+  /** Up to maxBytes (default 65536); an empty Buffer once the box's side has closed or half-closed. */
+  read(maxBytes?: number): Promise<Buffer>;
+  write(data: Buffer | Uint8Array | string): Promise<number>;
+  /** Half-closes: the box's side reads EOF and can still answer. */
+  shutdownWrite(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** A listener on this host carrying each connection to a port in the box. */
+export declare class TunnelForwarder {
+  readonly port: number;
+  localAddr(): SocketAddress;
+  /** Resolves once closed; rejects when its listener failed. */
+  wait(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** A prepared one-shot tunnel: connect() or forward(), once. */
+export declare class BoxTunnel {
+  /** null: a local box has no public URL. */
+  uri(): string | null;
+  connect(): Promise<BoxConnection>;
+  forward(listen: SocketAddress): Promise<TunnelForwarder>;
+}
+
+/** box.network: tunnels to TCP ports on the box's loopback, over the agent channel (no network needed in the box). */
+export declare class NetworkHandle {
+  tunnel(port: number): Promise<BoxTunnel>;
+  /** Replaces where the box may connect; a running box's stack enforces it at once. */
+  updateOutbound(spec: NetworkDirectionSpec): Promise<void>;
+  /** Replaces the inbound mode; a non-empty allowNet is 'unsupported'. */
+  updateInbound(spec: NetworkDirectionSpec): Promise<void>;
+  /** A local box has no public access to withdraw: checks the port, does nothing. */
+  revokeTunnel(port: number): Promise<void>;
+}
+
 export declare class JsBox implements AsyncDisposable {
   readonly id: string;
   readonly name: string | null;
@@ -453,6 +497,10 @@ export declare class JsBox implements AsyncDisposable {
   resume(): Promise<void>;
   /** Snapshots of the box's disk. */
   readonly snapshot: JsSnapshotHandle;
+  /** Tunnels to ports in the box. */
+  readonly network: NetworkHandle;
+  /** Prepares a one-shot tunnel to a TCP port inside the box. */
+  tunnel(port: number): Promise<BoxTunnel>;
   /** A new, stopped box with this box's config, image and a copy of its disk (copy-on-write or sparse); the box must not be running. */
   cloneBox(options?: JsCloneOptions | null, name?: string | null): Promise<JsBox>;
   /** Writes the box (not running) to one archive (config, sparse disk, image); dest is a file or a directory (then <name or id>.boxlite). Resolves to the archive's path. */
@@ -543,6 +591,10 @@ export declare class SimpleBox implements AsyncDisposable {
   readonly created: boolean | null;
   readonly box: JsBox | null;
   getBox(): Promise<JsBox>;
+  /** Tunnels to ports in the box (creating it first if needed). */
+  readonly network: NetworkHandle;
+  /** Prepares a one-shot tunnel to a TCP port inside this box. */
+  tunnel(port: number): Promise<BoxTunnel>;
   getId(): Promise<string>;
   info(): Promise<JsBoxInfo>;
   getInfo(): Promise<JsBoxInfo>;

@@ -8,6 +8,7 @@ const { JsBoxlite, Boxlite } = require('./runtime');
 const { ApiKeyCredential, BoxliteRestOptions } = require('./rest');
 const { Box } = require('./box');
 const { SnapshotHandle } = require('./snapshot');
+const { NetworkHandle, BoxTunnel, TunnelForwarder, BoxConnection } = require('./network');
 const { Execution, OutputStream, StdinWriter } = require('./execution');
 const { SimpleBox } = require('./simplebox');
 const { CodeBox } = require('./codebox');
@@ -30,6 +31,10 @@ module.exports = {
   JsBox: Box,
   SnapshotHandle,
   JsSnapshotHandle: SnapshotHandle,
+  NetworkHandle,
+  BoxTunnel,
+  TunnelForwarder,
+  BoxConnection,
   Execution,
   JsExecution: Execution,
   OutputStream,

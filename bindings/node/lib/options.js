@@ -91,18 +91,43 @@ function checkKeys(o, known, where) {
   }
 }
 
+/** One direction of a network policy: {mode, allowNet} → {mode, allow_net}. */
+function directionOption(v, where) {
+  if (!isPlainObject(v)) throw new TypeError(`${where} must be {mode, allowNet}, got ${typeOf(v)}`);
+  checkKeys(v, ['mode', 'allowNet'], where);
+  if (v.mode === undefined || v.mode === null) {
+    throw new TypeError(`${where}.mode is required and must be "enabled" or "disabled"`);
+  }
+  const d = { mode: checkString(v.mode, `${where}.mode`) };
+  if (v.allowNet !== undefined && v.allowNet !== null) {
+    if (!Array.isArray(v.allowNet)) throw new TypeError(`${where}.allowNet must be an array of strings, got ${typeOf(v.allowNet)}`);
+    if (v.allowNet.length) d.allow_net = v.allowNet.map((a, i) => checkString(a, `${where}.allowNet[${i}]`));
+  }
+  return d;
+}
+
 /**
- * network: 'enabled' | 'disabled' | {mode, allowNet} (also {outbound: {mode}})
- * → {mode, allow_net}; the library checks the values.
+ * network: 'enabled' | 'disabled' | BoxLite's {outbound: {mode, allowNet}, inbound: {mode}}
+ * | the earlier flat {mode, allowNet} (not mixed with outbound/inbound) → the C ABI's network;
+ * every key at every depth is honoured or refused; the library checks the values.
  */
 function networkOption(v, where) {
   if (v === undefined || v === null) return undefined;
   if (typeof v === 'string') return { mode: checkString(v, where) };
-  if (!isPlainObject(v)) throw new TypeError(`${where} must be 'enabled', 'disabled' or {mode, allowNet}, got ${typeOf(v)}`);
-  checkKeys(v, ['mode', 'allowNet', 'outbound'], where);
+  if (!isPlainObject(v)) throw new TypeError(`${where} must be 'enabled', 'disabled' or {outbound, inbound}, got ${typeOf(v)}`);
+  checkKeys(v, ['outbound', 'inbound', 'mode', 'allowNet'], where);
+  const split = v.outbound !== undefined || v.inbound !== undefined;
+  if (split) {
+    if (v.mode !== undefined || v.allowNet !== undefined) {
+      throw new TypeError(`${where} cannot mix outbound/inbound with the deprecated mode/allowNet. Use ${where.split('.').pop()}: { outbound: { mode, allowNet }, inbound }`);
+    }
+    const n = {};
+    if (v.outbound !== undefined) n.outbound = directionOption(v.outbound, `${where}.outbound`);
+    if (v.inbound !== undefined) n.inbound = directionOption(v.inbound, `${where}.inbound`);
+    return n;
+  }
   const n = {};
-  const mode = v.mode !== undefined ? v.mode : v.outbound?.mode;
-  if (mode !== undefined && mode !== null) n.mode = checkString(mode, `${where}.mode`);
+  if (v.mode !== undefined && v.mode !== null) n.mode = checkString(v.mode, `${where}.mode`);
   if (v.allowNet !== undefined && v.allowNet !== null) {
     if (!Array.isArray(v.allowNet)) throw new TypeError(`${where}.allowNet must be an array of strings, got ${typeOf(v.allowNet)}`);
     if (v.allowNet.length) n.allow_net = v.allowNet.map((a, i) => checkString(a, `${where}.allowNet[${i}]`));
@@ -246,6 +271,20 @@ function camelize(v) {
   return o;
 }
 
+/** BoxLite's JsNetworkInfo (every list present) with, while running, the runtime's addresses and ports. */
+function networkInfo(n = {}, running) {
+  const dir = (d = {}) => ({ mode: d.mode || 'enabled', allowNet: d.allow_net || [] });
+  const out = dir(n.outbound);
+  return {
+    ...(running || {}),
+    outbound: out,
+    inbound: dir(n.inbound),
+    mode: out.mode,
+    allowNet: out.allowNet,
+    publishedPorts: camelize(n.published_ports || []),
+  };
+}
+
 /** The library's box info JSON → BoxLite's JsBoxInfo shape: the config's fields (camelCased), then the state. */
 function boxInfo(j) {
   const cfg = j.config || {};
@@ -266,8 +305,9 @@ function boxInfo(j) {
     lastExit: j.last_exit || undefined,
     faulted: !!j.faulted,
     networkMode: (network && network.mode) || 'enabled',
-    // The network while running, with the published ports as bound; null when disabled or stopped.
-    network: (rt && rt.network) || null,
+    // BoxLite's network info (outbound, inbound, mode, allowNet, publishedPorts) with, while the
+    // box runs with a NIC, guestIp, gatewayIp and the ports as bound.
+    network: networkInfo(j.network, rt && rt.network),
     ports: (rt && rt.network && rt.network.ports) || [],
     runtime: rt,
     dir: j.dir,
@@ -275,6 +315,7 @@ function boxInfo(j) {
 }
 
 module.exports = {
+  networkOption, directionOption,
   boxOptions, execOptions, checkArgs, checkString, checkInt, checkSeconds, checkOutputLimit, normalizeEnv, boxInfo, camelize, isPlainObject, typeOf,
   DEFAULT_OUTPUT_LIMIT,
 };

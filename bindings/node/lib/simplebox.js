@@ -5,6 +5,7 @@
 const { JsBoxlite } = require('./runtime');
 const { BoxliteError, TimeoutError } = require('./errors');
 const { collectCapped } = require('./execution');
+const { NetworkHandle } = require('./network');
 const { boxOptions, execOptions, checkArgs, checkString, normalizeEnv, isPlainObject, typeOf } = require('./options');
 
 const SDK_KEYS = ['runtime', 'reuseExisting'];
@@ -95,6 +96,16 @@ class SimpleBox {
   /** The underlying box handle (JsBox), or null before it exists. */
   get box() {
     return this._box;
+  }
+
+  /** Tunnels to ports in the box (creating and starting it if needed). */
+  get network() {
+    return new NetworkHandle(() => this._ensureBox());
+  }
+
+  /** Prepares a one-shot tunnel to a TCP port inside this box. */
+  async tunnel(port) {
+    return this.network.tunnel(port);
   }
 
   /** The underlying box handle, creating the box if needed. */
@@ -232,12 +243,24 @@ function camelOptions(c) {
   if (c.boot_timeout_secs !== undefined) o.bootTimeoutSecs = c.boot_timeout_secs;
   if (c.auto_pause_secs !== undefined) o.autoPauseSecs = c.auto_pause_secs;
   if (c.secrets !== undefined) o.secrets = c.secrets; // {name, value, hosts, placeholder?}: the plain form boxOptions takes
-  if (c.network !== undefined) o.network = { mode: c.network.mode, allowNet: c.network.allow_net };
+  if (c.network !== undefined) o.network = camelNetwork(c.network);
   if (c.ports !== undefined) {
     o.ports = c.ports.map((p) => ({ hostPort: p.host_port, guestPort: p.guest_port, protocol: p.protocol, hostIp: p.host_ip }));
   }
   if (c.volumes !== undefined) o.volumes = c.volumes.map((v) => ({ hostPath: v.host_path, guestPath: v.guest_path, readOnly: !!v.read_only }));
   return o;
+}
+
+/** The C ABI's network object (flat or split) back in the SDK's camelCase, every key kept. */
+function camelNetwork(n) {
+  const dir = (d) => (d.allow_net !== undefined ? { mode: d.mode, allowNet: d.allow_net } : { mode: d.mode });
+  if (n.outbound !== undefined || n.inbound !== undefined) {
+    const o = {};
+    if (n.outbound !== undefined) o.outbound = dir(n.outbound);
+    if (n.inbound !== undefined) o.inbound = dir(n.inbound);
+    return o;
+  }
+  return dir(n);
 }
 
 /** exec()'s argument forms as {argv, env, ...options}. */

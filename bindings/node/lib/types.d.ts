@@ -46,12 +46,42 @@ export interface JsBoxOptions {
   secrets?: (SecretSpec | Secret)[];
 }
 
-/** A box's network (internal/abi.Network). */
+/** A box's network (internal/abi.Network): BoxLite's split form or the flat one. */
 export interface NetworkSpec {
-  /** enabled (default: NAT to the host's network) or disabled (no NIC, only lo) */
+  /** the flat form's outbound mode: enabled (default: NAT to the host's network) or disabled (no NIC, only lo) */
   mode?: 'enabled' | 'disabled';
-  /** where an enabled box may connect: host names, *.wildcards, IPv4 addresses or CIDRs, each optionally with :port; empty: anywhere. The host's 127.0.0.1 is host.boxlite.internal in the box (with a list, only when listed) */
+  /** the flat form's: where an enabled box may connect: host names, *.wildcards, IPv4 addresses or CIDRs, each optionally with :port; empty: anywhere. The host's 127.0.0.1 is host.boxlite.internal in the box (with a list, only when listed) */
   allowNet?: string[];
+  /** BoxLite's split form: mode and allow_net as the flat form's */
+  outbound?: NetworkDirectionSpec;
+  /** BoxLite's split form: the inbound mode (kept and reported: a local box has no public side); a non-empty allow_net is unsupported, as in BoxLite */
+  inbound?: NetworkDirectionSpec;
+}
+
+/** One direction of a box's network policy (internal/abi.NetworkDirection). */
+export interface NetworkDirectionSpec {
+  mode: 'enabled' | 'disabled';
+  /** outbound: where the box may connect, as the flat allow_net; inbound: must be empty */
+  allowNet?: string[];
+}
+
+/** One direction of a box's network policy as info reports it. */
+export interface NetworkDirectionInfo {
+  mode: 'enabled' | 'disabled';
+  /** outbound: where the box may connect, as the flat allow_net; inbound: must be empty */
+  allowNet?: string[];
+}
+
+/** A box's network policy as BoxLite's info reports it (internal/abi.BoxNetwork). */
+export interface BoxNetworkInfo {
+  outbound: NetworkDirectionInfo;
+  inbound: NetworkDirectionInfo;
+  /** the outbound mode (BoxLite's deprecated mirror) */
+  mode: string;
+  /** the outbound allow_net (BoxLite's deprecated mirror) */
+  allowNet: string[];
+  /** as bound while the box runs, else as asked */
+  publishedPorts: PortMapping[];
 }
 
 /** A box port to publish on the host (internal/abi.Port). */

@@ -23,6 +23,8 @@ from .exec import ExecResult
 from .execution import ExecStderr, ExecStdin, ExecStdout, Execution, ExitStatus
 from .interactivebox import InteractiveBox
 from .metrics import BoxMetrics, RuntimeMetrics
+from .network import (BoxConnection, BoxTunnel, InboundNetworkInfo, InboundNetworkSpec, NetworkHandle, OutboundNetworkInfo,
+                      OutboundNetworkSpec, SocketAddress, TunnelForwarder)
 from .rest import ApiKeyCredential, BoxliteRestOptions
 from .runtime import Boxlite, ImageHandle, ImageInfo, Options
 from .session import CellChunk, CellError, CellResult, CellStream, PythonSession, ShellSession
@@ -31,7 +33,11 @@ from .simplebox import SimpleBox
 from .snapshot import CloneOptions, ExportOptions, SnapshotHandle, SnapshotInfo, SnapshotOptions
 from .sync_api import (
     SyncBox,
+    SyncBoxConnection,
+    SyncBoxTunnel,
+    SyncNetworkHandle,
     SyncSnapshotHandle,
+    SyncTunnelForwarder,
     SyncBoxlite,
     SyncCodeBox,
     SyncExecStderr,
@@ -55,6 +61,9 @@ __all__ = [
     "Boxlite", "Options", "ImageHandle", "ImageInfo", "BoxliteRestOptions", "ApiKeyCredential",
     "Box", "BoxOptions", "BoxInfo", "Secret", "SecretInfo", "BoxStateInfo", "CopyOptions", "NetworkSpec", "NetworkInfo", "PortMapping",
     "BoxMetrics", "RuntimeMetrics",
+    "OutboundNetworkSpec", "InboundNetworkSpec", "OutboundNetworkInfo", "InboundNetworkInfo",
+    "NetworkHandle", "BoxTunnel", "BoxConnection", "TunnelForwarder", "SocketAddress",
+    "SyncNetworkHandle", "SyncBoxTunnel", "SyncBoxConnection", "SyncTunnelForwarder",
     "Execution", "ExecStdout", "ExecStderr", "ExecStdin", "ExitStatus", "ExecResult",
     "SimpleBox", "CodeBox", "InteractiveBox",
     "PythonSession", "ShellSession", "CellResult", "CellError", "CellChunk", "CellStream",

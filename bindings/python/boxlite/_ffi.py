@@ -312,6 +312,12 @@ def session_exec(s: Handle, command_json: str) -> RunTuple:
     return result
 
 
+def forwarder_wait(f: Handle, timeout_ms: int) -> bool:
+    """True once the forwarder has stopped (its error raised), False while it serves (AGAIN)."""
+    err = _new_err()
+    return check(lib().boxlite_forwarder_wait(_ptr(f), timeout_ms, err), err, "forwarder_wait") != AGAIN
+
+
 # ---- the rest, built from the header's rows (_calls.py) ---------------------------
 
 _IN_KINDS = ("handle", "str", "str_or_null", "int", "bytes", "pointer")
@@ -354,7 +360,8 @@ def _build(name: str, result: str, params) -> Callable:
                 cargs += [value, len(value)]
             else:
                 cargs.append(arg(kind, what, value))
-        ptrs = [ffi.new("char **" if kind == "out_string" else f"boxlite_{handle}_t **") for kind, handle in outs]
+        ptrs = [ffi.new("char **" if kind == "out_string" else "int *" if kind == "out_int" else f"boxlite_{handle}_t **")
+                for kind, handle in outs]
         if result != "status":
             r = getattr(lib(), fn)(*cargs)
             if result == "string":
@@ -362,8 +369,8 @@ def _build(name: str, result: str, params) -> Callable:
             return r if result == "int" else None
         err = _new_err()
         check(getattr(lib(), fn)(*cargs, *ptrs, err), err, name)
-        values = [_take_string(p[0]) if kind == "out_string" else Handle(p[0], f"boxlite_{handle}_free", handle)
-                  for (kind, handle), p in zip(outs, ptrs)]
+        values = [_take_string(p[0]) if kind == "out_string" else int(p[0]) if kind == "out_int"
+                  else Handle(p[0], f"boxlite_{handle}_free", handle) for (kind, handle), p in zip(outs, ptrs)]
         return None if not values else values[0] if len(values) == 1 else tuple(values)
 
     call.__name__ = name

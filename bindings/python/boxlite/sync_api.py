@@ -33,6 +33,7 @@ from .interactivebox import InteractiveBox
 from .runtime import Boxlite, ImageHandle, Options
 from .session import CellChunk, CellStream, PythonSession, ShellSession
 from .simplebox import SimpleBox
+from .network import BoxConnection, BoxTunnel, NetworkHandle, TunnelForwarder
 from .snapshot import SnapshotHandle
 
 __all__ = [
@@ -223,6 +224,22 @@ class SyncExecution(_Sync, of=Execution):
 
 class SyncSnapshotHandle(_Sync, of=SnapshotHandle):
     """``SyncBox.snapshot``: the blocking SnapshotHandle."""
+
+
+class SyncBoxConnection(_Sync, of=BoxConnection):
+    """``SyncBoxTunnel.connect()``: read, write, shutdown_write, close, blocking."""
+
+
+class SyncTunnelForwarder(_Sync, of=TunnelForwarder):
+    """``SyncBoxTunnel.forward()``: local_addr, wait, close."""
+
+
+class SyncBoxTunnel(_Sync, of=BoxTunnel):
+    """``SyncNetworkHandle.tunnel()``: connect, forward, uri."""
+
+
+class SyncNetworkHandle(_Sync, of=NetworkHandle):
+    """``SyncBox.network`` and ``SyncSimpleBox.network``: tunnel, revoke_tunnel."""
 
 
 class SyncBox(_Sync, of=Box):

@@ -49,7 +49,11 @@ func BoxOptions(o abi.BoxOptions) ([]boxlite.BoxOption, error) {
 	add(o.Entrypoint != nil, func() boxlite.BoxOption { return boxlite.WithEntrypoint(o.Entrypoint...) })
 	add(o.Cmd != nil, func() boxlite.BoxOption { return boxlite.WithCmd(o.Cmd...) })
 	if o.Network != nil {
-		opts = append(opts, boxlite.WithNetwork(boxlite.NetworkSpec{Mode: o.Network.Mode, AllowNet: o.Network.AllowNet}))
+		spec, err := Network(*o.Network)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, boxlite.WithNetwork(spec))
 	}
 	if len(o.Ports) > 0 {
 		ports := make([]boxlite.Port, len(o.Ports))
@@ -87,10 +91,23 @@ func BoxInfo(info boxlite.BoxInfo) abi.BoxInfo {
 		Config: abi.BoxConfig{Image: c.Image, Name: c.Name, MemoryMiB: c.MemoryMiB, CPUs: c.CPUs, DiskSizeGB: c.DiskSizeGB,
 			Env: c.Env, WorkingDir: c.WorkingDir, User: c.User, BootTimeoutSecs: abi.SecondsOf(c.BootTimeout),
 			AutoRemove: c.AutoRemove, Detach: c.Detach, Entrypoint: c.Entrypoint, Cmd: c.Cmd,
-			Network: abi.Network{Mode: c.Network.Mode, AllowNet: c.Network.AllowNet}, Ports: ports(c.Ports),
+			Network: abi.Network{Mode: c.Network.OutboundMode(), AllowNet: c.Network.AllowNet}, Ports: ports(c.Ports),
 			KernelArgs: c.KernelArgs, Hostname: c.Hostname, Prestart: c.Prestart, AutoPauseSecs: abi.SecondsOf(c.AutoPause)}}
 	if w.Config.Network.Mode == "" {
 		w.Config.Network.Mode = boxlite.NetworkEnabled
+	}
+	allow := c.Network.AllowNet
+	if allow == nil {
+		allow = []string{}
+	}
+	w.Network = abi.BoxNetwork{Outbound: abi.NetworkDirection{Mode: c.Network.OutboundMode(), AllowNet: allow},
+		Inbound: abi.NetworkDirection{Mode: c.Network.InboundMode(), AllowNet: []string{}},
+		Mode:    c.Network.OutboundMode(), AllowNet: allow, PublishedPorts: ports(c.Ports)}
+	if r := info.Runtime; r != nil && r.Network != nil {
+		w.Network.PublishedPorts = ports(r.Network.Ports)
+	}
+	if w.Network.PublishedPorts == nil {
+		w.Network.PublishedPorts = []abi.Port{}
 	}
 	if w.Config.Hostname == "" {
 		w.Config.Hostname = abi.DefaultHostname
@@ -214,4 +231,44 @@ func Images(imgs []image.Image) []abi.ImageInfo {
 		}
 	}
 	return out
+}
+
+// SocketAddress is a tunnel listener's address; boxlite.SocketAddress.Check
+// validates it.
+func SocketAddress(a abi.SocketAddress) (boxlite.SocketAddress, error) {
+	s := boxlite.SocketAddress{Network: a.Type, Host: a.Host, Port: a.Port, Path: a.Path}
+	return s, s.Check()
+}
+
+// SocketAddressOf is a listener's address for the wire.
+func SocketAddressOf(s boxlite.SocketAddress) abi.SocketAddress {
+	return abi.SocketAddress{Type: s.Network, Host: s.Host, Port: s.Port, Path: s.Path}
+}
+
+// Network is a box's network from BoxLite's split form or the flat one (not
+// both); an inbound allow-list is unsupported, as BoxLite's.
+func Network(n abi.Network) (boxlite.NetworkSpec, error) {
+	bad := func(f string, a ...any) (boxlite.NetworkSpec, error) {
+		return boxlite.NetworkSpec{}, errdefs.Errorf(errdefs.ErrInvalidArgument, f, a...)
+	}
+	if (n.Mode != "" || n.AllowNet != nil) && (n.Outbound != nil || n.Inbound != nil) {
+		return bad("network: the flat mode/allow_net and the split outbound/inbound cannot be mixed")
+	}
+	spec := boxlite.NetworkSpec{Mode: n.Mode, AllowNet: n.AllowNet}
+	if o := n.Outbound; o != nil {
+		if o.Mode == "" {
+			return bad("network.outbound.mode is required")
+		}
+		spec.Mode, spec.AllowNet = o.Mode, o.AllowNet
+	}
+	if i := n.Inbound; i != nil {
+		if i.Mode != boxlite.NetworkEnabled && i.Mode != boxlite.NetworkDisabled {
+			return bad("network.inbound.mode %q: want enabled or disabled", i.Mode)
+		}
+		if len(i.AllowNet) > 0 {
+			return boxlite.NetworkSpec{}, errdefs.Errorf(errdefs.ErrUnsupported, "network.inbound.allow_net is not supported: inbound access follows its mode alone")
+		}
+		spec.Inbound = i.Mode
+	}
+	return spec, nil
 }
