@@ -52,7 +52,9 @@ func sandbox(t *testing.T) (string, string) {
 	if err := json.Unmarshal(body, &sb); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { do(t, req{"DELETE", "/e2b/sandboxes/" + sb.SandboxID, map[string]string{"X-API-Key": key}, nil}) })
+	t.Cleanup(func() {
+		do(t, req{"DELETE", "/e2b/sandboxes/" + sb.SandboxID, map[string]string{"X-API-Key": key}, nil})
+	})
 	return sb.SandboxID, sb.EnvdAccessToken
 }
 
