@@ -129,7 +129,11 @@ func (s *Server) uploadFiles(w http.ResponseWriter, r *http.Request) error {
 			if n >= maxUploadParts {
 				return statusErr(http.StatusBadRequest, "more than %d files", maxUploadParts)
 			}
-			name := part.FileName()
+			// E2B names each part by its path; Part.FileName keeps only the base.
+			name := ""
+			if _, ps, err := mime.ParseMediaType(part.Header.Get("Content-Disposition")); err == nil {
+				name = ps["filename"]
+			}
 			if q := r.URL.Query().Get("path"); q != "" && n == 0 {
 				name = q
 			}
