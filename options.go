@@ -31,6 +31,7 @@ type runtimeOptions struct {
 	maxBoots   int
 	memReserve int64 // MiB; 0: defaultMemoryReserveMiB
 	noTemplate *bool // nil: from the environment
+	memCap     int64 // MiB; 0: no cap (WithRunningMemoryCapMiB)
 }
 
 // WithHome sets the runtime's home directory. Default: $BOXLITE_HOME, else ~/.boxlite.

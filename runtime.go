@@ -35,6 +35,9 @@ type Runtime struct {
 	maxBoots    int   // VMs booting at once, across the processes of this home
 	memReserve  int64 // MiB of available host memory box starts leave alone
 	templates   bool  // warm starts (WithTemplates)
+	memCap      int64 // MiB of guest memory running boxes may hold (memcap.go); 0: no cap
+
+	memMu sync.Mutex // one start at a time makes room under memCap
 
 	counters runtimeCounters // RuntimeMetrics (metrics.go)
 
@@ -94,7 +97,7 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 		o.output = DefaultOutputLimit
 	}
 	return &Runtime{home: home, assets: findAssets(o.assets), images: images, pull: pull, outputLimit: o.output,
-		qemu: o.qemu, requireKVM: o.requireKVM, maxBoots: o.maxBoots, memReserve: o.memReserve, templates: !*o.noTemplate,
+		qemu: o.qemu, requireKVM: o.requireKVM, maxBoots: o.maxBoots, memReserve: o.memReserve, memCap: o.memCap, templates: !*o.noTemplate,
 		boxes: map[string]*Box{}}, nil
 }
 

@@ -37,6 +37,7 @@ func (b *Box) running(ctx context.Context, op string) (*conn, protocol.Info, err
 		b.mu.Unlock()
 		switch {
 		case state == StateRunning && c != nil:
+			b.touch()
 			return c, info, nil
 		case state == StateStopped && b.faulted():
 			// Not restarted behind the caller's back: say what ended it.

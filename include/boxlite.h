@@ -171,6 +171,9 @@ void boxlite_string_free(char *s);
  *   "output_limit_bytes": integer: more than 0: what a collected result keeps per stream
  *       (boxlite_box_run, session results; the rest is read and dropped, the result says
  *       truncated): default 67108864
+ *   "running_memory_cap_mib": integer: more than 0: the guest memory (MiB) this runtime's
+ *       running boxes may hold together; a start or resume past it pauses the least recently
+ *       used idle ones first, else fails with limit_exceeded; default 0: no cap
  * END GENERATED: runtime options
  */
 int boxlite_runtime_new(const char *options_json, boxlite_runtime_t **out, boxlite_error_t **err);

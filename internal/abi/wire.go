@@ -234,6 +234,7 @@ type RuntimeOptions struct {
 	Home        string `json:"home,omitempty" doc:"the runtime's directory: default $BOXLITE_HOME, else ~/.boxlite"`
 	Assets      string `json:"assets,omitempty" doc:"where boxlite-shim and guest/ are: default $BOXLITE_ASSETS, else next to libboxlite.so"`
 	OutputLimit int64  `json:"output_limit_bytes,omitempty" doc:"more than 0: what a collected result keeps per stream (boxlite_box_run, session results; the rest is read and dropped, the result says truncated): default {DEFAULT_OUTPUT_LIMIT_BYTES}"`
+	MemoryCap   int64  `json:"running_memory_cap_mib,omitempty" doc:"more than 0: the guest memory (MiB) this runtime's running boxes may hold together; a start or resume past it pauses the least recently used idle ones first, else fails with limit_exceeded; default 0: no cap"`
 }
 
 // CloneOptions make a box's clone (boxlite_box_clone).

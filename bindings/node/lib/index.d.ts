@@ -106,6 +106,8 @@ export interface JsOptions {
   assets?: string;
   /** Bytes of output collected per stream of a command run to completion (SimpleBox.exec, Box.run, CodeBox.run, InteractiveBox.exec). Default 64 MiB. */
   outputLimitBytes?: number;
+  /** MiB of guest memory this runtime's running boxes may hold together: a start or resume past it pauses the least recently used idle boxes first, else fails (limit_exceeded). Default 0: no cap. */
+  runningMemoryCapMib?: number;
   /** Not supported yet: only an empty array is accepted. */
   imageRegistries?: never[];
 }

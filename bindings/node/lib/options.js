@@ -273,6 +273,6 @@ function boxInfo(j) {
 }
 
 module.exports = {
-  boxOptions, execOptions, checkArgs, checkString, checkSeconds, checkOutputLimit, normalizeEnv, boxInfo, camelize, isPlainObject, typeOf,
+  boxOptions, execOptions, checkArgs, checkString, checkInt, checkSeconds, checkOutputLimit, normalizeEnv, boxInfo, camelize, isPlainObject, typeOf,
   DEFAULT_OUTPUT_LIMIT,
 };
