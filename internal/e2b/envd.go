@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/boxlite/boxlite"
+	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/internal/e2b/codeinterp"
 	"github.com/boxlite/boxlite/internal/e2b/envd/filesystem/filesystemconnect"
 	"github.com/boxlite/boxlite/internal/e2b/envd/process/processconnect"
@@ -106,7 +108,7 @@ func (s *Server) envdHandler() http.Handler {
 		}
 		rec, ok := s.store.get(id)
 		if !ok {
-			writeError(w, statusErr(http.StatusNotFound, "sandbox %q not found", truncate(id)))
+			sandboxGone(w, r, id, " (killed, or its timeout ended it)")
 			return
 		}
 		// The sandbox URL may carry the control plane's prefix.
@@ -120,10 +122,14 @@ func (s *Server) envdHandler() http.Handler {
 			return
 		}
 		if rec.Paused {
-			writeError(w, statusErr(http.StatusConflict, "sandbox %s is paused: connect to resume it", id))
+			sandboxGone(w, r, id, " running: it is paused (Sandbox.connect resumes it)")
 			return
 		}
 		sb, _, err := s.sandbox(r.Context(), id)
+		if errors.Is(err, errdefs.ErrNotFound) {
+			sandboxGone(w, r, id, " (its box is gone)")
+			return
+		}
 		if err != nil {
 			writeError(w, err)
 			return

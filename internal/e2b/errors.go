@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"connectrpc.com/connect"
 	"github.com/boxlite/boxlite/errdefs"
@@ -103,10 +104,35 @@ func connectErr(err error) error {
 	return connect.NewError(connect.CodeInternal, err)
 }
 
-// writeError answers err as E2B's APIs do: {"code": N, "message": "..."}.
+// writeError answers err as E2B's APIs do: {"code": N, "message": "..."},
+// with Should-Retry: false: E2B's SDKs retry a 429, 502, 503 or 504 unless
+// told not to, and none of this server's errors passes by waiting a few
+// seconds (a limit, a registry that cannot be reached, a box that did not
+// boot in time: a retried create would only do it all again).
 func writeError(w http.ResponseWriter, err error) {
 	st := statusOf(err)
+	w.Header().Set("Should-Retry", "false")
 	writeJSON(w, st, map[string]any{"code": st, "message": err.Error()})
+}
+
+// isRPC is a request for envd's Connect services.
+func isRPC(r *http.Request) bool {
+	p := strings.TrimPrefix(r.URL.Path, Prefix)
+	return strings.HasPrefix(p, "/process.Process/") || strings.HasPrefix(p, "/filesystem.Filesystem/")
+}
+
+// sandboxGone answers a request for a sandbox that is not running as
+// E2B's proxy in front of envd does: 502 and a message saying it "was not
+// found", which E2B's SDKs turn into SandboxNotRunningException (a
+// Connect call gets code unavailable with that message).
+func sandboxGone(w http.ResponseWriter, r *http.Request, id, why string) {
+	msg := fmt.Sprintf("The sandbox %s was not found%s", truncate(id), why)
+	w.Header().Set("Should-Retry", "false")
+	if ew := connect.NewErrorWriter(); isRPC(r) && ew.IsSupported(r) {
+		ew.Write(w, r, connect.NewError(connect.CodeUnavailable, errors.New(msg)))
+		return
+	}
+	writeJSON(w, http.StatusBadGateway, map[string]any{"sandboxId": truncate(id), "code": http.StatusBadGateway, "message": msg})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
