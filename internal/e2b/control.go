@@ -69,11 +69,11 @@ func (s *Server) controlMux() *http.ServeMux {
 	h("POST "+p+"/v2/sandboxes/{id}/connect", s.connect)
 	h("POST "+p+"/sandboxes/{id}/resume", s.resume)
 	h("POST "+p+"/sandboxes/{id}/pause", s.pause)
+	h("POST "+p+"/sandboxes/{id}/fork", s.fork)
 	h("GET "+p+"/sandboxes/{id}/metrics", s.metrics)
 	h("GET "+p+"/sandboxes/{id}/logs", s.logsV1)
 	h("GET "+p+"/v2/sandboxes/{id}/logs", s.logsV2)
 	for _, nr := range []struct{ route, what string }{
-		{"POST " + p + "/sandboxes/{id}/fork", "fork"},
 		{"POST " + p + "/sandboxes/{id}/snapshots", "snapshots"},
 		{"GET " + p + "/snapshots", "snapshots"},
 		{"PUT " + p + "/sandboxes/{id}/network", "a network update"},
@@ -236,11 +236,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) error {
 	}
 	b, err := s.rt.Create(r.Context(), image, opts...)
 	if err != nil {
-		return err
+		return createErr(req.TemplateID, image, err)
 	}
 	if err := b.Start(r.Context()); err != nil {
 		b.Remove(context.WithoutCancel(r.Context()), true)
-		return err
+		return createErr(req.TemplateID, image, err)
 	}
 	info := b.Info()
 	now := time.Now().UTC()
@@ -249,6 +249,17 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) error {
 	s.store.put(rec)
 	writeJSON(w, http.StatusCreated, sandboxJSON(rec))
 	return nil
+}
+
+// createErr is a failure to make a known template's box. A 404 from create
+// means the template is unknown to E2B's SDKs and users; a template in the
+// table whose image cannot be had (nor the kernel, nor the assets) is this
+// server's failure, a 500 naming the image.
+func createErr(template, image string, err error) error {
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return statusErr(http.StatusInternalServerError, "template %q: its image %q cannot be had on this server (boxlite image load, or a registry it can reach): %v", truncate(template), image, err)
+	}
+	return err
 }
 
 // network is the box's network for E2B's options: allow_internet_access
@@ -390,105 +401,6 @@ func (s *Server) refresh(w http.ResponseWriter, r *http.Request) error {
 	}); !ok {
 		return statusErr(http.StatusNotFound, "sandbox %q not found", truncate(r.PathValue("id")))
 	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
-}
-
-// connect returns a running sandbox (200), resuming a paused one (201);
-// its timeout is extended to the one given, never shortened.
-func (s *Server) connect(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		Timeout *int            `json:"timeout"`
-		Memory  json.RawMessage `json:"memory"`
-	}
-	if err := s.decode(r, &req, true); err != nil {
-		return err
-	}
-	d, err := s.timeoutOf(req.Timeout, DefaultTimeout)
-	if err != nil {
-		return err
-	}
-	return s.wake(w, r, d, false)
-}
-
-func (s *Server) resume(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		Timeout   *int  `json:"timeout"`
-		AutoPause *bool `json:"autoPause"`
-	}
-	if err := s.decode(r, &req, true); err != nil {
-		return err
-	}
-	if req.AutoPause != nil && *req.AutoPause {
-		return notServed("autoPause")
-	}
-	d, err := s.timeoutOf(req.Timeout, DefaultTimeout)
-	if err != nil {
-		return err
-	}
-	return s.wake(w, r, d, true)
-}
-
-func (s *Server) wake(w http.ResponseWriter, r *http.Request, d time.Duration, resumeOnly bool) error {
-	rec, err := s.record(r)
-	if err != nil {
-		return err
-	}
-	b, err := s.rt.Get(r.Context(), rec.ID)
-	if err != nil {
-		return err
-	}
-	status := http.StatusOK
-	if b.State() == boxlite.StatePaused {
-		if err := b.Resume(r.Context()); err != nil {
-			return err
-		}
-		status = http.StatusCreated
-	} else if resumeOnly {
-		return statusErr(http.StatusConflict, "sandbox %s is not paused", rec.ID)
-	}
-	rec, _ = s.store.update(rec.ID, func(rec *record) {
-		rec.Paused = false
-		if end := time.Now().UTC().Add(d); end.After(rec.EndAt) || status == http.StatusCreated {
-			rec.EndAt = end
-		}
-	})
-	writeJSON(w, status, sandboxJSON(rec))
-	return nil
-}
-
-// pause saves the box's memory and stops its VM (Box.Pause); its timeout
-// stops running until it is resumed.
-func (s *Server) pause(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		Memory              json.RawMessage `json:"memory"`
-		RequireHealthyGuest *bool           `json:"requireHealthyGuest"`
-	}
-	if err := s.decode(r, &req, true); err != nil {
-		return err
-	}
-	rec, err := s.record(r)
-	if err != nil {
-		return err
-	}
-	b, err := s.rt.Get(r.Context(), rec.ID)
-	if err != nil {
-		return err
-	}
-	if b.State() == boxlite.StatePaused {
-		return statusErr(http.StatusConflict, "sandbox %s is already paused", rec.ID)
-	}
-	s.mu.Lock()
-	sb := s.live[rec.ID]
-	delete(s.live, rec.ID)
-	s.mu.Unlock()
-	if sb != nil {
-		sb.shutdown()
-	}
-	if _, err := b.Pause(r.Context()); err != nil {
-		return err
-	}
-	s.store.update(rec.ID, func(rec *record) { rec.Paused = true })
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

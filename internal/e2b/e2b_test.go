@@ -48,7 +48,11 @@ func TestRoutesWithoutABox(t *testing.T) {
 		{"GET", "/e2b/v2/sandboxes?state=nope", "", map[string]string{"X-API-Key": "good"}, 400},
 		{"GET", "/e2b/sandboxes/sbx1", "", map[string]string{"X-API-Key": "good"}, 200},
 		{"GET", "/e2b/sandboxes/nope", "", map[string]string{"X-API-Key": "good"}, 404},
-		{"POST", "/e2b/sandboxes/sbx1/fork", "", map[string]string{"X-API-Key": "good"}, 501},
+		{"POST", "/e2b/sandboxes/sbx1/fork", `{"count":0}`, map[string]string{"X-API-Key": "good"}, 400},
+		{"POST", "/e2b/sandboxes/sbx1/fork", `{"count":21}`, map[string]string{"X-API-Key": "good"}, 400},
+		{"POST", "/e2b/sandboxes/sbx1/fork", `{"count":1,"x":1}`, map[string]string{"X-API-Key": "good"}, 400},
+		{"POST", "/e2b/sandboxes/nope/fork", `{}`, map[string]string{"X-API-Key": "good"}, 404},
+		{"POST", "/e2b/sandboxes/sbx1/snapshots", `{}`, map[string]string{"X-API-Key": "good"}, 501},
 		{"GET", "/e2b/templates", "", map[string]string{"X-API-Key": "good"}, 501},
 		{"GET", "/e2b/sandboxes/metrics", "", map[string]string{"X-API-Key": "good"}, 501},
 		{"POST", "/e2b/v2/sandboxes", `{"templateID":"nope"}`, map[string]string{"X-API-Key": "good"}, 404},
@@ -57,7 +61,11 @@ func TestRoutesWithoutABox(t *testing.T) {
 		{"POST", "/e2b/sandboxes/sbx1/timeout", `{"timeout":60}`, map[string]string{"X-API-Key": "good"}, 204},
 		{"POST", "/process.Process/List", `{}`, map[string]string{"E2b-Sandbox-Id": "sbx1", "E2b-Sandbox-Port": "49983"}, 401},
 		{"POST", "/process.Process/List", `{}`, map[string]string{"E2b-Sandbox-Id": "sbx1", "X-Access-Token": "bad"}, 401},
-		{"POST", "/process.Process/List", `{}`, map[string]string{"E2b-Sandbox-Id": "nope", "X-Access-Token": "tok"}, 404},
+		// A sandbox that is not there is E2B's proxy's 502 "was not found"
+		// (code unavailable for a Connect call).
+		{"POST", "/process.Process/List", `{}`, map[string]string{"E2b-Sandbox-Id": "nope", "X-Access-Token": "tok"}, 502},
+		{"POST", "/process.Process/List", `{}`, map[string]string{"E2b-Sandbox-Id": "nope", "X-Access-Token": "tok", "Content-Type": "application/json"}, 503},
+		{"GET", "/health", "", map[string]string{"E2b-Sandbox-Id": "nope"}, 502},
 		{"GET", "/health", "", map[string]string{"E2b-Sandbox-Id": "sbx1", "E2b-Sandbox-Port": "8080", "X-Access-Token": "tok"}, 404},
 		{"GET", "/health", "", map[string]string{"E2b-Sandbox-Id": "a/b", "X-Access-Token": "tok"}, 400},
 	} {
@@ -73,6 +81,14 @@ func TestRoutesWithoutABox(t *testing.T) {
 		s.ServeHTTP(w, r)
 		if w.Code != c.want {
 			t.Errorf("%s %s %v: %d, want %d: %s", c.method, c.path, c.header, w.Code, c.want, w.Body.String())
+		}
+		if w.Code >= 400 && w.Header().Get("Should-Retry") != "false" {
+			t.Errorf("%s %s: %d without Should-Retry: false", c.method, c.path, w.Code)
+		}
+		if w.Code == 502 || w.Code == 503 {
+			if !strings.Contains(w.Body.String(), "was not found") {
+				t.Errorf("%s %s: %d without E2B's \"was not found\": %s", c.method, c.path, w.Code, w.Body.String())
+			}
 		}
 	}
 	if Wants(httptest.NewRequest("GET", "/v1/boxes", nil)) {

@@ -4,7 +4,8 @@ import subprocess
 import sys
 import time
 
-from e2b import Sandbox, CommandExitException
+from e2b import (Sandbox, CommandExitException, FileNotFoundException, SandboxException,
+                 SandboxNotFoundException, SandboxNotRunningException)
 from e2b.sandbox.commands.command_handle import PtySize
 
 sandbox = Sandbox.create()
@@ -56,6 +57,11 @@ sandbox.files.remove("/home/e2b-test/sub")
 assert not sandbox.files.exists("/home/e2b-test/sub")
 info = sandbox.files.get_info("/home/e2b-test/hello.txt")
 assert info.size == 11 and info.type.value == "file", info
+try:
+    sandbox.files.read("/home/e2b-test/nope")
+    raise AssertionError("reading a missing file did not raise")
+except FileNotFoundException:
+    pass
 print("files ok", flush=True)
 
 # watch_dir seeing a write
@@ -95,12 +101,44 @@ second = subprocess.run(
 assert second.returncode == 0 and "hello world" in second.stdout, (second.stdout, second.stderr)
 print("connect from a second process ok", flush=True)
 
+# fork: new sandboxes from this one's state
+fork1, fork2 = sandbox.fork(count=2, timeout=120)
+for f in (fork1, fork2):
+    assert not isinstance(f, Exception), f
+    assert f.sandbox_id != sandbox.sandbox_id
+    assert f.files.read("/home/e2b-test/hello.txt") == "hello world"
+    f.files.write("/home/e2b-test/fork.txt", f.sandbox_id)
+    assert f.commands.run("cat /home/e2b-test/fork.txt").stdout == f.sandbox_id
+assert not sandbox.files.exists("/home/e2b-test/fork.txt")
+fork1.kill()
+fork2.kill()
+print("fork ok", flush=True)
+
 # list, kill
 assert sandbox.sandbox_id in [s.sandbox_id for s in Sandbox.list().next_items()]
 assert sandbox.is_running()
 sandbox.kill()
 assert sandbox.sandbox_id not in [s.sandbox_id for s in Sandbox.list().next_items()]
 print("kill ok", flush=True)
+
+# errors as E2B's SDK types them
+try:
+    sandbox.commands.run("echo hi")
+    raise AssertionError("a command in a killed sandbox did not raise")
+except SandboxNotRunningException:
+    pass
+assert not sandbox.is_running()
+try:
+    Sandbox.connect(sandbox.sandbox_id)
+    raise AssertionError("connecting to a killed sandbox did not raise")
+except SandboxNotFoundException:
+    pass
+try:
+    Sandbox.create("no-such-template")
+    raise AssertionError("an unknown template did not raise")
+except SandboxException as e:
+    assert e.status_code == 404 and "no-such-template" in str(e), e
+print("errors ok", flush=True)
 
 # a sandbox's timeout kills it
 short = Sandbox.create(timeout=3)

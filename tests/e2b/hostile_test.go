@@ -103,10 +103,17 @@ func TestHostile(t *testing.T) {
 		{"bad list token", req{"GET", "/e2b/v2/sandboxes?nextToken=zz", api, nil}, 400},
 		{"bad id", req{"GET", "/e2b/sandboxes/..%2f..", api, nil}, 400},
 		{"unknown sandbox", req{"GET", "/e2b/sandboxes/nope", api, nil}, 404},
-		{"fork is not served", req{"POST", "/e2b/sandboxes/" + id + "/fork", api, []byte(`{}`)}, 501},
+		{"snapshots are not served", req{"POST", "/e2b/sandboxes/" + id + "/snapshots", api, []byte(`{}`)}, 501},
+		{"fork count 0", req{"POST", "/e2b/sandboxes/" + id + "/fork", api, []byte(`{"count":0}`)}, 400},
+		{"fork count 1000", req{"POST", "/e2b/sandboxes/" + id + "/fork", api, []byte(`{"count":1000}`)}, 400},
+		{"fork unknown", req{"POST", "/e2b/sandboxes/nope/fork", api, []byte(`{}`)}, 404},
 		{"envd without token", req{"POST", "/process.Process/List", envd(map[string]string{"X-Access-Token": ""}), []byte(`{}`)}, 401},
 		{"envd bad token", req{"POST", "/process.Process/List", envd(map[string]string{"X-Access-Token": "ea_nope"}), []byte(`{}`)}, 401},
-		{"envd unknown sandbox", req{"POST", "/process.Process/List", envd(map[string]string{"E2b-Sandbox-Id": "nope"}), []byte(`{}`)}, 404},
+		// E2B's proxy's answer for a sandbox that is not running, which
+		// E2B's SDKs read as SandboxNotRunningException: code unavailable
+		// (503) for a Connect call, 502 otherwise.
+		{"envd unknown sandbox", req{"POST", "/process.Process/List", envd(map[string]string{"E2b-Sandbox-Id": "nope"}), []byte(`{}`)}, 503},
+		{"health unknown sandbox", req{"GET", "/health", envd(map[string]string{"E2b-Sandbox-Id": "nope"}), nil}, 502},
 		{"envd bad sandbox id", req{"POST", "/process.Process/List", envd(map[string]string{"E2b-Sandbox-Id": "../x"}), []byte(`{}`)}, 400},
 		{"envd unknown port", req{"GET", "/health", envd(map[string]string{"E2b-Sandbox-Port": "22"}), nil}, 404},
 		{"unknown service", req{"POST", "/nope.Nope/Call", envd(nil), []byte(`{}`)}, 404},
