@@ -67,6 +67,7 @@ await sandbox.files.write('/home/e2b-test/watched.txt', 'watch me')
 for (let i = 0; i < 60 && !events.some(([n]) => n === 'watched.txt'); i++) await sleep(250)
 await handle.stop()
 assert.ok(events.some(([n]) => n === 'watched.txt'), JSON.stringify(events))
+assert.ok(!events.some(([n]) => n.includes('.boxlite-copy-')), JSON.stringify(events))
 console.log('watchDir ok', JSON.stringify(events), lap())
 
 // pty.create and sendInput

@@ -86,6 +86,7 @@ for _ in range(60):
     time.sleep(0.5)
 handle.stop()
 assert any(n == "watched.txt" for n, _ in names), names
+assert not any(".boxlite-copy-" in n for n, _ in names), names
 print("watch_dir ok", names, lap(), flush=True)
 
 # pty.create and send_stdin
