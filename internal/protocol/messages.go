@@ -107,6 +107,13 @@ const (
 	// or TError when the connection failed. No network in the box is
 	// needed: the bytes cross the agent's channel.
 	TTunnel Type = 31
+	// TWatch (needs FeatureWatch): Watch, watch a box directory with
+	// inotify on a new stream. The agent sends the events as TStdout
+	// frames within the window (the host credits fd 1), each event a
+	// WatchRecord, until the host cancels (TCancel) or the watch ends:
+	// TCopyDone when the directory itself went, TError when the watch
+	// failed.
+	TWatch Type = 37
 
 	// Host to shim, answered by the shim on the same stream.
 	TInfo Type = 32 // request: no body; reply: Info
@@ -140,7 +147,7 @@ var typeNames = map[Type]string{
 	TCopyDone: "copy-done", TCopyIn: "copy-in", TCopyOut: "copy-out", TIdentity: "identity",
 	TLane: "lane", TLaneFree: "lane-free",
 	TPark: "park", TParked: "parked", TAttach: "attach", TPause: "pause", TClock: "clock", THold: "hold", TFork: "fork",
-	TTunnel: "tunnel", TEOF: "eof", TNetwork: "network",
+	TTunnel: "tunnel", TEOF: "eof", TNetwork: "network", TWatch: "watch",
 }
 
 // Last reports whether a frame of type t from the agent ends its stream.
@@ -181,6 +188,8 @@ const (
 	FeatureTrustCA = "trust-ca"
 	// FeatureTunnel: TTunnel and TEOF are implemented.
 	FeatureTunnel = "tunnel"
+	// FeatureWatch: TWatch is implemented.
+	FeatureWatch = "watch"
 )
 
 // The lane is a raw disk of the box that a copy's bulk data crosses: QEMU
@@ -486,6 +495,47 @@ type CopyOut struct {
 	// lane's slots and announces each chunk with TLane; the host frees
 	// them with TLaneFree.
 	Lane int `msgpack:"lane,omitempty"`
+}
+
+// Watch asks for the changes under the box directory Path (resolved as
+// the box's processes see it, through no symlink below the box's root):
+// its entries', and with Recursive its subdirectories' too, to
+// MaxWatchDepth levels and MaxWatches directories in all (more: ErrLimit).
+type Watch struct {
+	Path      string `msgpack:"path"`
+	Recursive bool   `msgpack:"recursive,omitempty"`
+}
+
+// Bounds of one watch.
+const (
+	MaxWatches    = 8192
+	MaxWatchDepth = 32
+)
+
+// A watch's events, as the agent sends them: each a WatchRecord, one byte
+// of WatchOp, two bytes of big-endian length, then the name, relative to
+// the watched directory ("" for the directory itself), at most
+// MaxWatchName bytes.
+type WatchOp byte
+
+const (
+	WatchCreate   WatchOp = 1 // made, or moved in
+	WatchWrite    WatchOp = 2 // written and closed, or modified
+	WatchRemove   WatchOp = 3 // removed
+	WatchRename   WatchOp = 4 // moved away (its new name, if watched, is a WatchCreate)
+	WatchChmod    WatchOp = 5 // its mode, owner or times changed
+	WatchOverflow WatchOp = 6 // events were lost (the kernel's queue overflowed); no name
+)
+
+// MaxWatchName bounds a WatchRecord's name.
+const MaxWatchName = 4096
+
+// AppendWatchRecord appends one event's record to b.
+func AppendWatchRecord(b []byte, op WatchOp, name string) []byte {
+	if len(name) > MaxWatchName {
+		name = name[:MaxWatchName]
+	}
+	return append(append(b, byte(op), byte(len(name)>>8), byte(len(name))), name...)
 }
 
 // LaneChunk is a chunk of a copy's data in the lane: Len bytes (1 to

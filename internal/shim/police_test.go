@@ -186,3 +186,34 @@ func TestTunnelStreamsObeyTheRules(t *testing.T) {
 		t.Error("exec accepted eof")
 	}
 }
+
+// A watch's events are a copy out's data: within the window, no other
+// frames but its end.
+func TestWatchStreamsObeyTheWindow(t *testing.T) {
+	chunk := protocol.Frame{Type: protocol.TStdout, Stream: 1, Payload: make([]byte, protocol.MaxChunk)}
+	w := &flow{kind: protocol.TWatch}
+	for i := 0; i < protocol.InitialWindow/protocol.MaxChunk; i++ {
+		if err := w.fromAgent(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.fromAgent(chunk); err == nil || !strings.Contains(err.Error(), "overruns its window") {
+		t.Fatalf("overrun: %v", err)
+	}
+	w.fromClient(frame(t, protocol.TCredit, protocol.Credit{Fd: 1, Bytes: protocol.InitialWindow}))
+	if err := w.fromAgent(chunk); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []protocol.Frame{
+		frame(t, protocol.TStarted, protocol.Started{}),
+		{Type: protocol.TStderr, Stream: 1, Payload: []byte("x")},
+		frame(t, protocol.TLane, protocol.LaneChunk{Len: 1}),
+	} {
+		if err := (&flow{kind: protocol.TWatch}).fromAgent(f); err == nil {
+			t.Errorf("watch accepted %s", f.Type)
+		}
+	}
+	if err := (&flow{kind: protocol.TWatch}).fromAgent(frame(t, protocol.TCopyDone, protocol.CopyDone{})); err != nil {
+		t.Error(err)
+	}
+}
