@@ -10,13 +10,19 @@
 # output and never protocol.
 #
 # Host -> driver (stdin): frames of a 4-byte big-endian length and a JSON
-#   object: {"op": "run", "id": N, "code": "..."}.
+#   object: {"op": "run", "id": N, "code": "...", "rich": bool, "env": {...}}.
+#   A rich cell (a code context's) also sends its results as D frames: the
+#   value of its trailing expression, display() calls and the matplotlib
+#   figures open at its end, as MIME bundles; lines starting with "!" run in
+#   the shell. "env" is set in os.environ for the cell only.
 # Driver -> host (stdout): MAGIC once, then frames of a 1-byte type, a 4-byte
 #   big-endian length and the payload:
 #     H  hello, JSON {"version", "pid", "python", "executable"}
 #     S  cell started, JSON {"id"}: from here until R an interrupt (SIGINT)
 #        stops the cell with KeyboardInterrupt
 #     O  stdout bytes      E  stderr bytes
+#     D  a rich result, JSON {"id", "data": {MIME type: value}, "main"}: main
+#        is the trailing expression's; images are base64
 #     R  cell result, JSON {"id", "value", "error", "exit_code"}; every O/E the
 #        cell wrote before it ended precedes its R
 #     X  protocol complaint, JSON {"message"}
@@ -28,6 +34,7 @@
 # pending and is discarded before the next cell.
 
 import ast
+import base64
 import builtins
 import importlib
 import io
@@ -41,6 +48,7 @@ import sys
 import threading
 import traceback
 import types
+import warnings
 
 VERSION = 1
 MAGIC = b"\x00\x01BOXLITE-SESSION-1\n"
@@ -48,6 +56,15 @@ DRIVER_FILE = "<boxlite-session>"
 CHUNK = 64 << 10
 MAX_REPR = 1 << 20
 MAX_REQUEST = 256 << 20
+MAX_BUNDLE = 8 << 20  # the bytes of one rich result in its frame; larger entries are dropped
+
+# A MIME bundle's entries from the _repr_*_ methods, as IPython's formatters.
+REPR_METHODS = (("_repr_html_", "text/html"), ("_repr_markdown_", "text/markdown"),
+                ("_repr_svg_", "image/svg+xml"), ("_repr_png_", "image/png"),
+                ("_repr_jpeg_", "image/jpeg"), ("_repr_pdf_", "application/pdf"),
+                ("_repr_json_", "application/json"), ("_repr_latex_", "text/latex"),
+                ("_repr_javascript_", "application/javascript"))
+BINARY_MIMES = ("image/png", "image/jpeg", "application/pdf")
 
 
 _real_exit = os._exit
@@ -101,6 +118,232 @@ def _strip(te, seen):
     _strip(te.__context__, seen)
     for sub in getattr(te, "exceptions", None) or ():
         _strip(sub, seen)
+
+
+class _Rich:
+    """What rich cells share: the running cell's emitter (None outside a rich
+    cell: display() then prints), and the stderr note writer."""
+    emit = None
+
+
+def _note(msg):
+    try:
+        sys.stderr.write("[boxlite: %s]\n" % msg)
+    except BaseException:
+        pass
+
+
+def _method(obj, name):
+    try:
+        f = getattr(obj, name, None)
+    except Exception:
+        return None
+    return f if callable(f) else None
+
+
+def _mime_value(mime, v):
+    """A bundle entry as JSON carries it (images base64), or None to drop it."""
+    if isinstance(v, tuple) and len(v) == 2:  # (data, metadata)
+        v = v[0]
+    if v is None:
+        return None
+    if mime == "application/json":
+        try:
+            json.dumps(v)
+        except Exception:
+            return None
+        return v
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        if mime in BINARY_MIMES:
+            return base64.b64encode(bytes(v)).decode("ascii")
+        return bytes(v).decode("utf-8", "replace")
+    if isinstance(v, str):
+        return v
+    return None
+
+
+def _plain(obj):
+    r = repr(obj)
+    if len(r) > MAX_REPR:
+        r = r[:MAX_REPR] + "... [%d characters]" % len(r)
+    return r
+
+
+def _cap(data):
+    """Drops the largest entries (never text/plain) of a bundle over MAX_BUNDLE."""
+    def size(v):  # as the D frame carries it
+        return len(json.dumps(v, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    total = sum(size(v) for v in data.values())
+    for mime in sorted(data, key=lambda m: -size(data[m])):
+        if total <= MAX_BUNDLE:
+            break
+        if mime == "text/plain":
+            continue
+        total -= size(data[mime])
+        _note("%s output of %d bytes dropped: a result holds at most %d" % (mime, size(data[mime]), MAX_BUNDLE))
+        del data[mime]
+    return data
+
+
+def _mime_bundle(obj):
+    """obj's MIME bundle, as IPython's display formatter makes it."""
+    data = {}
+    if not isinstance(obj, type):
+        m = _method(obj, "_repr_mimebundle_")
+        if m is not None:
+            try:
+                try:
+                    r = m(include=None, exclude=None)
+                except TypeError:
+                    r = m()
+                if isinstance(r, tuple) and len(r) == 2:
+                    r = r[0]
+                if isinstance(r, dict):
+                    for k, v in r.items():
+                        v = _mime_value(k, v) if isinstance(k, str) else None
+                        if v is not None:
+                            data[k] = v
+            except Exception as e:
+                _note("_repr_mimebundle_ failed: %s: %s" % (type(e).__name__, e))
+        for name, mime in REPR_METHODS:
+            if mime in data:
+                continue
+            m = _method(obj, name)
+            if m is None:
+                continue
+            try:
+                v = _mime_value(mime, m())
+            except Exception as e:
+                _note("%s failed: %s: %s" % (name, type(e).__name__, e))
+                continue
+            if v is not None:
+                data[mime] = v
+    if not isinstance(data.get("text/plain"), str):
+        data["text/plain"] = _plain(obj)
+    return _cap(data)
+
+
+def display(*objs, **kwargs):
+    """Shows objects as a notebook would: each is a result of the running
+    cell (raw=True: each is a MIME bundle already, a dict)."""
+    raw = kwargs.get("raw", False)
+    for obj in objs:
+        if raw and isinstance(obj, dict):
+            data = {}
+            for k, v in obj.items():
+                v = _mime_value(k, v) if isinstance(k, str) else None
+                if v is not None:
+                    data[k] = v
+            data = _cap(data)
+        else:
+            data = _mime_bundle(obj)
+        emit = _Rich.emit
+        if emit is not None:
+            emit(data, False)
+        elif "text/plain" in data:
+            print(data["text/plain"])
+
+
+def _flush_figures():
+    """The open matplotlib figures become PNG results and are closed, as
+    Jupyter's inline backend does after each cell."""
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None or _Rich.emit is None:
+        return
+    try:
+        nums = plt.get_fignums()
+        for n in nums:
+            fig = plt.figure(n)
+            buf = io.BytesIO()
+            fig.savefig(buf, format="png", bbox_inches="tight")
+            _Rich.emit({"text/plain": _plain(fig), "image/png": base64.b64encode(buf.getvalue()).decode("ascii")}, False)
+        if nums:
+            plt.close("all")
+    except Exception as e:
+        _note("matplotlib figure: %s: %s" % (type(e).__name__, e))
+
+
+def _patch_pyplot():
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is not None and getattr(plt.show, "__name__", "") != "_flush_figures":
+        plt.show = lambda *a, **k: _flush_figures()
+        plt.show.__name__ = "_flush_figures"
+
+
+def _system(cmd):
+    """A cell's "!cmd" line: runs cmd with sh, its output the cell's."""
+    import subprocess
+    for s in (sys.stdout, sys.stderr):
+        try:
+            s.flush()
+        except BaseException:
+            pass
+    subprocess.run(cmd, shell=True)
+
+
+def _shell_escapes(code):
+    """Turns the lines of a cell that start with "!" into _system calls, as
+    IPython does."""
+    if "!" not in code:
+        return code
+    lines = code.split("\n")
+    for i, line in enumerate(lines):
+        st = line.lstrip()
+        if st.startswith("!") and not st.startswith("!="):
+            lines[i] = "%s__boxlite_system__(%r)" % (line[:len(line) - len(st)], st[1:])
+    return "\n".join(lines)
+
+
+class _DisplayObject:
+    mime = "text/plain"
+
+    def __init__(self, data=None, url=None, filename=None, **kwargs):
+        if data is None and filename is not None:
+            with open(filename, "rb" if self.mime in BINARY_MIMES else "r") as f:
+                data = f.read()
+        self.data = data if data is not None else url
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        return {self.mime: self.data}
+
+
+def _ipython_display_module(name):
+    """IPython.display's everyday part, for boxes without IPython."""
+    m = types.ModuleType(name)
+    m.display = display
+    m.clear_output = lambda *a, **k: None
+    m.get_ipython = lambda: None
+    for cls, mime in (("HTML", "text/html"), ("Markdown", "text/markdown"), ("SVG", "image/svg+xml"),
+                      ("Latex", "text/latex"), ("Math", "text/latex"), ("JSON", "application/json"),
+                      ("Javascript", "application/javascript"), ("Pretty", "text/plain")):
+        setattr(m, cls, type(cls, (_DisplayObject,), {"mime": mime}))
+
+    class Image(_DisplayObject):
+        def __init__(self, data=None, url=None, filename=None, format=None, **kwargs):
+            fmt = (format or (filename or url or "").rsplit(".", 1)[-1] or "png").lower()
+            self.mime = "image/jpeg" if fmt in ("jpg", "jpeg") else "image/png"
+            _DisplayObject.__init__(self, data, url, filename)
+    m.Image = Image
+    return m
+
+
+class _IPythonShim:
+    """Finds IPython and IPython.display for rich cells in a box without
+    IPython: it comes after the real finders, so an installed IPython wins."""
+
+    names = ("IPython", "IPython.display", "IPython.core", "IPython.core.display")
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in self.names or _Rich.emit is None:
+            return None
+        import importlib.util
+        return importlib.util.spec_from_loader(name, self, is_package=name in ("IPython", "IPython.core"))
+
+    def create_module(self, spec):
+        return _ipython_display_module(spec.name)
+
+    def exec_module(self, module):
+        pass
 
 
 def main(state):
@@ -209,12 +452,23 @@ def main(state):
 
     os._exit = _exit
 
+    # Rich cells: display() (printing outside them), "!cmd" lines, IPython.display
+    # where IPython is missing, and matplotlib drawing off-screen (Agg), its
+    # figures shown at the end of the cell or by plt.show().
+    builtins.display = display
+    builtins.__boxlite_system__ = _system
+    sys.meta_path.append(_IPythonShim())
+    os.environ.setdefault("MPLBACKEND", "agg")
+    warnings.filterwarnings("ignore", message=".*(non-GUI backend|is non-interactive, and thus cannot be shown)")
+
     mod = types.ModuleType("__main__")
     mod.__dict__["__builtins__"] = builtins
     sys.modules["__main__"] = mod
     ns = mod.__dict__
 
-    def execute(code, filename):
+    def execute(code, filename, rich):
+        if rich:
+            code = _shell_escapes(code)
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         tree = compile(code, filename, "exec", ast.PyCF_ONLY_AST, True)
         last = None
@@ -227,10 +481,11 @@ def main(state):
         if value is None:
             return None
         builtins._ = value
-        r = repr(value)
-        if len(r) > MAX_REPR:
-            r = r[:MAX_REPR] + "... [%d characters]" % len(r)
-        return r
+        if rich:
+            data = _mime_bundle(value)
+            _Rich.emit(data, True)
+            return data["text/plain"]
+        return _plain(value)
 
     def describe(e):
         t = type(e)
@@ -258,7 +513,18 @@ def main(state):
     def run(msg):
         cid = msg.get("id", 0)
         code = msg.get("code", "")
+        rich = msg.get("rich") is True
         result = {"id": cid, "value": None, "error": None, "exit_code": 0}
+        saved_env = {}
+        for k, v in (msg.get("env") or {}).items():
+            saved_env[k] = os.environ.get(k)
+            os.environ[k] = v
+
+        def emit(data, main):
+            drain()  # what the cell printed before goes first
+            payload = json.dumps({"id": cid, "data": data, "main": main}, ensure_ascii=False)
+            with lock:
+                send(b"D", payload.encode("utf-8", "surrogatepass"))
         drain_sigint()
         if not state.reseeded:
             state.reseeded = True
@@ -273,13 +539,27 @@ def main(state):
                 with lock:
                     send_json(b"S", {"id": cid})
                 state.running = True
+                if rich:
+                    _Rich.emit = emit
+                    _patch_pyplot()
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, sigint)
                 try:
-                    result["value"] = execute(code, "<cell-%d>" % cid)
+                    try:
+                        result["value"] = execute(code, "<cell-%d>" % cid, rich)
+                    finally:
+                        if rich:
+                            _flush_figures()  # after an exception too, as Jupyter's inline backend
+                            _patch_pyplot()
                 finally:
                     signal.pthread_sigmask(signal.SIG_BLOCK, sigint)
             finally:
                 state.running = False
+                _Rich.emit = None
+                for k, v in saved_env.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
         except SystemExit as e:
             c = e.code
             if c is None or c == 0:
