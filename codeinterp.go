@@ -124,6 +124,22 @@ func NormalizeLanguage(lang string) (string, error) {
 // contexts, opts.Shell for bash ones. It fails with ErrNotFound when the
 // image lacks the interpreter.
 func (b *Box) NewCodeContext(ctx context.Context, language string, opts SessionOptions) (*CodeContext, error) {
+	opts = b.sessionDefaults(opts)
+	cwd := opts.Cwd
+	if cwd == "" {
+		cwd = b.rec.Config.WorkingDir
+		if img, err := b.image(); cwd == "" && err == nil {
+			cwd = img.Config.WorkingDir
+		}
+		cwd = firstNonEmpty(cwd, "/")
+	}
+	return NewCodeContextWith(ctx, language, b.sessionStarter(), opts, b.holdAwake, cwd)
+}
+
+// NewCodeContextWith starts a code context whose processes start runs: a
+// backend's box other than a local one (internal/restclient). cwd is the
+// working directory its interpreter starts in; onBusy may be nil.
+func NewCodeContextWith(ctx context.Context, language string, start session.Starter, opts SessionOptions, onBusy session.BusyFunc, cwd string) (*CodeContext, error) {
 	lang, err := NormalizeLanguage(language)
 	if err != nil {
 		return nil, err
@@ -134,25 +150,17 @@ func (b *Box) NewCodeContext(ctx context.Context, language string, opts SessionO
 	if opts.Shell != "" && lang != LanguageBash {
 		return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "code context: the shell option is for bash contexts")
 	}
-	opts = b.sessionDefaults(opts)
-	c := &CodeContext{lang: lang, opts: opts, cwd: opts.Cwd}
-	if c.cwd == "" {
-		c.cwd = b.rec.Config.WorkingDir
-		if img, err := b.image(); c.cwd == "" && err == nil {
-			c.cwd = img.Config.WorkingDir
-		}
-		c.cwd = firstNonEmpty(c.cwd, "/")
-	}
+	c := &CodeContext{lang: lang, opts: opts, cwd: cwd}
 	switch lang {
 	case LanguagePython:
-		c.drv, err = session.NewPython(ctx, b.sessionStarter(), opts, b.holdAwake)
+		c.drv, err = session.NewPython(ctx, start, opts, onBusy)
 	case LanguageJavaScript:
-		c.drv, err = session.NewJavaScript(ctx, b.sessionStarter(), opts, b.holdAwake)
+		c.drv, err = session.NewJavaScript(ctx, start, opts, onBusy)
 	default:
 		if opts.Shell == "" {
 			opts.Shell = "bash"
 		}
-		c.sh, err = session.NewShell(ctx, b.sessionStarter(), opts, b.holdAwake)
+		c.sh, err = session.NewShell(ctx, start, opts, onBusy)
 	}
 	if err != nil {
 		return nil, err
@@ -283,6 +291,22 @@ func isShellName(s string) bool {
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// Pid is the interpreter's (or shell's) process id in the box.
+func (c *CodeContext) Pid() int {
+	if c.drv != nil {
+		return c.drv.Pid()
+	}
+	return c.sh.Pid()
+}
+
+// Restarts counts the interpreters started after the first.
+func (c *CodeContext) Restarts() int {
+	if c.drv != nil {
+		return c.drv.Restarts()
+	}
+	return c.sh.Restarts()
+}
 
 // Interrupt stops the running cell as its timeout would; a no-op when idle.
 func (c *CodeContext) Interrupt() {
