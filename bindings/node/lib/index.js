@@ -13,6 +13,7 @@ const { SimpleBox } = require('./simplebox');
 const { CodeBox } = require('./codebox');
 const { InteractiveBox } = require('./interactivebox');
 const { PythonSession, ShellSession, CellStream } = require('./session');
+const { CodeContext, Execution: CodeExecution, Result: CodeResult } = require('./code');
 const { BoxliteError, ExecError, TimeoutError, ParseError, errorCode, CODES } = require('./errors');
 
 /** The library version, "MAJOR.MINOR.PATCH". */
@@ -39,6 +40,9 @@ module.exports = {
   PythonSession,
   ShellSession,
   CellStream,
+  CodeContext,
+  CodeExecution,
+  CodeResult,
   BoxliteError,
   ExecError,
   TimeoutError,
