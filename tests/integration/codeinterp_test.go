@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -276,6 +277,31 @@ func testCodeInterpHTTP(t *testing.T, b *boxlite.Box) {
 	} {
 		if code, body := do(t, c.method, srv.URL+c.path, c.body); code != c.want {
 			t.Errorf("%s %s %.80s: %d %.200s, want %d", c.method, c.path, c.body, code, body, c.want)
+		}
+	}
+
+	// Random malformed requests: never a 5xx, and the server works after them.
+	rng := rand.New(rand.NewPCG(22, 49999))
+	paths := []string{"/execute", "/contexts", "/contexts/x/restart", "/contexts/%00", "/contexts//restart", "/health", "/", "/execute/x"}
+	methods := []string{"GET", "POST", "PUT", "DELETE", "PATCH"}
+	for i := 0; i < 300; i++ {
+		body := make([]byte, rng.IntN(64))
+		for j := range body {
+			body[j] = byte(rng.IntN(256))
+		}
+		if rng.IntN(2) == 0 { // JSON-ish, wrong in some way
+			body = []byte([]string{`{"code": null}`, `{"code": ["x"]}`, `{"language": 5}`, `{"context_id": {}}`, `[]`, `"x"`,
+				`{"env_vars": {"": "x"}, "code": "1"}`, `{"cwd": 1}`, `{"code": "1"} {"code": "2"}`}[rng.IntN(9)])
+		}
+		m, pth := methods[rng.IntN(len(methods))], paths[rng.IntN(len(paths))]
+		req, _ := http.NewRequest(m, srv.URL+pth, strings.NewReader(string(body)))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s %q: %v", m, pth, body, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode >= 500 {
+			t.Errorf("%s %s %q: %s", m, pth, body, resp.Status)
 		}
 	}
 

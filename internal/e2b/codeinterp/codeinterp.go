@@ -217,15 +217,12 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Write(b)
 }
 
-// errStatus is the HTTP status of a context's failure.
+// errStatus is the HTTP status of a context's failure: 400 for a bad
+// option, else 500, as E2B's server answers a context it cannot start (a
+// 404 would read as "no such context" to E2B's SDKs).
 func errStatus(err error) int {
-	switch {
-	case errors.Is(err, errdefs.ErrInvalidArgument):
+	if errors.Is(err, errdefs.ErrInvalidArgument) {
 		return http.StatusBadRequest
-	case errors.Is(err, errdefs.ErrNotFound):
-		return http.StatusNotFound
-	case errors.Is(err, errdefs.ErrLimit):
-		return http.StatusRequestEntityTooLarge
 	}
 	return http.StatusInternalServerError
 }
