@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/boxlite/boxlite/errdefs"
 )
@@ -26,7 +27,20 @@ import (
 // 'X' a diagnostic (JSON).
 
 //go:embed driver.py
-var driverSource string
+var driverMain string
+
+//go:embed driver_rich.py
+var driverRich string
+
+// driverSource is driver.py with driver_rich.py in it (two files only to
+// keep each readable: the interpreter gets one source).
+var driverSource = func() string {
+	const mark = "# @rich@ (driver_rich.py, joined in here by driver.go: rich results)\n"
+	if !strings.Contains(driverMain, mark) {
+		panic("session: driver.py has no " + mark)
+	}
+	return strings.Replace(driverMain, mark, driverRich, 1)
+}()
 
 // driverBoot compiles the driver under a name of its own, so tracebacks can
 // leave its frames out.
