@@ -73,3 +73,17 @@ def test_context_restart_and_timeout(cb, run):
     assert r.error.name == "NameError" and r.execution_count == 1
     with pytest.raises(ValueError):
         run(cb.run_code("1", language="cobol"))
+
+
+def test_sync_code_context_by_delegation(cb, run):
+    from boxlite.sync_api import SyncCodeContext
+
+    ctx = SyncCodeContext(run(cb.create_code_context("javascript")))
+    try:
+        ctx.run_code("var z = 2")
+        assert ctx.run_code("z * 21").text == "42"
+        ctx.restart()
+        assert ctx.run_code("typeof z").text == "undefined"
+    finally:
+        ctx.close()
+    assert ctx.closed
