@@ -735,14 +735,20 @@ void boxlite_execution_free(boxlite_execution_t *ex);
  * definitions of the cells before it, runs as __main__, and may end with an
  * expression whose repr() is returned (as in a notebook). A "shell" session
  * keeps one sh: the working directory, exported and shell variables and
- * functions of one boxlite_session_exec are there for the next. Calls on one
+ * functions of one boxlite_session_exec are there for the next. A code
+ * context ("code:python", "code:javascript", "code:bash"; E2B's and
+ * Jupyter's contexts) keeps an interpreter whose cells
+ * (boxlite_session_run_code) give rich results: MIME bundles of the last
+ * expression's value, of display() calls and of matplotlib figures. Calls on one
  * session take turns; a box may have several sessions. A session ends when
  * freed, when its box stops, or with the process. */
 
 typedef struct boxlite_session boxlite_session_t;
 typedef struct boxlite_cell boxlite_cell_t; /* a running cell, to stream its output */
 
-/* kind is "python" or "shell". options_json may be NULL or an object of:
+/* kind is "python", "shell", or a code context: "code:python", "code:javascript"
+ * (node or nodejs on the box's PATH) or "code:bash" (bash, unless "shell"
+ * names another). options_json may be NULL or an object of:
  * BEGIN GENERATED: session options (from internal/abi.SessionOptions: go generate ./errdefs; do not edit)
  *   "python": string: python sessions: the interpreter; default: the first of
  *       /usr/local/bin/python3, python3, python in the box
@@ -755,7 +761,7 @@ typedef struct boxlite_cell boxlite_cell_t; /* a running cell, to stream its out
  *   "output_limit_bytes": integer: output kept per stream of a result; default: the runtime's
  * END GENERATED: session options
  * Blocks until the session is ready; BOXLITE_ERR_NOT_FOUND when the image
- * has no Python. */
+ * has no Python (Node, bash). */
 int boxlite_session_new(boxlite_box_t *box, const char *kind, const char *options_json,
                         boxlite_session_t **out, boxlite_error_t **err);
 
@@ -833,6 +839,45 @@ void boxlite_cell_free(boxlite_cell_t *c);
 int boxlite_session_exec(boxlite_session_t *s, const char *command_json, boxlite_result_t **out,
                          boxlite_error_t **err);
 
+/* Runs code as one cell of a code context ("code:..." session): its
+ * declarations stay for the next cell. options_json: NULL or an object of:
+ * BEGIN GENERATED: code options (from internal/abi.CodeOptions: go generate ./errdefs; do not edit)
+ *   "timeout_secs": number: interrupts the cell after that long (KeyboardInterrupt, SIGINT); 0:
+ *       none
+ *   "env": {string: string}: set in the interpreter's environment for this cell only
+ * END GENERATED: code options
+ * *execution_json, freed with boxlite_string_free, is an object of:
+ * BEGIN GENERATED: code execution (from internal/abi.CodeExecution: go generate ./errdefs; do not edit)
+ *   "results": [{...}]: the last expression's value (is_main_result), display() calls and
+ *       matplotlib figures, in order
+ *     "is_main_result": boolean: the value of the cell's last expression
+ *     "data": {string: string}: MIME type to representation: text/plain, text/html,
+ *         text/markdown, image/svg+xml, text/latex, application/javascript as text; image/png,
+ *         image/jpeg, application/pdf in base64; application/json as JSON text
+ *   "logs": {...}
+ *     "stdout": [string]
+ *     "stderr": [string]
+ *     "stdout_truncated": boolean: output past the session's output_limit_bytes was dropped
+ *     "stderr_truncated": boolean
+ *   "error": {...} or null: what the cell raised; null when it completed
+ *     "name": string: the exception's class (ZeroDivisionError, TypeError); ExitCode for a bash
+ *         cell that exited non-zero
+ *     "value": string: its message (a bash cell's exit code)
+ *     "traceback": string
+ *   "execution_count": integer: the cells of the context, from 1 (a reset starts again)
+ *   "results_truncated": boolean: results past the session's output_limit_bytes were dropped
+ *   "restarted": boolean: the interpreter ended under the cell and was started again: the state
+ *       is gone
+ *   "timed_out": boolean
+ * END GENERATED: code execution
+ * An exception in the cell is its "error", not a failure. A timeout
+ * interrupts the cell and returns BOXLITE_ERR_TIMEOUT with *execution_json
+ * set ("timed_out": true); the context keeps its state unless the cell
+ * ignored the interrupt ("restarted": true). With other errors
+ * *execution_json is NULL. */
+int boxlite_session_run_code(boxlite_session_t *s, const char *code, const char *options_json,
+                             char **execution_json, boxlite_error_t **err);
+
 /* Interrupts the cell or command running on the session now, as its timeout
  * would (KeyboardInterrupt, or SIGINT to the command; killed and restarted
  * after the grace period if it does not stop). The interrupted call returns
@@ -843,7 +888,7 @@ int boxlite_session_interrupt(boxlite_session_t *s, boxlite_error_t **err);
 int boxlite_session_reset(boxlite_session_t *s, boxlite_error_t **err);
 /* *out_json, an object of:
  * BEGIN GENERATED: session info (from internal/abi.SessionInfo: go generate ./errdefs; do not edit)
- *   "kind": "python" | "shell"
+ *   "kind": "python" | "shell" | "code:python" | "code:javascript" | "code:bash"
  *   "pid": integer: in the box
  *   "restarts": integer
  *   "python": string, optional: the interpreter's version (python sessions)

@@ -237,9 +237,47 @@ type CellError struct {
 	Traceback string `json:"traceback"`
 }
 
+// CodeOptions run a code context's cell (boxlite_session_run_code).
+type CodeOptions struct {
+	TimeoutSecs Seconds           `json:"timeout_secs,omitempty" doc:"interrupts the cell after that long (KeyboardInterrupt, SIGINT); 0: none"`
+	Env         map[string]string `json:"env,omitempty" doc:"set in the interpreter's environment for this cell only"`
+}
+
+// CodeExecution is what a code context's cell did.
+type CodeExecution struct {
+	Results          []CodeResult `json:"results" doc:"the last expression's value (is_main_result), display() calls and matplotlib figures, in order"`
+	Logs             CodeLogs     `json:"logs"`
+	Error            *CodeError   `json:"error" doc:"what the cell raised; null when it completed"`
+	ExecutionCount   int          `json:"execution_count" doc:"the cells of the context, from 1 (a reset starts again)"`
+	ResultsTruncated bool         `json:"results_truncated" doc:"results past the session's output_limit_bytes were dropped"`
+	Restarted        bool         `json:"restarted" doc:"the interpreter ended under the cell and was started again: the state is gone"`
+	TimedOut         bool         `json:"timed_out"`
+}
+
+// CodeResult is a rich result: a MIME bundle.
+type CodeResult struct {
+	IsMainResult bool              `json:"is_main_result" doc:"the value of the cell's last expression"`
+	Data         map[string]string `json:"data" doc:"MIME type to representation: text/plain, text/html, text/markdown, image/svg+xml, text/latex, application/javascript as text; image/png, image/jpeg, application/pdf in base64; application/json as JSON text"`
+}
+
+// CodeLogs are what a cell printed, in the chunks it came in.
+type CodeLogs struct {
+	Stdout          []string `json:"stdout"`
+	Stderr          []string `json:"stderr"`
+	StdoutTruncated bool     `json:"stdout_truncated" doc:"output past the session's output_limit_bytes was dropped"`
+	StderrTruncated bool     `json:"stderr_truncated"`
+}
+
+// CodeError is what a cell raised.
+type CodeError struct {
+	Name      string `json:"name" doc:"the exception's class (ZeroDivisionError, TypeError); ExitCode for a bash cell that exited non-zero"`
+	Value     string `json:"value" doc:"its message (a bash cell's exit code)"`
+	Traceback string `json:"traceback"`
+}
+
 // SessionInfo describes a session (boxlite_session_info).
 type SessionInfo struct {
-	Kind     string `json:"kind" enum:"python,shell"`
+	Kind     string `json:"kind" enum:"python,shell,code:python,code:javascript,code:bash"`
 	Pid      int    `json:"pid" doc:"in the box"`
 	Restarts int    `json:"restarts"`
 	Python   string `json:"python,omitempty" doc:"the interpreter's version (python sessions)"`

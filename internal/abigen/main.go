@@ -149,6 +149,8 @@ var wireBlocks = []struct {
 	{"command", reflect.TypeFor[abi.Command](), true},
 	{"session options", reflect.TypeFor[abi.SessionOptions](), true},
 	{"cell options", reflect.TypeFor[abi.CellOptions](), true},
+	{"code options", reflect.TypeFor[abi.CodeOptions](), true},
+	{"code execution", reflect.TypeFor[abi.CodeExecution](), false},
 	{"shell command", reflect.TypeFor[abi.ShellCommand](), true},
 	{"image info", reflect.TypeFor[abi.ImageInfo](), false},
 	{"snapshot info", reflect.TypeFor[abi.SnapshotInfo](), false},

@@ -61,6 +61,7 @@ type Box interface {
 	Export(ctx context.Context, dest string) (string, error)
 	NewPythonSession(ctx context.Context, opts boxlite.SessionOptions) (*boxlite.Session, error)
 	NewShellSession(ctx context.Context, opts boxlite.SessionOptions) (*boxlite.ShellSession, error)
+	NewCodeContext(ctx context.Context, language string, opts boxlite.SessionOptions) (*boxlite.CodeContext, error)
 	Exec(ctx context.Context, cmd boxlite.Command) (Execution, error)
 	Clone(ctx context.Context, opts boxlite.CloneOptions) (Box, error)
 	// Fork makes running boxes from the running box's state (see

@@ -693,8 +693,63 @@ export declare class ShellSession implements AsyncDisposable {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
+/** A rich result of a cell: one representation per format (png, jpeg base64; json decoded), the rest in extra by MIME type. */
+export declare class CodeResult {
+  readonly isMainResult: boolean;
+  readonly text?: string;
+  readonly html?: string;
+  readonly markdown?: string;
+  readonly svg?: string;
+  readonly png?: string;
+  readonly jpeg?: string;
+  readonly pdf?: string;
+  readonly latex?: string;
+  readonly json?: unknown;
+  readonly javascript?: string;
+  readonly extra: Record<string, string>;
+  /** The MIME bundle as the library gave it. */
+  readonly raw: Record<string, string>;
+  /** 'text', 'html', 'png'..., then the extra MIME types. */
+  formats(): string[];
+}
+
+/** What a code context's cell did (CodeBox.runCode). */
+export declare class CodeExecution {
+  readonly results: CodeResult[];
+  readonly logs: { stdout: string[]; stderr: string[]; stdoutTruncated: boolean; stderrTruncated: boolean };
+  /** What the cell raised (name ExitCode for a bash cell that exited non-zero). */
+  readonly error?: { name: string; value: string; traceback: string };
+  readonly executionCount: number;
+  readonly resultsTruncated: boolean;
+  readonly restarted: boolean;
+  readonly timedOut: boolean;
+  /** The main result's text. */
+  get text(): string | undefined;
+}
+
+export type CodeLanguage = 'python' | 'javascript' | 'js' | 'bash' | 'sh';
+
+/** A code interpreter's context in a box (python, javascript, bash): cells keep their state and give rich results. */
+export declare class CodeContext implements AsyncDisposable {
+  readonly language: 'python' | 'javascript' | 'bash';
+  readonly closed: boolean;
+  runCode(code: string, options?: { timeoutSecs?: number; envs?: EnvInput }): Promise<CodeExecution>;
+  /** A fresh interpreter: the state is gone, the execution count starts again. */
+  restart(): Promise<void>;
+  close(): void;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
 export declare class CodeBox extends SimpleBox {
   constructor(options?: CodeBoxOptions);
+  /**
+   * Runs code as E2B's code interpreter does, in the box's default context of the language
+   * (python by default, javascript, bash; apart from run()'s interpreter), or in options.context.
+   * Resolves to its results (last value, display() calls, matplotlib figures), logs and error.
+   */
+  runCode(code: string, options?: { language?: CodeLanguage; context?: CodeContext; timeoutSecs?: number; envs?: EnvInput }): Promise<CodeExecution>;
+  /** Another code context, closed with the box. */
+  createCodeContext(language?: CodeLanguage, options?: SessionOptions): Promise<CodeContext>;
   /**
    * Runs Python code as a cell of the box's persistent session; resolves to stdout. Rejects with
    * ExecError (exitCode, stderr with the traceback) on failure, TimeoutError on timeout. With env,

@@ -15,6 +15,7 @@ const { CodeBox } = require('./codebox');
 const { InteractiveBox } = require('./interactivebox');
 const { PythonSession, ShellSession, CellStream } = require('./session');
 const { Secret } = require('./secret');
+const { CodeContext, Execution: CodeExecution, Result: CodeResult } = require('./code');
 const { BoxliteError, ExecError, TimeoutError, ParseError, errorCode, CODES } = require('./errors');
 
 /** The library version, "MAJOR.MINOR.PATCH". */
@@ -45,6 +46,9 @@ module.exports = {
   PythonSession,
   ShellSession,
   CellStream,
+  CodeContext,
+  CodeExecution,
+  CodeResult,
   BoxliteError,
   ExecError,
   TimeoutError,

@@ -151,6 +151,8 @@ static int handle_id(work_t *w, const char *id) {
     SESSION, STR("code"), STR_OR_NULL("optionsJson"))                                                         \
   X(sessionExec,        ASYNC, 0,      r_result,    boxlite_session_exec(H, S0, &w->res, err),                \
     SESSION, STR("commandJson"))                                                                              \
+  X(sessionRunCode,     ASYNC, 0,      r_string,    boxlite_session_run_code(H, S0, S1, OUT_STR, err),        \
+    SESSION, STR("code"), STR_OR_NULL("optionsJson"))                                                         \
   X(sessionInterrupt,   SYNC,  0,      r_undefined, boxlite_session_interrupt(H, err), SESSION)               \
   X(sessionReset,       ASYNC, 0,      r_undefined, boxlite_session_reset(H, err), SESSION)                   \
   X(sessionInfo,        SYNC,  0,      r_string,    boxlite_session_info(H, OUT_STR, err), SESSION)           \

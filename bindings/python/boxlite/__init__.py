@@ -16,6 +16,7 @@ the BoxLite Python SDK::
 
 from ._copy import CopyOptions
 from .box import Box, BoxInfo, BoxOptions, BoxStateInfo, NetworkInfo, NetworkSpec, PortMapping
+from .code import CodeContext, CodeExecution, CodeResult, ExecutionError, Logs
 from .codebox import CodeBox
 from . import errors as _errors
 from .errors import *  # noqa: F401,F403 (every error class: errors.__all__)
@@ -67,6 +68,7 @@ __all__ = [
     "Execution", "ExecStdout", "ExecStderr", "ExecStdin", "ExitStatus", "ExecResult",
     "SimpleBox", "CodeBox", "InteractiveBox",
     "PythonSession", "ShellSession", "CellResult", "CellError", "CellChunk", "CellStream",
+    "CodeContext", "CodeExecution", "CodeResult", "ExecutionError", "Logs",
     "SnapshotHandle", "SnapshotInfo", "SnapshotOptions", "CloneOptions", "ExportOptions",
     "SyncBoxlite", "SyncBox", "SyncSnapshotHandle", "SyncExecution", "SyncExecStdout", "SyncExecStderr",
     "SyncSimpleBox", "SyncCodeBox", "SyncInteractiveBox",

@@ -78,6 +78,7 @@ CALLS = {
     "cell_interrupt": ("status", (("c", "handle", "cell"),)),
     "cell_free": ("void", (("c", "handle", "cell"),)),
     "session_exec": CUSTOM,
+    "session_run_code": ("status", (("s", "handle", "session"), ("code", "str", ""), ("options_json", "str_or_null", ""), ("execution_json", "out_string", ""))),
     "session_interrupt": ("status", (("s", "handle", "session"),)),
     "session_reset": ("status", (("s", "handle", "session"),)),
     "session_info": ("status", (("s", "handle", "session"), ("out_json", "out_string", ""))),

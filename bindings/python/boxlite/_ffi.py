@@ -276,6 +276,13 @@ def session_run(s: Handle, code: str, options_json: Optional[str] = None) -> str
     return _json_result(rc, out, err, "session_run")
 
 
+def session_run_code(s: Handle, code: str, options_json: Optional[str] = None) -> str:
+    out = ffi.new("char **")
+    err = _new_err()
+    rc = lib().boxlite_session_run_code(_ptr(s), _cstr(code, "code"), _nullable(options_json, "code options"), out, err)
+    return _json_result(rc, out, err, "session_run_code")
+
+
 def cell_read(c: Handle, buf, timeout_ms: int) -> Tuple[int, int, int]:
     """Reads into buf (from new_buffer): (OK, stream, n), (AGAIN, 0, 0) or (EOF, 0, 0)."""
     stream = ffi.new("int *")

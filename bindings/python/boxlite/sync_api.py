@@ -26,6 +26,7 @@ from typing import Any, Coroutine, Dict, Iterator, Optional
 
 from ._defaults import DEFAULT_AUTO_REMOVE
 from .box import Box
+from .code import CodeContext
 from .codebox import CodeBox
 from .errors import ClosedError, InvalidStateError
 from .execution import ExecStderr, ExecStdin, ExecStdout, Execution
@@ -38,7 +39,7 @@ from .snapshot import SnapshotHandle
 
 __all__ = [
     "SyncBoxlite", "SyncBox", "SyncSnapshotHandle", "SyncExecution", "SyncExecStdout", "SyncExecStderr", "SyncExecStdin",
-    "SyncSimpleBox", "SyncCodeBox", "SyncInteractiveBox", "SyncPythonSession", "SyncShellSession",
+    "SyncSimpleBox", "SyncCodeBox", "SyncInteractiveBox", "SyncPythonSession", "SyncShellSession", "SyncCodeContext",
 ]
 
 
@@ -255,6 +256,10 @@ class SyncPythonSession(_Sync, of=PythonSession):
     """PythonSession, blocking (``SyncCodeBox.session()``, ``new_session()``)."""
 
     stream = _stream
+
+
+class SyncCodeContext(_Sync, of=CodeContext):
+    """CodeContext, synchronously (SyncCodeBox.create_code_context)."""
 
 
 class SyncShellSession(_Sync, of=ShellSession):

@@ -272,3 +272,19 @@ func Network(n abi.Network) (boxlite.NetworkSpec, error) {
 	}
 	return spec, nil
 }
+
+// CodeExecution is a code context's cell on the wire; timedOut is whether
+// a timeout interrupted it.
+func CodeExecution(e *boxlite.CodeExecution, timedOut bool) abi.CodeExecution {
+	w := abi.CodeExecution{Results: make([]abi.CodeResult, 0, len(e.Results)),
+		Logs: abi.CodeLogs{Stdout: append([]string{}, e.Logs.Stdout...), Stderr: append([]string{}, e.Logs.Stderr...),
+			StdoutTruncated: e.Logs.StdoutTruncated, StderrTruncated: e.Logs.StderrTruncated},
+		ExecutionCount: e.ExecutionCount, ResultsTruncated: e.ResultsTruncated, Restarted: e.Restarted, TimedOut: timedOut}
+	for _, r := range e.Results {
+		w.Results = append(w.Results, abi.CodeResult{IsMainResult: r.IsMain, Data: r.Data})
+	}
+	if x := e.Error; x != nil {
+		w.Error = &abi.CodeError{Name: x.Name, Value: x.Value, Traceback: x.Traceback}
+	}
+	return w
+}
