@@ -47,3 +47,16 @@ func TestE2BCodeInterpreter(t *testing.T) {
 		t.Fatalf("E2B's code interpreter examples against boxlite serve: %v", err)
 	}
 }
+
+// ciJSSDKVersion is the @e2b/code-interpreter release on npm the JS test
+// drives (`npm view @e2b/code-interpreter version`); its e2b is pinned to
+// jsSDKVersion.
+const ciJSSDKVersion = "2.8.0"
+
+// TestE2BCodeInterpreterJS runs E2B's documented code interpreter examples
+// with E2B's @e2b/code-interpreter SDK from npm.
+func TestE2BCodeInterpreterJS(t *testing.T) {
+	dir := npmProject(t, "@e2b/code-interpreter", ciJSSDKVersion, "e2b@"+jsSDKVersion)
+	pythonImage(t)
+	runNode(t, dir, "codeinterp_examples.mjs")
+}
