@@ -5,7 +5,7 @@
 import base64
 import time
 
-from e2b import TimeoutException
+from e2b import SandboxException, TimeoutException
 from e2b_code_interpreter import Sandbox
 
 _t = time.monotonic()
@@ -97,7 +97,7 @@ assert sbx.run_code("'GREETING' in os.environ").text == "False"
 
 # a cell past its timeout is interrupted; the context keeps its state
 try:
-    sbx.run_code("import time\ntime.sleep(60)", timeout=3)
+    sbx.run_code("import time\ntime.sleep(60)", timeout=1.5)
     raise AssertionError("the timeout did not raise")
 except TimeoutException:
     pass
@@ -131,6 +131,11 @@ sbx.run_code("y = 5", context=context)
 assert sbx.run_code("y", context=context).text == "5"
 tmp = sbx.create_code_context(cwd="/tmp", language="python")
 assert sbx.run_code("import os; os.getcwd()", context=tmp).text == "/tmp"
+try:
+    sbx.create_code_context(cwd="/no/such/dir")
+    raise AssertionError("a context in a missing directory started")
+except SandboxException as e:
+    assert str(e).startswith("500"), e
 ids = {c.id for c in sbx.list_code_contexts()}
 assert {context.id, js.id, sh.id, tmp.id} <= ids, ids
 sbx.restart_code_context(context)
