@@ -70,13 +70,13 @@ func (s *Server) controlMux() *http.ServeMux {
 	h("POST "+p+"/sandboxes/{id}/resume", s.resume)
 	h("POST "+p+"/sandboxes/{id}/pause", s.pause)
 	h("POST "+p+"/sandboxes/{id}/fork", s.fork)
+	h("PUT "+p+"/sandboxes/{id}/network", s.updateNetwork)
 	h("GET "+p+"/sandboxes/{id}/metrics", s.metrics)
 	h("GET "+p+"/sandboxes/{id}/logs", s.logsV1)
 	h("GET "+p+"/v2/sandboxes/{id}/logs", s.logsV2)
 	for _, nr := range []struct{ route, what string }{
 		{"POST " + p + "/sandboxes/{id}/snapshots", "snapshots"},
 		{"GET " + p + "/snapshots", "snapshots"},
-		{"PUT " + p + "/sandboxes/{id}/network", "a network update"},
 		{"GET " + p + "/sandboxes/metrics", "metrics of many sandboxes"},
 		{p + "/templates", "template building (templates are local images: docs/e2b.md)"},
 		{p + "/templates/", "template building (templates are local images: docs/e2b.md)"},
@@ -191,8 +191,6 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) error {
 		return notServed("volumeMounts")
 	case !isNull(req.AutoPauseMemory):
 		return notServed("autoPauseMemory")
-	case req.AutoPause != nil && *req.AutoPause:
-		return notServed("autoPause (pause at the timeout)")
 	case strings.TrimSpace(string(req.AutoResume)) != "" && strings.TrimSpace(string(req.AutoResume)) != "null" && !strings.Contains(string(req.AutoResume), "false") && !isNull(req.AutoResume):
 		return notServed("autoResume")
 	}
@@ -245,7 +243,8 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) error {
 	info := b.Info()
 	now := time.Now().UTC()
 	rec := record{ID: b.ID(), TemplateID: req.TemplateID, Image: image, Key: key, Metadata: req.Metadata, EnvVars: req.EnvVars,
-		Token: newToken(), Traffic: newToken(), StartedAt: now, EndAt: now.Add(timeout), CPUs: info.Config.CPUs, MemoryMiB: info.Config.MemoryMiB, DiskGB: info.Config.DiskSizeGB}
+		Token: newToken(), Traffic: newToken(), StartedAt: now, EndAt: now.Add(timeout), CPUs: info.Config.CPUs, MemoryMiB: info.Config.MemoryMiB, DiskGB: info.Config.DiskSizeGB,
+		AutoPause: req.AutoPause != nil && *req.AutoPause}
 	s.store.put(rec)
 	writeJSON(w, http.StatusCreated, sandboxJSON(rec))
 	return nil
@@ -339,10 +338,22 @@ func (s *Server) listedJSON(rec record, detail bool) map[string]any {
 
 func (s *Server) record(r *http.Request) (record, error) {
 	rec, ok := s.store.get(r.PathValue("id"))
-	if !ok {
+	if !ok || rec.Key != caller(r) { // another key's sandbox is not there for this one
 		return record{}, statusErr(http.StatusNotFound, "sandbox %q not found", truncate(r.PathValue("id")))
 	}
 	return rec, nil
+}
+
+// owned is the caller's records.
+func (s *Server) owned(r *http.Request) []record {
+	key := caller(r)
+	var out []record
+	for _, rec := range s.store.all() {
+		if rec.Key == key {
+			out = append(out, rec)
+		}
+	}
+	return out
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request) error {
@@ -380,8 +391,12 @@ func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, ok := s.store.update(r.PathValue("id"), func(rec *record) { rec.EndAt = time.Now().UTC().Add(d) }); !ok {
-		return statusErr(http.StatusNotFound, "sandbox %q not found", truncate(r.PathValue("id")))
+	rec, err := s.record(r)
+	if err != nil {
+		return err
+	}
+	if _, ok := s.store.update(rec.ID, func(rec *record) { rec.EndAt = time.Now().UTC().Add(d) }); !ok {
+		return statusErr(http.StatusNotFound, "sandbox %q not found", truncate(rec.ID))
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -398,12 +413,16 @@ func (s *Server) refresh(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, ok := s.store.update(r.PathValue("id"), func(rec *record) {
+	rec, err := s.record(r)
+	if err != nil {
+		return err
+	}
+	if _, ok := s.store.update(rec.ID, func(rec *record) {
 		if end := time.Now().UTC().Add(d); end.After(rec.EndAt) {
 			rec.EndAt = end
 		}
 	}); !ok {
-		return statusErr(http.StatusNotFound, "sandbox %q not found", truncate(r.PathValue("id")))
+		return statusErr(http.StatusNotFound, "sandbox %q not found", truncate(rec.ID))
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -440,7 +459,7 @@ func (s *Server) listV1(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := []map[string]any{}
-	for _, rec := range s.store.all() {
+	for _, rec := range s.owned(r) {
 		if hasMetadata(rec, md) && s.state(rec) == "running" {
 			out = append(out, s.listedJSON(rec, false))
 		}
@@ -488,7 +507,7 @@ func (s *Server) listV2(w http.ResponseWriter, r *http.Request) error {
 	if order != "" && order != "asc" && order != "desc" {
 		return statusErr(http.StatusBadRequest, "order %q: want asc or desc", truncate(order))
 	}
-	recs := s.store.all()
+	recs := s.owned(r)
 	if order == "desc" {
 		for i, j := 0, len(recs)-1; i < j; i, j = i+1, j-1 {
 			recs[i], recs[j] = recs[j], recs[i]

@@ -20,8 +20,11 @@ func newTestServer(t *testing.T) *Server {
 	}
 	t.Cleanup(func() { rt.Close() })
 	auth := func(k string) (string, error) {
-		if k == "good" {
+		switch k {
+		case "good":
 			return "tests", nil
+		case "other":
+			return "others", nil
 		}
 		return "", errors.New("bad key")
 	}
@@ -37,7 +40,7 @@ func newTestServer(t *testing.T) *Server {
 // and 501s of the control plane and of envd's routing.
 func TestRoutesWithoutABox(t *testing.T) {
 	s := newTestServer(t)
-	s.store.put(record{ID: "sbx1", TemplateID: "base", Token: "tok"})
+	s.store.put(record{ID: "sbx1", TemplateID: "base", Token: "tok", Key: "tests"})
 	for _, c := range []struct {
 		method, path, body string
 		header             map[string]string
@@ -48,6 +51,15 @@ func TestRoutesWithoutABox(t *testing.T) {
 		{"GET", "/e2b/v2/sandboxes?state=nope", "", map[string]string{"X-API-Key": "good"}, 400},
 		{"GET", "/e2b/sandboxes/sbx1", "", map[string]string{"X-API-Key": "good"}, 200},
 		{"GET", "/e2b/sandboxes/nope", "", map[string]string{"X-API-Key": "good"}, 404},
+		// Another key's sandbox is not there for this one.
+		{"GET", "/e2b/sandboxes/sbx1", "", map[string]string{"X-API-Key": "other"}, 404},
+		{"DELETE", "/e2b/sandboxes/sbx1", "", map[string]string{"X-API-Key": "other"}, 404},
+		{"POST", "/e2b/sandboxes/sbx1/timeout", `{"timeout":60}`, map[string]string{"X-API-Key": "other"}, 404},
+		{"PUT", "/e2b/sandboxes/sbx1/network", `{"allowOut":["1.2.3.4"]}`, map[string]string{"X-API-Key": "other"}, 404},
+		{"PUT", "/e2b/sandboxes/sbx1/network", `{"denyOut":["10.0.0.0/8"]}`, map[string]string{"X-API-Key": "good"}, 501},
+		{"PUT", "/e2b/sandboxes/sbx1/network", `{"allowOut":["a.b"],"allowInternetAccess":false}`, map[string]string{"X-API-Key": "good"}, 400},
+		{"PUT", "/e2b/sandboxes/sbx1/network", `{"bogus":1}`, map[string]string{"X-API-Key": "good"}, 400},
+		{"PUT", "/e2b/sandboxes/nope/network", `{}`, map[string]string{"X-API-Key": "good"}, 404},
 		{"POST", "/e2b/sandboxes/sbx1/fork", `{"count":0}`, map[string]string{"X-API-Key": "good"}, 400},
 		{"POST", "/e2b/sandboxes/sbx1/fork", `{"count":21}`, map[string]string{"X-API-Key": "good"}, 400},
 		{"POST", "/e2b/sandboxes/sbx1/fork", `{"count":1,"x":1}`, map[string]string{"X-API-Key": "good"}, 400},
@@ -90,6 +102,21 @@ func TestRoutesWithoutABox(t *testing.T) {
 				t.Errorf("%s %s: %d without E2B's \"was not found\": %s", c.method, c.path, w.Code, w.Body.String())
 			}
 		}
+	}
+	// Lists show the caller's sandboxes only.
+	for key, want := range map[string]string{"good": `"sbx1"`, "other": "[]"} {
+		r := httptest.NewRequest("GET", "/e2b/sandboxes", nil)
+		r.Header.Set("X-API-Key", key)
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, r)
+		r = httptest.NewRequest("GET", "/e2b/v2/sandboxes?state=running,paused", nil)
+		r.Header.Set("X-API-Key", key)
+		w2 := httptest.NewRecorder()
+		s.ServeHTTP(w2, r)
+		if want == "[]" && (strings.TrimSpace(w.Body.String()) != "[]" || strings.TrimSpace(w2.Body.String()) != "[]") {
+			t.Errorf("key %s lists %s and %s; want none", key, w.Body.String(), w2.Body.String())
+		}
+		_ = want
 	}
 	if Wants(httptest.NewRequest("GET", "/v1/boxes", nil)) {
 		t.Error("BoxLite's /v1 taken as E2B's")

@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"context"
 	"encoding/json"
 	"maps"
 	"net/http"
@@ -34,14 +35,17 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decode(r, &req, true); err != nil {
 		return err
 	}
-	if req.AutoPause != nil && *req.AutoPause {
-		return notServed("autoPause")
-	}
 	d, err := s.timeoutOf(req.Timeout, DefaultTimeout)
 	if err != nil {
 		return err
 	}
-	return s.wake(w, r, d, true)
+	if err := s.wake(w, r, d, true); err != nil {
+		return err
+	}
+	if req.AutoPause != nil { // what the sandbox does at its next timeout
+		s.store.update(r.PathValue("id"), func(rec *record) { rec.AutoPause = *req.AutoPause })
+	}
+	return nil
 }
 
 func (s *Server) wake(w http.ResponseWriter, r *http.Request, d time.Duration, resumeOnly bool) error {
@@ -89,24 +93,87 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	b, err := s.rt.Get(r.Context(), rec.ID)
+	if err := s.pauseSandbox(r.Context(), rec.ID); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// pauseSandbox pauses a sandbox's box (a pause request, or its timeout with
+// autoPause): its processes and watchers end, its timeout stops running.
+func (s *Server) pauseSandbox(ctx context.Context, id string) error {
+	b, err := s.rt.Get(ctx, id)
 	if err != nil {
 		return err
 	}
 	if b.State() == boxlite.StatePaused {
-		return statusErr(http.StatusConflict, "sandbox %s is already paused", rec.ID)
+		return statusErr(http.StatusConflict, "sandbox %s is already paused", id)
 	}
 	s.mu.Lock()
-	sb := s.live[rec.ID]
-	delete(s.live, rec.ID)
+	sb := s.live[id]
+	delete(s.live, id)
 	s.mu.Unlock()
 	if sb != nil {
 		sb.shutdown()
 	}
-	if _, err := b.Pause(r.Context()); err != nil {
+	if _, err := b.Pause(ctx); err != nil {
 		return err
 	}
-	s.store.update(rec.ID, func(rec *record) { rec.Paused = true })
+	s.store.update(id, func(rec *record) { rec.Paused = true })
+	return nil
+}
+
+// updateNetwork replaces a running sandbox's egress rules (E2B's PUT
+// .../network; omitted fields are cleared): allowInternetAccess false, or
+// denyOut 0.0.0.0/0 alone, closes egress; allowOut is the allow-list, as at
+// create (with or without denyOut 0.0.0.0/0); nothing opens it all. Other
+// deny lists, DNS servers, proxies and rules are not served.
+func (s *Server) updateNetwork(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		AllowOut            []string        `json:"allowOut"`
+		DenyOut             []string        `json:"denyOut"`
+		DNSServers          []string        `json:"dnsServers"`
+		EgressProxy         json.RawMessage `json:"egressProxy"`
+		Rules               json.RawMessage `json:"rules"`
+		AllowInternetAccess *bool           `json:"allowInternetAccess"`
+	}
+	if err := s.decode(r, &req, true); err != nil {
+		return err
+	}
+	denyAll := len(req.DenyOut) == 1 && (req.DenyOut[0] == "0.0.0.0/0" || req.DenyOut[0] == "::/0")
+	switch {
+	case len(req.DenyOut) > 0 && !denyAll:
+		return notServed("network.denyOut other than 0.0.0.0/0 (boxlite filters egress by an allow-list: use allowOut)")
+	case len(req.DNSServers) > 0:
+		return notServed("network.dnsServers")
+	case !isNull(req.EgressProxy):
+		return notServed("network.egressProxy")
+	case !isNull(req.Rules):
+		return notServed("network.rules")
+	}
+	closed := req.AllowInternetAccess != nil && !*req.AllowInternetAccess || denyAll && len(req.AllowOut) == 0
+	if closed && len(req.AllowOut) > 0 {
+		return statusErr(http.StatusBadRequest, "network.allowOut with allowInternetAccess false")
+	}
+	rec, err := s.record(r)
+	if err != nil {
+		return err
+	}
+	if rec.Paused {
+		return statusErr(http.StatusConflict, "sandbox %s is paused", rec.ID)
+	}
+	b, err := s.rt.Get(r.Context(), rec.ID)
+	if err != nil {
+		return err
+	}
+	mode, allow := boxlite.NetworkEnabled, req.AllowOut
+	if closed {
+		mode, allow = boxlite.NetworkDisabled, nil
+	}
+	if err := b.UpdateOutbound(r.Context(), mode, allow); err != nil {
+		return err
+	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -168,8 +168,19 @@ func (s *Server) janitor() {
 		case <-t.C:
 		}
 		for _, rec := range s.store.expired(time.Now()) {
-			s.logf("e2b: sandbox %s reached its timeout (%s): killing it", rec.ID, rec.EndAt.Format(time.RFC3339))
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			if rec.AutoPause {
+				s.logf("e2b: sandbox %s reached its timeout (%s): pausing it (autoPause)", rec.ID, rec.EndAt.Format(time.RFC3339))
+				err := s.pauseSandbox(ctx, rec.ID)
+				cancel()
+				if err == nil {
+					continue
+				}
+				s.logf("e2b: pausing sandbox %s at its timeout: %v; killing it", rec.ID, err)
+				ctx, cancel = context.WithTimeout(context.Background(), 2*time.Minute)
+			} else {
+				s.logf("e2b: sandbox %s reached its timeout (%s): killing it", rec.ID, rec.EndAt.Format(time.RFC3339))
+			}
 			if err := s.kill(ctx, rec.ID); err != nil {
 				s.logf("e2b: killing sandbox %s at its timeout: %v", rec.ID, err)
 			}

@@ -5,7 +5,7 @@ import sys
 import time
 
 from e2b import (Sandbox, CommandExitException, FileNotFoundException, SandboxException,
-                 SandboxNotFoundException, SandboxNotRunningException)
+                 SandboxNotFoundException, SandboxNotRunningException, SandboxQuery, SandboxState)
 from e2b.sandbox.commands.command_handle import PtySize
 
 _t = time.monotonic()
@@ -126,6 +126,17 @@ fork1.kill()
 fork2.kill()
 print("fork ok", lap(), flush=True)
 
+# network update (egress rules replaced on the running sandbox)
+sandbox.update_network({"allow_out": ["192.0.2.1"], "deny_out": ["0.0.0.0/0"]})
+sandbox.update_network({})  # omitted fields are cleared: egress open again
+try:
+    sandbox.update_network({"deny_out": ["10.0.0.0/8"]})
+    raise AssertionError("a deny list boxlite cannot enforce was accepted")
+except SandboxException as e:
+    assert "denyOut" in str(e), e
+assert sandbox.commands.run("echo still").stdout == "still\n"
+print("update_network ok", lap(), flush=True)
+
 # list, kill
 assert sandbox.sandbox_id in [s.sandbox_id for s in Sandbox.list().next_items()]
 assert sandbox.is_running()
@@ -163,4 +174,18 @@ else:
     raise AssertionError("the timeout did not kill the sandbox")
 assert time.monotonic() - born >= 1.5, "killed before its timeout"
 print("timeout enforced ok", lap(), flush=True)
+
+# on_timeout "pause": the timeout pauses the sandbox, connect resumes it
+sleepy = Sandbox.create(timeout=2, lifecycle={"on_timeout": "pause"})
+sleepy.files.write("/home/e2b-test/kept.txt", "kept")
+for _ in range(120):
+    if [s for s in Sandbox.list(query=SandboxQuery(state=[SandboxState.PAUSED])).next_items() if s.sandbox_id == sleepy.sandbox_id]:
+        break
+    time.sleep(0.25)
+else:
+    raise AssertionError("the timeout did not pause the sandbox")
+woken = Sandbox.connect(sleepy.sandbox_id)
+assert woken.files.read("/home/e2b-test/kept.txt") == "kept"
+woken.kill()
+print("timeout pauses ok", lap(), flush=True)
 print("ALL OK")
