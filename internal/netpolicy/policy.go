@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/internal/protocol"
@@ -37,16 +36,13 @@ type Rule struct {
 // Policy decides what a box may reach. A nil *Policy allows everything
 // (no allow_net given).
 type Policy struct {
-	rules []Rule
-
-	mu      sync.Mutex
-	learned map[netip.Addr][]uint16 // address -> ports (0: any) from allowed names' answers
-	order   []netip.Addr
+	rules   []Rule
+	learned *Learned // from allowed names' answers
 }
 
 // DenyAll is a policy that allows nothing: an outbound network turned off
 // on a running box, whose NIC stays (it cannot be unplugged).
-func DenyAll() *Policy { return &Policy{learned: map[netip.Addr][]uint16{}} }
+func DenyAll() *Policy { return &Policy{learned: NewLearned(maxLearned)} }
 
 // Parse turns allow_net entries into a Policy. An empty list gives nil: no
 // restriction. Bad entries are ErrInvalidArgument naming the entry.
@@ -57,7 +53,7 @@ func Parse(entries []string) (*Policy, error) {
 	if len(entries) > MaxRules {
 		return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "allow_net: %d entries, at most %d", len(entries), MaxRules)
 	}
-	p := &Policy{learned: map[netip.Addr][]uint16{}}
+	p := &Policy{learned: NewLearned(maxLearned)}
 	for _, e := range entries {
 		r, err := parseRule(e)
 		if err != nil {
@@ -200,32 +196,7 @@ func (p *Policy) Learn(name string, addr netip.Addr) {
 			ports = append(ports, r.Port)
 		}
 	}
-	if len(ports) == 0 {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, ok := p.learned[addr]; !ok {
-		p.order = append(p.order, addr)
-		if len(p.order) > maxLearned {
-			delete(p.learned, p.order[0])
-			p.order = p.order[1:]
-		}
-	}
-	p.learned[addr] = mergePorts(p.learned[addr], ports)
-}
-
-func mergePorts(have, add []uint16) []uint16 {
-	for _, a := range add {
-		found := false
-		for _, h := range have {
-			found = found || h == a
-		}
-		if !found {
-			have = append(have, a)
-		}
-	}
-	return have
+	p.learned.Add(addr, ports)
 }
 
 // AllowAddr reports whether the box may reach addr:port (TCP or UDP): an
@@ -254,12 +225,5 @@ func (p *Policy) AllowAddr(addr netip.Addr, port uint16) bool {
 	if alias {
 		return false
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, allowed := range p.learned[addr] {
-		if allowed == 0 || allowed == port {
-			return true
-		}
-	}
-	return false
+	return p.learned.Allows(addr, port)
 }

@@ -81,8 +81,13 @@ func TestLearnedIsBounded(t *testing.T) {
 	for i := 0; i < maxLearned+10; i++ {
 		p.Learn("a.many.test", netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))
 	}
-	if len(p.learned) != maxLearned || len(p.order) != maxLearned {
-		t.Errorf("learned %d addresses, want at most %d", len(p.learned), maxLearned)
+	if len(p.learned.ports) != maxLearned || len(p.learned.order) != maxLearned {
+		t.Errorf("learned %d addresses, want at most %d", len(p.learned.ports), maxLearned)
+	}
+	// The oldest went, the newest stayed.
+	last := maxLearned + 9
+	if p.AllowAddr(netip.AddrFrom4([4]byte{10, 0, 0, 0}), 443) || !p.AllowAddr(netip.AddrFrom4([4]byte{10, byte(last >> 16), byte(last >> 8), byte(last)}), 443) {
+		t.Error("the table did not keep the newest addresses")
 	}
 }
 

@@ -75,14 +75,14 @@ type secretState struct {
 	*Secrets
 	hosts []netpolicy.SecretHost
 
+	addrs *netpolicy.Learned // address -> ports of secret hosts that resolved to it
+
 	mu    sync.Mutex
-	addrs map[netip.Addr][]uint16 // address -> ports of secret hosts that resolved to it
-	order []netip.Addr
 	leafs map[string]*tls.Certificate
 }
 
 func newSecretState(s *Secrets) *secretState {
-	st := &secretState{Secrets: s, addrs: map[netip.Addr][]uint16{}, leafs: map[string]*tls.Certificate{}}
+	st := &secretState{Secrets: s, addrs: netpolicy.NewLearned(maxSecretAddrs), leafs: map[string]*tls.Certificate{}}
 	for _, sec := range s.List {
 		for _, h := range sec.Hosts {
 			sh, _ := netpolicy.ParseSecretHost(h) // checked by ParseSecrets
@@ -103,32 +103,7 @@ func (s *secretState) learn(name string, addr netip.Addr) {
 			ports = append(ports, h.Port)
 		}
 	}
-	if len(ports) == 0 {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.addrs[addr]; !ok {
-		s.order = append(s.order, addr)
-		if len(s.order) > maxSecretAddrs {
-			delete(s.addrs, s.order[0])
-			s.order = s.order[1:]
-		}
-	}
-	s.addrs[addr] = mergePorts(s.addrs[addr], ports)
-}
-
-func mergePorts(have, add []uint16) []uint16 {
-	for _, a := range add {
-		found := false
-		for _, h := range have {
-			found = found || h == a
-		}
-		if !found {
-			have = append(have, a)
-		}
-	}
-	return have
+	s.addrs.Add(addr, ports)
 }
 
 // candidate reports whether a connection to dst:port may be HTTPS to a
@@ -145,14 +120,7 @@ func (s *secretState) candidate(dst netip.Addr, port uint16) bool {
 		}
 		return false
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, p := range s.addrs[dst] {
-		if p == port {
-			return true
-		}
-	}
-	return false
+	return s.addrs.Allows(dst, port) // a secret host's port is never 0
 }
 
 // pairs returns the placeholder/value pairs of the secrets whose hosts
