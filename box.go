@@ -316,18 +316,7 @@ func (b *Box) autoRemove(shimCh chan struct{}, done chan struct{}, why string) {
 
 // awaitRemoval waits for an auto removal under way (autoRemove) to end.
 func (b *Box) awaitRemoval(ctx context.Context) error {
-	b.mu.Lock()
-	ch := b.removing
-	b.mu.Unlock()
-	if ch == nil {
-		return nil
-	}
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		return errdefs.Errorf(errdefs.ErrTimeout, "box %s: waiting for its auto removal: %v", b.rec.ID, ctx.Err())
-	}
+	return b.await(ctx, func() chan struct{} { return b.removing }, "its auto removal")
 }
 
 // removedError says that the box is removed, and why when its run ended on

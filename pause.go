@@ -160,8 +160,14 @@ func (b *Box) Resume(ctx context.Context) error {
 // that an operation that needs the box running resumes it after, instead of
 // using the connection the pause ends.
 func (b *Box) awaitPause(ctx context.Context) error {
+	return b.await(ctx, func() chan struct{} { return b.pausing }, "its pause under way")
+}
+
+// await waits until the channel of a step under way (read under b.mu; nil
+// when none is) is closed, or ctx ends.
+func (b *Box) await(ctx context.Context, step func() chan struct{}, what string) error {
 	b.mu.Lock()
-	ch := b.pausing
+	ch := step()
 	b.mu.Unlock()
 	if ch == nil {
 		return nil
@@ -170,7 +176,7 @@ func (b *Box) awaitPause(ctx context.Context) error {
 	case <-ch:
 		return nil
 	case <-ctx.Done():
-		return errdefs.Errorf(errdefs.ErrTimeout, "box %s: waiting for its pause under way: %v", b.rec.ID, ctx.Err())
+		return errdefs.Errorf(errdefs.ErrTimeout, "box %s: waiting for %s: %v", b.rec.ID, what, ctx.Err())
 	}
 }
 
