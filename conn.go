@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -28,6 +29,10 @@ type conn struct {
 	broken  bool  // it ended because the box broke the protocol (violation)
 	done    chan struct{}
 	why     func() error // explains an unexpected end (the box stopped), if set
+
+	// active is when a stream was last opened or a frame last came (Unix
+	// nanoseconds): the box's last activity this process saw.
+	active atomic.Int64
 }
 
 // handler receives the frames of one stream. It must not block: data is
@@ -69,6 +74,9 @@ func (c *conn) readLoop() {
 			delete(c.streams, f.Stream)
 		}
 		c.mu.Unlock()
+		if h != nil {
+			c.active.Store(time.Now().UnixNano())
+		}
 		if h != nil {
 			h.frame(f)
 		}
@@ -133,6 +141,7 @@ func (c *conn) open(h handler, t protocol.Type, body any) (uint32, error) {
 	}
 	id := c.next
 	c.next++
+	c.active.Store(time.Now().UnixNano())
 	if b, ok := h.(interface{ bind(uint32) }); ok {
 		b.bind(id) // before any frame of the stream can arrive
 	}

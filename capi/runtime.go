@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -26,6 +27,10 @@ func decode(what string, s *C.cchar_t, v any) error {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s JSON: %v", what, err)
+	}
+	// One object: whatever follows it would otherwise be dropped unread.
+	if _, err := dec.Token(); err != io.EOF {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s JSON: more data after the object", what)
 	}
 	return nil
 }

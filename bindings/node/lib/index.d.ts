@@ -125,6 +125,12 @@ export interface JsBoxInfo extends Omit<BoxConfig, 'image' | 'name' | 'network' 
   status: string;
   state: { status: string; running: boolean; pid?: number };
   createdAt: string;
+  /** When the VM became ready (RFC 3339; BoxLite's startedAt); undefined unless running. */
+  startedAt?: string;
+  /** The later of startedAt and the last exec, copy or session call this process saw (RFC 3339); undefined unless running. */
+  lastActivityAt?: string;
+  /** BoxLite's autoDelete: 1 when the box is deleted at stop (autoRemove), else 0. */
+  autoDelete: number;
   env: Record<string, string>;
   /** The sessions the box asked to find started (BoxOptions.prestart). */
   prestart: string[];
@@ -282,6 +288,8 @@ export declare class JsBoxlite implements AsyncDisposable {
   metrics(): Promise<RuntimeMetrics>;
   /** Stops the boxes this runtime started (not detached ones) and releases it. */
   close(): Promise<void>;
+  /** BoxLite's shutdown: close(), waiting at most timeout seconds (boxes still stopping then finish in the background). */
+  shutdown(timeout?: number | null): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }
 export { JsBoxlite as Boxlite };
@@ -328,6 +336,8 @@ export interface ExitStatus {
   signal: number;
   /** The command's timeout ended it. */
   timedOut: boolean;
+  /** Why the process ended abnormally (BoxLite's JsExecResult.errorMessage): set when its timeout killed it. */
+  errorMessage?: string;
 }
 
 export interface RunResult extends ExitStatus {
@@ -338,7 +348,7 @@ export interface RunResult extends ExitStatus {
   stderrTruncated: boolean;
 }
 
-/** BoxLite's CopyOptions for copyIn / copyOut (docker cp rules). */
+/** BoxLite's CopyOptions for copyIn / copyOut (BoxLite 0.10's layout unless layout: 'docker'). */
 export interface CopyOptions {
   /** Default true; false refuses a directory source. */
   recursive?: boolean;
@@ -352,6 +362,8 @@ export interface CopyOptions {
   maxBytes?: number | null;
   maxEntries?: number | null;
   timeoutSecs?: number;
+  /** Where a directory lands: 'boxlite' (default: inside the destination under its own name, the destination made if missing) or 'docker' (a missing destination becomes the copy). */
+  layout?: 'boxlite' | 'docker';
 }
 
 /** A snapshot of a box's disk (BoxLite's JsSnapshotInfo). */
@@ -412,9 +424,9 @@ export declare class JsBox implements AsyncDisposable {
   exec(options: BoxExecOptions): Promise<JsExecution>;
   /** Runs to completion on the C ABI's boxlite_box_run. */
   run(argv: string[], options?: ExecOptions & { env?: EnvInput }): Promise<RunResult>;
-  /** Copies a host file or directory into the box (docker cp); no tar needed in the image. */
+  /** Copies a host file or directory into the box (BoxLite's layout unless options.layout is 'docker'); no tar needed in the image. */
   copyIn(hostPath: string, containerDest: string, options?: CopyOptions): Promise<void>;
-  /** Copies a box path to the host (docker cp); what the box sends is checked as hostile. */
+  /** Copies a box path to the host (BoxLite's layout unless options.layout is 'docker'); what the box sends is checked as hostile. */
   copyOut(containerSrc: string, hostDest: string, options?: CopyOptions): Promise<void>;
   start(): Promise<void>;
   stop(): Promise<void>;
@@ -492,6 +504,10 @@ export interface ExecResult {
   /** stdout was longer than the output limit (outputLimitBytes, default 64 MiB): it holds the first bytes only; the rest was read and dropped. Not an error. */
   stdoutTruncated: boolean;
   stderrTruncated: boolean;
+  /** The command's timeout killed it (exitCode -15, or -9 past the grace period); absent otherwise. */
+  timedOut?: boolean;
+  /** Why the command ended abnormally (its timeout); absent otherwise. */
+  errorMessage?: string;
 }
 
 export interface SimpleBoxOptions extends JsBoxOptions {
@@ -508,9 +524,9 @@ export interface SimpleBoxOptions extends JsBoxOptions {
 export declare class SimpleBox implements AsyncDisposable {
   constructor(options?: SimpleBoxOptions);
   /** Throws before the box exists. */
-  /** Copies a host file or directory into the box (docker cp). */
+  /** Copies a host file or directory into the box (BoxLite's layout). */
   copyIn(hostPath: string, containerDest: string, options?: CopyOptions): Promise<void>;
-  /** Copies a box path to the host (docker cp), checked as hostile. */
+  /** Copies a box path to the host (BoxLite's layout), checked as hostile. */
   copyOut(containerSrc: string, hostDest: string, options?: CopyOptions): Promise<void>;
   readonly id: string;
   readonly name: string | undefined;

@@ -63,7 +63,10 @@ function normalizeEnv(env, name) {
   if (Array.isArray(env)) {
     env.forEach((e, i) => {
       if (Array.isArray(e) && e.length === 2) put(e[0], e[1], `${name}[${i}]`);
-      else if (isPlainObject(e) && 'key' in e) put(e.key, e.value, `${name}[${i}]`);
+      else if (isPlainObject(e) && 'key' in e) {
+        checkKeys(e, ['key', 'value'], `${name}[${i}]`);
+        put(e.key, e.value, `${name}[${i}]`);
+      }
       else throw new TypeError(`${name}[${i}] must be [key, value] or {key, value}`);
     });
     return out;
@@ -82,32 +85,50 @@ const NOT_YET = {
   advanced: { ok: (v) => v === undefined || v === null, why: 'capability options are not implemented yet' },
 };
 
-const BOX_KEYS = ['image', 'name', 'cpus', 'memoryMib', 'diskSizeGb', 'env', 'workingDir', 'user', 'autoRemove', 'bootTimeoutSecs',
+const BOX_KEYS = ['image', 'name', 'cpus', 'memoryMib', 'diskSizeGb', 'env', 'workingDir', 'user', 'autoRemove', 'autoDelete', 'bootTimeoutSecs',
   'network', 'ports', 'volumes', 'detach', 'entrypoint', 'cmd', 'hostname', 'prestart', 'autoPauseSecs'];
 
+/**
+ * The one check of option keys, at every depth: a key not in `known` is a
+ * TypeError naming it where it is (`options.network.outbound.alowNet`), so
+ * an option this library does not understand is never dropped.
+ */
 function checkKeys(o, known, where) {
   for (const k of Object.keys(o)) {
     if (!known.includes(k)) throw new TypeError(`${where}.${k} is not a known option (${known.join(', ')})`);
   }
 }
 
-/**
- * network: 'enabled' | 'disabled' | {mode, allowNet} (also {outbound: {mode}})
- * → {mode, allow_net}; the library checks the values.
- */
-function networkOption(v, where) {
-  if (v === undefined || v === null) return undefined;
-  if (typeof v === 'string') return { mode: checkString(v, where) };
-  if (!isPlainObject(v)) throw new TypeError(`${where} must be 'enabled', 'disabled' or {mode, allowNet}, got ${typeOf(v)}`);
-  checkKeys(v, ['mode', 'allowNet', 'outbound'], where);
-  const n = {};
-  const mode = v.mode !== undefined ? v.mode : v.outbound?.mode;
-  if (mode !== undefined && mode !== null) n.mode = checkString(mode, `${where}.mode`);
+/** {mode, allowNet} of the network, or of its outbound part → {mode, allow_net}. */
+function outboundPolicy(v, where, n) {
+  if (v.mode !== undefined && v.mode !== null) n.mode = checkString(v.mode, `${where}.mode`);
   if (v.allowNet !== undefined && v.allowNet !== null) {
     if (!Array.isArray(v.allowNet)) throw new TypeError(`${where}.allowNet must be an array of strings, got ${typeOf(v.allowNet)}`);
     if (v.allowNet.length) n.allow_net = v.allowNet.map((a, i) => checkString(a, `${where}.allowNet[${i}]`));
   }
   return n;
+}
+
+/**
+ * network: 'enabled' | 'disabled' | BoxLite 0.10's {outbound: {mode,
+ * allowNet}} | the pre-split {mode, allowNet} → {mode, allow_net}; the
+ * library checks the values. The two forms together are refused, as
+ * BoxLite's are (which would win is not obvious).
+ */
+function networkOption(v, where) {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v === 'string') return { mode: checkString(v, where) };
+  if (!isPlainObject(v)) throw new TypeError(`${where} must be 'enabled', 'disabled' or {outbound: {mode, allowNet}}, got ${typeOf(v)}`);
+  checkKeys(v, ['outbound', 'mode', 'allowNet'], where);
+  const n = {};
+  if (v.outbound !== undefined && v.outbound !== null) {
+    const legacy = ['mode', 'allowNet'].filter((k) => v[k] !== undefined && v[k] !== null);
+    if (legacy.length) throw new TypeError(`${where}: give outbound or the legacy ${legacy.join(' and ')}, not both`);
+    if (!isPlainObject(v.outbound)) throw new TypeError(`${where}.outbound must be {mode, allowNet}, got ${typeOf(v.outbound)}`);
+    checkKeys(v.outbound, ['mode', 'allowNet'], `${where}.outbound`);
+    return outboundPolicy(v.outbound, `${where}.outbound`, n);
+  }
+  return outboundPolicy(v, where, n);
 }
 
 /** ports: [{hostPort, guestPort, protocol, hostIp}] (hostPort 0 or absent picks a free port) → the C ABI's ports. */
@@ -136,6 +157,7 @@ function normalizeVolumes(v, name) {
   if (!Array.isArray(v)) throw new TypeError(`${name} must be an array of {hostPath, guestPath, readOnly}, got ${typeOf(v)}`);
   return v.map((m, i) => {
     if (!isPlainObject(m)) throw new TypeError(`${name}[${i}] must be {hostPath, guestPath, readOnly}, got ${typeOf(m)}`);
+    checkKeys(m, ['hostPath', 'guestPath', 'readOnly', 'sizeLimitBytes'], `${name}[${i}]`);
     const out = { host_path: checkString(m.hostPath, `${name}[${i}].hostPath`), guest_path: checkString(m.guestPath, `${name}[${i}].guestPath`) };
     if (m.readOnly !== undefined && m.readOnly !== null) out.read_only = checkBool(m.readOnly, `${name}[${i}].readOnly`);
     if (m.sizeLimitBytes !== undefined && m.sizeLimitBytes !== null) out.size_limit_bytes = checkInt(m.sizeLimitBytes, `${name}[${i}].sizeLimitBytes`);
@@ -176,6 +198,13 @@ function boxOptions(o, where = 'options', extra = []) {
   const volumes = normalizeVolumes(o.volumes, `${where}.volumes`);
   if (volumes && volumes.length) c.volumes = volumes;
   if (o.autoRemove !== undefined) c.auto_remove = checkBool(o.autoRemove, `${where}.autoRemove`);
+  if (o.autoDelete !== undefined && o.autoDelete !== null) {
+    // BoxLite 0.10's: 0 keeps the box after stop, above 0 deletes it at stop (a
+    // local runtime at stop whatever the number); it takes precedence over autoRemove.
+    const n = checkInt(o.autoDelete, `${where}.autoDelete`);
+    if (n < 0) throw new RangeError(`${where}.autoDelete must be >= 0 (0 keeps the box after stop), got ${n}`);
+    c.auto_remove = n > 0;
+  }
   if (o.detach !== undefined && o.detach !== null) c.detach = checkBool(o.detach, `${where}.detach`);
   for (const k of ['entrypoint', 'cmd']) {
     if (o[k] === undefined || o[k] === null) continue;
@@ -257,6 +286,11 @@ function boxInfo(j) {
     status: j.state,
     state: { status: j.state, running: j.state === 'running', pid: rt ? rt.vmmPid : undefined },
     createdAt: j.created_at,
+    // BoxLite 0.10's: when the VM became ready; the later of that and the last
+    // exec, copy or session call this process saw (undefined unless running).
+    startedAt: (rt && rt.startedAt) || undefined,
+    lastActivityAt: (rt && rt.lastActivityAt) || undefined,
+    autoDelete: cfg.auto_remove ? 1 : 0,
     hostname: cfg.hostname || 'boxlite',
     prestart: cfg.prestart || [],
     env: cfg.env || {},
@@ -273,6 +307,6 @@ function boxInfo(j) {
 }
 
 module.exports = {
-  boxOptions, execOptions, checkArgs, checkString, checkSeconds, checkOutputLimit, normalizeEnv, boxInfo, camelize, isPlainObject, typeOf,
+  boxOptions, execOptions, checkArgs, checkKeys, checkString, checkSeconds, checkOutputLimit, normalizeEnv, boxInfo, camelize, isPlainObject, typeOf,
   DEFAULT_OUTPUT_LIMIT,
 };

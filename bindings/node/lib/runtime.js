@@ -6,7 +6,7 @@ const native = require('./native');
 const { BoxliteError, errorCode, unsupported } = require('./errors');
 const { Box } = require('./box');
 const { BoxliteRestOptions } = require('./rest');
-const { boxOptions, boxInfo, camelize, checkString, checkOutputLimit, isPlainObject, typeOf, DEFAULT_OUTPUT_LIMIT } = require('./options');
+const { boxOptions, boxInfo, camelize, checkSeconds, checkString, checkOutputLimit, isPlainObject, typeOf, DEFAULT_OUTPUT_LIMIT } = require('./options');
 
 let defaultRuntime = null;
 let defaultOptions = {};
@@ -213,6 +213,28 @@ class JsBoxlite {
       await native.runtimeFree(rt);
     })();
     return this._closing;
+  }
+
+  /**
+   * BoxLite's shutdown(timeout): close(), waiting at most timeout seconds
+   * (null/undefined: until done). Past it this resolves, and boxes still
+   * stopping finish stopping in the background (the library bounds each
+   * stop: a graceful part, then the VM is killed).
+   */
+  async shutdown(timeout) {
+    if (timeout !== undefined && timeout !== null) {
+      checkSeconds(timeout, 'timeout');
+      if (timeout < 0) throw new RangeError(`timeout must be >= 0 seconds, got ${timeout}`);
+    }
+    const closing = this.close();
+    if (timeout === undefined || timeout === null) return closing;
+    let timer;
+    const late = new Promise((resolve) => { timer = setTimeout(resolve, timeout * 1000); });
+    try {
+      await Promise.race([closing, late]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   async [Symbol.asyncDispose]() {

@@ -44,6 +44,8 @@ export interface JsBoxOptions {
   prestart?: string[];
   /** Not implemented yet: only an empty array is accepted. */
   secrets?: never[];
+  /** BoxLite 0.10's: 0 keeps the box after stop, above 0 deletes it at stop (the SDK sets auto_remove); it takes precedence over autoRemove */
+  autoDelete?: number;
 }
 
 /** A box's network (internal/abi.Network). */
@@ -133,6 +135,10 @@ export interface BoxRuntimeInfo {
   warnings?: string[];
   /** absent when disabled */
   network?: NetworkInfo;
+  /** RFC 3339: when the VM became ready (BoxLite's started_at) */
+  startedAt?: string;
+  /** RFC 3339: the later of started_at and the last exec, copy or session call this process saw */
+  lastActivityAt?: string;
 }
 
 /** What a box was created with, defaults applied (internal/abi.BoxConfig); JsBoxInfo has its fields. */

@@ -291,6 +291,9 @@ const char *boxlite_box_id(boxlite_box_t *box);
  *         "bytes_from_guest": integer
  *         "tcp_connections": integer: opened, not open
  *         "udp_flows": integer
+ *     "started_at": string, optional: RFC 3339: when the VM became ready (BoxLite's started_at)
+ *     "last_activity_at": string, optional: RFC 3339: the later of started_at and the last
+ *         exec, copy or session call this process saw
  * END GENERATED: box info
  */
 int boxlite_box_info(boxlite_box_t *box, char **out_json, boxlite_error_t **err);
@@ -386,6 +389,10 @@ int boxlite_runtime_metrics(boxlite_runtime_t *rt, char **out_json, boxlite_erro
  *   "follow_symlinks": boolean: follow a symlink named as the source: default false
  *   "include_parent": boolean: copy a directory itself (false: its contents): default true
  *   "recursive": boolean: false refuses a directory: default true
+ *   "layout": string: where a directory lands: "docker" (default: a destination that does not
+ *       exist becomes the copy, as docker cp) or "boxlite" (always inside the destination under
+ *       its own name, the destination made if missing, as BoxLite 0.10; the Python and Node
+ *       SDKs ask for it)
  *   "max_bytes": integer: a cap on file data, limit past it; 0: the default (1073741824 for
  *       copy_out, none for copy_in); -1: none
  *   "max_entries": integer: a cap on entries, limit past it; 0: the default (100000 for

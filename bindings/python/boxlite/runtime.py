@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import _ffi as raw
 from ._aio import blocking
 from .box import Box, BoxInfo, BoxOptions
-from ._checks import DEFAULT_OUTPUT_LIMIT, check_optional_str, check_output_limit, check_str
-from .errors import BoxliteError, ClosedError, NotFoundError, UnsupportedError
+from ._checks import DEFAULT_OUTPUT_LIMIT, check_optional_str, check_output_limit, check_str, check_timeout
+from .errors import BoxliteError, ClosedError, InvalidArgumentError, NotFoundError, UnsupportedError
 from .metrics import RuntimeMetrics
 from .rest import BoxliteRestOptions
 
-__all__ = ["Boxlite", "Options", "ImageHandle", "ImageInfo"]
+__all__ = ["Boxlite", "Options", "ImageHandle", "ImageInfo", "ImageDetail", "ImageVersion", "ImagePullResult"]
 
 
 @dataclass
@@ -239,9 +240,21 @@ class Boxlite:
             box.close()
         self._h.close()
 
-    async def shutdown(self, timeout: Optional[int] = None) -> None:
-        """close(), in a worker thread."""
-        await blocking(self.close)
+    async def shutdown(self, timeout: Optional[float] = None) -> None:
+        """close(), in a worker thread. ``timeout`` (seconds, BoxLite's) bounds
+        the wait: past it this returns, and boxes still stopping finish
+        stopping in the background (the library bounds each stop: a graceful
+        part, then the VM is killed). None waits until they stopped."""
+        t = check_timeout(timeout, "timeout")
+        if t is not None and t < 0:
+            raise InvalidArgumentError(f"timeout must be >= 0 seconds, not {timeout!r}")
+        job = asyncio.ensure_future(blocking(self.close))
+        if t is None:
+            await job
+            return
+        done, _ = await asyncio.wait({job}, timeout=t)
+        if job in done:
+            job.result()
 
     def __enter__(self) -> "Boxlite":
         return self

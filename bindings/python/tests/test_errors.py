@@ -155,3 +155,36 @@ def test_every_error_is_a_runtime_error(tmp_path):
     # answers says not found).
     assert isinstance(e.value, (boxlite.UnreachableError, boxlite.NotFoundError)), repr(e.value)
     assert str(e.value).count("no-such-image:never") <= 2, str(e.value)
+
+
+BOXLITE_010_ERRORS = [  # boxlite 0.10.8's errors.__all__
+    "AlreadyExistsError", "BoxliteError", "ConfigError", "DatabaseError", "EngineError", "ExecError",
+    "ExecutionError", "ImageError", "InternalError", "InvalidArgumentError", "InvalidStateError",
+    "MetadataError", "NetworkError", "NotFoundError", "ParseError", "ResourceExhaustedError",
+    "SessionReapedError", "StoppedError", "StorageError", "TimeoutError", "UnsupportedError",
+    "UpstreamUnavailableError",
+]
+
+
+def test_boxlite_010_error_classes():
+    """Every error class of BoxLite 0.10 exists (a RuntimeError), and what
+    we raise for its failures is one: except clauses written for it catch
+    ours."""
+    for name in BOXLITE_010_ERRORS:
+        cls = getattr(boxlite, name)
+        assert issubclass(cls, boxlite.BoxliteError) and issubclass(cls, RuntimeError), name
+    pairs = [
+        (boxlite.InvalidArgumentError, boxlite.ConfigError),
+        (boxlite.InvalidStateError, boxlite.StoppedError),
+        (boxlite.ClosedError, boxlite.StoppedError),
+        (boxlite.LimitError, boxlite.ResourceExhaustedError),
+        (boxlite.BootFailedError, boxlite.EngineError),
+        (boxlite.UnreachableError, boxlite.ImageError),
+        (boxlite.UnreachableError, boxlite.NetworkError),
+    ]
+    for ours, theirs in pairs:
+        assert issubclass(ours, theirs), (ours, theirs)
+        e = boxlite.errors.from_status(ours.status, "m")
+        assert type(e) is ours and isinstance(e, theirs) and e.code == ours.code
+    assert boxlite.StoppedError("x").code == "stopped"
+    assert not issubclass(boxlite.NotFoundError, boxlite.ExecutionError)
