@@ -208,9 +208,18 @@ int boxlite_image_load(boxlite_runtime_t *rt, const char *path, char **out_json,
  *     "user": string, optional
  *     "entrypoint": [string], optional
  *     "cmd": [string], optional
+ *   "cached_at": string, optional: RFC 3339: when it reached the store
  * END GENERATED: image info
  */
 int boxlite_image_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **err);
+/* Pulls the image reference (e.g. "alpine:latest") from its registry (or a
+ * mirror) into the store; *out_json is its image object, as in image_list.
+ * Blocks for the pull. BOXLITE_ERR_UNREACHABLE when no registry answers. */
+int boxlite_image_pull(boxlite_runtime_t *rt, const char *reference, char **out_json, boxlite_error_t **err);
+/* Drops the name reference from the store (a digest: the image with all its
+ * names); BOXLITE_ERR_NOT_FOUND if the store has no such name. Boxes that use
+ * the image keep working (its files go only when nothing uses them). */
+int boxlite_image_remove(boxlite_runtime_t *rt, const char *reference, boxlite_error_t **err);
 /* JSON array of box infos, newest first. */
 int boxlite_box_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **err);
 

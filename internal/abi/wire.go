@@ -210,6 +210,7 @@ type ImageInfo struct {
 	SizeBytes int64        `json:"size_bytes"`
 	Layers    []ImageLayer `json:"layers" doc:"bottom first"`
 	Config    ImageConfig  `json:"config"`
+	CachedAt  string       `json:"cached_at,omitempty" doc:"RFC 3339: when it reached the store"`
 }
 
 // ImageLayer is one layer of an image.

@@ -210,11 +210,37 @@ export interface BoxMetrics {
   networkTcpConnections: number | null;
 }
 
+/** An image in the store: BoxLite 0.10's ImageInfo fields and ours. */
 export interface ImageInfo {
+  /** canonical, e.g. docker.io/library/alpine:latest */
   name: string;
+  /** the manifest's, sha256:... */
   digest: string;
+  /** bytes of its layers as stored (also sizeBytes, size_bytes) */
   size: number;
+  sizeBytes: number;
+  /** BoxLite's: the name, its repository (docker.io/library/alpine) and tag, the digest as id, when it reached the store (RFC 3339) */
+  reference: string;
+  repository: string;
+  tag: string;
+  id: string;
+  cachedAt: string;
   [key: string]: unknown;
+}
+
+/** What images.pull fetched (BoxLite's ImagePullResult); configDigest is the manifest digest here. */
+export interface ImagePullResult {
+  reference: string;
+  configDigest: string;
+  layerCount: number;
+}
+
+/** Every build held under an image name (BoxLite's ImageDetail); curated is always false locally. */
+export interface ImageDetail {
+  name: string;
+  tags: string[];
+  curated: boolean;
+  versions: Array<{ digest: string; sizeBytes: number; sourceRef: string; recordedAt: string }>;
 }
 
 /** An API key (boxlite serve key create), sent as Authorization: Bearer; never shown. */
@@ -266,7 +292,13 @@ export declare class JsBoxlite implements AsyncDisposable {
   static initDefault(options: JsOptions): void;
   /** Output collected per stream of a command run to completion (JsOptions.outputLimitBytes, default 64 MiB). */
   readonly outputLimitBytes: number;
-  readonly images: { load(path: string): Promise<ImageInfo[]>; list(): Promise<ImageInfo[]> };
+  readonly images: {
+    load(path: string): Promise<ImageInfo[]>;
+    list(): Promise<ImageInfo[]>;
+    pull(reference: string): Promise<ImagePullResult>;
+    get(name: string): Promise<ImageDetail>;
+    remove(name: string): Promise<void>;
+  };
   /** Creates a box, configured, not booted: box.start() (or its first exec, copy or session) boots it. */
   create(options: JsBoxOptions, name?: string | null): Promise<JsBox>;
   get(idOrName: string): Promise<JsBox | null>;
@@ -283,6 +315,9 @@ export declare class JsBoxlite implements AsyncDisposable {
   importBox(archivePath: string, name?: string | null, options?: Omit<JsBoxOptions, 'image' | 'name'>): Promise<JsBox>;
   /** Imports an OCI layout directory or a docker-archive tar. */
   loadImage(path: string): Promise<ImageInfo[]>;
+  pullImage(reference: string): Promise<ImagePullResult>;
+  getImage(name: string): Promise<ImageDetail>;
+  removeImage(name: string): Promise<void>;
   listImages(): Promise<ImageInfo[]>;
   /** This runtime's counters since it opened. */
   metrics(): Promise<RuntimeMetrics>;

@@ -24,7 +24,7 @@ from .execution import ExecStderr, ExecStdin, ExecStdout, Execution, ExitStatus
 from .interactivebox import InteractiveBox
 from .metrics import BoxMetrics, RuntimeMetrics
 from .rest import ApiKeyCredential, BoxliteRestOptions
-from .runtime import Boxlite, ImageHandle, ImageInfo, Options
+from .runtime import Boxlite, ImageDetail, ImageHandle, ImageInfo, ImagePullResult, ImageVersion, Options
 from .session import CellChunk, CellError, CellResult, CellStream, PythonSession, ShellSession
 from .simplebox import SimpleBox
 from .snapshot import CloneOptions, ExportOptions, SnapshotHandle, SnapshotInfo, SnapshotOptions
@@ -51,7 +51,7 @@ def library_version() -> str:
 
 
 __all__ = [
-    "Boxlite", "Options", "ImageHandle", "ImageInfo", "BoxliteRestOptions", "ApiKeyCredential",
+    "Boxlite", "Options", "ImageHandle", "ImageInfo", "ImageDetail", "ImageVersion", "ImagePullResult", "BoxliteRestOptions", "ApiKeyCredential",
     "Box", "BoxOptions", "BoxInfo", "BoxStateInfo", "CopyOptions", "NetworkSpec", "NetworkInfo", "PortMapping",
     "BoxMetrics", "RuntimeMetrics",
     "Execution", "ExecStdout", "ExecStderr", "ExecStdin", "ExitStatus", "ExecResult",

@@ -207,7 +207,7 @@ func CellResult(r boxlite.CellResult) abi.CellResult {
 func Images(imgs []image.Image) []abi.ImageInfo {
 	out := make([]abi.ImageInfo, len(imgs))
 	for i, m := range imgs {
-		out[i] = abi.ImageInfo{Name: m.Name, Digest: m.Digest, SizeBytes: m.Size, Layers: []abi.ImageLayer{},
+		out[i] = abi.ImageInfo{Name: m.Name, Digest: m.Digest, SizeBytes: m.Size, Layers: []abi.ImageLayer{}, CachedAt: rfc3339(m.CachedAt),
 			Config: abi.ImageConfig{Env: m.Config.Env, WorkingDir: m.Config.WorkingDir, User: m.Config.User,
 				Entrypoint: m.Config.Entrypoint, Cmd: m.Config.Cmd}}
 		for _, l := range m.Layers {
