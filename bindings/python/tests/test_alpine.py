@@ -13,7 +13,7 @@ import re
 import pytest
 
 import boxlite
-from conftest import need_image
+from conftest import REST, need_image
 
 
 @pytest.fixture(scope="module")
@@ -158,11 +158,12 @@ def test_timeout_is_a_result(box, run):
 
 def test_boxlite_010_info_and_execution_id(box, run):
     info = box.info()
-    assert info.started_at and info.last_activity_at >= info.started_at, (info.started_at, info.last_activity_at)
     assert info.auto_delete == 1 and info.state.exit_code is None
-    before = info.last_activity_at
-    run(box.exec("true", cwd="/"))
-    assert box.info().last_activity_at > before
+    if not REST:  # a REST runtime's info has no start time (None)
+        assert info.started_at and info.last_activity_at >= info.started_at, (info.started_at, info.last_activity_at)
+        before = info.last_activity_at
+        run(box.exec("true", cwd="/"))
+        assert box.info().last_activity_at > before
 
     async def ids():
         ex = await box.box.exec("true")
@@ -450,8 +451,10 @@ def test_copy_layout_is_boxlites(box, run, tmp_path):
     run(box.copy_out("/app3/renamed.txt", str(tmp_path / "f.txt")))
     assert (tmp_path / "f.txt").read_text() == "hello\n"
     # docker cp's layout on request: a missing destination becomes the copy
-    run(box.copy_in(str(src), "/app4", layout="docker"))
-    assert run(box.exec("cat", "/app4/hello.txt")).stdout == "hello\n"
+    # (not over REST: the API extracts into the path it is given)
+    if not REST:
+        run(box.copy_in(str(src), "/app4", layout="docker"))
+        assert run(box.exec("cat", "/app4/hello.txt")).stdout == "hello\n"
     with pytest.raises(boxlite.InvalidArgumentError):
         run(box.copy_in(str(src), "/app5", layout="rsync"))
 
