@@ -188,3 +188,21 @@ def test_boxlite_010_error_classes():
         assert type(e) is ours and isinstance(e, theirs) and e.code == ours.code
     assert boxlite.StoppedError("x").code == "stopped"
     assert not issubclass(boxlite.NotFoundError, boxlite.ExecutionError)
+
+
+def test_unknown_options_name_the_key_at_every_depth():
+    """An option this SDK does not understand is an error naming it, never
+    dropped: keyword arguments, option objects, and keys of dict options."""
+    cases = [
+        (lambda: boxlite.SimpleBox(image="alpine:latest", memroy_mib=5), "memroy_mib"),
+        (lambda: boxlite.BoxOptions(image="alpine:latest", alow_net=["x"]), "alow_net"),
+        (lambda: boxlite.BoxOptions(image="a", network={"mode": "enabled", "alow_net": ["x"]}).to_json(), "alow_net"),
+        (lambda: boxlite.BoxOptions(image="a", ports=[{"guest_port": 80, "hostport": 1}]).to_json(), "hostport"),
+        (lambda: boxlite.BoxOptions(image="a", volumes=[{"host_path": "/tmp", "guest_path": "/x", "readonly": True}]).to_json(),
+         "readonly"),
+        (lambda: boxlite.CopyOptions(include_parents=False), "include_parents"),
+        (lambda: boxlite.Options(home="/tmp"), "home"),
+    ]
+    for make, key in cases:
+        with pytest.raises(TypeError, match=key):
+            make()
