@@ -77,6 +77,11 @@ type Box struct {
 	// removedWhy is why that run ended, for every later call.
 	removing   chan struct{}
 	removedWhy string
+	// lastUsed is when a call last needed the box running (unix ns): the
+	// running-memory cap pauses the least recently used first.
+	lastUsed atomic.Int64
+	// capAdmitted: its start under way fits under the running-memory cap.
+	capAdmitted atomic.Bool
 }
 
 // BoxInfo describes a box.
@@ -278,15 +283,19 @@ func (b *Box) attach(c *conn, info protocol.Info) {
 			b.death.Close()
 		} else if b.death != nil {
 			// The shim stops the box, and says why when told so on the pipe.
+			why := b.stopReason() // the shim's exit record, written before it let go
 			if err := c.brokenBy(); err != nil {
 				b.death.Write([]byte(err.Error()))
+				why = err.Error()
 			}
 			b.death.Close()
 			if b.rec.Config.AutoRemove {
 				// Its creator removes it, as its Stop would have: nothing
-				// starts it again meanwhile (running and Start wait).
+				// starts it again meanwhile (running and Start wait). Why is
+				// read now: the shim, told its creator let go, may remove the
+				// directory with its exit record first.
 				b.removing = make(chan struct{})
-				go b.autoRemove(b.shimCh, b.removing)
+				go b.autoRemove(b.shimCh, b.removing, why)
 			}
 		}
 		b.shim, b.shimCh, b.death = nil, nil, nil
@@ -296,7 +305,7 @@ func (b *Box) attach(c *conn, info protocol.Info) {
 // autoRemove removes an auto-remove box whose run ended on its own (its VM
 // crashed or powered off, the shim caught a protocol violation) once its
 // shim has exited, keeping why for the calls that follow.
-func (b *Box) autoRemove(shimCh chan struct{}, done chan struct{}) {
+func (b *Box) autoRemove(shimCh chan struct{}, done chan struct{}, why string) {
 	defer close(done)
 	if shimCh != nil {
 		select {
@@ -304,7 +313,9 @@ func (b *Box) autoRemove(shimCh chan struct{}, done chan struct{}) {
 		case <-time.After(15 * time.Second): // Remove ends it
 		}
 	}
-	why := b.stoppedError().Error()
+	if why == "" {
+		why = "it stopped"
+	}
 	b.mu.Lock()
 	b.removedWhy = why
 	b.mu.Unlock()
@@ -350,13 +361,21 @@ func (b *Box) stoppedError() error {
 	if b.paused() {
 		return errdefs.Errorf(errdefs.ErrInvalidState, "box %s is paused (its streams ended with the pause; a new call resumes it)", b.rec.ID)
 	}
-	if why := b.lastExit(); why != "" {
+	if why := b.stopReason(); why != "" {
 		return errdefs.Errorf(errdefs.ErrInvalidState, "box %s is stopped (%s)", b.rec.ID, why)
 	}
-	if b.crashed.Load() {
-		return errdefs.Errorf(errdefs.ErrInvalidState, "box %s is stopped (its shim exited without saying why)", b.rec.ID)
-	}
 	return errdefs.Errorf(errdefs.ErrInvalidState, "box %s is stopped", b.rec.ID)
+}
+
+// stopReason is why the box's last run ended, "" when nothing says.
+func (b *Box) stopReason() string {
+	if why := b.lastExit(); why != "" {
+		return why
+	}
+	if b.crashed.Load() {
+		return "its shim exited without saying why"
+	}
+	return ""
 }
 
 // Start boots a configured or stopped box. Its disk keeps what earlier runs
@@ -393,6 +412,7 @@ func (b *Box) Start(ctx context.Context) error {
 		b.mu.Unlock()
 		return fmt.Errorf("start box %s: the start under way failed: %w", b.rec.ID, b.stoppedError())
 	}
+	prev := b.state
 	if err := b.setState(StateStarting); err != nil {
 		b.mu.Unlock()
 		return fmt.Errorf("start: %w", err)
@@ -400,6 +420,14 @@ func (b *Box) Start(ctx context.Context) error {
 	b.started = make(chan struct{})
 	b.crashed.Store(false)
 	b.mu.Unlock()
+	if err := b.rt.makeRoom(ctx, b); err != nil {
+		b.mu.Lock()
+		b.state = prev // it never began
+		close(b.started)
+		b.mu.Unlock()
+		return err
+	}
+	b.touch()
 	c, info, err := b.boot(ctx)
 	for tries := 0; errors.Is(err, errShimRunning) && tries < 3; tries++ {
 		if c, info, err = b.join(ctx); errors.Is(err, errShimGone) {

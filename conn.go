@@ -24,15 +24,26 @@ type conn struct {
 
 	mu      sync.Mutex
 	streams map[uint32]handler
-	next    uint32
-	err     error // why the connection ended; set once
-	broken  bool  // it ended because the box broke the protocol (violation)
-	done    chan struct{}
-	why     func() error // explains an unexpected end (the box stopped), if set
+	// detach: the streams of detachable processes (a session's, an
+	// attach): a pause does not cut them, it detaches them.
+	detach map[uint32]bool
+	next   uint32
+	err    error // why the connection ended; set once
+	broken bool  // it ended because the box broke the protocol (violation)
+	done   chan struct{}
+	why    func() error // explains an unexpected end (the box stopped), if set
 
 	// active is when a stream was last opened or a frame last came (Unix
 	// nanoseconds): the box's last activity this process saw.
 	active atomic.Int64
+}
+
+// busy: a stream is open that a pause would cut (a command someone waits
+// for, a copy), as the shim's auto-pause judges it.
+func (c *conn) busy() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.streams) > len(c.detach)
 }
 
 // handler receives the frames of one stream. It must not block: data is
@@ -48,7 +59,7 @@ func dialShim(path string, why func() error) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	cn := &conn{c: c, w: protocol.NewWriter(c), streams: map[uint32]handler{}, next: 1, done: make(chan struct{}), why: why}
+	cn := &conn{c: c, w: protocol.NewWriter(c), streams: map[uint32]handler{}, detach: map[uint32]bool{}, next: 1, done: make(chan struct{}), why: why}
 	go cn.readLoop()
 	return cn, nil
 }
@@ -72,16 +83,15 @@ func (c *conn) readLoop() {
 		h := c.streams[f.Stream]
 		if f.Type.Last() {
 			delete(c.streams, f.Stream)
+			delete(c.detach, f.Stream)
 		}
 		c.mu.Unlock()
 		if h != nil {
 			c.active.Store(time.Now().UnixNano())
-		}
-		if h != nil {
 			h.frame(f)
 		}
 	}
-	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET) {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET) {
 		err = errdefs.Errorf(errdefs.ErrClosed, "connection to box closed")
 		if c.why != nil {
 			err = c.why()
@@ -98,7 +108,7 @@ func (c *conn) shutdown(err error) {
 	}
 	c.err = err
 	streams := c.streams
-	c.streams = map[uint32]handler{}
+	c.streams, c.detach = map[uint32]handler{}, map[uint32]bool{}
 	c.mu.Unlock()
 	c.c.Close()
 	for _, h := range streams {
@@ -146,11 +156,12 @@ func (c *conn) open(h handler, t protocol.Type, body any) (uint32, error) {
 		b.bind(id) // before any frame of the stream can arrive
 	}
 	c.streams[id] = h
+	if ex, ok := body.(protocol.Exec); t == protocol.TAttach || ok && ex.Detach != "" {
+		c.detach[id] = true
+	}
 	c.mu.Unlock()
 	if err := c.send(t, id, body); err != nil {
-		c.mu.Lock()
-		delete(c.streams, id)
-		c.mu.Unlock()
+		c.forget(id)
 		return 0, err
 	}
 	return id, nil
@@ -191,6 +202,7 @@ func (c *conn) sendFrame(f protocol.Frame) error {
 func (c *conn) forget(id uint32) {
 	c.mu.Lock()
 	delete(c.streams, id)
+	delete(c.detach, id)
 	c.mu.Unlock()
 }
 

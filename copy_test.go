@@ -16,7 +16,7 @@ import (
 func TestCopyAbandonRacingCopyDone(t *testing.T) {
 	host, box := net.Pipe()
 	defer box.Close()
-	c := &conn{c: host, w: protocol.NewWriter(host), streams: map[uint32]handler{}, next: 1, done: make(chan struct{})}
+	c := &conn{c: host, w: protocol.NewWriter(host), streams: map[uint32]handler{}, detach: map[uint32]bool{}, next: 1, done: make(chan struct{})}
 	defer c.Close()
 	s := newCopyStream(c, "copy out /x -> /tmp/x")
 	s.recv = newWindow(func(int) {})

@@ -303,6 +303,9 @@ func (r *Runtime) importBox(ctx context.Context, path string, imp importer) (*Bo
 	if err := os.RemoveAll(imgDir); err != nil {
 		return nil, err
 	}
+	// An archive carries no secret's value (nor the box's CA): the
+	// imported box has none (their placeholders stay in its environment).
+	m.Config.Secrets = nil
 	return r.adopt(stage, m.Config, m.ImageDigest)
 }
 

@@ -134,5 +134,8 @@ func (b *Box) stageFork(ctx context.Context, stage string, cfg BoxConfig, rec sh
 	if err := writeJSON(filepath.Join(stage, shimapi.PausedFile), rec); err != nil {
 		return nil, err
 	}
+	if err := b.copySecrets(stage); err != nil {
+		return nil, err
+	}
 	return b.rt.adopt(stage, cfg, b.rec.ImageDigest)
 }

@@ -28,6 +28,33 @@ const (
 type NetworkSpec struct {
 	Mode     string   `json:"mode,omitempty"` // "" means NetworkEnabled
 	AllowNet []string `json:"allow_net,omitempty"`
+	// Inbound is BoxLite's inbound mode, "enabled" ("" too) or "disabled":
+	// whether the box's ports are reachable from the public side of a
+	// BoxLite cloud. A local box has no public side (its tunnels and
+	// published ports are this host's), so it is kept and reported,
+	// nothing more; an inbound allow-list is refused, as BoxLite's is.
+	Inbound string `json:"inbound,omitempty"`
+	// OutboundOff is set by UpdateOutbound("disabled") on a box created
+	// with a network: its NIC stays (a running box cannot lose it), and
+	// its network stack lets nothing out.
+	OutboundOff bool `json:"outbound_off,omitempty"`
+}
+
+// OutboundMode is the box's outbound mode now: "disabled" without a NIC
+// or with its outbound turned off, else "enabled".
+func (n NetworkSpec) OutboundMode() string {
+	if n.Mode == NetworkDisabled || n.OutboundOff {
+		return NetworkDisabled
+	}
+	return NetworkEnabled
+}
+
+// InboundMode is the box's inbound mode: "enabled" unless set "disabled".
+func (n NetworkSpec) InboundMode() string {
+	if n.Inbound == NetworkDisabled {
+		return NetworkDisabled
+	}
+	return NetworkEnabled
 }
 
 // Port publishes a box port on the host: HostIP:HostPort (HostIP default
@@ -60,6 +87,12 @@ func (c *BoxConfig) validateNetwork(bad func(string, ...any) error) error {
 	case NetworkEnabled, NetworkDisabled:
 	default:
 		return bad("network mode %q is not %q or %q", c.Network.Mode, NetworkEnabled, NetworkDisabled)
+	}
+	if c.Network.Inbound != "" && c.Network.Inbound != NetworkEnabled && c.Network.Inbound != NetworkDisabled {
+		return bad("inbound network mode %q is not %q or %q", c.Network.Inbound, NetworkEnabled, NetworkDisabled)
+	}
+	if c.Network.OutboundOff && len(c.Network.AllowNet) > 0 {
+		return bad("allow_net needs the outbound network enabled")
 	}
 	if c.Network.Mode == NetworkDisabled {
 		if len(c.Network.AllowNet) > 0 {
@@ -109,7 +142,76 @@ func (c *BoxConfig) shimNetwork() *shimapi.Network {
 	if c.Network.Mode == NetworkDisabled {
 		return nil
 	}
-	return &shimapi.Network{AllowNet: c.Network.AllowNet, Ports: c.Ports}
+	// A secret's host is reachable on its port (as BoxLite's #1533).
+	return &shimapi.Network{AllowNet: netpolicy.WithGrants(c.Network.AllowNet, c.secretHosts()), Deny: c.Network.OutboundOff, Ports: c.Ports}
+}
+
+// UpdateOutbound replaces where the box may connect (BoxLite's
+// network.update_outbound): mode "enabled" with allowNet (empty: anywhere),
+// or "disabled" (nothing). A running box's network stack enforces it for
+// new connections, flows and DNS names at once (open connections are
+// kept); the box keeps it across restarts. A box created without a
+// network gains one at its next start, not while it runs
+// (ErrUnsupported). Bad modes or entries are ErrInvalidArgument.
+func (b *Box) UpdateOutbound(ctx context.Context, mode string, allowNet []string) error {
+	if mode != NetworkEnabled && mode != NetworkDisabled {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "update outbound: mode %q is not %q or %q", mode, NetworkEnabled, NetworkDisabled)
+	}
+	if mode == NetworkDisabled && len(allowNet) > 0 {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "update outbound: allow_net needs mode enabled")
+	}
+	if _, err := netpolicy.Parse(allowNet); err != nil {
+		return fmt.Errorf("update outbound: %w", err)
+	}
+	b.mu.Lock()
+	c, state := b.conn, b.state
+	b.mu.Unlock()
+	n := b.rec.Config.Network
+	n.AllowNet = append([]string(nil), allowNet...)
+	switch {
+	case mode == NetworkDisabled && n.Mode == NetworkDisabled:
+	case mode == NetworkDisabled:
+		n.OutboundOff = true
+	case n.Mode == NetworkDisabled && state == StateRunning:
+		return errdefs.Errorf(errdefs.ErrUnsupported, "update outbound: box %s runs without a network (created with mode disabled); it gains one at its next start, not while it runs", b.rec.ID)
+	default:
+		n.Mode, n.OutboundOff = NetworkEnabled, false
+	}
+	if state == StateRunning && c != nil && n.Mode == NetworkEnabled {
+		var now protocol.NetPolicy
+		err := c.requestWithin(ctx, protocol.TNetwork, protocol.NetPolicy{Outbound: mode, AllowNet: netpolicy.WithGrants(allowNet, b.rec.Config.secretHosts())}, &now, requestTimeout)
+		if err != nil {
+			return fmt.Errorf("update outbound: %w", err)
+		}
+	}
+	return b.saveNetwork(n)
+}
+
+// UpdateInbound sets BoxLite's inbound mode (see NetworkSpec.Inbound); an
+// allow-list is refused (ErrUnsupported), as BoxLite refuses one.
+func (b *Box) UpdateInbound(ctx context.Context, mode string, allowNet []string) error {
+	if mode != NetworkEnabled && mode != NetworkDisabled {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "update inbound: mode %q is not %q or %q", mode, NetworkEnabled, NetworkDisabled)
+	}
+	if len(allowNet) > 0 {
+		return errdefs.Errorf(errdefs.ErrUnsupported, "update inbound: an inbound allow_net is not supported (inbound access follows its mode alone)")
+	}
+	n := b.rec.Config.Network
+	n.Inbound = mode
+	return b.saveNetwork(n)
+}
+
+// saveNetwork records the box's network in its record.
+func (b *Box) saveNetwork(n NetworkSpec) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rec := b.rec
+	rec.Config.Network = n
+	if err := writeJSON(b.path("box.json"), rec); err != nil {
+		return fmt.Errorf("update network: %w", err)
+	}
+	b.rec = rec
+	return nil
 }
 
 // NetworkStats are a running box's network counters now: bytes each way,

@@ -31,6 +31,7 @@ type runtimeOptions struct {
 	maxBoots   int
 	memReserve int64 // MiB; 0: defaultMemoryReserveMiB
 	noTemplate *bool // nil: from the environment
+	memCap     int64 // MiB; 0: no cap (WithRunningMemoryCapMiB)
 }
 
 // WithHome sets the runtime's home directory. Default: $BOXLITE_HOME, else ~/.boxlite.
@@ -213,6 +214,9 @@ type BoxConfig struct {
 	// AutoPause: the box pauses itself after this long idle (see
 	// WithAutoPause); 0: never.
 	AutoPause time.Duration `json:"auto_pause,omitempty"`
+	// Secrets the box uses without holding them (secrets.go); their
+	// values are kept apart, in the box's secrets file.
+	Secrets []Secret `json:"secrets,omitempty"`
 }
 
 // DefaultHostname is a box's hostname unless WithHostname sets one, as in
@@ -498,7 +502,10 @@ func (c *BoxConfig) validate() error {
 	if err := c.validateAutoPause(bad); err != nil {
 		return err
 	}
-	return c.validateNetwork(bad)
+	if err := c.validateNetwork(bad); err != nil {
+		return err
+	}
+	return c.validateSecrets(bad, false)
 }
 
 func validName(s string) bool {

@@ -35,6 +35,9 @@ type Runtime struct {
 	maxBoots    int   // VMs booting at once, across the processes of this home
 	memReserve  int64 // MiB of available host memory box starts leave alone
 	templates   bool  // warm starts (WithTemplates)
+	memCap      int64 // MiB of guest memory running boxes may hold (memcap.go); 0: no cap
+
+	memMu sync.Mutex // one start at a time makes room under memCap
 
 	counters runtimeCounters // RuntimeMetrics (metrics.go)
 
@@ -94,7 +97,7 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 		o.output = DefaultOutputLimit
 	}
 	return &Runtime{home: home, assets: findAssets(o.assets), images: images, pull: pull, outputLimit: o.output,
-		qemu: o.qemu, requireKVM: o.requireKVM, maxBoots: o.maxBoots, memReserve: o.memReserve, templates: !*o.noTemplate,
+		qemu: o.qemu, requireKVM: o.requireKVM, maxBoots: o.maxBoots, memReserve: o.memReserve, memCap: o.memCap, templates: !*o.noTemplate,
 		boxes: map[string]*Box{}}, nil
 }
 
@@ -290,6 +293,11 @@ func (r *Runtime) Create(ctx context.Context, imageRef string, opts ...BoxOption
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	if err := cfg.validateSecrets(func(format string, args ...any) error {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "box options: "+format, args...)
+	}, true); err != nil {
+		return nil, err
+	}
 	if err := checkHostMemory(cfg); err != nil {
 		return nil, fmt.Errorf("create box: %w", err)
 	}
@@ -336,6 +344,10 @@ func (r *Runtime) register(cfg BoxConfig, digest string) (*Box, error) {
 	rec := record{ID: newID(), Config: cfg, ImageDigest: digest, CreatedAt: time.Now().UTC()}
 	dir := filepath.Join(r.home, "boxes", rec.ID)
 	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := writeSecrets(dir, rec.ID, cfg.Secrets); err != nil {
+		os.RemoveAll(dir)
 		return nil, err
 	}
 	if err := writeJSON(filepath.Join(dir, "box.json"), rec); err != nil {

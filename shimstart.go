@@ -37,6 +37,7 @@ func (b *Box) running(ctx context.Context, op string) (*conn, protocol.Info, err
 		b.mu.Unlock()
 		switch {
 		case state == StateRunning && c != nil:
+			b.touch()
 			return c, info, nil
 		case state == StateStopped && b.faulted():
 			// Not restarted behind the caller's back: say what ended it.
@@ -127,10 +128,13 @@ func (b *Box) boot(ctx context.Context) (*conn, protocol.Info, error) {
 		QEMU: b.rt.qemu, MemoryMiB: cfg.MemoryMiB, CPUs: cfg.CPUs, Layers: layers, RequireKVM: b.rt.requireKVM,
 		BootTimeout: cfg.BootTimeout, StopTimeout: 10 * time.Second, OwnerUID: os.Getuid(),
 		AutoRemove: cfg.AutoRemove, Detach: cfg.Detach, Network: cfg.shimNetwork(), Netstack: b.rt.assets.netstack(),
-		KernelArgs: cfg.KernelArgs, Hostname: firstNonEmpty(cfg.Hostname, DefaultHostname), AutoPause: cfg.AutoPause}
+		KernelArgs: cfg.KernelArgs, Hostname: firstNonEmpty(cfg.Hostname, DefaultHostname), AutoPause: cfg.AutoPause,
+		Secrets: len(cfg.Secrets) > 0 && cfg.Network.Mode != NetworkDisabled}
 	if len(cfg.Volumes) > 0 {
 		sc.Volumes, sc.Virtiofsd = cfg.Volumes, b.rt.assets.virtiofsd()
-	} else if firstStart && b.rt.templates && !resume {
+	} else if firstStart && b.rt.templates && !resume && len(cfg.Secrets) == 0 {
+		// (A box with secrets boots: its CA goes into its own disk, never
+		// a template's that other boxes start from.)
 		// A template's disk replaces the fresh one; a disk that has
 		// been used keeps its data, so later starts boot.
 		sc.Templates = b.rt.templateDir(b.rec.ImageDigest)

@@ -279,6 +279,9 @@ func (b *Box) Clone(ctx context.Context, opts CloneOptions) (*Box, error) {
 	if _, err := copyDiskIfAny(ctx, src, filepath.Join(stage, shimapi.DiskFile)); err != nil {
 		return nil, fmt.Errorf("%s box %s: %w", op, b.rec.ID, err)
 	}
+	if err := b.copySecrets(stage); err != nil {
+		return nil, err
+	}
 	return b.rt.adopt(stage, cfg, b.rec.ImageDigest)
 }
 

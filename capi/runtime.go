@@ -78,6 +78,9 @@ func boxlite_runtime_new(optsJSON *C.cchar_t, out **C.boxlite_runtime_t, cerr **
 	if o.OutputLimit != 0 {
 		opts = append(opts, boxlite.WithOutputLimit(o.OutputLimit))
 	}
+	if o.MemoryCap != 0 {
+		opts = append(opts, boxlite.WithRunningMemoryCapMiB(o.MemoryCap))
+	}
 	assets := o.Assets
 	if assets == "" && os.Getenv("BOXLITE_ASSETS") == "" {
 		assets = libraryAssets()

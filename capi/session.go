@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -25,13 +26,17 @@ import (
 
 // sessionObj is a session handle: a Python session or a shell session.
 type sessionObj struct {
-	py *boxlite.Session
-	sh *boxlite.ShellSession
+	py   *boxlite.Session
+	sh   *boxlite.ShellSession
+	code *boxlite.CodeContext
 }
 
 func (o *sessionObj) kind() string {
-	if o.py != nil {
+	switch {
+	case o.py != nil:
 		return "python"
+	case o.code != nil:
+		return "code:" + o.code.Language()
 	}
 	return "shell"
 }
@@ -71,7 +76,12 @@ func boxlite_session_new(p *C.boxlite_box_t, kind *C.cchar_t, optsJSON *C.cchar_
 		}
 		obj.sh, err = b.b.NewShellSession(context.Background(), opts)
 	default:
-		err = errdefs.Errorf(errdefs.ErrInvalidArgument, "session_new: kind %q is neither \"python\" nor \"shell\"", k)
+		lang, isCode := strings.CutPrefix(k, "code:")
+		if !isCode {
+			err = errdefs.Errorf(errdefs.ErrInvalidArgument, "session_new: kind %q is not \"python\", \"shell\" or \"code:LANGUAGE\"", k)
+			break
+		}
+		obj.code, err = b.b.NewCodeContext(context.Background(), lang, opts)
 	}
 	if err != nil {
 		return status(err, cerr)
@@ -327,6 +337,42 @@ func boxlite_session_exec(p *C.boxlite_session_t, cmdJSON *C.cchar_t, out **C.bo
 	return status(err, cerr)
 }
 
+//export boxlite_session_run_code
+func boxlite_session_run_code(p *C.boxlite_session_t, code, optsJSON *C.cchar_t, out **C.char, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	if out != nil {
+		*out = nil
+	}
+	o, err := sessionOf(p)
+	if err != nil {
+		return status(err, cerr)
+	}
+	if o.code == nil {
+		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "session_run_code: this is a %s session, not a code context", o.kind()), cerr)
+	}
+	if code == nil || out == nil {
+		return status(errdefs.Errorf(errdefs.ErrInvalidArgument, "session_run_code: code or execution_json is NULL"), cerr)
+	}
+	var co abi.CodeOptions
+	if optsJSON != nil {
+		if err := decode("code options", optsJSON, &co); err != nil {
+			return status(err, cerr)
+		}
+	}
+	timeout, err := co.TimeoutSecs.Duration("code options: timeout_secs")
+	if err != nil {
+		return status(err, cerr)
+	}
+	ex, err := o.code.RunCode(context.Background(), C.GoString((*C.char)(code)), &boxlite.RunCodeOptions{Timeout: timeout, Env: co.Env})
+	if ex == nil || (err != nil && !errors.Is(err, errdefs.ErrTimeout)) {
+		return status(err, cerr)
+	}
+	if jerr := outJSON(convert.CodeExecution(ex, err != nil), out); jerr != nil {
+		return status(jerr, cerr)
+	}
+	return status(err, cerr)
+}
+
 //export boxlite_session_interrupt
 func boxlite_session_interrupt(p *C.boxlite_session_t, cerr **C.boxlite_error_t) (rc C.int) {
 	defer guard(&rc, cerr)
@@ -334,9 +380,12 @@ func boxlite_session_interrupt(p *C.boxlite_session_t, cerr **C.boxlite_error_t)
 	if err != nil {
 		return status(err, cerr)
 	}
-	if o.py != nil {
+	switch {
+	case o.py != nil:
 		o.py.Interrupt()
-	} else {
+	case o.code != nil:
+		o.code.Interrupt()
+	default:
 		o.sh.Interrupt()
 	}
 	return status(nil, cerr)
@@ -349,9 +398,12 @@ func boxlite_session_reset(p *C.boxlite_session_t, cerr **C.boxlite_error_t) (rc
 	if err != nil {
 		return status(err, cerr)
 	}
-	if o.py != nil {
+	switch {
+	case o.py != nil:
 		err = o.py.Reset(context.Background())
-	} else {
+	case o.code != nil:
+		err = o.code.Restart(context.Background())
+	default:
 		err = o.sh.Reset(context.Background())
 	}
 	return status(err, cerr)
@@ -367,6 +419,8 @@ func boxlite_session_info(p *C.boxlite_session_t, out **C.char, cerr **C.boxlite
 	info := abi.SessionInfo{Kind: o.kind()}
 	if o.py != nil {
 		info.Pid, info.Restarts, info.Python = o.py.Pid(), o.py.Restarts(), o.py.PythonVersion()
+	} else if o.code != nil {
+		info.Pid, info.Restarts = o.code.Pid(), o.code.Restarts()
 	} else {
 		info.Pid, info.Restarts = o.sh.Pid(), o.sh.Restarts()
 	}
@@ -380,9 +434,12 @@ func boxlite_session_free(p *C.boxlite_session_t) {
 	if !ok {
 		return
 	}
-	if o.py != nil {
+	switch {
+	case o.py != nil:
 		o.py.Close()
-	} else {
+	case o.code != nil:
+		o.code.Close()
+	default:
 		o.sh.Close()
 	}
 }

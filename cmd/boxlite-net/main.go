@@ -10,9 +10,11 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -42,14 +44,23 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
+	if cfg.Deny {
+		policy = netpolicy.DenyAll()
+	}
 	// The pure Go resolver: it needs no libc modules inside the jail.
 	net.DefaultResolver.PreferGo = true
 	var listeners []*os.File
 	for i := range cfg.Ports {
 		listeners = append(listeners, os.NewFile(uintptr(boxnet.ProcFirstPort+i), "port"))
 	}
+	var secrets *netstack.Secrets
+	if cfg.Secrets {
+		if secrets, err = readSecrets(os.NewFile(boxnet.ProcSecretsFD, "netsecrets")); err != nil {
+			fail(err)
+		}
+	}
 	st, err := netstack.New(netstack.Config{Policy: policy, Ports: cfg.Ports, Listeners: listeners,
-		Published: askRegistry(os.NewFile(boxnet.ProcRegistry, "netreg")), Logf: rateLimited(log.Printf)})
+		Published: askRegistry(os.NewFile(boxnet.ProcRegistry, "netreg")), Logf: rateLimited(log.Printf), Secrets: secrets})
 	if err != nil {
 		fail(err)
 	}
@@ -59,19 +70,64 @@ func main() {
 	}
 	ctl.Write([]byte("{}\n"))
 	go func() {
-		// Stats on request, until the shim goes.
-		rd := bufio.NewReader(ctl)
+		// Stats and policy updates on request, until the shim goes.
+		rd := bufio.NewReaderSize(ctl, 64<<10)
 		for {
-			if _, err := rd.ReadString('\n'); err != nil {
+			line, err := rd.ReadString('\n')
+			if err != nil {
 				os.Exit(0)
 			}
-			b, _ := json.Marshal(st.Stats())
+			var b []byte
+			if rest, ok := strings.CutPrefix(line, boxnet.ControlPolicy); ok {
+				b = []byte("{}")
+				if err := setPolicy(st, rest); err != nil {
+					b, _ = json.Marshal(map[string]string{"error": err.Error()})
+				}
+			} else {
+				b, _ = json.Marshal(st.Stats())
+			}
 			ctl.Write(append(b, '\n'))
 		}
 	}()
 	err = st.Serve(nic) // until the VMM closes the NIC
 	log.Printf("network: %v", err)
 	os.Exit(0)
+}
+
+// readSecrets reads the box's secrets from the shim's pipe (boxnet.ProcSecretsFD).
+func readSecrets(f *os.File) (*netstack.Secrets, error) {
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, boxnet.MaxProcSecrets+1))
+	if err != nil {
+		return nil, fmt.Errorf("secrets: %w", err)
+	}
+	if len(b) > boxnet.MaxProcSecrets {
+		return nil, fmt.Errorf("secrets: more than %d bytes", boxnet.MaxProcSecrets)
+	}
+	var ps boxnet.ProcSecrets
+	if err := json.Unmarshal(b, &ps); err != nil {
+		return nil, fmt.Errorf("secrets: %w", err)
+	}
+	clear(b)
+	return netstack.ParseSecrets(ps.Secrets, []byte(ps.RootsPEM))
+}
+
+// setPolicy replaces the stack's outbound policy with the ProcPolicy in js.
+func setPolicy(st *netstack.Stack, js string) error {
+	var p boxnet.ProcPolicy
+	if err := json.Unmarshal([]byte(js), &p); err != nil {
+		return err
+	}
+	if p.Deny {
+		st.SetPolicy(netpolicy.DenyAll())
+		return nil
+	}
+	pol, err := netpolicy.Parse(p.AllowNet)
+	if err != nil {
+		return err
+	}
+	st.SetPolicy(pol)
+	return nil
 }
 
 // askRegistry asks the shim whether a host port is a box's published one

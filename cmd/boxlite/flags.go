@@ -3,6 +3,7 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -72,6 +73,7 @@ type boxFlags struct {
 	memory, cpus, disk   *int
 	network, entrypoint  *string
 	allowNet, ports, vol multi
+	secrets              multi
 }
 
 func addBoxFlags(fs *flag.FlagSet) *boxFlags {
@@ -86,6 +88,7 @@ func addBoxFlags(fs *flag.FlagSet) *boxFlags {
 	fs.Var(&f.allowNet, "allow-net", "where the box may connect: names, *.wildcards, IPs, CIDRs, with :port (repeatable or comma-separated)")
 	fs.Var(&f.ports, "p", "publish a port: [[IP:]HOST:]GUEST[/tcp|udp] (repeatable; HOST 0 or none picks one)")
 	fs.Var(&f.vol, "v", "volume HOST:GUEST[:ro|:rw][,size=N[k|m|g|t]] (repeatable)")
+	fs.Var(&f.secrets, "secret", "a secret the box never holds: NAME=VALUE@HOST[,HOST] (NAME@HOST: VALUE from $NAME); repeatable")
 	return f
 }
 
@@ -108,7 +111,45 @@ func (f *boxFlags) options(imageRef string) (abi.BoxOptions, error) {
 		}
 		o.Volumes = append(o.Volumes, abi.Volume{HostPath: vol.HostPath, GuestPath: vol.GuestPath, ReadOnly: vol.ReadOnly, SizeLimitBytes: vol.SizeLimitBytes})
 	}
+	for _, s := range f.secrets {
+		sec, err := parseSecret(s, os.Getenv)
+		if err != nil {
+			return abi.BoxOptions{}, err
+		}
+		o.Secrets = append(o.Secrets, sec)
+	}
 	return o, nil
+}
+
+// parseSecret parses --secret NAME=VALUE@HOST[,HOST...]: the hosts follow
+// the last '@' (a value may hold '@' and '='); NAME@HOST takes the value
+// from the environment variable NAME, so that it is not on the command
+// line (which every process of the host may read).
+func parseSecret(s string, getenv func(string) string) (abi.Secret, error) {
+	bad := func(why string) (abi.Secret, error) {
+		return abi.Secret{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "--secret NAME=VALUE@HOST[,HOST]: %s", why)
+	}
+	at := strings.LastIndexByte(s, '@')
+	if at < 0 || at == len(s)-1 {
+		return bad("no @HOST")
+	}
+	sec := abi.Secret{}
+	for _, h := range strings.Split(s[at+1:], ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			sec.Hosts = append(sec.Hosts, h)
+		}
+	}
+	name, value, ok := strings.Cut(s[:at], "=")
+	if !ok {
+		if value = getenv(name); value == "" {
+			return bad(fmt.Sprintf("no =VALUE, and $%s is empty", name))
+		}
+	}
+	if name == "" {
+		return bad("no NAME")
+	}
+	sec.Name, sec.Value = name, value
+	return sec, nil
 }
 
 // execFlags are the process options exec and run share.

@@ -22,7 +22,7 @@ const usage = `usage: boxlite [--url URL | --profile NAME] COMMAND [ARGS]
       [-u USER] [-v HOST:GUEST[:ro|:rw][,size=N]]... [--timeout SECONDS] [-i] [-t]
       [--network enabled|disabled]
       [--allow-net ENTRY[,ENTRY]]... [-p [[IP:]HOST:]GUEST[/udp]]... [--entrypoint EXEC]
-      IMAGE [-- CMD [ARGS...]]
+      [--secret NAME=VALUE@HOST[,HOST]]... IMAGE [-- CMD [ARGS...]]
                     boot a box from IMAGE, run CMD (default: the image's entrypoint
                     and cmd), stream its output and exit with its exit code;
                     -d boots a detached box instead, starts CMD (if any) in its
@@ -36,6 +36,10 @@ const usage = `usage: boxlite [--url URL | --profile NAME] COMMAND [ARGS]
                     host's 127.0.0.1 as host.boxlite.internal
                     -v mounts a host folder or file in the box (:ro read-only;
                     size=N, e.g. :rw,size=1g, stops the box when it stores more)
+                    --secret: the box sees $BOXLITE_SECRET_<NAME>, a placeholder
+                    the host replaces with VALUE in HTTPS requests to HOST
+                    (name, *.wildcard, :port; default 443); NAME@HOST takes
+                    VALUE from $NAME (docs/secrets.md)
   create [--rm] [-e K=V]... [-w DIR] [-u USER] [box options as run] IMAGE [CMD [ARGS...]]
                     register a box without booting it and print its id; CMD
                     replaces the image's cmd; the box is detached (as docker's):

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/boxlite/boxlite"
@@ -33,5 +34,27 @@ func TestPortsString(t *testing.T) {
 	got := portsString([]boxlite.Port{{GuestPort: 80, HostPort: 8080}, {Protocol: "udp", HostIP: "0.0.0.0", HostPort: 53, GuestPort: 53}})
 	if want := "127.0.0.1:8080->80/tcp, 0.0.0.0:53->53/udp"; got != want {
 		t.Errorf("portsString = %q, want %q", got, want)
+	}
+}
+
+func TestParseSecret(t *testing.T) {
+	env := func(k string) string { return map[string]string{"TOKEN": "from-env"}[k] }
+	for _, c := range []struct {
+		in, name, value string
+		hosts           []string
+	}{
+		{"openai=sk-a@b=c@api.openai.com", "openai", "sk-a@b=c", []string{"api.openai.com"}},
+		{"gh=x@api.github.com, *.example.com:8443", "gh", "x", []string{"api.github.com", "*.example.com:8443"}},
+		{"TOKEN@h.example", "TOKEN", "from-env", []string{"h.example"}},
+	} {
+		s, err := parseSecret(c.in, env)
+		if err != nil || s.Name != c.name || s.Value != c.value || strings.Join(s.Hosts, "|") != strings.Join(c.hosts, "|") {
+			t.Errorf("%q: %+v, %v", c.in, s, err)
+		}
+	}
+	for _, in := range []string{"a=b", "a=b@", "UNSET@h", "=v@h"} {
+		if _, err := parseSecret(in, env); err == nil {
+			t.Errorf("%q: no error", in)
+		}
 	}
 }

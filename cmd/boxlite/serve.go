@@ -13,6 +13,7 @@ import (
 
 	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/e2b"
 	"github.com/boxlite/boxlite/internal/restapi"
 	"github.com/boxlite/boxlite/internal/serve"
 )
@@ -43,6 +44,7 @@ func cmdServe(args []string) error {
 	mem := fs.Int("max-memory-mib-per-key", restapi.DefaultMemoryMiBPerKey, "memory (MiB) one key's boxes may be given")
 	execs := fs.Int("max-execs-per-key", restapi.DefaultExecsPerKey, "executions of one key that may run at once")
 	transfer := fs.Int64("max-transfer-bytes", restapi.DefaultTransferBytes, "largest upload, download or import")
+	templates := fs.String("e2b-templates", "", "E2B template table: TEMPLATE-ID IMAGE a line (default: base alpine:latest, code-interpreter-v1 python:slim; docs/e2b.md)")
 	if err := fs.Parse(args); err != nil {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "serve: %v", err)
 	}
@@ -51,6 +53,13 @@ func cmdServe(args []string) error {
 	}
 	cfg := serve.Config{Listen: *listen, TLSCert: *cert, TLSKey: *key, InsecureNoTLS: *insecure, KeysFile: *keys,
 		Limits: restapi.Limits{BoxesPerKey: *boxes, MemoryMiBPerKey: *mem, ExecsPerKey: *execs, TransferBytes: *transfer}}
+	if *templates != "" {
+		t, err := e2b.ReadTemplates(*templates)
+		if err != nil {
+			return err
+		}
+		cfg.E2BTemplates = t
+	}
 	switch *accessLog {
 	case "":
 	case "-":
@@ -78,7 +87,7 @@ func cmdServe(args []string) error {
 	if *cert != "" {
 		scheme = "https"
 	}
-	fmt.Fprintf(os.Stderr, "boxlite serve: listening on %s://%s (BoxLite REST API under /v1; keys in %s)\n", scheme, srv.Addr(), *keys)
+	fmt.Fprintf(os.Stderr, "boxlite serve: listening on %s://%s (BoxLite REST API under /v1, E2B's under /e2b; keys in %s)\n", scheme, srv.Addr(), *keys)
 	err = srv.Serve(ctx)
 	fmt.Fprintln(os.Stderr, "boxlite serve: stopped; its boxes keep running (they are detached)")
 	return err

@@ -102,17 +102,7 @@ func (s *server) startCopy(f protocol.Frame) {
 	c := &copyOp{s: s, id: id, win: protocol.InitialWindow, in: f.Type == protocol.TCopyIn, slots: max(in.Lane, out.Lane)}
 	c.free = c.slots
 	c.cond = sync.NewCond(&c.mu)
-	s.mu.Lock()
-	switch {
-	case s.copies[id] != nil || s.execs[id] != nil:
-		err = errdefs.Errorf(errdefs.ErrAlreadyExists, "%s on stream %d: the stream is in use", f.Type, id)
-	case len(s.copies) >= maxCopies:
-		err = errdefs.Errorf(errdefs.ErrLimit, "%s: %d copies are running, the limit", f.Type, len(s.copies))
-	default:
-		s.copies[id] = c
-	}
-	s.mu.Unlock()
-	if err != nil {
+	if err := s.addCopy(f.Type, c); err != nil {
 		s.sendError(id, err)
 		return
 	}
@@ -121,6 +111,20 @@ func (s *server) startCopy(f protocol.Frame) {
 	} else {
 		go c.run(func(root *os.File) (filecopy.Stats, error) { return c.copyOut(root, out) })
 	}
+}
+
+// addCopy registers c, a copy's or a watch's stream, within maxCopies.
+func (s *server) addCopy(kind protocol.Type, c *copyOp) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.copies[c.id] != nil || s.execs[c.id] != nil:
+		return errdefs.Errorf(errdefs.ErrAlreadyExists, "%s on stream %d: the stream is in use", kind, c.id)
+	case len(s.copies) >= maxCopies:
+		return errdefs.Errorf(errdefs.ErrLimit, "%s: %d copies and watches are running, the limit", kind, len(s.copies))
+	}
+	s.copies[c.id] = c
+	return nil
 }
 
 func checkBoxPath(what, p string) error {

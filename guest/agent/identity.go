@@ -47,6 +47,11 @@ func (s *server) applyIdentity(f protocol.Frame) {
 	if err == nil {
 		err = s.setHostname(id.Hostname)
 	}
+	if err == nil && id.TrustCA != "" {
+		if cerr := installTrustCA(s.cfg.Root, id.TrustCA); cerr != nil {
+			err = errdefs.Errorf(errdefs.ErrInternal, "identity: %v", cerr)
+		}
+	}
 	if err == nil && id.BootID != "" && s.cfg.Sandbox != nil {
 		err = s.cfg.Sandbox.SetMachine(id.BootID, id.MachineID)
 	}

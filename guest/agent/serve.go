@@ -20,7 +20,7 @@ import (
 var Version = "dev"
 
 // features are what this agent adds to protocol version 1 (Hello.Features).
-var features = []string{protocol.FeatureTTY, protocol.FeatureNetwork, protocol.FeatureCopy, protocol.FeatureIdentity, protocol.FeaturePark, protocol.FeatureSignalGroup, protocol.FeatureExecDetach, protocol.FeatureClock}
+var features = []string{protocol.FeatureTTY, protocol.FeatureNetwork, protocol.FeatureCopy, protocol.FeatureIdentity, protocol.FeaturePark, protocol.FeatureSignalGroup, protocol.FeatureExecDetach, protocol.FeatureClock, protocol.FeatureTrustCA, protocol.FeatureTunnel, protocol.FeatureWatch}
 
 // DefaultMaxExecs caps the execs one connection may run at once.
 const DefaultMaxExecs = 1024
@@ -63,7 +63,9 @@ type server struct {
 	mu     sync.Mutex
 	execs  map[uint32]*execution
 	copies map[uint32]*copyOp
-	parked []parkedExec // park.go
+	// tunnels are the open tunnel streams (tunnel.go).
+	tunnels map[uint32]*tunnelOp
+	parked  []parkedExec // park.go
 	// detached holds the detachable execs by id (detach.go), attached or
 	// not, running or ended and kept; finished those ended and kept,
 	// oldest first.
@@ -104,6 +106,7 @@ func Serve(rw io.ReadWriter, cfg Config) error {
 		reaper:  getReaper(),
 		execs:   make(map[uint32]*execution),
 		copies:  make(map[uint32]*copyOp),
+		tunnels: make(map[uint32]*tunnelOp),
 
 		detached: make(map[string]*execution),
 	}
@@ -187,6 +190,10 @@ func (s *server) failStream(stream uint32, err error) {
 		c.end(filecopy.Stats{}, err)
 		return
 	}
+	if t := s.lookupTunnel(stream); t != nil {
+		t.fail(err)
+		return
+	}
 	s.sendError(stream, err)
 }
 
@@ -224,7 +231,14 @@ func (s *server) cancelAll() {
 	for _, c := range s.copies {
 		copies = append(copies, c)
 	}
+	tunnels := make([]*tunnelOp, 0, len(s.tunnels))
+	for _, t := range s.tunnels {
+		tunnels = append(tunnels, t)
+	}
 	s.mu.Unlock()
+	for _, t := range tunnels {
+		t.cancel()
+	}
 	for _, e := range all {
 		e.terminate()
 	}
@@ -248,6 +262,8 @@ func (s *server) handle(f protocol.Frame) (shutdown bool) {
 		s.startExec(f)
 	case protocol.TCopyIn, protocol.TCopyOut:
 		s.startCopy(f)
+	case protocol.TWatch:
+		s.startWatch(f)
 	case protocol.TIdentity:
 		s.applyIdentity(f)
 	case protocol.TClock:
@@ -256,6 +272,8 @@ func (s *server) handle(f protocol.Frame) (shutdown bool) {
 		s.park(f)
 	case protocol.TAttach:
 		s.startAttach(f)
+	case protocol.TTunnel:
+		s.startTunnel(f)
 	case protocol.TShutdown:
 		if f.Stream != 0 {
 			s.failStream(f.Stream, errdefs.Errorf(errdefs.ErrInvalidArgument, "shutdown frame on stream %d: it belongs on stream 0", f.Stream))
@@ -267,6 +285,10 @@ func (s *server) handle(f protocol.Frame) (shutdown bool) {
 		protocol.TLane, protocol.TLaneFree:
 		if c := s.lookupCopy(f.Stream); c != nil {
 			c.frame(f)
+			return false
+		}
+		if t := s.lookupTunnel(f.Stream); t != nil {
+			t.frame(f)
 			return false
 		}
 		e := s.lookup(f.Stream)

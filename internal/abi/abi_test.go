@@ -63,7 +63,7 @@ func TestMillisWait(t *testing.T) {
 // unitless are the numeric wire fields whose name needs no unit: counts,
 // ids and codes.
 var unitless = map[string]bool{
-	"cpus": true, "rows": true, "cols": true, "pid": true, "restarts": true, "exit_code": true,
+	"cpus": true, "rows": true, "cols": true, "pid": true, "restarts": true, "exit_code": true, "execution_count": true,
 	"host_port": true, "guest_port": true, "shim_pid": true, "vmm_pid": true,
 	"tcp_connections": true, "udp_flows": true, "network_tcp_connections": true, "max_entries": true,
 	"num_running_boxes": true, "num_paused_boxes": true, "total_commands_executed": true, "total_exec_errors": true,
@@ -106,7 +106,7 @@ func TestWireFieldsNameTheirUnits(t *testing.T) {
 		}
 	}
 	for _, v := range []any{BoxOptions{}, BoxInfo{}, Command{}, CopyOptions{}, SessionOptions{}, ShellCommand{},
-		CellOptions{}, CellResult{}, SessionInfo{}, ImageInfo{}, BoxMetrics{}, RuntimeMetrics{}, SnapshotInfo{},
+		CellOptions{}, CellResult{}, CodeOptions{}, CodeExecution{}, SessionInfo{}, ImageInfo{}, BoxMetrics{}, RuntimeMetrics{}, SnapshotInfo{},
 		RuntimeOptions{}, RestOptions{}, CloneOptions{}} {
 		walk(reflect.TypeOf(v), "")
 	}

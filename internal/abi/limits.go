@@ -65,6 +65,16 @@ const (
 	DefaultCopyOutMaxEntries = 100_000
 )
 
+// Secrets (BoxOptions.Secrets): how many a box may have and their sizes.
+const (
+	MaxSecrets           = 32
+	MaxSecretHosts       = 32 // hosts of one secret
+	MaxSecretName        = 64
+	MaxSecretValueBytes  = 16 << 10
+	MinSecretPlaceholder = 8 // a shorter one would match ordinary text
+	MaxSecretPlaceholder = 256
+)
+
 // Constant is one default or limit as the generated edges name it: the
 // header's BOXLITE_<Name> macro, the SDKs' <Name> constants, the README's
 // table (internal/abigen).
@@ -107,5 +117,7 @@ var Constants = []Constant{
 	number("DEFAULT_SESSION_GRACE_SECS", int64(DefaultSessionGrace.Seconds()), "how long an interrupted cell or shell command has to stop before its session restarts"),
 	number("DEFAULT_COPY_OUT_MAX_BYTES", DefaultCopyOutMaxBytes, "the file data a copy out of a box may bring unless its options say otherwise"),
 	number("DEFAULT_COPY_OUT_MAX_ENTRIES", DefaultCopyOutMaxEntries, "the entries a copy out of a box may bring unless its options say otherwise"),
+	number("MAX_SECRETS", MaxSecrets, "the most secrets a box may have"),
+	number("MAX_SECRET_VALUE_BYTES", MaxSecretValueBytes, "the longest value a secret may have"),
 	boolConstant("DEFAULT_AUTO_REMOVE", DefaultAutoRemove, "a box is removed when it stops unless its options say otherwise"),
 }

@@ -32,12 +32,46 @@ type BoxOptions struct {
 	Hostname        string            `json:"hostname,omitempty" doc:"a DNS label: default \"boxlite\""`
 	AutoPauseSecs   *Seconds          `json:"auto_pause_secs,omitempty" doc:"pause the box (with its memory, as boxlite_box_pause) after this long with no exec, copy or session call: a stream that stays open holds it awake, except a detachable exec's (a session's interpreter, an interactive shell) that sent nothing either way for that long; the next call resumes it. 0 (default): never. At least 1, at most {MAX_AUTO_PAUSE_SECS}; not with volumes"`
 	Prestart        []string          `json:"prestart,omitempty" doc:"sessions a box started from a template finds started: \"python\", \"shell\" or \"shell:/ABSOLUTE/PATH\"; its first session of that kind with default options takes over the one the template VM started"`
+	Secrets         []Secret          `json:"secrets,omitempty" doc:"credentials the box uses without holding them: it sees each one's placeholder (env BOXLITE_SECRET_<NAME>), the host puts the value in HTTPS requests to its hosts; at most {MAX_SECRETS}, see docs/secrets.md"`
 }
 
-// Network is a box's network.
+// Secret is a credential that never enters the box.
+type Secret struct {
+	Name        string   `json:"name" doc:"required: names the env variable BOXLITE_SECRET_<NAME> (upper case)"`
+	Value       string   `json:"value" doc:"required: the real value, 1 to {MAX_SECRET_VALUE_BYTES} bytes without line breaks; never in box info"`
+	Hosts       []string `json:"hosts" doc:"required: host names or *.wildcards, optionally :port (default 443), where HTTPS requests get the value; each is reachable on that port even when allow_net does not list it"`
+	Placeholder string   `json:"placeholder,omitempty" doc:"what the box sees: default \"<BOXLITE_SECRET:NAME>\""`
+}
+
+// SecretInfo is a secret as box info shows it: never its value.
+type SecretInfo struct {
+	Name        string   `json:"name"`
+	Hosts       []string `json:"hosts"`
+	Placeholder string   `json:"placeholder"`
+}
+
+// Network is a box's network: BoxLite's split form (outbound, inbound) or
+// the flat one (mode, allow_net: the outbound's), not both.
 type Network struct {
-	Mode     string   `json:"mode,omitempty" enum:"enabled,disabled" doc:"enabled (default: NAT to the host's network) or disabled (no NIC, only lo)"`
-	AllowNet []string `json:"allow_net,omitempty" doc:"where an enabled box may connect: host names, *.wildcards, IPv4 addresses or CIDRs, each optionally with :port; empty: anywhere. The host's 127.0.0.1 is host.boxlite.internal in the box (with a list, only when listed)"`
+	Mode     string            `json:"mode,omitempty" enum:"enabled,disabled" doc:"the flat form's outbound mode: enabled (default: NAT to the host's network) or disabled (no NIC, only lo)"`
+	AllowNet []string          `json:"allow_net,omitempty" doc:"the flat form's: where an enabled box may connect: host names, *.wildcards, IPv4 addresses or CIDRs, each optionally with :port; empty: anywhere. The host's 127.0.0.1 is host.boxlite.internal in the box (with a list, only when listed)"`
+	Outbound *NetworkDirection `json:"outbound,omitempty" doc:"BoxLite's split form: mode and allow_net as the flat form's"`
+	Inbound  *NetworkDirection `json:"inbound,omitempty" doc:"BoxLite's split form: the inbound mode (kept and reported: a local box has no public side); a non-empty allow_net is unsupported, as in BoxLite"`
+}
+
+// NetworkDirection is one direction of a box's network policy.
+type NetworkDirection struct {
+	Mode     string   `json:"mode" enum:"enabled,disabled" doc:"required"`
+	AllowNet []string `json:"allow_net,omitempty" doc:"outbound: where the box may connect, as the flat allow_net; inbound: must be empty"`
+}
+
+// BoxNetwork is a box's network policy as BoxLite's info reports it.
+type BoxNetwork struct {
+	Outbound       NetworkDirection `json:"outbound"`
+	Inbound        NetworkDirection `json:"inbound"`
+	Mode           string           `json:"mode" doc:"the outbound mode (BoxLite's deprecated mirror)"`
+	AllowNet       []string         `json:"allow_net" doc:"the outbound allow_net (BoxLite's deprecated mirror)"`
+	PublishedPorts []Port           `json:"published_ports" doc:"as bound while the box runs, else as asked"`
 }
 
 // Port publishes a guest port on the host.
@@ -69,6 +103,7 @@ type BoxInfo struct {
 	LastExit      string          `json:"last_exit,omitempty" doc:"why the box last stopped"`
 	Faulted       bool            `json:"faulted,omitempty" doc:"its last run ended in a fault (a crashed VMM, a protocol violation): exec does not start it again, start does"`
 	Runtime       *BoxRuntimeInfo `json:"runtime,omitempty" doc:"only while it runs"`
+	Network       BoxNetwork      `json:"network" doc:"the network policy now (update_outbound changes it)"`
 }
 
 // BoxConfig is what a box was created with, defaults applied.
@@ -93,6 +128,7 @@ type BoxConfig struct {
 	Hostname        string            `json:"hostname"`
 	Prestart        []string          `json:"prestart,omitempty"`
 	AutoPauseSecs   Seconds           `json:"auto_pause_secs,omitempty" doc:"0: never"`
+	Secrets         []SecretInfo      `json:"secrets,omitempty" doc:"names, hosts and placeholders: never the values"`
 }
 
 // BoxRuntimeInfo is what a running box reports about its VM.
@@ -156,6 +192,15 @@ type CopyOptions struct {
 	TimeoutSecs    *Seconds `json:"timeout_secs,omitempty" doc:"more than 0 (timeout past it); default: none"`
 }
 
+// SocketAddress is where a tunnel forwarder listens (boxlite_box_tunnel_forward),
+// and what boxlite_forwarder_local_addr returns: BoxLite's SocketAddress.
+type SocketAddress struct {
+	Type string `json:"type" enum:"tcp,unix" doc:"required: tcp or unix"`
+	Host string `json:"host,omitempty" doc:"tcp: a numeric IP address (a name is invalid_argument): default \"127.0.0.1\""`
+	Port int    `json:"port,omitempty" doc:"tcp: 0 to 65535; 0 picks a free port (local_addr says which)"`
+	Path string `json:"path,omitempty" doc:"unix: an absolute path; the socket file must not exist, and is removed on close"`
+}
+
 // SessionOptions start a persistent session (boxlite_session_new).
 type SessionOptions struct {
 	Python      string            `json:"python,omitempty" doc:"python sessions: the interpreter; default: the first of /usr/local/bin/python3, python3, python in the box"`
@@ -195,9 +240,47 @@ type CellError struct {
 	Traceback string `json:"traceback"`
 }
 
+// CodeOptions run a code context's cell (boxlite_session_run_code).
+type CodeOptions struct {
+	TimeoutSecs Seconds           `json:"timeout_secs,omitempty" doc:"interrupts the cell after that long (KeyboardInterrupt, SIGINT); 0: none"`
+	Env         map[string]string `json:"env,omitempty" doc:"set in the interpreter's environment for this cell only"`
+}
+
+// CodeExecution is what a code context's cell did.
+type CodeExecution struct {
+	Results          []CodeResult `json:"results" doc:"the last expression's value (is_main_result), display() calls and matplotlib figures, in order"`
+	Logs             CodeLogs     `json:"logs"`
+	Error            *CodeError   `json:"error" doc:"what the cell raised; null when it completed"`
+	ExecutionCount   int          `json:"execution_count" doc:"the cells of the context, from 1 (a reset starts again)"`
+	ResultsTruncated bool         `json:"results_truncated" doc:"results past the session's output_limit_bytes were dropped"`
+	Restarted        bool         `json:"restarted" doc:"the interpreter ended under the cell and was started again: the state is gone"`
+	TimedOut         bool         `json:"timed_out"`
+}
+
+// CodeResult is a rich result: a MIME bundle.
+type CodeResult struct {
+	IsMainResult bool              `json:"is_main_result" doc:"the value of the cell's last expression"`
+	Data         map[string]string `json:"data" doc:"MIME type to representation: text/plain, text/html, text/markdown, image/svg+xml, text/latex, application/javascript as text; image/png, image/jpeg, application/pdf in base64; application/json as JSON text"`
+}
+
+// CodeLogs are what a cell printed, in the chunks it came in.
+type CodeLogs struct {
+	Stdout          []string `json:"stdout"`
+	Stderr          []string `json:"stderr"`
+	StdoutTruncated bool     `json:"stdout_truncated" doc:"output past the session's output_limit_bytes was dropped"`
+	StderrTruncated bool     `json:"stderr_truncated"`
+}
+
+// CodeError is what a cell raised.
+type CodeError struct {
+	Name      string `json:"name" doc:"the exception's class (ZeroDivisionError, TypeError); ExitCode for a bash cell that exited non-zero"`
+	Value     string `json:"value" doc:"its message (a bash cell's exit code)"`
+	Traceback string `json:"traceback"`
+}
+
 // SessionInfo describes a session (boxlite_session_info).
 type SessionInfo struct {
-	Kind     string `json:"kind" enum:"python,shell"`
+	Kind     string `json:"kind" enum:"python,shell,code:python,code:javascript,code:bash"`
 	Pid      int    `json:"pid" doc:"in the box"`
 	Restarts int    `json:"restarts"`
 	Python   string `json:"python,omitempty" doc:"the interpreter's version (python sessions)"`
@@ -238,6 +321,7 @@ type RuntimeOptions struct {
 	Home        string `json:"home,omitempty" doc:"the runtime's directory: default $BOXLITE_HOME, else ~/.boxlite"`
 	Assets      string `json:"assets,omitempty" doc:"where boxlite-shim and guest/ are: default $BOXLITE_ASSETS, else next to libboxlite.so"`
 	OutputLimit int64  `json:"output_limit_bytes,omitempty" doc:"more than 0: what a collected result keeps per stream (boxlite_box_run, session results; the rest is read and dropped, the result says truncated): default {DEFAULT_OUTPUT_LIMIT_BYTES}"`
+	MemoryCap   int64  `json:"running_memory_cap_mib,omitempty" doc:"more than 0: the guest memory (MiB) this runtime's running boxes may hold together; a start or resume past it pauses the least recently used idle ones first, else fails with limit_exceeded; default 0: no cap"`
 }
 
 // CloneOptions make a box's clone (boxlite_box_clone).

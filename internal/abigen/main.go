@@ -109,7 +109,7 @@ func render(root string, kinds []errdefs.KindSpec) ([]file, error) {
 	out = append(out, file{"bindings/node/lib/defaults.js", []byte(nodeDefaults())})
 	out = append(out, file{"bindings/node/lib/types.d.ts", []byte("// Code " + notice + "\n" +
 		"// The option and info types of the C ABI's JSON (internal/abi), camelCased as the SDK takes and returns them.\n" +
-		"import type { EnvInput } from './index';\n\n" + ts)})
+		"import type { EnvInput, Secret } from './index';\n\n" + ts)})
 	gosrc, err := format.Source([]byte(capiCodes(kinds)))
 	if err != nil {
 		return nil, fmt.Errorf("capi/errors_gen.go: %w", err)
@@ -144,9 +144,13 @@ var wireBlocks = []struct {
 	{"box info", reflect.TypeFor[abi.BoxInfo](), false},
 	{"copy options", reflect.TypeFor[abi.CopyOptions](), true},
 	{"clone options", reflect.TypeFor[abi.CloneOptions](), true},
+	{"socket address", reflect.TypeFor[abi.SocketAddress](), true},
+	{"network direction", reflect.TypeFor[abi.NetworkDirection](), true},
 	{"command", reflect.TypeFor[abi.Command](), true},
 	{"session options", reflect.TypeFor[abi.SessionOptions](), true},
 	{"cell options", reflect.TypeFor[abi.CellOptions](), true},
+	{"code options", reflect.TypeFor[abi.CodeOptions](), true},
+	{"code execution", reflect.TypeFor[abi.CodeExecution](), false},
 	{"shell command", reflect.TypeFor[abi.ShellCommand](), true},
 	{"image info", reflect.TypeFor[abi.ImageInfo](), false},
 	{"snapshot info", reflect.TypeFor[abi.SnapshotInfo](), false},

@@ -14,7 +14,7 @@ import (
 
 // handleKinds are the header's opaque handle types, as boxlite_KIND_t; each
 // has its boxlite_KIND_free.
-var handleKinds = map[string]bool{"runtime": true, "box": true, "execution": true, "session": true, "cell": true}
+var handleKinds = map[string]bool{"runtime": true, "box": true, "execution": true, "session": true, "cell": true, "forwarder": true}
 
 // cFunc is one function declaration of the header.
 type cFunc struct {
@@ -140,6 +140,8 @@ func pyRow(f cFunc, all map[string]bool) (string, error) {
 			}
 		case p.typ == "char **":
 			kind = "out_string"
+		case p.typ == "int *":
+			kind = "out_int"
 		case p.typ == "const char *" && nullable(f, p.name):
 			kind = "str_or_null"
 		case p.typ == "const char *":
@@ -188,7 +190,8 @@ through check), "int", "void" or "string" (a static const char *; None for
 NULL); each param (name, kind, handle kind) with kind "handle" (an input
 handle), "str", "str_or_null" (the header lets it be NULL: None),
 "int", "bytes" (a buffer and its length), "pointer" (passed as is),
-"out_handle" (returned as a Handle) or "out_string" (returned as str, freed).
+"out_handle" (returned as a Handle), "out_string" (returned as str, freed)
+or "out_int" (returned as int).
 CUSTOM: the function needs logic of its own, written in _ffi.py.
 """
 

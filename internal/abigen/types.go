@@ -256,22 +256,29 @@ func (d tsDecl) render() (string, error) {
 // tsTypes: index.d.ts's option and info types.
 func tsTypes() (string, error) {
 	in := map[reflect.Type]string{reflect.TypeFor[abi.Network](): "NetworkSpec", reflect.TypeFor[abi.Port](): "PortSpec",
-		reflect.TypeFor[abi.Volume](): "Volume"}
+		reflect.TypeFor[abi.Volume](): "Volume", reflect.TypeFor[abi.Secret](): "SecretSpec", reflect.TypeFor[abi.NetworkDirection](): "NetworkDirectionSpec"}
 	out := map[reflect.Type]string{reflect.TypeFor[abi.Network](): "NetworkSpec", reflect.TypeFor[abi.Port](): "PortMapping",
 		reflect.TypeFor[abi.Volume](): "Volume", reflect.TypeFor[abi.NetworkInfo](): "NetworkInfo",
-		reflect.TypeFor[abi.NetworkStats](): "NetworkStats", reflect.TypeFor[abi.BoxRuntimeInfo](): "BoxRuntimeInfo"}
+		reflect.TypeFor[abi.NetworkStats](): "NetworkStats", reflect.TypeFor[abi.BoxRuntimeInfo](): "BoxRuntimeInfo",
+		reflect.TypeFor[abi.SecretInfo]():       "SecretInfo",
+		reflect.TypeFor[abi.NetworkDirection](): "NetworkDirectionInfo", reflect.TypeFor[abi.BoxNetwork](): "BoxNetworkInfo"}
 	decls := []tsDecl{
 		{name: "JsBoxOptions", doc: "How to create a box: the C ABI's box options (internal/abi.BoxOptions), camelCased.", t: reflect.TypeFor[abi.BoxOptions](), input: true, names: in,
 			override: map[string]string{
 				"image":   "image?: string; // required by runtime.create; SimpleBox has a default",
 				"env":     "env?: EnvInput;",
 				"network": "network?: NetworkSpec | 'enabled' | 'disabled';",
+				"secrets": "secrets?: (SecretSpec | Secret)[];",
 			},
-			extra: []string{"  /** Not implemented yet: only an empty array is accepted. */\n  secrets?: never[];\n",
-				"  /** BoxLite 0.10's: 0 keeps the box after stop, above 0 deletes it at stop (the SDK sets auto_remove); it takes precedence over autoRemove */\n  autoDelete?: number;\n"}},
-		{name: "NetworkSpec", doc: "A box's network (internal/abi.Network).", t: reflect.TypeFor[abi.Network](), input: true, names: in},
+			extra: []string{"  /** BoxLite 0.10's: 0 keeps the box after stop, above 0 deletes it at stop (the SDK sets auto_remove); it takes precedence over autoRemove */\n  autoDelete?: number;\n"}},
+		{name: "NetworkSpec", doc: "A box's network (internal/abi.Network): BoxLite's split form or the flat one.", t: reflect.TypeFor[abi.Network](), input: true, names: in},
+		{name: "NetworkDirectionSpec", doc: "One direction of a box's network policy (internal/abi.NetworkDirection).", t: reflect.TypeFor[abi.NetworkDirection](), input: true, names: in},
+		{name: "NetworkDirectionInfo", doc: "One direction of a box's network policy as info reports it.", t: reflect.TypeFor[abi.NetworkDirection](), names: out},
+		{name: "BoxNetworkInfo", doc: "A box's network policy as BoxLite's info reports it (internal/abi.BoxNetwork).", t: reflect.TypeFor[abi.BoxNetwork](), names: out},
 		{name: "PortSpec", doc: "A box port to publish on the host (internal/abi.Port).", t: reflect.TypeFor[abi.Port](), input: true, names: in},
 		{name: "Volume", doc: "A host folder or file in the box (internal/abi.Volume).", t: reflect.TypeFor[abi.Volume](), input: true, names: in},
+		{name: "SecretSpec", doc: "A credential the box uses without holding it (internal/abi.Secret); the Secret class builds one.", t: reflect.TypeFor[abi.Secret](), input: true, names: in},
+		{name: "SecretInfo", doc: "A box's secret as info shows it: never its value (internal/abi.SecretInfo).", t: reflect.TypeFor[abi.SecretInfo](), names: out},
 		{name: "PortMapping", doc: "A published port as bound (internal/abi.Port).", t: reflect.TypeFor[abi.Port](), names: out},
 		{name: "NetworkStats", doc: "What a box's network did (internal/abi.NetworkStats).", t: reflect.TypeFor[abi.NetworkStats](), names: out},
 		{name: "NetworkInfo", doc: "A running box's network (internal/abi.NetworkInfo).", t: reflect.TypeFor[abi.NetworkInfo](), names: out},

@@ -64,11 +64,38 @@ type Box interface {
 	Export(ctx context.Context, dest string) (string, error)
 	NewPythonSession(ctx context.Context, opts boxlite.SessionOptions) (*boxlite.Session, error)
 	NewShellSession(ctx context.Context, opts boxlite.SessionOptions) (*boxlite.ShellSession, error)
+	NewCodeContext(ctx context.Context, language string, opts boxlite.SessionOptions) (*boxlite.CodeContext, error)
 	Exec(ctx context.Context, cmd boxlite.Command) (Execution, error)
 	Clone(ctx context.Context, opts boxlite.CloneOptions) (Box, error)
 	// Fork makes running boxes from the running box's state (see
 	// boxlite.Box.Fork); a server's box refuses it (ErrUnsupported).
 	Fork(ctx context.Context, count int, names []string) ([]Box, error)
+	// DialTunnel and ForwardTunnel reach a TCP port on the box's loopback
+	// (see boxlite.Box.DialTunnel); a server's box refuses them
+	// (ErrUnsupported).
+	DialTunnel(ctx context.Context, port int) (TunnelConn, error)
+	// UpdateOutbound and UpdateInbound replace the box's network policy
+	// (see boxlite.Box.UpdateOutbound); a server's box refuses them.
+	UpdateOutbound(ctx context.Context, mode string, allowNet []string) error
+	UpdateInbound(ctx context.Context, mode string, allowNet []string) error
+	ForwardTunnel(ctx context.Context, port int, listen boxlite.SocketAddress) (Forwarder, error)
+}
+
+// TunnelConn is a byte stream to a port in a box, with half-close.
+type TunnelConn interface {
+	io.ReadWriteCloser
+	CloseWrite() error
+	// Err is why the stream ended (nil while open, or after a clean end).
+	Err() error
+}
+
+// Forwarder carries connections to a host address to a port in a box.
+type Forwarder interface {
+	LocalAddr() boxlite.SocketAddress
+	// Done is closed once it has stopped; Wait then says why.
+	Done() <-chan struct{}
+	Wait(ctx context.Context) error
+	Close() error
 }
 
 // Execution is a process started in a Box.
@@ -182,6 +209,30 @@ func (b localBox) Fork(ctx context.Context, count int, names []string) ([]Box, e
 		out[i] = localBox{f}
 	}
 	return out, nil
+}
+
+func (b localBox) DialTunnel(ctx context.Context, port int) (TunnelConn, error) {
+	t, err := b.Box.DialTunnel(ctx, port)
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func (b localBox) ForwardTunnel(ctx context.Context, port int, listen boxlite.SocketAddress) (Forwarder, error) {
+	f, err := b.Box.ForwardTunnel(ctx, port, listen)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (b localBox) UpdateOutbound(ctx context.Context, mode string, allowNet []string) error {
+	return b.Box.UpdateOutbound(ctx, mode, allowNet)
+}
+
+func (b localBox) UpdateInbound(ctx context.Context, mode string, allowNet []string) error {
+	return b.Box.UpdateInbound(ctx, mode, allowNet)
 }
 
 // LocalBox is the local box behind b, or nil for a server's.

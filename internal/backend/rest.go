@@ -107,6 +107,22 @@ func (b restBox) Fork(context.Context, int, []string) ([]Box, error) {
 	return nil, errdefs.Errorf(errdefs.ErrUnsupported, "fork of a box on a REST runtime (the server has no fork route yet)")
 }
 
+func (b restBox) DialTunnel(context.Context, int) (TunnelConn, error) {
+	return nil, errdefs.Errorf(errdefs.ErrUnsupported, "tunnel to a box on a REST runtime (the server's tunnel route is not served yet)")
+}
+
+func (b restBox) ForwardTunnel(context.Context, int, boxlite.SocketAddress) (Forwarder, error) {
+	return nil, errdefs.Errorf(errdefs.ErrUnsupported, "tunnel to a box on a REST runtime (the server's tunnel route is not served yet)")
+}
+
+func (b restBox) UpdateOutbound(context.Context, string, []string) error {
+	return errdefs.Errorf(errdefs.ErrUnsupported, "update outbound of a box on a REST runtime (the server has no route for it)")
+}
+
+func (b restBox) UpdateInbound(context.Context, string, []string) error {
+	return errdefs.Errorf(errdefs.ErrUnsupported, "update inbound of a box on a REST runtime (the server has no route for it)")
+}
+
 type restExec struct{ *restclient.Execution }
 
 func (e restExec) Stdin() io.WriteCloser { return e.Execution.Stdin }

@@ -381,11 +381,15 @@ func destErr(dest string, err error) error {
 	return errdefs.Errorf(errdefs.ErrInvalidArgument, "destination %s: %v", dest, err)
 }
 
+// TmpPrefix begins the name of the directory a copy is made in beside its
+// destination before it is renamed into place.
+const TmpPrefix = ".boxlite-copy-"
+
 func (t *Target) makeTmp() error {
 	var b [8]byte
 	for range 10 {
 		_, _ = rand.Read(b[:])
-		name := ".boxlite-copy-" + hex.EncodeToString(b[:])
+		name := TmpPrefix + hex.EncodeToString(b[:])
 		err := unix.Mkdirat(int(t.parent.Fd()), name, 0o700)
 		if err == unix.EEXIST {
 			continue

@@ -44,6 +44,10 @@ type Policy struct {
 	order   []netip.Addr
 }
 
+// DenyAll is a policy that allows nothing: an outbound network turned off
+// on a running box, whose NIC stays (it cannot be unplugged).
+func DenyAll() *Policy { return &Policy{learned: map[netip.Addr][]uint16{}} }
+
 // Parse turns allow_net entries into a Policy. An empty list gives nil: no
 // restriction. Bad entries are ErrInvalidArgument naming the entry.
 func Parse(entries []string) (*Policy, error) {

@@ -67,7 +67,7 @@ func (n *Stack) answer(w dns.ResponseWriter, q *dns.Msg) {
 	question := q.Question[0]
 	name := strings.TrimSuffix(strings.ToLower(question.Name), ".")
 	switch {
-	case !n.cfg.Policy.AllowName(name):
+	case !n.pol().AllowName(name):
 		n.stats.blocked.Add(1)
 		n.logOnce("dns "+name, "network: refused DNS name %q: not in allow_net", truncate(name, 253))
 		m.Rcode = dns.RcodeNameError
@@ -100,13 +100,14 @@ func (n *Stack) answer(w dns.ResponseWriter, q *dns.Msg) {
 		}
 		for _, ip := range ips {
 			ip = ip.Unmap()
-			if p := n.cfg.Policy; p != nil && !p.AllowAnswer(ip, hostAddr(ip)) {
+			if p := n.pol(); p != nil && !p.AllowAnswer(ip, hostAddr(ip)) {
 				n.stats.blocked.Add(1)
 				n.logOnce("dns "+name+" "+ip.String(), "network: dropped %s from the DNS answer for %q: a private, special or host address that allow_net does not list",
 					ip, truncate(name, 253))
 				continue
 			}
-			n.cfg.Policy.Learn(name, ip)
+			n.pol().Learn(name, ip)
+			n.secrets.learn(name, ip)
 			m.Answer = append(m.Answer, aRecord(question.Name, ip))
 		}
 	default:

@@ -31,7 +31,7 @@ var blockedNets = []netip.Prefix{
 func (n *Stack) route(proto string, dst netip.Addr, port uint16) (string, string) {
 	switch {
 	case dst == boxnet.HostIP:
-		if !n.cfg.Policy.AllowAddr(dst, port) {
+		if !n.pol().AllowAddr(dst, port) {
 			return "", "not in allow_net"
 		}
 		if n.published(proto, port) {
@@ -46,7 +46,7 @@ func (n *Stack) route(proto string, dst netip.Addr, port uint16) (string, string
 			return "", "not routable from a box"
 		}
 	}
-	if !n.cfg.Policy.AllowAddr(dst, port) {
+	if !n.pol().AllowAddr(dst, port) {
 		return "", "not in allow_net"
 	}
 	if hostAddr(dst) && n.published(proto, port) {
@@ -79,6 +79,10 @@ func (n *Stack) forwardTCP(r *tcp.ForwarderRequest) {
 	if why != "" {
 		n.refuse("tcp", dst, port, why)
 		r.Complete(true)
+		return
+	}
+	if n.secrets.candidate(dst, port) {
+		n.interceptTCP(r, dst, port, target)
 		return
 	}
 	if n.tcpConns.Add(1) > MaxTCPConns {

@@ -61,6 +61,9 @@ type Config struct {
 	// Lookup resolves a name's IPv4 addresses for the box's DNS; nil is
 	// the host's resolver (tests stand in for it).
 	Lookup func(ctx context.Context, name string) ([]netip.Addr, error)
+	// Secrets, when set, are put into the box's HTTPS requests to their
+	// hosts (intercept.go).
+	Secrets *Secrets
 }
 
 // Stack is a box's network. New binds its published ports, Serve carries
@@ -79,8 +82,13 @@ type Stack struct {
 	conns  map[io.Closer]struct{} // host and guest ends of live NATed connections
 	logged map[string]struct{}
 
+	// policy is where the box may connect now: cfg.Policy until SetPolicy
+	// replaces it (nil: anywhere).
+	policy atomic.Pointer[netpolicy.Policy]
+
 	tcpConns, udpFlows atomic.Int64
 	lookups            chan struct{} // DNS lookups in flight on the host's resolver
+	secrets            *secretState  // nil without secrets
 	stats              statCounters
 }
 
@@ -108,6 +116,10 @@ func New(cfg Config) (*Stack, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Stack{cfg: cfg, ctx: ctx, cancel: cancel, conns: map[io.Closer]struct{}{}, logged: map[string]struct{}{},
 		lookups: make(chan struct{}, maxLookups)}
+	if cfg.Secrets != nil {
+		n.secrets = newSecretState(cfg.Secrets)
+	}
+	n.policy.Store(cfg.Policy)
 	ok := false
 	defer func() {
 		if !ok {
@@ -198,6 +210,13 @@ func (g guestFrames) Read(p []byte) (int, error) {
 }
 
 // Stats returns the box network's counters so far.
+// SetPolicy replaces where the box may connect (nil: anywhere) for
+// connections, flows and names from now on; open ones are kept.
+func (n *Stack) SetPolicy(p *netpolicy.Policy) { n.policy.Store(p) }
+
+// pol is the policy now.
+func (n *Stack) pol() *netpolicy.Policy { return n.policy.Load() }
+
 func (n *Stack) Stats() Stats {
 	s := Stats{TCPConns: n.stats.tcp.Load(), UDPFlows: n.stats.udp.Load(), DNSQueries: n.stats.dns.Load(),
 		Blocked: n.stats.blocked.Load(), Dropped: n.stats.dropped.Load()}

@@ -242,3 +242,43 @@ func TestFramesFromOtherMACsAreDropped(t *testing.T) {
 		t.Errorf("stats %+v: want 3 frames dropped before the switch", st)
 	}
 }
+
+// TestSetPolicy: a running stack takes a new outbound policy at once: the
+// host alias is reachable, then not (deny all, then a list without it),
+// then again.
+func TestSetPolicy(t *testing.T) {
+	port := hostServer(t)
+	hostIP := boxnet.HostIP.As4()
+	g, n := guest(t, Config{})
+	reach := func() bool {
+		c, err := dial(g, hostIP, port)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}
+	if !reach() {
+		t.Fatal("no policy: the host alias is unreachable")
+	}
+	n.SetPolicy(netpolicy.DenyAll())
+	if reach() {
+		t.Error("deny all: reached the host alias")
+	}
+	if r := lookup(t, g, netpolicy.HostAlias); r.Rcode != dns.RcodeNameError {
+		t.Errorf("deny all: host alias lookup %v, want NXDOMAIN", r)
+	}
+	pol, _ := netpolicy.Parse([]string{"example.invalid"})
+	n.SetPolicy(pol)
+	if reach() {
+		t.Error("a list without the alias: reached it")
+	}
+	pol, _ = netpolicy.Parse([]string{netpolicy.HostAlias})
+	n.SetPolicy(pol)
+	if !reach() {
+		t.Error("a list with the alias: unreachable")
+	}
+	n.SetPolicy(nil)
+	if !reach() {
+		t.Error("no policy again: unreachable")
+	}
+}

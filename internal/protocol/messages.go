@@ -42,6 +42,10 @@ const (
 	// Guest to host.
 	TCopyDone Type = 8 // CopyDone: the copy on this stream succeeded; last frame of a copy stream
 	TParked   Type = 9 // Started: the process of a TPark is up and idle; last frame of its stream
+	// TEOF (tunnel streams only, no body): the box's side of the
+	// connection sent its last byte (the server half-closed or closed it);
+	// the stream stays open for the host's data until TExit or TError.
+	TEOF Type = 10
 
 	// Host to guest.
 	TExec       Type = 16 // Exec: start a process on a new stream
@@ -92,6 +96,24 @@ const (
 	// time it was paused at); the agent answers with an empty TClock on
 	// stream 0, or TError.
 	TClock Type = 30
+	// TTunnel (needs FeatureTunnel): Tunnel, open a TCP connection to a
+	// port on the box's loopback on a new stream, and carry its bytes: the
+	// agent answers TStarted once connected (or TError: nothing listens,
+	// ErrUnreachable), then sends what the box's side writes as TStdout
+	// within the window the host credits (fd 1), TEOF when it has sent its
+	// last byte, and credits the host's TStdin (fd 0). TStdinClose
+	// half-closes the connection (shutdown SHUT_WR); TCancel resets it.
+	// The stream ends with TExit (code 0) once both directions are done,
+	// or TError when the connection failed. No network in the box is
+	// needed: the bytes cross the agent's channel.
+	TTunnel Type = 31
+	// TWatch (needs FeatureWatch): Watch, watch a box directory with
+	// inotify on a new stream. The agent sends the events as TStdout
+	// frames within the window (the host credits fd 1), each event a
+	// WatchRecord, until the host cancels (TCancel) or the watch ends:
+	// TCopyDone when the directory itself went, TError when the watch
+	// failed.
+	TWatch Type = 37
 
 	// Host to shim, answered by the shim on the same stream.
 	TInfo Type = 32 // request: no body; reply: Info
@@ -110,6 +132,12 @@ const (
 	// box directory (shimapi.ForkStateFile, ForkDiskFile, ForkRecordFile),
 	// then runs on. No body; the answer is Paused, or TError.
 	TFork Type = 35
+	// TNetwork asks the shim to replace the box's outbound network policy
+	// while it runs (update_outbound): NetPolicy. The shim answers with
+	// the NetPolicy once the network stack enforces it, or TError (a box
+	// without a NIC: ErrUnsupported). New connections and names follow
+	// it; open connections are kept.
+	TNetwork Type = 36
 )
 
 var typeNames = map[Type]string{
@@ -119,6 +147,7 @@ var typeNames = map[Type]string{
 	TCopyDone: "copy-done", TCopyIn: "copy-in", TCopyOut: "copy-out", TIdentity: "identity",
 	TLane: "lane", TLaneFree: "lane-free",
 	TPark: "park", TParked: "parked", TAttach: "attach", TPause: "pause", TClock: "clock", THold: "hold", TFork: "fork",
+	TTunnel: "tunnel", TEOF: "eof", TNetwork: "network", TWatch: "watch",
 }
 
 // Last reports whether a frame of type t from the agent ends its stream.
@@ -155,6 +184,12 @@ const (
 	FeatureExecDetach = "exec-detach"
 	// FeatureClock: TClock is implemented.
 	FeatureClock = "clock"
+	// FeatureTrustCA: Identity.TrustCA is implemented.
+	FeatureTrustCA = "trust-ca"
+	// FeatureTunnel: TTunnel and TEOF are implemented.
+	FeatureTunnel = "tunnel"
+	// FeatureWatch: TWatch is implemented.
+	FeatureWatch = "watch"
 )
 
 // The lane is a raw disk of the box that a copy's bulk data crosses: QEMU
@@ -238,7 +273,30 @@ type Identity struct {
 	// written only where the box has that file).
 	BootID    string `msgpack:"boot_id,omitempty"`
 	MachineID string `msgpack:"machine_id,omitempty"`
+	// TrustCA, when set (a box with secrets), is a CA certificate in PEM
+	// (at most MaxTrustCA bytes) the agent adds to the box's trust stores:
+	// the system bundle, Python's certifi bundles, and a file of its own
+	// (TrustCAPath) that NODE_EXTRA_CA_CERTS names.
+	TrustCA string `msgpack:"trust_ca,omitempty"`
 }
+
+// MaxTrustCA bounds Identity.TrustCA; TrustCAPath is where the agent
+// writes it in the box (where update-ca-certificates finds it too).
+const (
+	MaxTrustCA  = 8 << 10
+	TrustCAPath = "/usr/local/share/ca-certificates/boxlite-secrets.crt"
+)
+
+// Tunnel is TTunnel's body: the TCP port on the box's 127.0.0.1.
+type Tunnel struct {
+	Port int `msgpack:"port"`
+}
+
+// MaxPort is the highest TCP port.
+const MaxPort = 65535
+
+// TunnelDialTimeout bounds the agent's connect to a tunnel's port.
+const TunnelDialTimeout = 10 * time.Second
 
 // Clock is TClock's body.
 type Clock struct {
@@ -253,6 +311,9 @@ const (
 
 // Check reports what is wrong with id, as errdefs.ErrInvalidArgument.
 func (id Identity) Check() error {
+	if len(id.TrustCA) > MaxTrustCA || (id.TrustCA != "" && !strings.HasPrefix(id.TrustCA, "-----BEGIN CERTIFICATE-----")) {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "identity: trust_ca is not one PEM certificate of at most %d bytes", MaxTrustCA)
+	}
 	if n := len(id.Seed); n < MinSeed || n > MaxSeed {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "identity: seed of %d bytes, want %d to %d", n, MinSeed, MaxSeed)
 	}
@@ -436,6 +497,47 @@ type CopyOut struct {
 	Lane int `msgpack:"lane,omitempty"`
 }
 
+// Watch asks for the changes under the box directory Path (resolved as
+// the box's processes see it, through no symlink below the box's root):
+// its entries', and with Recursive its subdirectories' too, to
+// MaxWatchDepth levels and MaxWatches directories in all (more: ErrLimit).
+type Watch struct {
+	Path      string `msgpack:"path"`
+	Recursive bool   `msgpack:"recursive,omitempty"`
+}
+
+// Bounds of one watch.
+const (
+	MaxWatches    = 8192
+	MaxWatchDepth = 32
+)
+
+// A watch's events, as the agent sends them: each a WatchRecord, one byte
+// of WatchOp, two bytes of big-endian length, then the name, relative to
+// the watched directory ("" for the directory itself), at most
+// MaxWatchName bytes.
+type WatchOp byte
+
+const (
+	WatchCreate   WatchOp = 1 // made, or moved in
+	WatchWrite    WatchOp = 2 // written and closed, or modified
+	WatchRemove   WatchOp = 3 // removed
+	WatchRename   WatchOp = 4 // moved away (its new name, if watched, is a WatchCreate)
+	WatchChmod    WatchOp = 5 // its mode, owner or times changed
+	WatchOverflow WatchOp = 6 // events were lost (the kernel's queue overflowed); no name
+)
+
+// MaxWatchName bounds a WatchRecord's name.
+const MaxWatchName = 4096
+
+// AppendWatchRecord appends one event's record to b.
+func AppendWatchRecord(b []byte, op WatchOp, name string) []byte {
+	if len(name) > MaxWatchName {
+		name = name[:MaxWatchName]
+	}
+	return append(append(b, byte(op), byte(len(name)>>8), byte(len(name))), name...)
+}
+
 // LaneChunk is a chunk of a copy's data in the lane: Len bytes (1 to
 // LaneSlot) at Off, which is the start of the sender's next slot.
 type LaneChunk struct {
@@ -525,12 +627,21 @@ type ShimMetrics struct {
 // CPUSampleInterval is how often a shim samples its VMM's CPU time.
 const CPUSampleInterval = time.Second
 
+// NetPolicy is TNetwork's body: the outbound policy from now on.
+type NetPolicy struct {
+	Outbound string   `msgpack:"outbound"` // "enabled" or "disabled" (the NIC stays, nothing is reachable)
+	AllowNet []string `msgpack:"allow_net,omitempty"`
+}
+
 // NetworkInfo describes a box's network as its shim runs it.
 type NetworkInfo struct {
-	GuestIP   string   `msgpack:"guest_ip" json:"guest_ip"`
-	GatewayIP string   `msgpack:"gateway_ip" json:"gateway_ip"`
-	AllowNet  []string `msgpack:"allow_net,omitempty" json:"allow_net,omitempty"`
-	Ports     []Port   `msgpack:"ports,omitempty" json:"ports,omitempty"`
+	GuestIP   string `msgpack:"guest_ip" json:"guest_ip"`
+	GatewayIP string `msgpack:"gateway_ip" json:"gateway_ip"`
+	// Outbound is "disabled" when the box's outbound network was turned
+	// off while it runs (TNetwork); "" or "enabled" otherwise.
+	Outbound string   `msgpack:"outbound,omitempty" json:"outbound,omitempty"`
+	AllowNet []string `msgpack:"allow_net,omitempty" json:"allow_net,omitempty"`
+	Ports    []Port   `msgpack:"ports,omitempty" json:"ports,omitempty"`
 	// Stats are the network's counters when the info was asked for.
 	Stats *NetworkStats `msgpack:"stats,omitempty" json:"stats,omitempty"`
 }

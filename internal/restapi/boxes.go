@@ -177,8 +177,8 @@ func boxOptions(req wire.CreateBoxRequest) (string, []boxlite.BoxOption, error) 
 }
 
 // network is the box's network from the split form or the flat one (not
-// both). The inbound side has nothing to enforce (there are no tunnels
-// yet): its mode is accepted, an allow-list refused as BoxLite does.
+// both). The inbound side has nothing to enforce (a local box has no public
+// side): its mode is kept, an allow-list refused as BoxLite does.
 func network(n wire.NetworkSpec) (boxlite.NetworkSpec, error) {
 	flat := n.Mode != "" || n.AllowNet != nil
 	if flat && (n.Outbound != nil || n.Inbound != nil) {
@@ -208,7 +208,11 @@ func network(n wire.NetworkSpec) (boxlite.NetworkSpec, error) {
 	if out.Mode == "disabled" && len(out.AllowNet) > 0 {
 		return boxlite.NetworkSpec{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "network: allow_net needs mode enabled")
 	}
-	return boxlite.NetworkSpec{Mode: out.Mode, AllowNet: out.AllowNet}, nil
+	spec := boxlite.NetworkSpec{Mode: out.Mode, AllowNet: out.AllowNet}
+	if n.Inbound != nil {
+		spec.Inbound = n.Inbound.Mode
+	}
+	return spec, nil
 }
 
 func checkMode(what, m string) error {

@@ -112,7 +112,7 @@ func routeTable() []route {
 			status: 200, respRaw: "application/x-tar", errors: []int{400, 401, 404, 409, 413}, stream: true, handle: (*API).downloadFiles},
 
 		{method: "POST", path: "/boxes/{box_id}/network/tunnel", id: "prepareTunnel", summary: "Not provided yet (501)", tag: "Network",
-			query: []param{{"port", "integer", "Port in the box", true}}, status: 200, errors: []int{401, 501}, handle: notServedRoute("tunnels (not yet: issue 26)")},
+			query: []param{{"port", "integer", "Port in the box", true}}, status: 200, errors: []int{401, 501}, handle: notServedRoute("tunnels over REST (local boxes have them; BoxLite's proxy CONNECT wire is not carried yet)")},
 
 		{method: "GET", path: "/metrics", id: "getRuntimeMetrics", summary: "The runtime's counters", tag: "Metrics",
 			status: 200, resp: typ[wire.RuntimeMetrics](), errors: []int{401}, handle: (*API).runtimeMetrics},

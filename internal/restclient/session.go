@@ -22,6 +22,18 @@ func (b *Box) NewShellSession(ctx context.Context, opts boxlite.SessionOptions) 
 	return &boxlite.ShellSession{Shell: s}, nil
 }
 
+// NewCodeContext starts a code context in the box over REST executions.
+func (b *Box) NewCodeContext(ctx context.Context, language string, opts boxlite.SessionOptions) (*boxlite.CodeContext, error) {
+	cwd := opts.Cwd
+	if cwd == "" {
+		cwd = b.Info().Config.WorkingDir
+	}
+	if cwd == "" {
+		cwd = "/"
+	}
+	return boxlite.NewCodeContextWith(ctx, language, b.starter(), b.sessionDefaults(opts), nil, cwd)
+}
+
 func (b *Box) sessionDefaults(o boxlite.SessionOptions) boxlite.SessionOptions {
 	if o.OutputLimit == 0 {
 		o.OutputLimit = b.c.outputLimit

@@ -194,6 +194,14 @@ func (k *keyring) Authenticate(r *http.Request) (string, error) {
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return "", restapi.Unauthenticated("invalid or missing API key: send Authorization: Bearer <key>")
 	}
+	return k.AuthenticateKey(token)
+}
+
+// AuthenticateKey names the key whose value is token (E2B's X-API-Key).
+func (k *keyring) AuthenticateKey(token string) (string, error) {
+	if strings.TrimSpace(token) == "" {
+		return "", restapi.Unauthenticated("invalid or missing API key")
+	}
 	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
 	k.mu.Lock()
 	err := k.reload()

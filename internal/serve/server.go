@@ -22,6 +22,7 @@ import (
 
 	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/e2b"
 	"github.com/boxlite/boxlite/internal/restapi"
 )
 
@@ -39,6 +40,8 @@ type Config struct {
 	ShutdownTimeout  time.Duration // default 30s
 	MaxHeaderBytes   int           // default 64 KiB
 	ReadHeaderTimout time.Duration // default 10s
+	// E2BTemplates maps E2B template ids to images (nil: e2b.DefaultTemplates).
+	E2BTemplates map[string]string
 }
 
 // Server serves the APIs over a runtime.
@@ -46,6 +49,7 @@ type Server struct {
 	cfg     Config
 	rt      *boxlite.Runtime
 	api     *restapi.API
+	e2b     *e2b.Server
 	keys    *keyring
 	srv     *http.Server
 	ln      net.Listener
@@ -91,13 +95,34 @@ func New(cfg Config, rt *boxlite.Runtime) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, rt: rt, api: api, keys: keys, metrics: newPromMetrics(), log: slog.New(slog.NewJSONHandler(discardOr(cfg.AccessLog), nil))}
+	e2bAPI, err := e2b.New(e2b.Options{Runtime: rt, Auth: keys.AuthenticateKey, Templates: cfg.E2BTemplates, StateDir: state, TempDir: tmp,
+		Limits: e2b.Limits{SandboxesPerKey: cfg.Limits.BoxesPerKey, TransferBytes: cfg.Limits.TransferBytes, JSONBodyBytes: cfg.Limits.JSONBodyBytes}, Logf: logf})
+	if err != nil {
+		api.Close()
+		return nil, err
+	}
+	s := &Server{cfg: cfg, rt: rt, api: api, e2b: e2bAPI, keys: keys, metrics: newPromMetrics(), log: slog.New(slog.NewJSONHandler(discardOr(cfg.AccessLog), nil))}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	mux.Handle("GET /metrics", s.authed(http.HandlerFunc(s.serveMetrics)))
 	mux.Handle("/", api)
+	// E2B's API: its control plane under /e2b, and every request bound for
+	// a sandbox (E2b-Sandbox-Id) whatever its path.
+	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if e2b.Wants(r) {
+			e2bAPI.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+	// E2B's SDKs speak HTTP/2 by default: without TLS, with prior knowledge.
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetHTTP2(true)
+	protocols.SetUnencryptedHTTP2(true)
 	s.srv = &http.Server{
-		Handler:           s.edge(mux),
+		Protocols:         protocols,
+		Handler:           s.edge(root),
 		ReadHeaderTimeout: cfg.ReadHeaderTimout,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
@@ -106,6 +131,7 @@ func New(cfg Config, rt *boxlite.Runtime) (*Server, error) {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		api.Close()
+		e2bAPI.Close()
 		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
 	if tlsOn {
@@ -113,6 +139,7 @@ func New(cfg Config, rt *boxlite.Runtime) (*Server, error) {
 		if err != nil {
 			ln.Close()
 			api.Close()
+			e2bAPI.Close()
 			return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "TLS key pair: %v", err)
 		}
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
@@ -133,6 +160,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	select {
 	case err := <-errc:
 		s.api.Close()
+		s.e2b.Close()
 		return err
 	case <-ctx.Done():
 	}
@@ -140,6 +168,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	defer cancel()
 	err := s.srv.Shutdown(sctx)
 	s.api.Close()
+	s.e2b.Close()
 	if e := <-errc; !errors.Is(e, http.ErrServerClosed) && err == nil {
 		err = e
 	}

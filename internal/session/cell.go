@@ -46,12 +46,52 @@ type CellResult struct {
 	// StdoutTruncated and StderrTruncated report output beyond the
 	// session's output limit that the result does not hold.
 	StdoutTruncated, StderrTruncated bool
+	// Results are a rich cell's results (RunOptions.Rich) that Next did
+	// not return, in order; ResultsTruncated reports results dropped past
+	// the session's output limit.
+	Results          []Result
+	ResultsTruncated bool
 }
 
-// Chunk is output a running cell wrote.
+// Result is a rich result of a cell, a MIME bundle: the value of its
+// trailing expression (IsMain), a display() call, a matplotlib figure.
+type Result struct {
+	IsMain bool
+	// Data maps MIME types to the representation: text for text/*,
+	// image/svg+xml and application/javascript, base64 for image/png,
+	// image/jpeg and application/pdf, the JSON text for application/json.
+	// text/plain is always there for the main result.
+	Data map[string]string
+}
+
+// Text is the result's text/plain representation ("" if none).
+func (r Result) Text() string { return r.Data["text/plain"] }
+
+// size is what a result counts against the output limit and the queue.
+func (r Result) size() int {
+	n := 0
+	for k, v := range r.Data {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
+// StreamResult is the Stream of a Chunk that holds a rich result.
+const StreamResult = 3
+
+// Chunk is output a running cell wrote, or (Stream StreamResult) a rich
+// result it made.
 type Chunk struct {
-	Stream int // 1 stdout, 2 stderr
+	Stream int // 1 stdout, 2 stderr, 3 (StreamResult) a result
 	Data   []byte
+	Result *Result // with StreamResult
+}
+
+func (ch Chunk) size() int {
+	if ch.Result != nil {
+		return ch.Result.size()
+	}
+	return len(ch.Data)
 }
 
 // Cell is a running cell (Python.RunStream). Read its output with Next (or
@@ -63,6 +103,7 @@ type Cell struct {
 	p       *interp
 	id      int
 	timeout time.Duration
+	rich    bool
 	cancel  context.CancelFunc
 
 	started chan struct{}
@@ -75,6 +116,9 @@ type Cell struct {
 	collect     bool // Result was called: take output without bound
 	discard     bool // Close was called: drop output
 	out, errb   *capbuf.Buffer
+	results     []Result
+	resBytes    int64
+	resDropped  bool
 	notify      func()
 	interrupted bool   // SIGINT was sent
 	killed      bool   // the cell ignored it and the interpreter was killed
@@ -83,8 +127,8 @@ type Cell struct {
 	err         error
 }
 
-func newCell(s *Python, p *interp, id int, timeout time.Duration) *Cell {
-	c := &Cell{s: s, p: p, id: id, timeout: timeout, started: make(chan struct{}), done: make(chan struct{}),
+func newCell(s *Python, p *interp, id int, timeout time.Duration, rich bool) *Cell {
+	c := &Cell{s: s, p: p, id: id, timeout: timeout, rich: rich, started: make(chan struct{}), done: make(chan struct{}),
 		out: capbuf.New(s.opts.OutputLimit), errb: capbuf.New(s.opts.OutputLimit)}
 	c.cond = sync.NewCond(&c.mu)
 	return c
@@ -110,7 +154,7 @@ func (c *Cell) push(ch Chunk) {
 		c.take(ch)
 	default:
 		c.queue = append(c.queue, ch)
-		c.queued += len(ch.Data)
+		c.queued += ch.size()
 	}
 	notify := c.notify
 	c.mu.Unlock()
@@ -122,6 +166,15 @@ func (c *Cell) push(ch Chunk) {
 
 // take adds a chunk to the collected output; callers hold c.mu.
 func (c *Cell) take(ch Chunk) {
+	if ch.Result != nil {
+		if n := int64(ch.Result.size()); c.resBytes+n <= c.out.Limit() {
+			c.results = append(c.results, *ch.Result)
+			c.resBytes += n
+		} else {
+			c.resDropped = true
+		}
+		return
+	}
 	if ch.Stream == 2 {
 		c.errb.Write(ch.Data)
 	} else {
@@ -182,7 +235,7 @@ func (c *Cell) complete(r driverResult) {
 	c.res = CellResult{Value: r.Value, Error: r.Error, ExitCode: r.ExitCode}
 	if c.interrupted {
 		c.res.TimedOut = true
-		c.err = errdefs.Errorf(errdefs.ErrTimeout, "python session: cell %s: it was interrupted (KeyboardInterrupt); the session keeps its state", c.why)
+		c.err = errdefs.Errorf(errdefs.ErrTimeout, "%s: cell %s: it was interrupted (%s); the session keeps its state", c.s.kind(), c.why, c.s.interruptName())
 	}
 	c.mu.Unlock()
 	c.end()
@@ -196,20 +249,20 @@ func (c *Cell) abort(st ExitStatus, waitErr, stopped, protoErr error, diag strin
 	case c.killed:
 		c.res.TimedOut = true
 		c.res.ExitCode = 128 + int(syscall.SIGKILL)
-		c.err = fmt.Errorf("python session: cell %s and did not stop within %s of the interrupt (KeyboardInterrupt): "+
+		c.err = fmt.Errorf("%s: cell %s and did not stop within %s of the interrupt (%s): "+
 			"the interpreter was killed and restarted, so the session's variables, imports and definitions are gone: %w: %w",
-			c.why, c.s.grace, errdefs.ErrTimeout, ErrRestarted)
+			c.s.kind(), c.why, c.s.grace, c.s.interruptName(), errdefs.ErrTimeout, ErrRestarted)
 	case stopped != nil:
 		c.err = stopped
 	case protoErr != nil:
-		c.err = errdefs.Errorf(errdefs.ErrInternal, "python session: lost the interpreter (%v); it was restarted and the session's state is gone", protoErr)
+		c.err = errdefs.Errorf(errdefs.ErrInternal, "%s: lost the interpreter (%v); it was restarted and the session's state is gone", c.s.kind(), protoErr)
 	case waitErr != nil && !errors.Is(waitErr, errdefs.ErrClosed):
-		c.err = fmt.Errorf("python session: %w", waitErr) // the box went away
+		c.err = fmt.Errorf("%s: %w", c.s.kind(), waitErr) // the box went away
 	default:
 		code := st.Code
-		msg := fmt.Sprintf("the Python interpreter exited with code %d while running the cell", code)
+		msg := fmt.Sprintf("the %s interpreter exited with code %d while running the cell", c.s.runtimeName(), code)
 		if st.Signal != 0 {
-			msg = fmt.Sprintf("the Python interpreter was killed by signal %d while running the cell (the out-of-memory killer?)", st.Signal)
+			msg = fmt.Sprintf("the %s interpreter was killed by signal %d while running the cell (the out-of-memory killer?)", c.s.runtimeName(), st.Signal)
 		}
 		msg += "; the session was restarted and its variables, imports and definitions are gone"
 		if diag != "" {
@@ -262,7 +315,7 @@ func (c *Cell) Next(ctx context.Context) (Chunk, error) {
 		if len(c.queue) > 0 {
 			ch := c.queue[0]
 			c.queue = c.queue[1:]
-			c.queued -= len(ch.Data)
+			c.queued -= ch.size()
 			c.cond.Broadcast()
 			return ch, nil
 		}
@@ -282,6 +335,11 @@ func (c *Cell) Next(ctx context.Context) (Chunk, error) {
 func (c *Cell) ReadNonblock(p []byte) (stream, n int, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for len(c.queue) > 0 && c.queue[0].Result != nil { // only rich cells make results: collect them
+		c.take(c.queue[0])
+		c.queued -= c.queue[0].size()
+		c.queue = c.queue[1:]
+	}
 	if len(c.queue) == 0 {
 		if c.isDone() {
 			return 0, 0, io.EOF
@@ -353,6 +411,7 @@ func (c *Cell) Result(ctx context.Context) (CellResult, error) {
 	r.Stdout = append([]byte(nil), c.out.Bytes()...)
 	r.Stderr = append([]byte(nil), c.errb.Bytes()...)
 	r.StdoutTruncated, r.StderrTruncated = c.out.Truncated(), c.errb.Truncated()
+	r.Results, r.ResultsTruncated = append([]Result(nil), c.results...), c.resDropped
 	return r, c.err
 }
 

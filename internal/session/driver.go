@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/boxlite/boxlite/errdefs"
 )
@@ -26,7 +27,20 @@ import (
 // 'X' a diagnostic (JSON).
 
 //go:embed driver.py
-var driverSource string
+var driverMain string
+
+//go:embed driver_rich.py
+var driverRich string
+
+// driverSource is driver.py with driver_rich.py in it (two files only to
+// keep each readable: the interpreter gets one source).
+var driverSource = func() string {
+	const mark = "# @rich@ (driver_rich.py, joined in here by driver.go: rich results)\n"
+	if !strings.Contains(driverMain, mark) {
+		panic("session: driver.py has no " + mark)
+	}
+	return strings.Replace(driverMain, mark, driverRich, 1)
+}()
 
 // driverBoot compiles the driver under a name of its own, so tracebacks can
 // leave its frames out.
@@ -44,6 +58,24 @@ const (
 	maxCellCode    = 64 << 20
 )
 
+//go:embed driver.js
+var jsDriverSource string
+
+// jsBoot runs the Node driver under a file name of its own (driver.js
+// leaves its frames out of stacks) without declaring anything in the
+// global scope the cells share.
+const jsBoot = `require("vm").runInThisContext(process.argv.pop(),{filename:"<boxlite-session>"})`
+
+// jsLaunch runs node (else nodejs) with the protocol on fd 3 and fds 1
+// and 2 on the exec's stderr; 127 when neither is on PATH.
+const jsLaunch = `for n in node nodejs; do command -v "$n" >/dev/null 2>&1 && exec "$n" -e "$1" -- "$2" 3>&1 1>&2; done
+echo "no node or nodejs on PATH" >&2; exit 127`
+
+// JavaScriptArgv is the command line that runs the Node session driver.
+func JavaScriptArgv() []string {
+	return []string{"/bin/sh", "-c", jsLaunch, "boxlite-js", jsBoot, jsDriverSource}
+}
+
 // PythonArgv is the command line that runs the session driver in python
 // (what a prestarted session parks).
 func PythonArgv(python string) []string {
@@ -57,6 +89,36 @@ type driverHello struct {
 	Executable string `json:"executable"`
 }
 
+// driverDisplay is a D frame: a rich result.
+type driverDisplay struct {
+	ID   int                        `json:"id"`
+	Data map[string]json.RawMessage `json:"data"`
+	Main bool                       `json:"main"`
+}
+
+// maxResultTypes bounds the MIME types of one result.
+const maxResultTypes = 64
+
+// result checks a D frame's bundle: every value a string but
+// application/json's, which stays JSON text.
+func (d driverDisplay) result() (Result, error) {
+	if len(d.Data) > maxResultTypes {
+		return Result{}, fmt.Errorf("result with %d MIME types, limit %d", len(d.Data), maxResultTypes)
+	}
+	r := Result{IsMain: d.Main, Data: make(map[string]string, len(d.Data))}
+	for k, v := range d.Data {
+		var s string
+		if err := json.Unmarshal(v, &s); err == nil {
+			r.Data[k] = s
+		} else if k == "application/json" {
+			r.Data[k] = string(v)
+		} else {
+			return Result{}, fmt.Errorf("result %q is not a string", k)
+		}
+	}
+	return r, nil
+}
+
 type driverResult struct {
 	ID       int        `json:"id"`
 	Value    *string    `json:"value"`
@@ -66,12 +128,14 @@ type driverResult struct {
 
 // runRequest is the frame that runs code as cell id. json.Marshal turns
 // invalid UTF-8 into U+FFFD.
-func runRequest(id int, code string) ([]byte, error) {
+func runRequest(id int, code string, rich bool, env map[string]string) ([]byte, error) {
 	req, err := json.Marshal(struct {
-		Op   string `json:"op"`
-		ID   int    `json:"id"`
-		Code string `json:"code"`
-	}{"run", id, code})
+		Op   string            `json:"op"`
+		ID   int               `json:"id"`
+		Code string            `json:"code"`
+		Rich bool              `json:"rich,omitempty"`
+		Env  map[string]string `json:"env,omitempty"`
+	}{"run", id, code, rich, env})
 	if err != nil {
 		return nil, err
 	}

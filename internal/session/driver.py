@@ -10,13 +10,19 @@
 # output and never protocol.
 #
 # Host -> driver (stdin): frames of a 4-byte big-endian length and a JSON
-#   object: {"op": "run", "id": N, "code": "..."}.
+#   object: {"op": "run", "id": N, "code": "...", "rich": bool, "env": {...}}.
+#   A rich cell (a code context's) also sends its results as D frames: the
+#   value of its trailing expression, display() calls and the matplotlib
+#   figures open at its end, as MIME bundles; lines starting with "!" run in
+#   the shell. "env" is set in os.environ for the cell only.
 # Driver -> host (stdout): MAGIC once, then frames of a 1-byte type, a 4-byte
 #   big-endian length and the payload:
 #     H  hello, JSON {"version", "pid", "python", "executable"}
 #     S  cell started, JSON {"id"}: from here until R an interrupt (SIGINT)
 #        stops the cell with KeyboardInterrupt
 #     O  stdout bytes      E  stderr bytes
+#     D  a rich result, JSON {"id", "data": {MIME type: value}, "main"}: main
+#        is the trailing expression's; images are base64
 #     R  cell result, JSON {"id", "value", "error", "exit_code"}; every O/E the
 #        cell wrote before it ended precedes its R
 #     X  protocol complaint, JSON {"message"}
@@ -28,6 +34,7 @@
 # pending and is discarded before the next cell.
 
 import ast
+import base64
 import builtins
 import importlib
 import io
@@ -41,6 +48,7 @@ import sys
 import threading
 import traceback
 import types
+import warnings
 
 VERSION = 1
 MAGIC = b"\x00\x01BOXLITE-SESSION-1\n"
@@ -48,6 +56,15 @@ DRIVER_FILE = "<boxlite-session>"
 CHUNK = 64 << 10
 MAX_REPR = 1 << 20
 MAX_REQUEST = 256 << 20
+MAX_BUNDLE = 8 << 20  # the bytes of one rich result in its frame; larger entries are dropped
+
+# A MIME bundle's entries from the _repr_*_ methods, as IPython's formatters.
+REPR_METHODS = (("_repr_html_", "text/html"), ("_repr_markdown_", "text/markdown"),
+                ("_repr_svg_", "image/svg+xml"), ("_repr_png_", "image/png"),
+                ("_repr_jpeg_", "image/jpeg"), ("_repr_pdf_", "application/pdf"),
+                ("_repr_json_", "application/json"), ("_repr_latex_", "text/latex"),
+                ("_repr_javascript_", "application/javascript"))
+BINARY_MIMES = ("image/png", "image/jpeg", "application/pdf")
 
 
 _real_exit = os._exit
@@ -101,6 +118,9 @@ def _strip(te, seen):
     _strip(te.__context__, seen)
     for sub in getattr(te, "exceptions", None) or ():
         _strip(sub, seen)
+
+
+# @rich@ (driver_rich.py, joined in here by driver.go: rich results)
 
 
 def main(state):
@@ -209,12 +229,23 @@ def main(state):
 
     os._exit = _exit
 
+    # Rich cells: display() (printing outside them), "!cmd" lines, IPython.display
+    # where IPython is missing, and matplotlib drawing off-screen (Agg), its
+    # figures shown at the end of the cell or by plt.show().
+    builtins.display = display
+    builtins.__boxlite_system__ = _system
+    sys.meta_path.append(_IPythonShim())
+    os.environ.setdefault("MPLBACKEND", "agg")
+    warnings.filterwarnings("ignore", message=".*(non-GUI backend|is non-interactive, and thus cannot be shown)")
+
     mod = types.ModuleType("__main__")
     mod.__dict__["__builtins__"] = builtins
     sys.modules["__main__"] = mod
     ns = mod.__dict__
 
-    def execute(code, filename):
+    def execute(code, filename, rich):
+        if rich:
+            code = _shell_escapes(code)
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         tree = compile(code, filename, "exec", ast.PyCF_ONLY_AST, True)
         last = None
@@ -227,10 +258,11 @@ def main(state):
         if value is None:
             return None
         builtins._ = value
-        r = repr(value)
-        if len(r) > MAX_REPR:
-            r = r[:MAX_REPR] + "... [%d characters]" % len(r)
-        return r
+        if rich:
+            data = _mime_bundle(value)
+            _Rich.emit(data, True)
+            return data["text/plain"]
+        return _plain(value)
 
     def describe(e):
         t = type(e)
@@ -258,7 +290,18 @@ def main(state):
     def run(msg):
         cid = msg.get("id", 0)
         code = msg.get("code", "")
+        rich = msg.get("rich") is True
         result = {"id": cid, "value": None, "error": None, "exit_code": 0}
+        saved_env = {}
+        for k, v in (msg.get("env") or {}).items():
+            saved_env[k] = os.environ.get(k)
+            os.environ[k] = v
+
+        def emit(data, main):
+            drain()  # what the cell printed before goes first
+            payload = json.dumps({"id": cid, "data": data, "main": main}, ensure_ascii=False)
+            with lock:
+                send(b"D", payload.encode("utf-8", "surrogatepass"))
         drain_sigint()
         if not state.reseeded:
             state.reseeded = True
@@ -273,13 +316,27 @@ def main(state):
                 with lock:
                     send_json(b"S", {"id": cid})
                 state.running = True
+                if rich:
+                    _Rich.emit = emit
+                    _patch_pyplot()
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, sigint)
                 try:
-                    result["value"] = execute(code, "<cell-%d>" % cid)
+                    try:
+                        result["value"] = execute(code, "<cell-%d>" % cid, rich)
+                    finally:
+                        if rich:
+                            _flush_figures()  # after an exception too, as Jupyter's inline backend
+                            _patch_pyplot()
                 finally:
                     signal.pthread_sigmask(signal.SIG_BLOCK, sigint)
             finally:
                 state.running = False
+                _Rich.emit = None
+                for k, v in saved_env.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
         except SystemExit as e:
             c = e.code
             if c is None or c == 0:

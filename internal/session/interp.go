@@ -155,6 +155,31 @@ func (p *interp) read(br *bufio.Reader) {
 	}
 }
 
+// cellStderr writes to the running cell's stderr (output between cells is
+// kept for the next, as the driver's).
+type cellStderr struct{ p *interp }
+
+func (w cellStderr) Write(b []byte) (int, error) {
+	w.p.output(Chunk{Stream: 2, Data: append([]byte(nil), b...)})
+	return len(b), nil
+}
+
+// output hands output to the running cell, or keeps it for the next.
+func (p *interp) output(ch Chunk) {
+	if c := p.running(); c != nil {
+		c.push(ch)
+		return
+	}
+	p.mu.Lock()
+	if p.idleSize+len(ch.Data) <= idleOutputBytes {
+		p.idle = append(p.idle, ch)
+		p.idleSize += len(ch.Data)
+	} else {
+		p.dropped += len(ch.Data)
+	}
+	p.mu.Unlock()
+}
+
 // frame handles one frame of the driver.
 func (p *interp) frame(typ byte, payload []byte) error {
 	c := p.running()
@@ -168,17 +193,24 @@ func (p *interp) frame(typ byte, payload []byte) error {
 			c.push(ch)
 			return nil
 		}
-		p.mu.Lock()
-		if p.idleSize+len(payload) <= idleOutputBytes {
-			p.idle = append(p.idle, ch)
-			p.idleSize += len(payload)
-		} else {
-			p.dropped += len(payload)
-		}
-		p.mu.Unlock()
+		p.output(ch)
 	case 'S':
 		if c != nil {
 			c.markStarted()
+		}
+	case 'D':
+		var d driverDisplay
+		if err := json.Unmarshal(payload, &d); err != nil {
+			return fmt.Errorf("result: %v", err)
+		}
+		r, err := d.result()
+		if err != nil {
+			return err
+		}
+		// A display() from a thread of a cell that has ended has no cell
+		// to go to, nor has a result in a cell that did not ask for them.
+		if c != nil && c.rich && d.ID == c.id {
+			c.push(Chunk{Stream: StreamResult, Result: &r})
 		}
 	case 'R':
 		var r driverResult

@@ -70,9 +70,17 @@ func (o Options) check(what string) error {
 	if o.OutputLimit < 0 {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s: negative output limit", what)
 	}
-	for k := range o.Env {
+	return checkEnv(what, o.Env)
+}
+
+// checkEnv refuses env keys no environment can hold.
+func checkEnv(what string, env map[string]string) error {
+	for k, v := range env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s: env key %q is invalid", what, k)
+		}
+		if strings.ContainsRune(v, 0) {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s: env %s contains a NUL byte", what, k)
 		}
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 // Cells run one at a time (Run waits for the cell before); a Python session
 // is safe for concurrent use.
 type Python struct {
+	lang  string // "python", or "javascript" (NewJavaScript)
 	start Starter
 	opts  Options
 	grace time.Duration
@@ -30,15 +31,53 @@ type Python struct {
 // fails with ErrNotFound when there is no Python 3.
 // onBusy (nil: none) is told when each cell begins and ends.
 func NewPython(ctx context.Context, start Starter, opts Options, onBusy BusyFunc) (*Python, error) {
-	if err := opts.check("python session"); err != nil {
+	return newDriverSession(ctx, "python", start, opts, onBusy)
+}
+
+// NewJavaScript starts a Node interpreter (node, else nodejs, on the box's
+// PATH) with a driver that speaks the Python driver's protocol (driver.js):
+// a JavaScript session, which is a Python in every other respect (cells,
+// streams, timeouts, interrupts, Reset). Each cell runs in the
+// interpreter's global scope (vm.runInThisContext), so its var, let, const,
+// function and class declarations are there for the next; the value of
+// its last expression is its value (a promise is awaited first). It fails
+// with ErrNotFound when the box has no Node; Options.Python is ignored.
+func NewJavaScript(ctx context.Context, start Starter, opts Options, onBusy BusyFunc) (*Python, error) {
+	return newDriverSession(ctx, "javascript", start, opts, onBusy)
+}
+
+func newDriverSession(ctx context.Context, lang string, start Starter, opts Options, onBusy BusyFunc) (*Python, error) {
+	what := lang + " session"
+	if err := opts.check(what); err != nil {
 		return nil, err
 	}
-	s := &Python{start: start, opts: opts, grace: opts.grace()}
-	s.sup = newSupervisor("python session", "cell", s.launch, onBusy)
+	s := &Python{lang: lang, start: start, opts: opts, grace: opts.grace()}
+	s.sup = newSupervisor(what, "cell", s.launch, onBusy)
 	if _, err := s.sup.ensure(ctx); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// Language is "python" or "javascript".
+func (s *Python) Language() string { return s.lang }
+
+func (s *Python) kind() string { return s.lang + " session" }
+
+// runtimeName names the interpreter in messages.
+func (s *Python) runtimeName() string {
+	if s.lang == "javascript" {
+		return "Node"
+	}
+	return "Python"
+}
+
+// interruptName is what an interrupt raises in a cell.
+func (s *Python) interruptName() string {
+	if s.lang == "javascript" {
+		return "SIGINT"
+	}
+	return "KeyboardInterrupt"
 }
 
 // Pid is the interpreter's process id in the box (0 while none runs).
@@ -49,7 +88,8 @@ func (s *Python) Pid() int {
 	return 0
 }
 
-// PythonVersion is the interpreter's version, e.g. "3.11.2".
+// PythonVersion is the interpreter's version, e.g. "3.11.2" (Node's,
+// e.g. "v18.19.0", in a JavaScript session).
 func (s *Python) PythonVersion() string {
 	if p := s.sup.current(); p != nil {
 		return p.hello.Python
@@ -80,11 +120,34 @@ func (s *Python) Run(ctx context.Context, code string, timeout time.Duration) (C
 // (Cell.Next) and then its result (Cell.Result). Timeout and ctx work as for
 // Run, for the whole life of the cell.
 func (s *Python) RunStream(ctx context.Context, code string, timeout time.Duration) (*Cell, error) {
+	return s.RunStreamOpts(ctx, code, RunOptions{Timeout: timeout})
+}
+
+// RunOptions are how a cell runs (RunStreamOpts).
+type RunOptions struct {
+	Timeout time.Duration // 0: none
+	// Rich makes the cell a code context's: its results (Cell.Next's
+	// StreamResult chunks, CellResult.Results) are MIME bundles of the
+	// trailing expression's value, of display() calls and of the
+	// matplotlib figures open at its end; "!cmd" lines run in the shell.
+	Rich bool
+	// Env is set in the interpreter's environment (os.environ,
+	// process.env) for this cell only.
+	Env map[string]string
+}
+
+// RunStreamOpts is RunStream with options.
+func (s *Python) RunStreamOpts(ctx context.Context, code string, o RunOptions) (*Cell, error) {
+	timeout := o.Timeout
+	what := s.kind()
 	if timeout < 0 {
-		return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "python session: negative timeout")
+		return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "%s: negative timeout", what)
 	}
 	if len(code) > maxCellCode {
-		return nil, errdefs.Errorf(errdefs.ErrLimit, "python session: cell of %d bytes exceeds %d", len(code), maxCellCode)
+		return nil, errdefs.Errorf(errdefs.ErrLimit, "%s: cell of %d bytes exceeds %d", what, len(code), maxCellCode)
+	}
+	if err := checkEnv(what, o.Env); err != nil {
+		return nil, err
 	}
 	if err := s.sup.acquire(ctx); err != nil {
 		return nil, err
@@ -100,7 +163,7 @@ func (s *Python) RunStream(ctx context.Context, code string, timeout time.Durati
 			return nil, err
 		}
 		s.nextID++
-		c = newCell(s, p, s.nextID, timeout)
+		c = newCell(s, p, s.nextID, timeout, o.Rich)
 		c.cancel = cancel
 		if p.attach(c) {
 			break
@@ -108,10 +171,10 @@ func (s *Python) RunStream(ctx context.Context, code string, timeout time.Durati
 		if attempt > 0 {
 			cancel()
 			s.sup.release()
-			return nil, errdefs.Errorf(errdefs.ErrInvalidState, "python session: the interpreter keeps exiting: %s", p.why())
+			return nil, errdefs.Errorf(errdefs.ErrInvalidState, "%s: the interpreter keeps exiting: %s", s.kind(), p.why())
 		}
 	}
-	msg, err := runRequest(c.id, code)
+	msg, err := runRequest(c.id, code, o.Rich, o.Env)
 	if err != nil {
 		p.fail(err)
 		return c, nil // the cell ends with the error
@@ -144,6 +207,9 @@ func (s *Python) Close() error { return s.sup.close() }
 func (s *Python) launch(ctx context.Context) (*interp, error) {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
+	if s.lang == "javascript" {
+		return s.launchOne(ctx, "node")
+	}
 	cands := DefaultPythons
 	if s.opts.Python != "" {
 		cands = []string{s.opts.Python}
@@ -166,13 +232,23 @@ func (s *Python) launch(ctx context.Context) (*interp, error) {
 }
 
 func (s *Python) launchOne(ctx context.Context, python string) (*interp, error) {
-	sp, err := s.start(ctx, PythonArgv(python), s.opts)
+	argv := PythonArgv(python)
+	if s.lang == "javascript" {
+		argv = JavaScriptArgv()
+	}
+	sp, err := s.start(ctx, argv, s.opts)
 	if err != nil {
-		return nil, fmt.Errorf("python session: start %s: %w", python, err)
+		return nil, fmt.Errorf("%s: start %s: %w", s.kind(), python, err)
 	}
 	p := &interp{s: s, p: sp, gone: make(chan struct{}), errTail: &tail{max: stderrTailBytes}, errDone: make(chan struct{})}
 	go func() {
-		io.Copy(p.errTail, sp.Stderr())
+		var w io.Writer = p.errTail
+		if s.lang == "javascript" {
+			// node's fds 1 and 2 are this stream (driver.js): what a cell's
+			// child process writes there is the cell's stderr.
+			w = io.MultiWriter(p.errTail, cellStderr{p})
+		}
+		io.Copy(w, sp.Stderr())
 		close(p.errDone)
 	}()
 	br := bufio.NewReaderSize(sp.Stdout(), 64<<10)
@@ -192,16 +268,19 @@ func (s *Python) launchOne(ctx context.Context, python string) (*interp, error) 
 	case <-ctx.Done():
 		sp.Kill()
 		<-ch
-		return nil, errdefs.Errorf(errdefs.ErrTimeout, "python session: %s did not start the driver: %v", python, ctx.Err())
+		return nil, errdefs.Errorf(errdefs.ErrTimeout, "%s: %s did not start the driver: %v", s.kind(), python, ctx.Err())
 	}
 	if h.err != nil {
 		sp.Kill()
 		st, werr := sp.Wait()
 		p.waitStderr()
 		if werr != nil && !errors.Is(werr, errdefs.ErrClosed) {
-			return nil, fmt.Errorf("python session: start %s: %w", python, werr)
+			return nil, fmt.Errorf("%s: start %s: %w", s.kind(), python, werr)
 		}
-		msg := fmt.Sprintf("python session: %s did not start the session driver (%v", python, h.err)
+		if s.lang == "javascript" && st.Code == 127 {
+			return nil, errdefs.Errorf(errdefs.ErrNotFound, "javascript session: no node or nodejs on the box's PATH")
+		}
+		msg := fmt.Sprintf("%s: %s did not start the session driver (%v", s.kind(), python, h.err)
 		if st.Code > 0 {
 			msg += fmt.Sprintf(", exit code %d", st.Code)
 		}

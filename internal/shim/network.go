@@ -19,6 +19,7 @@ import (
 	"github.com/boxlite/boxlite/internal/jail"
 	"github.com/boxlite/boxlite/internal/netpolicy"
 	"github.com/boxlite/boxlite/internal/protocol"
+	"github.com/boxlite/boxlite/internal/shimapi"
 )
 
 // A box's network stack runs in a process of its own, confined like the
@@ -87,6 +88,9 @@ func (s *shim) startNetwork(vm *hv.Config) error {
 	vm.Cmdline = strings.TrimSpace(vm.Cmdline + " " + boxnet.GuestConfig(policy.AllowName(netpolicy.HostAlias)))
 	s.netInfo = &protocol.NetworkInfo{GuestIP: boxnet.GuestIP.String(), GatewayIP: boxnet.GatewayIP.String(),
 		AllowNet: policy.Rules(), Ports: bound}
+	if n.Deny {
+		s.netInfo.Outbound = "disabled"
+	}
 	return nil
 }
 
@@ -116,7 +120,12 @@ func (s *shim) serveNetwork() error {
 	defer theirReg.Close()
 	go boxnet.AnswerPublished(reg, p.registry.Published)
 
-	cfg, _ := json.Marshal(boxnet.ProcConfig{AllowNet: s.cfg.Network.AllowNet, Ports: p.bound})
+	secrets, err := s.secretsPipe()
+	if err != nil {
+		return err
+	}
+	defer secrets.Close()
+	cfg, _ := json.Marshal(boxnet.ProcConfig{AllowNet: s.cfg.Network.AllowNet, Deny: s.cfg.Network.Deny, Ports: p.bound, Secrets: s.cfg.Secrets})
 	const inside = "/boxlite-net" // its command name too
 	binds := []jail.Bind{{Host: s.cfg.Netstack, Inside: inside}}
 	// The stack resolves names for the box as the host does.
@@ -128,7 +137,7 @@ func (s *shim) serveNetwork() error {
 	spec := jail.Spec{
 		Path: inside, Args: []string{inside, string(cfg)}, HostNetwork: true,
 		Binds: binds, Devices: []string{"/dev/null", "/dev/urandom"},
-		ExtraFiles: append([]*os.File{nic, theirCtl, theirReg}, p.ports...), Stdout: os.Stderr, Stderr: os.Stderr,
+		ExtraFiles: append([]*os.File{nic, theirCtl, theirReg, secrets}, p.ports...), Stdout: os.Stderr, Stderr: os.Stderr,
 		Cgroup: &jail.CgroupSpec{Name: "boxlite-" + s.cfg.BoxID + ".net", MemoryMaxBytes: netMemoryMax,
 			PidsMax: netPidsMax, CPUWeight: 100},
 	}
@@ -180,6 +189,45 @@ func (s *shim) serveNetwork() error {
 	return nil
 }
 
+// secretsPipe is the stack's secrets descriptor (boxnet.ProcSecretsFD): a
+// pipe the box's secrets and the host's trust store are written into (by a
+// goroutine: they may exceed the pipe's buffer), or /dev/null for a box
+// without secrets. It also keeps the CA's certificate for the agent.
+func (s *shim) secretsPipe() (*os.File, error) {
+	if !s.cfg.Secrets {
+		return os.Open(os.DevNull)
+	}
+	var sec shimapi.Secrets
+	b, err := os.ReadFile(s.cfg.Path(shimapi.SecretsFile))
+	if err == nil {
+		err = json.Unmarshal(b, &sec)
+	}
+	clear(b)
+	if err != nil {
+		return nil, fmt.Errorf("network: the box's secrets: %w", err)
+	}
+	roots, err := boxnet.HostRoots(shimapi.MaxHostRoots)
+	if err != nil {
+		return nil, fmt.Errorf("network: %w", err)
+	}
+	msg, err := json.Marshal(boxnet.ProcSecrets{Secrets: sec, RootsPEM: string(roots)})
+	if err != nil {
+		return nil, err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("network: secrets pipe: %v: %w", err, errdefs.ErrLimit)
+	}
+	go func() {
+		w.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		w.Write(msg)
+		w.Close()
+		clear(msg)
+	}()
+	s.trustCA = sec.CACertPEM
+	return r, nil
+}
+
 // connPair is a connected pair of stream sockets: the shim's end, and the
 // stack's as a file to hand over.
 func connPair(name string) (*net.UnixConn, *os.File, error) {
@@ -222,6 +270,88 @@ func (p *netProc) stats() *protocol.NetworkStats {
 	return &st
 }
 
+// setPolicy has the stack enforce a new outbound policy.
+func (p *netProc) setPolicy(pol boxnet.ProcPolicy) error {
+	if p == nil || p.ctl == nil {
+		return errdefs.Errorf(errdefs.ErrUnsupported, "the box has no network stack")
+	}
+	b, err := json.Marshal(pol)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ctl.SetDeadline(time.Now().Add(boxnet.StatsWait))
+	defer p.ctl.SetDeadline(time.Time{})
+	if _, err := p.ctl.Write(append(append([]byte(boxnet.ControlPolicy), b...), '\n')); err != nil {
+		return errdefs.Errorf(errdefs.ErrInternal, "network policy: the stack: %v", err)
+	}
+	line, err := p.rd.ReadSlice('\n')
+	if err != nil {
+		return errdefs.Errorf(errdefs.ErrInternal, "network policy: the stack did not answer: %v", err)
+	}
+	var r struct{ Error string }
+	if json.Unmarshal(line, &r) != nil {
+		return errdefs.Errorf(errdefs.ErrInternal, "network policy: the stack answered %q", truncated(line))
+	}
+	if r.Error != "" {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "network policy: %s", truncated([]byte(r.Error)))
+	}
+	return nil
+}
+
+func truncated(b []byte) string {
+	if len(b) > 256 {
+		b = b[:256]
+	}
+	return strings.ToValidUTF8(string(b), "?")
+}
+
+// updateNetwork serves a client's TNetwork: the box's outbound policy from
+// now on, answered once the stack enforces it.
+func (s *shim) updateNetwork(c *client, stream uint32, f protocol.Frame) {
+	var req protocol.NetPolicy
+	err := func() error {
+		if err := protocol.Decode(f, &req); err != nil {
+			return err
+		}
+		if req.Outbound != "enabled" && req.Outbound != "disabled" {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "update outbound: mode %q: want enabled or disabled", truncated([]byte(req.Outbound)))
+		}
+		if req.Outbound == "disabled" && len(req.AllowNet) > 0 {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "update outbound: allow_net needs mode enabled")
+		}
+		pol, err := netpolicy.Parse(req.AllowNet)
+		if err != nil {
+			return err
+		}
+		if s.net == nil {
+			return errdefs.Errorf(errdefs.ErrUnsupported, "update outbound: box %s was created without a network (no NIC); a running box cannot gain one", s.cfg.BoxID)
+		}
+		if err := s.net.setPolicy(boxnet.ProcPolicy{AllowNet: req.AllowNet, Deny: req.Outbound == "disabled"}); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		n := *s.netInfo
+		n.AllowNet, n.Outbound = pol.Rules(), ""
+		if req.Outbound == "disabled" {
+			n.Outbound = "disabled"
+		}
+		s.netInfo = &n
+		if s.info.Network != nil {
+			s.info.Network = &n
+		}
+		s.mu.Unlock()
+		return nil
+	}()
+	if err != nil {
+		c.queueError(stream, err)
+		return
+	}
+	reply, _ := protocol.Encode(protocol.TNetwork, stream, req) // the policy now in force
+	c.queue(reply)
+}
+
 // stopNetwork ends the stack and frees the box's published ports.
 func (s *shim) stopNetwork() {
 	p := s.net
@@ -248,7 +378,9 @@ func (s *shim) stopNetwork() {
 // currentInfo is the box's info with its metrics and the network's counters
 // as they are now.
 func (s *shim) currentInfo() protocol.Info {
-	info := s.info
+	s.mu.Lock()
+	info := s.info // its network changes with updateNetwork
+	s.mu.Unlock()
 	info.Metrics = s.metrics()
 	if info.Network != nil {
 		n := *info.Network

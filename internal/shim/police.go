@@ -19,10 +19,11 @@ const maxStrayFrames = 4096
 
 // flow is the shim's account of one stream's flow control.
 type flow struct {
-	kind    protocol.Type // the request that opened the stream: TExec, TCopyIn, TCopyOut
+	kind    protocol.Type // the request that opened the stream: TExec, TCopyIn, TCopyOut, TTunnel, TWatch
 	unread  [3]int        // bytes of fd 1 and 2 the agent sent that the client has not credited
 	stdin   int           // bytes of stdin the client sent that the agent has not credited
 	started bool
+	eof     bool // a tunnel's TEOF came
 	resumed bool // opened by TAttach: an error before started is no failed exec
 	// lane is the slots a copy asked for; laneHeld the chunks announced
 	// on it that the receiver has not freed.
@@ -32,8 +33,11 @@ type flow struct {
 
 // fromAgent checks an agent frame for the stream fl accounts for.
 func (fl *flow) fromAgent(f protocol.Frame) error {
-	if fl.kind == protocol.TCopyIn || fl.kind == protocol.TCopyOut {
+	if fl.kind == protocol.TCopyIn || fl.kind == protocol.TCopyOut || fl.kind == protocol.TWatch {
 		return fl.fromCopyAgent(f)
+	}
+	if fl.kind == protocol.TTunnel {
+		return fl.fromTunnelAgent(f)
 	}
 	switch f.Type {
 	case protocol.TStarted:
@@ -82,10 +86,11 @@ func (fl *flow) fromAgent(f protocol.Frame) error {
 // fromCopyAgent checks an agent frame on a copy stream: a copy in takes
 // the client's data (TStdin) and credits it like an exec's stdin; a copy
 // out sends its data as TStdout within the same window as an exec's output.
-// Either ends with TCopyDone or TError, and has no other frames.
+// Either ends with TCopyDone or TError, and has no other frames. A watch's
+// events are a copy out's data.
 func (fl *flow) fromCopyAgent(f protocol.Frame) error {
 	switch {
-	case f.Type == protocol.TStdout && fl.kind == protocol.TCopyOut:
+	case f.Type == protocol.TStdout && (fl.kind == protocol.TCopyOut || fl.kind == protocol.TWatch):
 		if fl.lane > 0 {
 			return errdefs.Errorf(errdefs.ErrInvalidArgument, "copy-out data frame on a copy that takes the lane")
 		}
@@ -127,6 +132,55 @@ func (fl *flow) fromCopyAgent(f protocol.Frame) error {
 		}
 	default:
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "unexpected %s frame on a %s stream", f.Type, fl.kind)
+	}
+	return nil
+}
+
+// fromTunnelAgent checks an agent frame on a tunnel stream: TStarted once,
+// then the box's bytes as TStdout within the window (none after TEOF,
+// which comes once), credit for no more of the client's bytes than were
+// sent, and TExit or TError to end it.
+func (fl *flow) fromTunnelAgent(f protocol.Frame) error {
+	switch f.Type {
+	case protocol.TStarted:
+		if fl.started {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "second started frame on a tunnel stream")
+		}
+		fl.started = true
+	case protocol.TStdout:
+		if !fl.started || fl.eof {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "tunnel data before its started frame or after its eof")
+		}
+		fl.unread[1] += len(f.Payload)
+		if fl.unread[1] > protocol.InitialWindow {
+			return errdefs.Errorf(errdefs.ErrLimit, "tunnel data overruns its window: %d bytes unacknowledged, window %d", fl.unread[1], protocol.InitialWindow)
+		}
+	case protocol.TEOF:
+		if !fl.started || fl.eof {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "tunnel eof before its started frame or a second one")
+		}
+		fl.eof = true
+	case protocol.TCredit:
+		var c protocol.Credit
+		if err := protocol.Decode(f, &c); err != nil {
+			return err
+		}
+		if c.Fd != 0 || c.Bytes <= 0 || c.Bytes > fl.stdin {
+			return errdefs.Errorf(errdefs.ErrLimit, "tunnel credit of %d bytes for fd %d: %d bytes were sent", c.Bytes, c.Fd, fl.stdin)
+		}
+		fl.stdin -= c.Bytes
+	case protocol.TExit:
+		var x protocol.Exit
+		if err := protocol.Decode(f, &x); err != nil {
+			return err
+		}
+	case protocol.TError:
+		var e protocol.Error
+		if err := protocol.Decode(f, &e); err != nil {
+			return err
+		}
+	default:
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "unexpected %s frame on a tunnel stream", f.Type)
 	}
 	return nil
 }

@@ -137,3 +137,83 @@ func TestLaneObeysItsSlots(t *testing.T) {
 		t.Error("a copy in accepted a lane chunk from the agent")
 	}
 }
+
+// TestTunnelStreamsObeyTheRules: a tunnel's data comes after its started
+// frame, within the window and before its eof; credit covers only what the
+// client sent; an exec's frames are not a tunnel's.
+func TestTunnelStreamsObeyTheRules(t *testing.T) {
+	chunk := protocol.Frame{Type: protocol.TStdout, Stream: 1, Payload: make([]byte, protocol.MaxChunk)}
+	honest := &flow{kind: protocol.TTunnel}
+	steps := []protocol.Frame{frame(t, protocol.TStarted, protocol.Started{})}
+	for i := 0; i < protocol.InitialWindow/protocol.MaxChunk; i++ {
+		steps = append(steps, chunk)
+	}
+	for _, f := range steps {
+		if err := honest.fromAgent(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	honest.fromClient(frame(t, protocol.TCredit, protocol.Credit{Fd: 1, Bytes: protocol.InitialWindow}))
+	honest.fromClient(protocol.Frame{Type: protocol.TStdin, Stream: 1, Payload: make([]byte, 10)})
+	for _, f := range []protocol.Frame{chunk, frame(t, protocol.TCredit, protocol.Credit{Fd: 0, Bytes: 10}),
+		{Type: protocol.TEOF, Stream: 1}, frame(t, protocol.TExit, protocol.Exit{})} {
+		if err := honest.fromAgent(f); err != nil {
+			t.Fatalf("%s: %v", f.Type, err)
+		}
+	}
+	bad := map[string][]protocol.Frame{
+		"overruns its window":  append(append([]protocol.Frame{}, steps...), chunk),
+		"before its started":   {chunk},
+		"after its eof":        {steps[0], {Type: protocol.TEOF, Stream: 1}, chunk},
+		"a second one":         {steps[0], {Type: protocol.TEOF, Stream: 1}, {Type: protocol.TEOF, Stream: 1}},
+		"bytes were sent":      {steps[0], frame(t, protocol.TCredit, protocol.Credit{Fd: 0, Bytes: 1})},
+		"unexpected stderr":    {steps[0], {Type: protocol.TStderr, Stream: 1, Payload: []byte("x")}},
+		"unexpected copy-done": {steps[0], frame(t, protocol.TCopyDone, protocol.CopyDone{})},
+	}
+	for want, frames := range bad {
+		fl := &flow{kind: protocol.TTunnel}
+		var err error
+		for _, f := range frames {
+			if err = fl.fromAgent(f); err != nil {
+				break
+			}
+		}
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v", want, err)
+		}
+	}
+	if err := (&flow{kind: protocol.TExec}).fromAgent(protocol.Frame{Type: protocol.TEOF, Stream: 1}); err == nil {
+		t.Error("exec accepted eof")
+	}
+}
+
+// A watch's events are a copy out's data: within the window, no other
+// frames but its end.
+func TestWatchStreamsObeyTheWindow(t *testing.T) {
+	chunk := protocol.Frame{Type: protocol.TStdout, Stream: 1, Payload: make([]byte, protocol.MaxChunk)}
+	w := &flow{kind: protocol.TWatch}
+	for i := 0; i < protocol.InitialWindow/protocol.MaxChunk; i++ {
+		if err := w.fromAgent(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.fromAgent(chunk); err == nil || !strings.Contains(err.Error(), "overruns its window") {
+		t.Fatalf("overrun: %v", err)
+	}
+	w.fromClient(frame(t, protocol.TCredit, protocol.Credit{Fd: 1, Bytes: protocol.InitialWindow}))
+	if err := w.fromAgent(chunk); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []protocol.Frame{
+		frame(t, protocol.TStarted, protocol.Started{}),
+		{Type: protocol.TStderr, Stream: 1, Payload: []byte("x")},
+		frame(t, protocol.TLane, protocol.LaneChunk{Len: 1}),
+	} {
+		if err := (&flow{kind: protocol.TWatch}).fromAgent(f); err == nil {
+			t.Errorf("watch accepted %s", f.Type)
+		}
+	}
+	if err := (&flow{kind: protocol.TWatch}).fromAgent(frame(t, protocol.TCopyDone, protocol.CopyDone{})); err != nil {
+		t.Error(err)
+	}
+}

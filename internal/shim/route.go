@@ -132,13 +132,16 @@ func (s *shim) serveClient(c *client) {
 		case protocol.TFork:
 			go s.fork(c, f.Stream)
 			continue
+		case protocol.TNetwork:
+			go s.updateNetwork(c, f.Stream, f)
+			continue
 		case protocol.THold:
 			s.hold(c, f)
 			continue
 		}
 		s.mu.Lock()
 		global, ok := c.streams[f.Stream]
-		if f.Type == protocol.TExec || f.Type == protocol.TAttach || f.Type == protocol.TCopyIn || f.Type == protocol.TCopyOut {
+		if f.Type == protocol.TExec || f.Type == protocol.TAttach || f.Type == protocol.TCopyIn || f.Type == protocol.TCopyOut || f.Type == protocol.TTunnel || f.Type == protocol.TWatch {
 			if s.pausing { // no new stream into a VM being saved: its stream would end with the save
 				s.mu.Unlock()
 				s.counters.refused(f.Type)

@@ -153,6 +153,7 @@ type shim struct {
 	net         *netProc // the box's network stack (network.go); nil without one
 	netInfo     *protocol.NetworkInfo
 	netWarnings []string    // what the network stack's jail could not give
+	trustCA     string      // the box's secrets CA (PEM) that the agent installs; "" without secrets
 	fsDaemons   []*fsDaemon // virtiofsd of the volumes (volumes.go)
 	fsWarnings  []string    // what the file daemons' jails could not give
 	counters    counters    // the box's metrics (metrics.go)

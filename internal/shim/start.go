@@ -137,6 +137,12 @@ func (s *shim) identify(vm *hv.VM, r *protocol.Reader, h protocol.Hello, start t
 	if id.Hostname == "" {
 		id.Hostname = "boxlite" // a runtime that predates Config.Hostname
 	}
+	if s.trustCA != "" {
+		if !h.Has(protocol.FeatureTrustCA) {
+			return fmt.Errorf("secrets: the guest agent cannot install the box's CA (no %q feature)", protocol.FeatureTrustCA)
+		}
+		id.TrustCA = s.trustCA
+	}
 	rand.Read(id.Seed)
 	f, err := protocol.Encode(protocol.TIdentity, 0, id)
 	if err == nil {

@@ -70,6 +70,9 @@ type Config struct {
 	// Network is the box's network; nil: none at all (only lo in the box,
 	// no network stack in the shim).
 	Network *Network `json:"network,omitempty"`
+	// Secrets: the box has secrets (SecretsFile in Dir); the shim hands
+	// them to the network stack and the CA's certificate to the agent.
+	Secrets bool `json:"secrets,omitempty"`
 	// Netstack is the network stack's binary (cmd/boxlite-net), required
 	// with Network.
 	Netstack string `json:"netstack,omitempty"`
@@ -113,6 +116,7 @@ type Config struct {
 // netpolicy parses it; empty: anywhere) and the ports it publishes.
 type Network struct {
 	AllowNet []string        `json:"allow_net,omitempty"`
+	Deny     bool            `json:"deny,omitempty"` // outbound turned off: the NIC, but nothing reachable
 	Ports    []protocol.Port `json:"ports,omitempty"`
 }
 

@@ -49,6 +49,7 @@ var modes = map[string]func() error{
 	"-warm":    warm,
 	"-rest":    restBench,
 	"-pause":   pauseBench,
+	"-tunnel":  tunnelBench,
 }
 
 func main() {
@@ -68,7 +69,7 @@ func main() {
 		case len(os.Args) == 1:
 			f = run
 		default:
-			return fmt.Errorf("usage: bench [-many N | -net | -volumes | -copy | -spin | -mem | -warm | -rest | -pause]")
+			return fmt.Errorf("usage: bench [-many N | -net | -volumes | -copy | -spin | -mem | -warm | -rest | -pause | -tunnel]")
 		}
 		var err error
 		if rec, err = newRecorder(mode); err != nil {

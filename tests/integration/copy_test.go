@@ -442,9 +442,11 @@ func TestCopyHostileAgent(t *testing.T) {
 	// later call, naming the violation. (Over the channel: a copy that
 	// takes the lane may send no data frames at all.)
 	t.Setenv(boxlite.LaneEnv, "off")
-	if err := b.CopyOut(ctx, "/overrun", filepath.Join(top, "o"), boxlite.CopyOptions{}); err == nil {
+	err = b.CopyOut(ctx, "/overrun", filepath.Join(top, "o"), boxlite.CopyOptions{})
+	if err == nil {
 		t.Fatal("overrun: no error")
 	}
+	t.Logf("overrun: %v", err)
 	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
 		err := b.CopyOut(ctx, "/ok", filepath.Join(top, "o2"), boxlite.CopyOptions{})
 		if errors.Is(err, errdefs.ErrInvalidState) && strings.Contains(err.Error(), "overruns its window") {
@@ -639,10 +641,10 @@ func fakeCopyOut(w *protocol.Writer, f protocol.Frame) {
 		fakeLaneChunk(w, f.Stream, ch)
 		return
 	case "/overrun":
-		chunk := make([]byte, protocol.MaxChunk)
-		for i := 0; i < 64; i++ { // 4 MiB without waiting for credit
-			w.WriteFrame(protocol.Frame{Type: protocol.TStdout, Stream: f.Stream, Payload: chunk})
-		}
+		// More than the window in one frame, before any credit: frame by
+		// frame, a host that consumes fast enough could credit each in time
+		// (or read zeros as the archive's end and drop the stream first).
+		w.WriteFrame(protocol.Frame{Type: protocol.TStdout, Stream: f.Stream, Payload: make([]byte, 5*protocol.MaxChunk)})
 		return
 	}
 	tw.Close()

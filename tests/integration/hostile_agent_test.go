@@ -217,6 +217,9 @@ func fakeQEMU(scenario string) {
 			hello.Features = append(hello.Features, protocol.FeatureLane)
 		}
 	}
+	if strings.HasPrefix(scenario, "tunnel-") {
+		hello.Features = append(hello.Features, protocol.FeatureTunnel)
+	}
 	send(protocol.THello, 0, hello)
 	r := protocol.NewReader(ch)
 	for {
@@ -228,6 +231,10 @@ func fakeQEMU(scenario string) {
 			fakeCopyFrame(w, f)
 			continue
 		}
+		if strings.HasPrefix(scenario, "tunnel-") {
+			fakeTunnel(w, scenario, f) // tunnel_test.go
+			continue
+		}
 		if f.Type != protocol.TExec {
 			continue
 		}
@@ -235,10 +242,9 @@ func fakeQEMU(scenario string) {
 		switch scenario {
 		case "window-overrun":
 			send(protocol.TStarted, id, protocol.Started{Pid: 2})
-			chunk := make([]byte, protocol.MaxChunk)
-			for i := 0; i < 64; i++ { // 4 MiB without waiting for credit
-				w.WriteFrame(protocol.Frame{Type: protocol.TStdout, Stream: id, Payload: chunk})
-			}
+			// More than the window in one frame, before any credit (frame
+			// by frame, a fast host could credit each in time).
+			w.WriteFrame(protocol.Frame{Type: protocol.TStdout, Stream: id, Payload: make([]byte, 5*protocol.MaxChunk)})
 		case "credit-overflow":
 			send(protocol.TStarted, id, protocol.Started{Pid: 2})
 			send(protocol.TCredit, id, protocol.Credit{Fd: 0, Bytes: 1 << 62})

@@ -60,5 +60,5 @@ export BOXLITE_REST_URL="$url" BOXLITE_API_KEY="$key"
 echo "boxlite serve at $url (home $home)"
 
 # The suites' own homes stay unused: every box is the server's.
-(cd "$repo/bindings/python/tests" && env -u BOXLITE_ASSETS timeout 2400 python3 -m pytest -q -rs test_alpine.py test_codebox.py)
-(cd "$repo/bindings/node" && BOXLITE_ASSETS= timeout 2400 node --test --test-concurrency=1 test/simplebox.test.js test/codebox.test.js)
+(cd "$repo/bindings/python/tests" && env -u BOXLITE_ASSETS timeout 2400 python3 -m pytest -q -rs test_alpine.py test_codebox.py test_run_code.py)
+(cd "$repo/bindings/node" && BOXLITE_ASSETS= timeout 2400 node --test --test-concurrency=1 test/simplebox.test.js test/codebox.test.js test/run_code.test.js)

@@ -5,6 +5,7 @@ const { BoxliteError } = require('./errors');
 const { Execution, commandJson } = require('./execution');
 const { execOptions, checkArgs, checkSeconds, checkString, normalizeEnv, boxInfo, camelize, isPlainObject } = require('./options');
 const { SnapshotHandle, cloneOptionsJson, checkEmptyOptions } = require('./snapshot');
+const { NetworkHandle } = require('./network');
 
 const COPY_KEYS = { recursive: 'bool', overwrite: 'bool', followSymlinks: 'bool', includeParent: 'bool', maxBytes: 'cap', maxEntries: 'cap', timeoutSecs: 'secs', layout: 'layout' };
 
@@ -197,6 +198,16 @@ class Box {
     if (isPlainObject(force)) force = !!force.force;
     if (typeof force !== 'boolean') throw new TypeError(`force must be a boolean, got ${typeof force}`);
     await native.boxRemove(this._handle('remove'), force);
+  }
+
+  /** Tunnels to ports in the box: `await (await box.network.tunnel(8000)).connect()`. */
+  get network() {
+    return new NetworkHandle(async () => this);
+  }
+
+  /** Prepares a one-shot tunnel to a TCP port inside the box (box.network.tunnel). */
+  async tunnel(port) {
+    return this.network.tunnel(port);
   }
 
   /** Snapshots of the box's disk: `await box.snapshot.create('name')`, list, get, remove, restore. */

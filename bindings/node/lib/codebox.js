@@ -4,6 +4,7 @@ const { SimpleBox } = require('./simplebox');
 const { ExecError } = require('./errors');
 const { execOptions, checkArgs, checkString, isPlainObject } = require('./options');
 const { PythonSession, CellStream, truncationMarker } = require('./session');
+const { CodeContext, normalizeLanguage, runOptions } = require('./code');
 
 class CodeBox extends SimpleBox {
   /**
@@ -17,6 +18,7 @@ class CodeBox extends SimpleBox {
     super(isPlainObject(options) && options.prestart === undefined ? { ...options, prestart: ['python'] } : options);
     this._session = null; // Promise of the default session
     this._sessions = [];
+    this._contexts = new Map(); // language -> Promise of its default code context
   }
 
   _defaultImage() {
@@ -95,6 +97,44 @@ class CodeBox extends SimpleBox {
     return new CellStream(() => this.session(), code, options);
   }
 
+  /**
+   * Runs code as E2B's code interpreter does; resolves to an Execution:
+   * results (the last expression's value, display() calls and matplotlib
+   * figures, each with .text, .html, .png..., isMainResult), logs {stdout,
+   * stderr} (lists), error {name, value, traceback} and executionCount.
+   * options: {language: 'python' (default) | 'javascript' | 'bash' (each
+   * has a default context in the box, started on first use, apart from
+   * run()'s interpreter), context (from createCodeContext, instead of a
+   * language), timeoutSecs (rejects with TimeoutError whose execution is
+   * what it did), envs (this cell only)}.
+   */
+  async runCode(code, options) {
+    checkString(code, 'code', { allowEmpty: true });
+    runOptions(options); // refuses unknown options before anything starts
+    const o = options || {};
+    if (o.context !== undefined && o.context !== null) {
+      if (o.language !== undefined) throw new TypeError('give a language or a context, not both');
+      if (!(o.context instanceof CodeContext)) throw new TypeError('options.context must be a CodeContext');
+      return o.context.runCode(code, { timeoutSecs: o.timeoutSecs, envs: o.envs });
+    }
+    const lang = normalizeLanguage(o.language);
+    let p = this._contexts.get(lang);
+    if (!p || (p.settled && p.settled.closed)) {
+      p = this.createCodeContext(lang);
+      this._contexts.set(lang, p);
+      p.then((c) => { p.settled = c; }, () => this._contexts.delete(lang));
+    }
+    return (await p).runCode(code, { timeoutSecs: o.timeoutSecs, envs: o.envs });
+  }
+
+  /** Starts another code context (python, javascript or bash); options {cwd, env, user, graceSecs}. Closed with the box. */
+  async createCodeContext(language, options) {
+    const box = await this._ensureBox();
+    const c = await CodeContext._start(box, language, options);
+    this._sessions = this._sessions.filter((x) => !x.closed).concat(c);
+    return c;
+  }
+
   /** Restarts run()'s interpreter: all its state is gone. */
   async reset() {
     await (await this.session()).reset();
@@ -104,6 +144,7 @@ class CodeBox extends SimpleBox {
     const sessions = this._sessions;
     this._sessions = [];
     this._session = null;
+    this._contexts = new Map();
     for (const s of sessions) s.close();
     return super.stop();
   }

@@ -39,6 +39,10 @@ module.exports = Object.freeze({
   DEFAULT_COPY_OUT_MAX_BYTES: 1073741824,
   /** the entries a copy out of a box may bring unless its options say otherwise */
   DEFAULT_COPY_OUT_MAX_ENTRIES: 100000,
+  /** the most secrets a box may have */
+  MAX_SECRETS: 32,
+  /** the longest value a secret may have */
+  MAX_SECRET_VALUE_BYTES: 16384,
   /** a box is removed when it stops unless its options say otherwise */
   DEFAULT_AUTO_REMOVE: true,
 });

@@ -55,6 +55,26 @@ export declare function errorCode(err: unknown): BoxliteErrorCode | undefined;
 /** The library version, "MAJOR.MINOR.PATCH". */
 export declare function version(): string;
 
+/**
+ * A credential the box uses without holding it (BoxLite's Secret): the box
+ * sees its placeholder (env BOXLITE_SECRET_<NAME>), the host puts the value
+ * in HTTPS requests to its hosts ("name", "*.wildcard", optionally ":port",
+ * default 443). See docs/secrets.md.
+ */
+export declare class Secret {
+  constructor(options: { name: string; value: string; hosts?: string[]; placeholder?: string });
+  readonly name: string;
+  /** Not enumerable: left out of console.log and JSON.stringify. */
+  readonly value: string;
+  readonly hosts: string[];
+  readonly placeholder: string;
+  /** What the box sees: default "<BOXLITE_SECRET:NAME>". */
+  getPlaceholder(): string;
+  /** The environment variable the box finds the placeholder in. */
+  envKey(): string;
+}
+export { Secret as JsSecret };
+
 // The library's defaults and limits (the C header's BOXLITE_* macros).
 // BEGIN GENERATED: defaults (go generate ./errdefs; do not edit)
 /** a box's guest memory */
@@ -93,6 +113,10 @@ export declare const DEFAULT_SESSION_GRACE_SECS: 3;
 export declare const DEFAULT_COPY_OUT_MAX_BYTES: 1073741824;
 /** the entries a copy out of a box may bring unless its options say otherwise */
 export declare const DEFAULT_COPY_OUT_MAX_ENTRIES: 100000;
+/** the most secrets a box may have */
+export declare const MAX_SECRETS: 32;
+/** the longest value a secret may have */
+export declare const MAX_SECRET_VALUE_BYTES: 16384;
 /** a box is removed when it stops unless its options say otherwise */
 export declare const DEFAULT_AUTO_REMOVE: true;
 // END GENERATED: defaults
@@ -106,6 +130,8 @@ export interface JsOptions {
   assets?: string;
   /** Bytes of output collected per stream of a command run to completion (SimpleBox.exec, Box.run, CodeBox.run, InteractiveBox.exec). Default 64 MiB. */
   outputLimitBytes?: number;
+  /** MiB of guest memory this runtime's running boxes may hold together: a start or resume past it pauses the least recently used idle boxes first, else fails (limit_exceeded). Default 0: no cap. */
+  runningMemoryCapMib?: number;
   /** Not supported yet: only an empty array is accepted. */
   imageRegistries?: never[];
 }
@@ -113,7 +139,7 @@ export interface JsOptions {
 export type EnvInput = Record<string, string> | Array<{ key: string; value: string }> | Array<[string, string]>;
 
 // The option and info types generated from internal/abi (types.d.ts).
-import type { BoxConfig, BoxRuntimeInfo, JsBoxOptions, NetworkInfo, PortMapping, Volume } from './types';
+import type { BoxConfig, BoxNetworkInfo, BoxRuntimeInfo, JsBoxOptions, NetworkDirectionSpec, NetworkInfo, PortMapping, Volume } from './types';
 export * from './types';
 
 /** A box's info in BoxLite's JsBoxInfo shape: its config's fields (BoxConfig, defaults applied) and its state. */
@@ -141,8 +167,8 @@ export interface JsBoxInfo extends Omit<BoxConfig, 'image' | 'name' | 'network' 
   faulted: boolean;
   /** 'enabled' or 'disabled', as configured. */
   networkMode: 'enabled' | 'disabled';
-  /** The network while running, with the published ports as bound; null when disabled or stopped. */
-  network: NetworkInfo | null;
+  /** BoxLite's network info (outbound, inbound, mode, allowNet, publishedPorts), with guestIp, gatewayIp and ports as bound while the box runs with a NIC. */
+  network: BoxNetworkInfo & Partial<NetworkInfo>;
   /** The published ports as bound (host ports picked); empty when not running. */
   ports: PortMapping[];
   /** Only while running: acceleration (and why), boot timings, pids. */
@@ -450,6 +476,50 @@ export interface PauseInfo {
   saveMs: number;
 }
 
+/** Where a tunnel forwarder listens (BoxLite's SocketAddress): a numeric IP (port 0 picks one) or an absolute Unix path. */
+export type SocketAddress = { type: 'tcp'; host?: string; port: number } | { type: 'unix'; path: string };
+
+/** A connection to a port in the box (BoxLite's NativeBoxConnection). */
+export declare class BoxConnection {
+  readonly port: number;
+  /** The socket under it (allowHalfOpen), for code that wants a stream. */
+  readonly socket: import('net').Socket;
+  /** Up to maxBytes (default 65536); an empty Buffer once the box's side has closed or half-closed. */
+  read(maxBytes?: number): Promise<Buffer>;
+  write(data: Buffer | Uint8Array | string): Promise<number>;
+  /** Half-closes: the box's side reads EOF and can still answer. */
+  shutdownWrite(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** A listener on this host carrying each connection to a port in the box. */
+export declare class TunnelForwarder {
+  readonly port: number;
+  localAddr(): SocketAddress;
+  /** Resolves once closed; rejects when its listener failed. */
+  wait(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** A prepared one-shot tunnel: connect() or forward(), once. */
+export declare class BoxTunnel {
+  /** null: a local box has no public URL. */
+  uri(): string | null;
+  connect(): Promise<BoxConnection>;
+  forward(listen: SocketAddress): Promise<TunnelForwarder>;
+}
+
+/** box.network: tunnels to TCP ports on the box's loopback, over the agent channel (no network needed in the box). */
+export declare class NetworkHandle {
+  tunnel(port: number): Promise<BoxTunnel>;
+  /** Replaces where the box may connect; a running box's stack enforces it at once. */
+  updateOutbound(spec: NetworkDirectionSpec): Promise<void>;
+  /** Replaces the inbound mode; a non-empty allowNet is 'unsupported'. */
+  updateInbound(spec: NetworkDirectionSpec): Promise<void>;
+  /** A local box has no public access to withdraw: checks the port, does nothing. */
+  revokeTunnel(port: number): Promise<void>;
+}
+
 export declare class JsBox implements AsyncDisposable {
   readonly id: string;
   readonly name: string | null;
@@ -474,6 +544,10 @@ export declare class JsBox implements AsyncDisposable {
   resume(): Promise<void>;
   /** Snapshots of the box's disk. */
   readonly snapshot: JsSnapshotHandle;
+  /** Tunnels to ports in the box. */
+  readonly network: NetworkHandle;
+  /** Prepares a one-shot tunnel to a TCP port inside the box. */
+  tunnel(port: number): Promise<BoxTunnel>;
   /** A new, stopped box with this box's config, image and a copy of its disk (copy-on-write or sparse); the box must not be running. */
   cloneBox(options?: JsCloneOptions | null, name?: string | null): Promise<JsBox>;
   /** Writes the box (not running) to one archive (config, sparse disk, image); dest is a file or a directory (then <name or id>.boxlite). Resolves to the archive's path. */
@@ -568,6 +642,10 @@ export declare class SimpleBox implements AsyncDisposable {
   readonly created: boolean | null;
   readonly box: JsBox | null;
   getBox(): Promise<JsBox>;
+  /** Tunnels to ports in the box (creating it first if needed). */
+  readonly network: NetworkHandle;
+  /** Prepares a one-shot tunnel to a TCP port inside this box. */
+  tunnel(port: number): Promise<BoxTunnel>;
   getId(): Promise<string>;
   info(): Promise<JsBoxInfo>;
   getInfo(): Promise<JsBoxInfo>;
@@ -666,8 +744,63 @@ export declare class ShellSession implements AsyncDisposable {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
+/** A rich result of a cell: one representation per format (png, jpeg base64; json decoded), the rest in extra by MIME type. */
+export declare class CodeResult {
+  readonly isMainResult: boolean;
+  readonly text?: string;
+  readonly html?: string;
+  readonly markdown?: string;
+  readonly svg?: string;
+  readonly png?: string;
+  readonly jpeg?: string;
+  readonly pdf?: string;
+  readonly latex?: string;
+  readonly json?: unknown;
+  readonly javascript?: string;
+  readonly extra: Record<string, string>;
+  /** The MIME bundle as the library gave it. */
+  readonly raw: Record<string, string>;
+  /** 'text', 'html', 'png'..., then the extra MIME types. */
+  formats(): string[];
+}
+
+/** What a code context's cell did (CodeBox.runCode). */
+export declare class CodeExecution {
+  readonly results: CodeResult[];
+  readonly logs: { stdout: string[]; stderr: string[]; stdoutTruncated: boolean; stderrTruncated: boolean };
+  /** What the cell raised (name ExitCode for a bash cell that exited non-zero). */
+  readonly error?: { name: string; value: string; traceback: string };
+  readonly executionCount: number;
+  readonly resultsTruncated: boolean;
+  readonly restarted: boolean;
+  readonly timedOut: boolean;
+  /** The main result's text. */
+  get text(): string | undefined;
+}
+
+export type CodeLanguage = 'python' | 'javascript' | 'js' | 'bash' | 'sh';
+
+/** A code interpreter's context in a box (python, javascript, bash): cells keep their state and give rich results. */
+export declare class CodeContext implements AsyncDisposable {
+  readonly language: 'python' | 'javascript' | 'bash';
+  readonly closed: boolean;
+  runCode(code: string, options?: { timeoutSecs?: number; envs?: EnvInput }): Promise<CodeExecution>;
+  /** A fresh interpreter: the state is gone, the execution count starts again. */
+  restart(): Promise<void>;
+  close(): void;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
 export declare class CodeBox extends SimpleBox {
   constructor(options?: CodeBoxOptions);
+  /**
+   * Runs code as E2B's code interpreter does, in the box's default context of the language
+   * (python by default, javascript, bash; apart from run()'s interpreter), or in options.context.
+   * Resolves to its results (last value, display() calls, matplotlib figures), logs and error.
+   */
+  runCode(code: string, options?: { language?: CodeLanguage; context?: CodeContext; timeoutSecs?: number; envs?: EnvInput }): Promise<CodeExecution>;
+  /** Another code context, closed with the box. */
+  createCodeContext(language?: CodeLanguage, options?: SessionOptions): Promise<CodeContext>;
   /**
    * Runs Python code as a cell of the box's persistent session; resolves to stdout. Rejects with
    * ExecError (exitCode, stderr with the traceback) on failure, TimeoutError on timeout. With env,

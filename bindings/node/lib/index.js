@@ -8,11 +8,14 @@ const { JsBoxlite, Boxlite } = require('./runtime');
 const { ApiKeyCredential, BoxliteRestOptions } = require('./rest');
 const { Box } = require('./box');
 const { SnapshotHandle } = require('./snapshot');
+const { NetworkHandle, BoxTunnel, TunnelForwarder, BoxConnection } = require('./network');
 const { Execution, OutputStream, StdinWriter } = require('./execution');
 const { SimpleBox } = require('./simplebox');
 const { CodeBox } = require('./codebox');
 const { InteractiveBox } = require('./interactivebox');
 const { PythonSession, ShellSession, CellStream } = require('./session');
+const { Secret } = require('./secret');
+const { CodeContext, Execution: CodeExecution, Result: CodeResult } = require('./code');
 const { BoxliteError, ExecError, TimeoutError, ParseError, errorCode, CODES } = require('./errors');
 
 /** The library version, "MAJOR.MINOR.PATCH". */
@@ -29,6 +32,10 @@ module.exports = {
   JsBox: Box,
   SnapshotHandle,
   JsSnapshotHandle: SnapshotHandle,
+  NetworkHandle,
+  BoxTunnel,
+  TunnelForwarder,
+  BoxConnection,
   Execution,
   JsExecution: Execution,
   OutputStream,
@@ -39,12 +46,17 @@ module.exports = {
   PythonSession,
   ShellSession,
   CellStream,
+  CodeContext,
+  CodeExecution,
+  CodeResult,
   BoxliteError,
   ExecError,
   TimeoutError,
   ParseError,
   errorCode,
   ERROR_CODES: CODES,
+  Secret,
+  JsSecret: Secret,
   version,
   ...require('./defaults'), // DEFAULT_MEMORY_MIB, DEFAULT_CPUS, ...: generated from internal/abi
 };

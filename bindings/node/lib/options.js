@@ -6,6 +6,7 @@
 // library's to check: out of range, it answers invalid_argument naming the
 // option's wire field (memory_mib, timeout_secs, ...), as in every binding.
 const { unsupported } = require('./errors');
+const { secretsOption } = require('./secret');
 
 function typeOf(v) {
   if (v === null) return 'null';
@@ -80,13 +81,12 @@ function normalizeEnv(env, name) {
 // values mean "the default" and are accepted.
 const NOT_YET = {
   rootfsPath: { ok: (v) => v === undefined || v === null, why: 'boxes boot from images in the store (load one with runtime.images.load)' },
-  secrets: { ok: (v) => v === undefined || v === null || (Array.isArray(v) && v.length === 0), why: 'secret substitution is not implemented yet' },
   security: { ok: (v) => v === undefined || v === null, why: 'jailer and seccomp options are not implemented yet' },
   advanced: { ok: (v) => v === undefined || v === null, why: 'capability options are not implemented yet' },
 };
 
 const BOX_KEYS = ['image', 'name', 'cpus', 'memoryMib', 'diskSizeGb', 'env', 'workingDir', 'user', 'autoRemove', 'autoDelete', 'bootTimeoutSecs',
-  'network', 'ports', 'volumes', 'detach', 'entrypoint', 'cmd', 'hostname', 'prestart', 'autoPauseSecs'];
+  'network', 'ports', 'volumes', 'detach', 'entrypoint', 'cmd', 'hostname', 'prestart', 'autoPauseSecs', 'secrets'];
 
 /**
  * The one check of option keys, at every depth: a key not in `known` is a
@@ -99,36 +99,48 @@ function checkKeys(o, known, where) {
   }
 }
 
-/** {mode, allowNet} of the network, or of its outbound part → {mode, allow_net}. */
-function outboundPolicy(v, where, n) {
+/** One direction of a network policy: {mode, allowNet} → {mode, allow_net}. */
+function directionOption(v, where) {
+  if (!isPlainObject(v)) throw new TypeError(`${where} must be {mode, allowNet}, got ${typeOf(v)}`);
+  checkKeys(v, ['mode', 'allowNet'], where);
+  if (v.mode === undefined || v.mode === null) {
+    throw new TypeError(`${where}.mode is required and must be "enabled" or "disabled"`);
+  }
+  const d = { mode: checkString(v.mode, `${where}.mode`) };
+  if (v.allowNet !== undefined && v.allowNet !== null) {
+    if (!Array.isArray(v.allowNet)) throw new TypeError(`${where}.allowNet must be an array of strings, got ${typeOf(v.allowNet)}`);
+    if (v.allowNet.length) d.allow_net = v.allowNet.map((a, i) => checkString(a, `${where}.allowNet[${i}]`));
+  }
+  return d;
+}
+
+/**
+ * network: 'enabled' | 'disabled' | BoxLite's {outbound: {mode, allowNet}, inbound: {mode}}
+ * | the earlier flat {mode, allowNet} (not mixed with outbound/inbound) → the C ABI's network;
+ * every key at every depth is honoured or refused; the library checks the values.
+ */
+function networkOption(v, where) {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v === 'string') return { mode: checkString(v, where) };
+  if (!isPlainObject(v)) throw new TypeError(`${where} must be 'enabled', 'disabled' or {outbound, inbound}, got ${typeOf(v)}`);
+  checkKeys(v, ['outbound', 'inbound', 'mode', 'allowNet'], where);
+  const split = v.outbound !== undefined || v.inbound !== undefined;
+  if (split) {
+    if (v.mode !== undefined || v.allowNet !== undefined) {
+      throw new TypeError(`${where} cannot mix outbound/inbound with the deprecated mode/allowNet. Use ${where.split('.').pop()}: { outbound: { mode, allowNet }, inbound }`);
+    }
+    const n = {};
+    if (v.outbound !== undefined) n.outbound = directionOption(v.outbound, `${where}.outbound`);
+    if (v.inbound !== undefined) n.inbound = directionOption(v.inbound, `${where}.inbound`);
+    return n;
+  }
+  const n = {};
   if (v.mode !== undefined && v.mode !== null) n.mode = checkString(v.mode, `${where}.mode`);
   if (v.allowNet !== undefined && v.allowNet !== null) {
     if (!Array.isArray(v.allowNet)) throw new TypeError(`${where}.allowNet must be an array of strings, got ${typeOf(v.allowNet)}`);
     if (v.allowNet.length) n.allow_net = v.allowNet.map((a, i) => checkString(a, `${where}.allowNet[${i}]`));
   }
   return n;
-}
-
-/**
- * network: 'enabled' | 'disabled' | BoxLite 0.10's {outbound: {mode,
- * allowNet}} | the pre-split {mode, allowNet} → {mode, allow_net}; the
- * library checks the values. The two forms together are refused, as
- * BoxLite's are (which would win is not obvious).
- */
-function networkOption(v, where) {
-  if (v === undefined || v === null) return undefined;
-  if (typeof v === 'string') return { mode: checkString(v, where) };
-  if (!isPlainObject(v)) throw new TypeError(`${where} must be 'enabled', 'disabled' or {outbound: {mode, allowNet}}, got ${typeOf(v)}`);
-  checkKeys(v, ['outbound', 'mode', 'allowNet'], where);
-  const n = {};
-  if (v.outbound !== undefined && v.outbound !== null) {
-    const legacy = ['mode', 'allowNet'].filter((k) => v[k] !== undefined && v[k] !== null);
-    if (legacy.length) throw new TypeError(`${where}: give outbound or the legacy ${legacy.join(' and ')}, not both`);
-    if (!isPlainObject(v.outbound)) throw new TypeError(`${where}.outbound must be {mode, allowNet}, got ${typeOf(v.outbound)}`);
-    checkKeys(v.outbound, ['mode', 'allowNet'], `${where}.outbound`);
-    return outboundPolicy(v.outbound, `${where}.outbound`, n);
-  }
-  return outboundPolicy(v, where, n);
 }
 
 /** ports: [{hostPort, guestPort, protocol, hostIp}] (hostPort 0 or absent picks a free port) → the C ABI's ports. */
@@ -222,6 +234,8 @@ function boxOptions(o, where = 'options', extra = []) {
   if (network) c.network = network;
   const ports = portsOption(o.ports, `${where}.ports`);
   if (ports && ports.length) c.ports = ports;
+  const secrets = secretsOption(o.secrets, `${where}.secrets`);
+  if (secrets && secrets.length) c.secrets = secrets;
   return c;
 }
 
@@ -273,6 +287,20 @@ function camelize(v) {
   return o;
 }
 
+/** BoxLite's JsNetworkInfo (every list present) with, while running, the runtime's addresses and ports. */
+function networkInfo(n = {}, running) {
+  const dir = (d = {}) => ({ mode: d.mode || 'enabled', allowNet: d.allow_net || [] });
+  const out = dir(n.outbound);
+  return {
+    ...(running || {}),
+    outbound: out,
+    inbound: dir(n.inbound),
+    mode: out.mode,
+    allowNet: out.allowNet,
+    publishedPorts: camelize(n.published_ports || []),
+  };
+}
+
 /** The library's box info JSON → BoxLite's JsBoxInfo shape: the config's fields (camelCased), then the state. */
 function boxInfo(j) {
   const cfg = j.config || {};
@@ -298,8 +326,9 @@ function boxInfo(j) {
     lastExit: j.last_exit || undefined,
     faulted: !!j.faulted,
     networkMode: (network && network.mode) || 'enabled',
-    // The network while running, with the published ports as bound; null when disabled or stopped.
-    network: (rt && rt.network) || null,
+    // BoxLite's network info (outbound, inbound, mode, allowNet, publishedPorts) with, while the
+    // box runs with a NIC, guestIp, gatewayIp and the ports as bound.
+    network: networkInfo(j.network, rt && rt.network),
     ports: (rt && rt.network && rt.network.ports) || [],
     runtime: rt,
     dir: j.dir,
@@ -307,6 +336,7 @@ function boxInfo(j) {
 }
 
 module.exports = {
-  boxOptions, execOptions, checkArgs, checkKeys, checkString, checkSeconds, checkOutputLimit, normalizeEnv, boxInfo, camelize, isPlainObject, typeOf,
+  networkOption, directionOption,
+  boxOptions, execOptions, checkArgs, checkKeys, checkString, checkInt, checkSeconds, checkOutputLimit, normalizeEnv, boxInfo, camelize, isPlainObject, typeOf,
   DEFAULT_OUTPUT_LIMIT,
 };

@@ -6,7 +6,7 @@ const native = require('./native');
 const { BoxliteError, errorCode, unsupported } = require('./errors');
 const { Box } = require('./box');
 const { BoxliteRestOptions } = require('./rest');
-const { boxOptions, boxInfo, camelize, checkSeconds, checkString, checkOutputLimit, isPlainObject, typeOf, DEFAULT_OUTPUT_LIMIT } = require('./options');
+const { boxOptions, boxInfo, camelize, checkSeconds, checkString, checkInt, checkOutputLimit, isPlainObject, typeOf, DEFAULT_OUTPUT_LIMIT } = require('./options');
 
 let defaultRuntime = null;
 let defaultOptions = {};
@@ -20,18 +20,21 @@ function runtimeJson(o) {
     if (k === 'homeDir' || k === 'home') c.home = checkString(v, `options.${k}`);
     else if (k === 'assets' || k === 'assetsDir') c.assets = checkString(v, `options.${k}`);
     else if (k === 'outputLimitBytes') c.output_limit_bytes = checkOutputLimit(v, `options.${k}`); // absent: the library's 64 MiB
+    else if (k === 'runningMemoryCapMib') c.running_memory_cap_mib = checkInt(v, `options.${k}`); // the library range-checks it
     else if (k === 'imageRegistries') {
       if (!Array.isArray(v) || v.length) throw unsupported('options.imageRegistries: registry settings are not supported yet (images come from the local store)');
-    } else throw new TypeError(`options.${k} is not a known option (homeDir, assets, outputLimitBytes)`);
+    } else throw new TypeError(`options.${k} is not a known option (homeDir, assets, outputLimitBytes, runningMemoryCapMib)`);
   }
   return JSON.stringify(c);
 }
 
 class JsBoxlite {
   /**
-   * new JsBoxlite({ homeDir?, assets?, outputLimitBytes? }): homeDir defaults to
-   * $BOXLITE_HOME, else ~/.boxlite. outputLimitBytes (default 64 MiB) caps the
-   * output collected per stream of a command run to completion.
+   * new JsBoxlite({ homeDir?, assets?, outputLimitBytes?, runningMemoryCapMib? }): homeDir
+   * defaults to $BOXLITE_HOME, else ~/.boxlite. outputLimitBytes (default 64 MiB) caps the
+   * output collected per stream of a command run to completion. runningMemoryCapMib (default
+   * 0: none) caps the guest memory of the running boxes: past it the least recently used idle
+   * ones are paused.
    */
   constructor(options = {}) {
     this._json = runtimeJson(options);

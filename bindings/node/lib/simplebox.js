@@ -5,6 +5,7 @@
 const { JsBoxlite } = require('./runtime');
 const { BoxliteError } = require('./errors');
 const { collectCapped } = require('./execution');
+const { NetworkHandle } = require('./network');
 const { boxOptions, execOptions, checkArgs, checkString, normalizeEnv, isPlainObject, typeOf } = require('./options');
 
 const SDK_KEYS = ['runtime', 'reuseExisting'];
@@ -98,6 +99,16 @@ class SimpleBox {
   /** The underlying box handle (JsBox), or null before it exists. */
   get box() {
     return this._box;
+  }
+
+  /** Tunnels to ports in the box (creating and starting it if needed). */
+  get network() {
+    return new NetworkHandle(() => this._ensureBox());
+  }
+
+  /** Prepares a one-shot tunnel to a TCP port inside this box. */
+  async tunnel(port) {
+    return this.network.tunnel(port);
   }
 
   /** The underlying box handle, creating the box if needed. */

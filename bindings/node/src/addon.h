@@ -36,7 +36,7 @@
 /* Handles are N-API externals with a type tag per kind; the library handle
  * inside is a token, never a pointer, so a freed handle passed again gets
  * the library's typed error. */
-enum kind { K_RUNTIME = 1, K_BOX = 2, K_EXEC = 3, K_SESSION = 4, K_CELL = 5 };
+enum kind { K_RUNTIME = 1, K_BOX = 2, K_EXEC = 3, K_SESSION = 4, K_CELL = 5, K_FORWARDER = 6 };
 extern const char *const kind_names[];
 
 struct watch;
@@ -156,7 +156,7 @@ uint8_t *get_bytes(napi_env env, napi_value v, const char *param, size_t *len);
 /* Result builders: a string the library made (r_string) or owns (r_cstring),
  * an int, a new handle of a kind, a run's result, a read's bytes or chunk,
  * a wait's exit. */
-result_fn r_undefined, r_cstring, r_string, r_int, r_runtime, r_box, r_execution, r_session, r_cell, r_result,
+result_fn r_undefined, r_cstring, r_string, r_int, r_runtime, r_box, r_execution, r_session, r_cell, r_forwarder, r_result,
     r_bytes, r_chunk, r_exit;
 napi_value run_result(napi_env env, const boxlite_result_t *r);
 

@@ -17,7 +17,7 @@
  * call   the C call, an expression of the work item w (S0..S2 the string
  *        arguments in order, I0/I1 the int ones, H the handle's token) and
  *        err; the compiler checks it against the header
- * arguments  in JS order: RT, BOX, EX, SESSION, CELL (a handle of that
+ * arguments  in JS order: RT, BOX, EX, SESSION, CELL, FWD (a handle of that
  *        kind), STR(name), STR_OR_NULL(name), INT(name), BOOL(name),
  *        TIMEOUT, CAP, BYTES(name); a wrong type is a TypeError naming it
  *
@@ -46,6 +46,7 @@
 #define EX {A_HANDLE, K_EXEC, "ex"}
 #define SESSION {A_HANDLE, K_SESSION, "session"}
 #define CELL {A_HANDLE, K_CELL, "cell"}
+#define FWD {A_HANDLE, K_FORWARDER, "forwarder"}
 #define STR(name) {A_STR, 0, name}
 #define STR_OR_NULL(name) {A_STR_OR_NULL, 0, name}
 #define INT(name) {A_INT, 0, name}
@@ -99,6 +100,17 @@ static int handle_id(work_t *w, const char *id) {
   X(boxCopyOut,         ASYNC, 0,      r_undefined, boxlite_box_copy_out(H, S0, S1, S2, err),                 \
     BOX, STR("src"), STR("dest"), STR("optionsJson"))                                                         \
   X(boxFree,            SYNC,  F_FREE, r_undefined, FREE(boxlite_box_free), BOX)                              \
+  /* tunnels */                                                                                               \
+  X(boxTunnelConnect,   ASYNC, 0,      r_int,       boxlite_box_tunnel_connect(H, I0, &w->out_int, err),      \
+    BOX, INT("port"))                                                                                         \
+  X(boxTunnelForward,   ASYNC, 0,      r_forwarder, boxlite_box_tunnel_forward(H, I0, S0, OUT(boxlite_forwarder_t), err), \
+    BOX, INT("port"), STR("listenJson"))                                                                      \
+  X(forwarderLocalAddr, SYNC,  0,      r_string,    boxlite_forwarder_local_addr(H, OUT_STR, err), FWD)       \
+  X(forwarderWait,      POLL,  F_SOFT, r_undefined, boxlite_forwarder_wait(H, w->timeout_ms, err), FWD, TIMEOUT) \
+  X(forwarderClose,     ASYNC, 0,      r_undefined, boxlite_forwarder_close(H, err), FWD)                     \
+  X(forwarderFree,      SYNC,  F_FREE, r_undefined, FREE(boxlite_forwarder_free), FWD)                        \
+  X(boxUpdateOutbound,  ASYNC, 0,      r_undefined, boxlite_box_update_outbound(H, S0, err), BOX, STR("specJson")) \
+  X(boxUpdateInbound,   ASYNC, 0,      r_undefined, boxlite_box_update_inbound(H, S0, err), BOX, STR("specJson")) \
   /* snapshots, clones, archives (disk copies: they block) */                                                 \
   X(boxSnapshotCreate,  ASYNC, 0,      r_string,    boxlite_box_snapshot_create(H, S0, OUT_STR, err),         \
     BOX, STR_OR_NULL("name"))                                                                                 \
@@ -141,6 +153,8 @@ static int handle_id(work_t *w, const char *id) {
     SESSION, STR("code"), STR_OR_NULL("optionsJson"))                                                         \
   X(sessionExec,        ASYNC, 0,      r_result,    boxlite_session_exec(H, S0, &w->res, err),                \
     SESSION, STR("commandJson"))                                                                              \
+  X(sessionRunCode,     ASYNC, 0,      r_string,    boxlite_session_run_code(H, S0, S1, OUT_STR, err),        \
+    SESSION, STR("code"), STR_OR_NULL("optionsJson"))                                                         \
   X(sessionInterrupt,   SYNC,  0,      r_undefined, boxlite_session_interrupt(H, err), SESSION)               \
   X(sessionReset,       ASYNC, 0,      r_undefined, boxlite_session_reset(H, err), SESSION)                   \
   X(sessionInfo,        SYNC,  0,      r_string,    boxlite_session_info(H, OUT_STR, err), SESSION)           \

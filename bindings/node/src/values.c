@@ -12,7 +12,7 @@
 
 #include "addon.h"
 
-const char *const kind_names[] = {"", "runtime", "box", "execution", "session", "cell"};
+const char *const kind_names[] = {"", "runtime", "box", "execution", "session", "cell", "forwarder"};
 
 static const napi_type_tag kind_tags[] = {
     {0, 0},
@@ -234,6 +234,7 @@ static void handle_finalize(napi_env env, void *data, void *hint) {
     else if (hd->kind == K_BOX) boxlite_box_free(hd->h);
     else if (hd->kind == K_CELL) boxlite_cell_free(hd->h);
     else if (hd->kind == K_SESSION) boxlite_session_free(hd->h);
+    else if (hd->kind == K_FORWARDER) boxlite_forwarder_free(hd->h);
   }
   if (hd->kind != K_RUNTIME) {
     free(hd);
@@ -295,6 +296,7 @@ static napi_value new_handle(napi_env env, work_t *w, int kind) {
   case K_EXEC: boxlite_execution_free(w->out_h); break;
   case K_SESSION: boxlite_session_free(w->out_h); break;
   case K_CELL: boxlite_cell_free(w->out_h); break;
+  case K_FORWARDER: boxlite_forwarder_free(w->out_h); break;
   }
   return NULL;
 }
@@ -304,6 +306,7 @@ napi_value r_box(napi_env env, work_t *w) { return new_handle(env, w, K_BOX); }
 napi_value r_execution(napi_env env, work_t *w) { return new_handle(env, w, K_EXEC); }
 napi_value r_session(napi_env env, work_t *w) { return new_handle(env, w, K_SESSION); }
 napi_value r_cell(napi_env env, work_t *w) { return new_handle(env, w, K_CELL); }
+napi_value r_forwarder(napi_env env, work_t *w) { return new_handle(env, w, K_FORWARDER); }
 
 /* BoxLite's exit code: -N for a process a signal N killed (the C ABI, like a
  * shell, says 128+N). */

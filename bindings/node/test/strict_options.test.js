@@ -20,6 +20,8 @@ test('an unknown option is a TypeError naming it, at every depth', async () => {
     [{ image, volumes: [{ hostPath: '/tmp', guestPath: '/x', readonly: true }] }, 'options.volumes[0].readonly'],
     [{ image, ports: [{ guestPort: 80, hostport: 1 }] }, 'options.ports[0].hostport'],
     [{ image, env: [{ key: 'A', value: 'b', extra: 1 }] }, 'options.env[0].extra'],
+    [{ image, secrets: [{ name: 'K', value: 'v', hosts: ['a.example'], host: 'b' }] }, 'options.secrets[0].host'],
+    [{ image, network: { inbound: { mode: 'enabled', alowNet: [] } } }, 'options.network.inbound.alowNet'],
   ];
   for (const [opts, key] of cases) {
     for (const make of [(o) => new SimpleBox(o), (o) => new CodeBox(o)]) {
@@ -39,7 +41,7 @@ test('an unknown option is a TypeError naming it, at every depth', async () => {
   assert.throws(() => new JsBoxlite({ homeDirr: '/tmp' }), /homeDirr is not a known option/);
   assert.throws(() => new BoxliteRestOptions({ url: 'http://127.0.0.1:1', retries: 3 }), /retries is not a known option/);
   // Both network forms at once: which would win is not obvious.
-  assert.throws(() => new SimpleBox({ image, network: { mode: 'enabled', outbound: { mode: 'enabled' } } }), /give outbound or the legacy mode/);
+  assert.throws(() => new SimpleBox({ image, network: { mode: 'enabled', outbound: { mode: 'enabled' } } }), /cannot mix outbound/inbound with the deprecated mode/allowNet/);
   assert.throws(() => new SimpleBox({ image, network: { outbound: 'enabled' } }), /network.outbound must be/);
 });
 

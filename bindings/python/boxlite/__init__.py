@@ -16,6 +16,7 @@ the BoxLite Python SDK::
 
 from ._copy import CopyOptions
 from .box import Box, BoxInfo, BoxOptions, BoxStateInfo, NetworkInfo, NetworkSpec, PortMapping
+from .code import CodeContext, CodeExecution, CodeResult, ExecutionError, Logs
 from .codebox import CodeBox
 from . import errors as _errors
 from .errors import *  # noqa: F401,F403 (every error class: errors.__all__)
@@ -23,14 +24,21 @@ from .exec import ExecResult
 from .execution import ExecStderr, ExecStdin, ExecStdout, Execution, ExitStatus
 from .interactivebox import InteractiveBox
 from .metrics import BoxMetrics, RuntimeMetrics
+from .network import (BoxConnection, BoxTunnel, InboundNetworkInfo, InboundNetworkSpec, NetworkHandle, OutboundNetworkInfo,
+                      OutboundNetworkSpec, SocketAddress, TunnelForwarder)
 from .rest import ApiKeyCredential, BoxliteRestOptions
 from .runtime import Boxlite, ImageDetail, ImageHandle, ImageInfo, ImagePullResult, ImageVersion, Options
 from .session import CellChunk, CellError, CellResult, CellStream, PythonSession, ShellSession
+from .secret import Secret, SecretInfo
 from .simplebox import SimpleBox
 from .snapshot import CloneOptions, ExportOptions, SnapshotHandle, SnapshotInfo, SnapshotOptions
 from .sync_api import (
     SyncBox,
+    SyncBoxConnection,
+    SyncBoxTunnel,
+    SyncNetworkHandle,
     SyncSnapshotHandle,
+    SyncTunnelForwarder,
     SyncBoxlite,
     SyncCodeBox,
     SyncExecStderr,
@@ -52,11 +60,15 @@ def library_version() -> str:
 
 __all__ = [
     "Boxlite", "Options", "ImageHandle", "ImageInfo", "ImageDetail", "ImageVersion", "ImagePullResult", "BoxliteRestOptions", "ApiKeyCredential",
-    "Box", "BoxOptions", "BoxInfo", "BoxStateInfo", "CopyOptions", "NetworkSpec", "NetworkInfo", "PortMapping",
+    "Box", "BoxOptions", "BoxInfo", "Secret", "SecretInfo", "BoxStateInfo", "CopyOptions", "NetworkSpec", "NetworkInfo", "PortMapping",
     "BoxMetrics", "RuntimeMetrics",
+    "OutboundNetworkSpec", "InboundNetworkSpec", "OutboundNetworkInfo", "InboundNetworkInfo",
+    "NetworkHandle", "BoxTunnel", "BoxConnection", "TunnelForwarder", "SocketAddress",
+    "SyncNetworkHandle", "SyncBoxTunnel", "SyncBoxConnection", "SyncTunnelForwarder",
     "Execution", "ExecStdout", "ExecStderr", "ExecStdin", "ExitStatus", "ExecResult",
     "SimpleBox", "CodeBox", "InteractiveBox",
     "PythonSession", "ShellSession", "CellResult", "CellError", "CellChunk", "CellStream",
+    "CodeContext", "CodeExecution", "CodeResult", "ExecutionError", "Logs",
     "SnapshotHandle", "SnapshotInfo", "SnapshotOptions", "CloneOptions", "ExportOptions",
     "SyncBoxlite", "SyncBox", "SyncSnapshotHandle", "SyncExecution", "SyncExecStdout", "SyncExecStderr",
     "SyncSimpleBox", "SyncCodeBox", "SyncInteractiveBox",

@@ -7,7 +7,8 @@ through check), "int", "void" or "string" (a static const char *; None for
 NULL); each param (name, kind, handle kind) with kind "handle" (an input
 handle), "str", "str_or_null" (the header lets it be NULL: None),
 "int", "bytes" (a buffer and its length), "pointer" (passed as is),
-"out_handle" (returned as a Handle) or "out_string" (returned as str, freed).
+"out_handle" (returned as a Handle), "out_string" (returned as str, freed)
+or "out_int" (returned as int).
 CUSTOM: the function needs logic of its own, written in _ffi.py.
 """
 
@@ -40,6 +41,14 @@ CALLS = {
     "runtime_metrics": ("status", (("rt", "handle", "runtime"), ("out_json", "out_string", ""))),
     "box_copy_in": ("status", (("box", "handle", "box"), ("host_src", "str", ""), ("box_dst", "str", ""), ("options_json", "str_or_null", ""))),
     "box_copy_out": ("status", (("box", "handle", "box"), ("box_src", "str", ""), ("host_dst", "str", ""), ("options_json", "str_or_null", ""))),
+    "box_tunnel_connect": ("status", (("box", "handle", "box"), ("port", "int", ""), ("fd_out", "out_int", ""))),
+    "box_tunnel_forward": ("status", (("box", "handle", "box"), ("port", "int", ""), ("listen_json", "str", ""), ("out", "out_handle", "forwarder"))),
+    "forwarder_local_addr": ("status", (("f", "handle", "forwarder"), ("out_json", "out_string", ""))),
+    "forwarder_wait": ("status", (("f", "handle", "forwarder"), ("timeout_ms", "int", ""))),
+    "forwarder_close": ("status", (("f", "handle", "forwarder"),)),
+    "forwarder_free": ("void", (("f", "handle", "forwarder"),)),
+    "box_update_outbound": ("status", (("box", "handle", "box"), ("spec_json", "str", ""))),
+    "box_update_inbound": ("status", (("box", "handle", "box"), ("spec_json", "str", ""))),
     "box_snapshot_create": ("status", (("box", "handle", "box"), ("name", "str_or_null", ""), ("out_json", "out_string", ""))),
     "box_snapshot_list": ("status", (("box", "handle", "box"), ("out_json", "out_string", ""))),
     "box_snapshot_get": ("status", (("box", "handle", "box"), ("name", "str", ""), ("out_json", "out_string", ""))),
@@ -71,6 +80,7 @@ CALLS = {
     "cell_interrupt": ("status", (("c", "handle", "cell"),)),
     "cell_free": ("void", (("c", "handle", "cell"),)),
     "session_exec": CUSTOM,
+    "session_run_code": ("status", (("s", "handle", "session"), ("code", "str", ""), ("options_json", "str_or_null", ""), ("execution_json", "out_string", ""))),
     "session_interrupt": ("status", (("s", "handle", "session"),)),
     "session_reset": ("status", (("s", "handle", "session"),)),
     "session_info": ("status", (("s", "handle", "session"), ("out_json", "out_string", ""))),

@@ -57,6 +57,8 @@ CDEF = r"""
 #define BOXLITE_DEFAULT_SESSION_GRACE_SECS 3 /* how long an interrupted cell or shell command has to stop before its session restarts */
 #define BOXLITE_DEFAULT_COPY_OUT_MAX_BYTES 1073741824 /* the file data a copy out of a box may bring unless its options say otherwise */
 #define BOXLITE_DEFAULT_COPY_OUT_MAX_ENTRIES 100000 /* the entries a copy out of a box may bring unless its options say otherwise */
+#define BOXLITE_MAX_SECRETS 32 /* the most secrets a box may have */
+#define BOXLITE_MAX_SECRET_VALUE_BYTES 16384 /* the longest value a secret may have */
 #define BOXLITE_DEFAULT_AUTO_REMOVE 1 /* a box is removed when it stops unless its options say otherwise */
 /* END GENERATED: defaults */
 
@@ -67,6 +69,7 @@ CDEF = r"""
 typedef struct boxlite_runtime boxlite_runtime_t;
 typedef struct boxlite_box boxlite_box_t;
 typedef struct boxlite_execution boxlite_execution_t;
+typedef struct boxlite_forwarder boxlite_forwarder_t; /* a tunnel forwarder (see tunnels) */
 
 typedef struct boxlite_error {
   int code;      /* a BOXLITE_ERR_* code */
@@ -110,6 +113,9 @@ void boxlite_string_free(char *s);
  *   "output_limit_bytes": integer: more than 0: what a collected result keeps per stream
  *       (boxlite_box_run, session results; the rest is read and dropped, the result says
  *       truncated): default 67108864
+ *   "running_memory_cap_mib": integer: more than 0: the guest memory (MiB) this runtime's
+ *       running boxes may hold together; a start or resume past it pauses the least recently
+ *       used idle ones first, else fails with limit_exceeded; default 0: no cap
  * END GENERATED: runtime options
  */
 int boxlite_runtime_new(const char *options_json, boxlite_runtime_t **out, boxlite_error_t **err);
@@ -186,11 +192,21 @@ int boxlite_box_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **e
  *       does): what an exec with no argv runs
  *   "cmd": [string]: overrides the image's
  *   "network": {...}: default: enabled, no allow-list
- *     "mode": "enabled" | "disabled": enabled (default: NAT to the host's network) or disabled
- *         (no NIC, only lo)
- *     "allow_net": [string]: where an enabled box may connect: host names, *.wildcards, IPv4
- *         addresses or CIDRs, each optionally with :port; empty: anywhere. The host's 127.0.0.1
- *         is host.boxlite.internal in the box (with a list, only when listed)
+ *     "mode": "enabled" | "disabled": the flat form's outbound mode: enabled (default: NAT to
+ *         the host's network) or disabled (no NIC, only lo)
+ *     "allow_net": [string]: the flat form's: where an enabled box may connect: host names,
+ *         *.wildcards, IPv4 addresses or CIDRs, each optionally with :port; empty: anywhere.
+ *         The host's 127.0.0.1 is host.boxlite.internal in the box (with a list, only when
+ *         listed)
+ *     "outbound": {...}: BoxLite's split form: mode and allow_net as the flat form's
+ *       "mode": "enabled" | "disabled", required
+ *       "allow_net": [string]: outbound: where the box may connect, as the flat allow_net;
+ *           inbound: must be empty
+ *     "inbound": {...}: BoxLite's split form: the inbound mode (kept and reported: a local box
+ *         has no public side); a non-empty allow_net is unsupported, as in BoxLite
+ *       "mode": "enabled" | "disabled", required
+ *       "allow_net": [string]: outbound: where the box may connect, as the flat allow_net;
+ *           inbound: must be empty
  *   "ports": [{...}]: box ports published on the host; a host port in use is already_exists
  *     "protocol": "tcp" | "udp": default tcp
  *     "host_ip": string: the host address to bind: default 127.0.0.1
@@ -211,6 +227,16 @@ int boxlite_box_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **e
  *   "prestart": [string]: sessions a box started from a template finds started: "python",
  *       "shell" or "shell:/ABSOLUTE/PATH"; its first session of that kind with default options
  *       takes over the one the template VM started
+ *   "secrets": [{...}]: credentials the box uses without holding them: it sees each one's
+ *       placeholder (env BOXLITE_SECRET_<NAME>), the host puts the value in HTTPS requests to
+ *       its hosts; at most 32, see docs/secrets.md
+ *     "name": string, required: names the env variable BOXLITE_SECRET_<NAME> (upper case)
+ *     "value": string, required: the real value, 1 to 16384 bytes without line breaks; never in
+ *         box info
+ *     "hosts": [string], required: host names or *.wildcards, optionally :port (default 443),
+ *         where HTTPS requests get the value; each is reachable on that port even when
+ *         allow_net does not list it
+ *     "placeholder": string: what the box sees: default "<BOXLITE_SECRET:NAME>"
  * END GENERATED: box options
  * The box reaches the host's 127.0.0.1 as host.boxlite.internal (only when
  * listed, if allow_net is set). A host port already in use fails with
@@ -246,12 +272,23 @@ const char *boxlite_box_id(boxlite_box_t *box);
  *     "entrypoint": [string], optional
  *     "cmd": [string], optional
  *     "network": {...}
- *       "mode": "enabled" | "disabled", optional: enabled (default: NAT to the host's network)
- *           or disabled (no NIC, only lo)
- *       "allow_net": [string], optional: where an enabled box may connect: host names,
- *           *.wildcards, IPv4 addresses or CIDRs, each optionally with :port; empty: anywhere.
- *           The host's 127.0.0.1 is host.boxlite.internal in the box (with a list, only when
- *           listed)
+ *       "mode": "enabled" | "disabled", optional: the flat form's outbound mode: enabled
+ *           (default: NAT to the host's network) or disabled (no NIC, only lo)
+ *       "allow_net": [string], optional: the flat form's: where an enabled box may connect:
+ *           host names, *.wildcards, IPv4 addresses or CIDRs, each optionally with :port;
+ *           empty: anywhere. The host's 127.0.0.1 is host.boxlite.internal in the box (with a
+ *           list, only when listed)
+ *       "outbound": {...}, optional: BoxLite's split form: mode and allow_net as the flat
+ *           form's
+ *         "mode": "enabled" | "disabled"
+ *         "allow_net": [string], optional: outbound: where the box may connect, as the flat
+ *             allow_net; inbound: must be empty
+ *       "inbound": {...}, optional: BoxLite's split form: the inbound mode (kept and reported:
+ *           a local box has no public side); a non-empty allow_net is unsupported, as in
+ *           BoxLite
+ *         "mode": "enabled" | "disabled"
+ *         "allow_net": [string], optional: outbound: where the box may connect, as the flat
+ *             allow_net; inbound: must be empty
  *     "ports": [{...}], optional: as asked (host_port 0: any); the runtime's network shows them
  *         bound
  *       "protocol": "tcp" | "udp", optional: default tcp
@@ -268,6 +305,10 @@ const char *boxlite_box_id(boxlite_box_t *box);
  *     "hostname": string
  *     "prestart": [string], optional
  *     "auto_pause_secs": number, optional: 0: never
+ *     "secrets": [{...}], optional: names, hosts and placeholders: never the values
+ *       "name": string
+ *       "hosts": [string]
+ *       "placeholder": string
  *   "dir": string: the box's directory
  *   "last_exit": string, optional: why the box last stopped
  *   "faulted": boolean, optional: its last run ended in a fault (a crashed VMM, a protocol
@@ -303,6 +344,22 @@ const char *boxlite_box_id(boxlite_box_t *box);
  *     "started_at": string, optional: RFC 3339: when the VM became ready (BoxLite's started_at)
  *     "last_activity_at": string, optional: RFC 3339: the later of started_at and the last
  *         exec, copy or session call this process saw
+ *   "network": {...}: the network policy now (update_outbound changes it)
+ *     "outbound": {...}
+ *       "mode": "enabled" | "disabled"
+ *       "allow_net": [string], optional: outbound: where the box may connect, as the flat
+ *           allow_net; inbound: must be empty
+ *     "inbound": {...}
+ *       "mode": "enabled" | "disabled"
+ *       "allow_net": [string], optional: outbound: where the box may connect, as the flat
+ *           allow_net; inbound: must be empty
+ *     "mode": string: the outbound mode (BoxLite's deprecated mirror)
+ *     "allow_net": [string]: the outbound allow_net (BoxLite's deprecated mirror)
+ *     "published_ports": [{...}]: as bound while the box runs, else as asked
+ *       "protocol": "tcp" | "udp", optional: default tcp
+ *       "host_ip": string, optional: the host address to bind: default 127.0.0.1
+ *       "host_port": integer: 0 (or absent) picks a free port; info shows the one bound
+ *       "guest_port": integer: the port in the box
  * END GENERATED: box info
  */
 int boxlite_box_info(boxlite_box_t *box, char **out_json, boxlite_error_t **err);
@@ -415,6 +472,71 @@ int boxlite_box_copy_in(boxlite_box_t *box, const char *host_src, const char *bo
                         const char *options_json, boxlite_error_t **err);
 int boxlite_box_copy_out(boxlite_box_t *box, const char *box_src, const char *host_dst,
                          const char *options_json, boxlite_error_t **err);
+
+/* ---- tunnels (BoxLite's box.network.tunnel(port)) ----
+ *
+ * A tunnel is a TCP connection to a port on the box's own loopback
+ * (127.0.0.1 in the box), carried over the box's agent channel: it needs no
+ * published port and no network in the box. A box whose agent predates
+ * tunnels gives BOXLITE_ERR_UNSUPPORTED, as does a box of a REST runtime;
+ * a port outside 1-65535 BOXLITE_ERR_INVALID_ARGUMENT; nothing listening
+ * there BOXLITE_ERR_UNREACHABLE. A configured or stopped box is started
+ * first, as for exec.
+ *
+ * Connects and stores in *fd_out a connected stream socket (AF_UNIX,
+ * SOCK_STREAM, close-on-exec) that the caller owns and closes: what is
+ * written to it reaches the port in the box, what the box sends is read
+ * from it; shutdown(fd, SHUT_WR) half-closes the connection in the box,
+ * and EOF is read once the box's side has closed or half-closed. Closing
+ * the fd resets a connection still open. A tunnel that fails later ends
+ * like a closed connection. Poll the fd from an event loop as any socket. */
+int boxlite_box_tunnel_connect(boxlite_box_t *box, int port, int *fd_out, boxlite_error_t **err);
+/* Listens on listen_json and carries every connection accepted there to
+ * port in the box, each over a tunnel of its own, until
+ * boxlite_forwarder_close. listen_json, an object of:
+ * BEGIN GENERATED: socket address (from internal/abi.SocketAddress: go generate ./errdefs; do not edit)
+ *   "type": "tcp" | "unix", required: tcp or unix
+ *   "host": string: tcp: a numeric IP address (a name is invalid_argument): default "127.0.0.1"
+ *   "port": integer: tcp: 0 to 65535; 0 picks a free port (local_addr says which)
+ *   "path": string: unix: an absolute path; the socket file must not exist, and is removed on
+ *       close
+ * END GENERATED: socket address
+ * A Unix path that exists gives BOXLITE_ERR_ALREADY_EXISTS, as does a TCP
+ * port in use. */
+int boxlite_box_tunnel_forward(boxlite_box_t *box, int port, const char *listen_json,
+                               boxlite_forwarder_t **out, boxlite_error_t **err);
+/* The address the forwarder listens on, as listen_json (a TCP port 0
+ * resolved); free with boxlite_string_free. */
+int boxlite_forwarder_local_addr(boxlite_forwarder_t *f, char **out_json, boxlite_error_t **err);
+/* Waits until the forwarder has stopped (closed, or its listener failed:
+ * then that error) and its connections have ended: timeout_ms as for
+ * boxlite_execution_read; BOXLITE_AGAIN while it serves. */
+int boxlite_forwarder_wait(boxlite_forwarder_t *f, int64_t timeout_ms, boxlite_error_t **err);
+/* Stops listening (a Unix socket's file is removed) and ends the
+ * connections it carries. */
+int boxlite_forwarder_close(boxlite_forwarder_t *f, boxlite_error_t **err);
+/* Frees the handle, closing the forwarder first. */
+void boxlite_forwarder_free(boxlite_forwarder_t *f);
+
+/* ---- network policy (BoxLite's network.update_outbound / update_inbound) ----
+ *
+ * spec_json, an object of:
+ * BEGIN GENERATED: network direction (from internal/abi.NetworkDirection: go generate ./errdefs; do not edit)
+ *   "mode": "enabled" | "disabled", required
+ *   "allow_net": [string]: outbound: where the box may connect, as the flat allow_net; inbound:
+ *       must be empty
+ * END GENERATED: network direction
+ * Outbound: where the box may connect from now on ("enabled" with an empty
+ * or absent allow_net: anywhere; "disabled": nothing). A running box's
+ * network stack enforces it at once for new connections and DNS names
+ * (open connections are kept); the box keeps it across restarts. A running
+ * box created without a network cannot gain one (BOXLITE_ERR_UNSUPPORTED;
+ * it does at its next start). Inbound: the mode is kept and reported (a
+ * local box has no public side); a non-empty allow_net is
+ * BOXLITE_ERR_UNSUPPORTED, as in BoxLite. A box of a REST runtime:
+ * BOXLITE_ERR_UNSUPPORTED. */
+int boxlite_box_update_outbound(boxlite_box_t *box, const char *spec_json, boxlite_error_t **err);
+int boxlite_box_update_inbound(boxlite_box_t *box, const char *spec_json, boxlite_error_t **err);
 
 /* ---- snapshots, clones, archives (BoxLite's box.snapshot, clone_box,
  * export, import_box) ----
@@ -568,14 +690,20 @@ void boxlite_execution_free(boxlite_execution_t *ex);
  * definitions of the cells before it, runs as __main__, and may end with an
  * expression whose repr() is returned (as in a notebook). A "shell" session
  * keeps one sh: the working directory, exported and shell variables and
- * functions of one boxlite_session_exec are there for the next. Calls on one
+ * functions of one boxlite_session_exec are there for the next. A code
+ * context ("code:python", "code:javascript", "code:bash"; E2B's and
+ * Jupyter's contexts) keeps an interpreter whose cells
+ * (boxlite_session_run_code) give rich results: MIME bundles of the last
+ * expression's value, of display() calls and of matplotlib figures. Calls on one
  * session take turns; a box may have several sessions. A session ends when
  * freed, when its box stops, or with the process. */
 
 typedef struct boxlite_session boxlite_session_t;
 typedef struct boxlite_cell boxlite_cell_t; /* a running cell, to stream its output */
 
-/* kind is "python" or "shell". options_json may be NULL or an object of:
+/* kind is "python", "shell", or a code context: "code:python", "code:javascript"
+ * (node or nodejs on the box's PATH) or "code:bash" (bash, unless "shell"
+ * names another). options_json may be NULL or an object of:
  * BEGIN GENERATED: session options (from internal/abi.SessionOptions: go generate ./errdefs; do not edit)
  *   "python": string: python sessions: the interpreter; default: the first of
  *       /usr/local/bin/python3, python3, python in the box
@@ -588,7 +716,7 @@ typedef struct boxlite_cell boxlite_cell_t; /* a running cell, to stream its out
  *   "output_limit_bytes": integer: output kept per stream of a result; default: the runtime's
  * END GENERATED: session options
  * Blocks until the session is ready; BOXLITE_ERR_NOT_FOUND when the image
- * has no Python. */
+ * has no Python (Node, bash). */
 int boxlite_session_new(boxlite_box_t *box, const char *kind, const char *options_json,
                         boxlite_session_t **out, boxlite_error_t **err);
 
@@ -666,6 +794,45 @@ void boxlite_cell_free(boxlite_cell_t *c);
 int boxlite_session_exec(boxlite_session_t *s, const char *command_json, boxlite_result_t **out,
                          boxlite_error_t **err);
 
+/* Runs code as one cell of a code context ("code:..." session): its
+ * declarations stay for the next cell. options_json: NULL or an object of:
+ * BEGIN GENERATED: code options (from internal/abi.CodeOptions: go generate ./errdefs; do not edit)
+ *   "timeout_secs": number: interrupts the cell after that long (KeyboardInterrupt, SIGINT); 0:
+ *       none
+ *   "env": {string: string}: set in the interpreter's environment for this cell only
+ * END GENERATED: code options
+ * *execution_json, freed with boxlite_string_free, is an object of:
+ * BEGIN GENERATED: code execution (from internal/abi.CodeExecution: go generate ./errdefs; do not edit)
+ *   "results": [{...}]: the last expression's value (is_main_result), display() calls and
+ *       matplotlib figures, in order
+ *     "is_main_result": boolean: the value of the cell's last expression
+ *     "data": {string: string}: MIME type to representation: text/plain, text/html,
+ *         text/markdown, image/svg+xml, text/latex, application/javascript as text; image/png,
+ *         image/jpeg, application/pdf in base64; application/json as JSON text
+ *   "logs": {...}
+ *     "stdout": [string]
+ *     "stderr": [string]
+ *     "stdout_truncated": boolean: output past the session's output_limit_bytes was dropped
+ *     "stderr_truncated": boolean
+ *   "error": {...} or null: what the cell raised; null when it completed
+ *     "name": string: the exception's class (ZeroDivisionError, TypeError); ExitCode for a bash
+ *         cell that exited non-zero
+ *     "value": string: its message (a bash cell's exit code)
+ *     "traceback": string
+ *   "execution_count": integer: the cells of the context, from 1 (a reset starts again)
+ *   "results_truncated": boolean: results past the session's output_limit_bytes were dropped
+ *   "restarted": boolean: the interpreter ended under the cell and was started again: the state
+ *       is gone
+ *   "timed_out": boolean
+ * END GENERATED: code execution
+ * An exception in the cell is its "error", not a failure. A timeout
+ * interrupts the cell and returns BOXLITE_ERR_TIMEOUT with *execution_json
+ * set ("timed_out": true); the context keeps its state unless the cell
+ * ignored the interrupt ("restarted": true). With other errors
+ * *execution_json is NULL. */
+int boxlite_session_run_code(boxlite_session_t *s, const char *code, const char *options_json,
+                             char **execution_json, boxlite_error_t **err);
+
 /* Interrupts the cell or command running on the session now, as its timeout
  * would (KeyboardInterrupt, or SIGINT to the command; killed and restarted
  * after the grace period if it does not stop). The interrupted call returns
@@ -676,7 +843,7 @@ int boxlite_session_interrupt(boxlite_session_t *s, boxlite_error_t **err);
 int boxlite_session_reset(boxlite_session_t *s, boxlite_error_t **err);
 /* *out_json, an object of:
  * BEGIN GENERATED: session info (from internal/abi.SessionInfo: go generate ./errdefs; do not edit)
- *   "kind": "python" | "shell"
+ *   "kind": "python" | "shell" | "code:python" | "code:javascript" | "code:bash"
  *   "pid": integer: in the box
  *   "restarts": integer
  *   "python": string, optional: the interpreter's version (python sessions)

@@ -19,4 +19,6 @@ DEFAULT_COLS = 80  # a terminal's initial columns
 DEFAULT_SESSION_GRACE_SECS = 3  # how long an interrupted cell or shell command has to stop before its session restarts
 DEFAULT_COPY_OUT_MAX_BYTES = 1073741824  # the file data a copy out of a box may bring unless its options say otherwise
 DEFAULT_COPY_OUT_MAX_ENTRIES = 100000  # the entries a copy out of a box may bring unless its options say otherwise
+MAX_SECRETS = 32  # the most secrets a box may have
+MAX_SECRET_VALUE_BYTES = 16384  # the longest value a secret may have
 DEFAULT_AUTO_REMOVE = True  # a box is removed when it stops unless its options say otherwise

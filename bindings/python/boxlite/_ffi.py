@@ -276,6 +276,13 @@ def session_run(s: Handle, code: str, options_json: Optional[str] = None) -> str
     return _json_result(rc, out, err, "session_run")
 
 
+def session_run_code(s: Handle, code: str, options_json: Optional[str] = None) -> str:
+    out = ffi.new("char **")
+    err = _new_err()
+    rc = lib().boxlite_session_run_code(_ptr(s), _cstr(code, "code"), _nullable(options_json, "code options"), out, err)
+    return _json_result(rc, out, err, "session_run_code")
+
+
 def cell_read(c: Handle, buf, timeout_ms: int) -> Tuple[int, int, int]:
     """Reads into buf (from new_buffer): (OK, stream, n), (AGAIN, 0, 0) or (EOF, 0, 0)."""
     stream = ffi.new("int *")
@@ -310,6 +317,12 @@ def session_exec(s: Handle, command_json: str) -> RunTuple:
         e.result = result
         raise
     return result
+
+
+def forwarder_wait(f: Handle, timeout_ms: int) -> bool:
+    """True once the forwarder has stopped (its error raised), False while it serves (AGAIN)."""
+    err = _new_err()
+    return check(lib().boxlite_forwarder_wait(_ptr(f), timeout_ms, err), err, "forwarder_wait") != AGAIN
 
 
 # ---- the rest, built from the header's rows (_calls.py) ---------------------------
@@ -354,7 +367,8 @@ def _build(name: str, result: str, params) -> Callable:
                 cargs += [value, len(value)]
             else:
                 cargs.append(arg(kind, what, value))
-        ptrs = [ffi.new("char **" if kind == "out_string" else f"boxlite_{handle}_t **") for kind, handle in outs]
+        ptrs = [ffi.new("char **" if kind == "out_string" else "int *" if kind == "out_int" else f"boxlite_{handle}_t **")
+                for kind, handle in outs]
         if result != "status":
             r = getattr(lib(), fn)(*cargs)
             if result == "string":
@@ -362,8 +376,8 @@ def _build(name: str, result: str, params) -> Callable:
             return r if result == "int" else None
         err = _new_err()
         check(getattr(lib(), fn)(*cargs, *ptrs, err), err, name)
-        values = [_take_string(p[0]) if kind == "out_string" else Handle(p[0], f"boxlite_{handle}_free", handle)
-                  for (kind, handle), p in zip(outs, ptrs)]
+        values = [_take_string(p[0]) if kind == "out_string" else int(p[0]) if kind == "out_int"
+                  else Handle(p[0], f"boxlite_{handle}_free", handle) for (kind, handle), p in zip(outs, ptrs)]
         return None if not values else values[0] if len(values) == 1 else tuple(values)
 
     call.__name__ = name

@@ -11,119 +11,21 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 from . import _copy
 from . import _ffi as raw
 from ._aio import blocking
+from .secret import SecretInfo, secrets_json
 from ._checks import (check_argv, check_env_dict, check_env_pairs, check_optional_int, check_optional_str,
                       check_output_limit, check_str, check_timeout, check_volumes, command_json)
 from .errors import ClosedError, InvalidArgumentError, UnsupportedError
 from .exec import ExecResult
 from .execution import Execution
 from .metrics import BoxMetrics
+from .network import NetworkInfo, NetworkSpec, PortMapping, network_json, ports_json
 from .snapshot import CloneOptions, ExportOptions, SnapshotHandle, clone_options_json, fork_box
 
 if TYPE_CHECKING:
+    from .network import BoxTunnel, NetworkHandle
     from .runtime import Boxlite
 
 __all__ = ["Box", "BoxOptions", "BoxInfo", "BoxStateInfo", "NetworkSpec", "NetworkInfo", "PortMapping"]
-
-
-@dataclass
-class NetworkSpec:
-    """A box's network (``BoxOptions.network``). ``mode`` is "enabled" (the
-    default: a NIC with NAT to the host's network) or "disabled" (only lo).
-    ``allow_net`` limits where an enabled box may connect: host names
-    ("pypi.org"), wildcards ("*.example.com"), IPv4 addresses or CIDRs, each
-    optionally with ":port"; empty allows everything. The box reaches the
-    host's 127.0.0.1 as ``host.boxlite.internal`` (with allow_net, only when
-    listed). The library checks the values when the box is created."""
-
-    mode: str = "enabled"
-    allow_net: List[str] = field(default_factory=list)
-
-
-def network_json(network: Any, what: str) -> Optional[Dict[str, Any]]:
-    """NetworkSpec, a mode string, or a dict -> the C ABI's network object."""
-    if network is None:
-        return None
-    if isinstance(network, str):
-        return {"mode": network}
-    if isinstance(network, NetworkSpec):
-        mode, allow = network.mode, network.allow_net
-    elif isinstance(network, Mapping):
-        extra = sorted(set(network) - {"mode", "allow_net"})
-        if extra:
-            raise TypeError(f"{what} has an unknown key {extra[0]!r} (keys: mode, allow_net)")
-        mode, allow = network.get("mode", "enabled"), network.get("allow_net")
-    else:
-        raise TypeError(f"{what} must be boxlite.NetworkSpec, 'enabled' or 'disabled', not {type(network).__name__}")
-    o: Dict[str, Any] = {"mode": check_str(mode, f"{what}.mode")}
-    if allow is not None:
-        if isinstance(allow, (str, bytes)) or not isinstance(allow, (list, tuple)):
-            raise TypeError(f"{what}.allow_net must be a list of str, not {type(allow).__name__}")
-        if allow:
-            o["allow_net"] = [check_str(a, f"{what}.allow_net[{i}]") for i, a in enumerate(allow)]
-    return o
-
-
-_PORT_KEYS = ("host_port", "guest_port", "protocol", "host_ip")
-
-
-def ports_json(ports: Any, what: str) -> List[Dict[str, Any]]:
-    """``[(host_port, guest_port), (host_port, guest_port, "udp"), {...}]`` ->
-    the C ABI's ports; host_port 0 or None picks a free port."""
-    if ports is None:
-        return []
-    if isinstance(ports, (str, bytes, Mapping)) or not isinstance(ports, (list, tuple)):
-        raise TypeError(f"{what} must be a list of (host_port, guest_port[, protocol]) tuples, not {type(ports).__name__}")
-    out = []
-    for i, p in enumerate(ports):
-        w = f"{what}[{i}]"
-        if isinstance(p, Mapping):
-            extra = sorted(set(p) - set(_PORT_KEYS))
-            if extra:
-                raise TypeError(f"{w} has an unknown key {extra[0]!r} (keys: {', '.join(_PORT_KEYS)})")
-            d = dict(p)
-        elif isinstance(p, (tuple, list)) and len(p) in (2, 3):
-            d = dict(zip(("host_port", "guest_port", "protocol"), p))
-        else:
-            raise TypeError(f"{w} must be a (host_port, guest_port[, protocol]) tuple or a dict, not {p!r:.60}")
-        o: Dict[str, Any] = {"guest_port": check_optional_int(d.get("guest_port"), f"{w} guest_port")}
-        if o["guest_port"] is None:
-            raise TypeError(f"{w} needs a guest_port")
-        hp = check_optional_int(d.get("host_port"), f"{w} host_port")
-        o["host_port"] = hp or 0
-        for key in ("protocol", "host_ip"):
-            if d.get(key) is not None:
-                o[key] = check_str(d[key], f"{w} {key}")
-        out.append(o)
-    return out
-
-
-@dataclass(frozen=True)
-class PortMapping:
-    """A published port as bound: host_ip:host_port on the host reaches
-    guest_port in the box."""
-
-    host_port: int
-    guest_port: int
-    protocol: str = "tcp"
-    host_ip: str = "127.0.0.1"
-
-
-@dataclass(frozen=True)
-class NetworkInfo:
-    """A running box's network (``BoxInfo.network``)."""
-
-    guest_ip: str
-    gateway_ip: str
-    allow_net: Tuple[str, ...] = ()
-    ports: Tuple[PortMapping, ...] = ()
-
-    @classmethod
-    def from_json(cls, d: Dict[str, Any]) -> "NetworkInfo":
-        return cls(guest_ip=d.get("guest_ip", ""), gateway_ip=d.get("gateway_ip", ""),
-                   allow_net=tuple(d.get("allow_net") or ()),
-                   ports=tuple(PortMapping(host_port=p.get("host_port", 0), guest_port=p.get("guest_port", 0),
-                                           protocol=p.get("protocol", "tcp"), host_ip=p.get("host_ip", "127.0.0.1"))
-                               for p in d.get("ports") or ()))
 
 
 # ---- options and info ----------------------------------------------------------------
@@ -179,6 +81,8 @@ class BoxOptions:
     prestart: Optional[List[str]] = None
     # Idle seconds after which the box pauses itself (README); None/0: never.
     auto_pause_secs: Optional[float] = None
+    # Credentials the box uses without holding them (boxlite.Secret).
+    secrets: List[Any] = field(default_factory=list)
 
     def to_json(self, name: Optional[str] = None, what: str = "BoxOptions.", image_required: bool = True) -> str:
         """The options as the C ABI's JSON; raises TypeError /
@@ -246,6 +150,9 @@ class BoxOptions:
         ports = ports_json(self.ports, f"{what}ports")
         if ports:
             o["ports"] = ports
+        secrets = secrets_json(self.secrets, f"{what}secrets")
+        if secrets:
+            o["secrets"] = secrets
         return json.dumps(o)
 
 
@@ -303,16 +210,18 @@ class BoxInfo:
         # What weakens the box's isolation (TCG, a missing VMM confinement
         # layer); see docs/SECURITY.md.
         self.warnings: List[str] = list(rt.get("warnings") or [])
-        # The network while running (None when disabled or stopped), with
-        # the published ports as bound (the host ports picked).
-        net = rt.get("network")
-        self.network: Optional[NetworkInfo] = NetworkInfo.from_json(net) if net else None
-        self.network_mode: str = (cfg.get("network") or {}).get("mode") or "enabled"
+        # The network policy (BoxLite's outbound, inbound, published_ports;
+        # update_outbound changes it) with, while the box runs with a NIC,
+        # its addresses and the published ports as bound.
+        self.network: NetworkInfo = NetworkInfo.from_json(data.get("network") or {}, rt.get("network"))
+        self.network_mode: str = self.network.mode
+        # The box's secrets: names, hosts and placeholders, never the values.
+        self.secrets: List[SecretInfo] = [SecretInfo.from_json(o) for o in cfg.get("secrets") or []]
 
     @property
     def ports(self) -> List[PortMapping]:
         """The published ports as bound; empty when the box is not running."""
-        return list(self.network.ports) if self.network else []
+        return list(self.network.ports)
 
     @property
     def status(self) -> str:
@@ -408,6 +317,19 @@ class Box:
         """The running box's counters and samples (see ``BoxMetrics``); a box
         that is not running raises InvalidStateError."""
         return BoxMetrics(json.loads(await blocking(raw.box_metrics, self._handle())))
+
+    # ---- tunnels (network.py) ----
+
+    @property
+    def network(self) -> "NetworkHandle":
+        """Tunnels to ports in the box: ``await (await box.network.tunnel(8000)).connect()``."""
+        from .network import NetworkHandle
+
+        return NetworkHandle(lambda: self)
+
+    async def tunnel(self, port: int) -> "BoxTunnel":
+        """Prepare a one-shot tunnel to a TCP port inside the box (``box.network.tunnel``)."""
+        return await self.network.tunnel(port)
 
     # ---- snapshots, clones, archives (snapshot.py) ----
 

@@ -6,6 +6,7 @@ import os
 from typing import Any, Dict, Optional
 
 from ._checks import check_str
+from .code import CodeContext, CodeExecution, normalize_language
 from .runtime import Boxlite
 from .session import CellResult, CellStream, PythonSession, _Sessions
 from .simplebox import SimpleBox
@@ -40,6 +41,47 @@ class CodeBox(SimpleBox):
         kwargs.setdefault("prestart", ["python"])
         super().__init__(image=image, memory_mib=memory_mib, cpus=cpus, runtime=runtime, **kwargs)
         self._sessions = _Sessions(lambda **kw: PythonSession.start(self._require(), **kw))
+        self._contexts: Dict[str, _Sessions] = {}  # language -> its default code context
+
+    async def run_code(self, code: str, language: Optional[str] = None, *, context: Optional[CodeContext] = None,
+                       timeout: Optional[float] = None, envs: Optional[Dict[str, str]] = None) -> CodeExecution:
+        """Runs code as E2B's code interpreter does and returns a CodeExecution:
+        ``results`` (the value of the last expression, display() calls and the
+        matplotlib figures open at the end, each with ``.text``, ``.html``,
+        ``.png``..., see CodeResult), ``logs`` (``stdout`` and ``stderr``
+        lists), ``error`` (``name``, ``value``, ``traceback``) and
+        ``execution_count``. ``language`` is "python" (default),
+        "javascript" (Node) or "bash"; each has a default context in the box,
+        started on first use, whose state stays between calls (a separate
+        interpreter from run()'s). ``context`` (create_code_context) runs it
+        there instead. ``timeout`` (seconds) interrupts the cell and raises
+        TimeoutError (``e.execution``); ``envs`` are set for this cell only.
+
+            r = await cb.run_code("x = 1")
+            r = await cb.run_code("x + 1")        # r.text == "2"
+        """
+        if context is not None:
+            if language is not None:
+                raise ValueError("give a language or a context, not both")
+            return await context.run_code(code, timeout=timeout, envs=envs)
+        lang = normalize_language(language)
+        ss = self._contexts.get(lang)
+        if ss is None:
+            ss = self._contexts[lang] = _Sessions(lambda **kw: CodeContext.start(self._require(), lang, **kw))
+        ctx: CodeContext = await ss.default()  # type: ignore[assignment]
+        return await ctx.run_code(code, timeout=timeout, envs=envs)
+
+    async def create_code_context(self, language: Optional[str] = None, *, cwd: Optional[str] = None,
+                                  env: Optional[Dict[str, str]] = None) -> CodeContext:
+        """Starts another code context (python, javascript or bash) in the box,
+        independent of the others; closed with the box. Run code in it with
+        ``run_code(code, context=ctx)`` or ``ctx.run_code(code)``;
+        ``ctx.restart()`` clears its state."""
+        lang = normalize_language(language)
+        ss = self._contexts.get(lang)
+        if ss is None:
+            ss = self._contexts[lang] = _Sessions(lambda **kw: CodeContext.start(self._require(), lang, **kw))
+        return await ss.new(cwd=cwd, env=env)  # type: ignore[return-value]
 
     async def session(self) -> PythonSession:
         """The default session that run() uses, started on first use."""
@@ -99,6 +141,8 @@ class CodeBox(SimpleBox):
 
     async def stop(self) -> None:
         self._sessions.close()
+        for ss in self._contexts.values():
+            ss.close()
         await super().stop()
 
     async def run_script(self, script_path: str) -> str:

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from . import _ffi as raw
 from ._aio import blocking
 from .box import Box, BoxInfo, BoxOptions
-from ._checks import DEFAULT_OUTPUT_LIMIT, check_optional_str, check_output_limit, check_str, check_timeout
+from ._checks import DEFAULT_OUTPUT_LIMIT, check_optional_int, check_optional_str, check_output_limit, check_str, check_timeout
 from .errors import BoxliteError, ClosedError, InvalidArgumentError, NotFoundError, UnsupportedError
 from .metrics import RuntimeMetrics
 from .rest import BoxliteRestOptions
@@ -30,12 +30,16 @@ class Options:
     completion (``SimpleBox.exec``, ``Box.run``, ``InteractiveBox.exec``,
     ``CodeBox.run``): what comes past it is read and dropped, and the result
     says so (``stdout_truncated`` / ``stderr_truncated``); each call can set
-    its own."""
+    its own. ``running_memory_cap_mib`` (default None: no cap) bounds the
+    guest memory this runtime's running boxes hold together: a start or a
+    resume past it pauses the least recently used idle boxes first, else
+    fails with ``LimitExceededError``."""
 
     home_dir: Optional[str] = None
     image_registries: List[Any] = field(default_factory=list)
     assets_dir: Optional[str] = None
     output_limit_bytes: Optional[int] = None
+    running_memory_cap_mib: Optional[int] = None
 
     def to_json(self) -> Optional[str]:
         if self.image_registries:
@@ -51,6 +55,9 @@ class Options:
         limit = check_output_limit(self.output_limit_bytes, "Options.output_limit_bytes")
         if limit is not None:
             o["output_limit_bytes"] = limit  # absent: the library's default, the same 64 MiB
+        cap = check_optional_int(self.running_memory_cap_mib, "Options.running_memory_cap_mib")
+        if cap is not None:
+            o["running_memory_cap_mib"] = cap  # the library range-checks it
         return json.dumps(o) if o else None
 
 

@@ -11,6 +11,7 @@ from ._checks import check_argv, check_env_dict, check_optional_str, check_outpu
 from .errors import InvalidArgumentError, InvalidStateError, NotFoundError
 from ._defaults import DEFAULT_AUTO_REMOVE
 from .exec import ExecResult
+from .network import BoxTunnel, NetworkHandle
 from .runtime import Boxlite
 
 __all__ = ["SimpleBox"]
@@ -18,7 +19,7 @@ __all__ = ["SimpleBox"]
 # BoxOptions fields SimpleBox passes through from **kwargs.
 _BOX_KWARGS = {
     "env", "working_dir", "disk_size_gb", "user", "volumes", "ports", "network", "hostname",
-    "detach", "entrypoint", "cmd", "boot_timeout", "prestart", "auto_pause_secs", "auto_delete",
+    "detach", "entrypoint", "cmd", "boot_timeout", "prestart", "auto_pause_secs", "auto_delete", "secrets",
 }
 
 _NOT_STARTED = "box not started: use 'async with SimpleBox(...) as box:' or 'await box.start()' first"
@@ -131,6 +132,15 @@ class SimpleBox:
     async def resume(self) -> None:
         """Restores a paused box (``Box.resume``)."""
         await self._require().resume()
+
+    @property
+    def network(self) -> NetworkHandle:
+        """Tunnels to ports in the box (``network.tunnel(port)``); the box must be started."""
+        return NetworkHandle(self._require)
+
+    async def tunnel(self, port: int) -> BoxTunnel:
+        """Prepare a one-shot tunnel to a TCP port inside this box."""
+        return await self.network.tunnel(port)
 
     def _require(self) -> Box:
         if not self._started or self._box is None:

@@ -26,6 +26,7 @@ from typing import Any, Coroutine, Dict, Iterator, Optional
 
 from ._defaults import DEFAULT_AUTO_REMOVE
 from .box import Box
+from .code import CodeContext
 from .codebox import CodeBox
 from .errors import ClosedError, InvalidStateError
 from .execution import ExecStderr, ExecStdin, ExecStdout, Execution
@@ -33,11 +34,12 @@ from .interactivebox import InteractiveBox
 from .runtime import Boxlite, ImageHandle, Options
 from .session import CellChunk, CellStream, PythonSession, ShellSession
 from .simplebox import SimpleBox
+from .network import BoxConnection, BoxTunnel, NetworkHandle, TunnelForwarder
 from .snapshot import SnapshotHandle
 
 __all__ = [
     "SyncBoxlite", "SyncBox", "SyncSnapshotHandle", "SyncExecution", "SyncExecStdout", "SyncExecStderr", "SyncExecStdin",
-    "SyncSimpleBox", "SyncCodeBox", "SyncInteractiveBox", "SyncPythonSession", "SyncShellSession",
+    "SyncSimpleBox", "SyncCodeBox", "SyncInteractiveBox", "SyncPythonSession", "SyncShellSession", "SyncCodeContext",
 ]
 
 
@@ -225,6 +227,22 @@ class SyncSnapshotHandle(_Sync, of=SnapshotHandle):
     """``SyncBox.snapshot``: the blocking SnapshotHandle."""
 
 
+class SyncBoxConnection(_Sync, of=BoxConnection):
+    """``SyncBoxTunnel.connect()``: read, write, shutdown_write, close, blocking."""
+
+
+class SyncTunnelForwarder(_Sync, of=TunnelForwarder):
+    """``SyncBoxTunnel.forward()``: local_addr, wait, close."""
+
+
+class SyncBoxTunnel(_Sync, of=BoxTunnel):
+    """``SyncNetworkHandle.tunnel()``: connect, forward, uri."""
+
+
+class SyncNetworkHandle(_Sync, of=NetworkHandle):
+    """``SyncBox.network`` and ``SyncSimpleBox.network``: tunnel, revoke_tunnel."""
+
+
 class SyncBox(_Sync, of=Box):
     """Box, blocking: ``exec()`` gives a SyncExecution, ``snapshot`` a
     SyncSnapshotHandle, ``clone_box()`` a SyncBox."""
@@ -238,6 +256,10 @@ class SyncPythonSession(_Sync, of=PythonSession):
     """PythonSession, blocking (``SyncCodeBox.session()``, ``new_session()``)."""
 
     stream = _stream
+
+
+class SyncCodeContext(_Sync, of=CodeContext):
+    """CodeContext, synchronously (SyncCodeBox.create_code_context)."""
 
 
 class SyncShellSession(_Sync, of=ShellSession):

@@ -160,7 +160,8 @@ def test_disabled_network_has_only_lo(run):
     assert r.exit_code == 0, r
     ifaces = [line.split(":")[0].strip() for line in r.stdout.splitlines()[2:]]
     assert ifaces == ["lo"], r.stdout
-    assert info.network is None and info.ports == [] and info.network_mode == "disabled"
+    assert info.ports == [] and info.network_mode == "disabled" and not info.network.guest_ip
+    assert info.network.outbound.mode == "disabled" and info.network.published_ports == ()
 
 
 def test_host_port_in_use_is_already_exists(run):

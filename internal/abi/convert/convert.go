@@ -49,7 +49,11 @@ func BoxOptions(o abi.BoxOptions) ([]boxlite.BoxOption, error) {
 	add(o.Entrypoint != nil, func() boxlite.BoxOption { return boxlite.WithEntrypoint(o.Entrypoint...) })
 	add(o.Cmd != nil, func() boxlite.BoxOption { return boxlite.WithCmd(o.Cmd...) })
 	if o.Network != nil {
-		opts = append(opts, boxlite.WithNetwork(boxlite.NetworkSpec{Mode: o.Network.Mode, AllowNet: o.Network.AllowNet}))
+		spec, err := Network(*o.Network)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, boxlite.WithNetwork(spec))
 	}
 	if len(o.Ports) > 0 {
 		ports := make([]boxlite.Port, len(o.Ports))
@@ -57,6 +61,10 @@ func BoxOptions(o abi.BoxOptions) ([]boxlite.BoxOption, error) {
 			ports[i] = boxlite.Port{Protocol: p.Protocol, HostIP: p.HostIP, HostPort: p.HostPort, GuestPort: p.GuestPort}
 		}
 		opts = append(opts, boxlite.WithPorts(ports...))
+	}
+	for _, sec := range o.Secrets {
+		opts = append(opts, boxlite.WithSecrets(boxlite.Secret{Name: sec.Name, Value: sec.Value,
+			Hosts: append([]string(nil), sec.Hosts...), Placeholder: sec.Placeholder}))
 	}
 	for _, v := range o.Volumes {
 		opts = append(opts, boxlite.WithVolumeSpec(boxlite.Volume{HostPath: v.HostPath, GuestPath: v.GuestPath,
@@ -83,13 +91,29 @@ func BoxInfo(info boxlite.BoxInfo) abi.BoxInfo {
 		Config: abi.BoxConfig{Image: c.Image, Name: c.Name, MemoryMiB: c.MemoryMiB, CPUs: c.CPUs, DiskSizeGB: c.DiskSizeGB,
 			Env: c.Env, WorkingDir: c.WorkingDir, User: c.User, BootTimeoutSecs: abi.SecondsOf(c.BootTimeout),
 			AutoRemove: c.AutoRemove, Detach: c.Detach, Entrypoint: c.Entrypoint, Cmd: c.Cmd,
-			Network: abi.Network{Mode: c.Network.Mode, AllowNet: c.Network.AllowNet}, Ports: ports(c.Ports),
+			Network: abi.Network{Mode: c.Network.OutboundMode(), AllowNet: c.Network.AllowNet}, Ports: ports(c.Ports),
 			KernelArgs: c.KernelArgs, Hostname: c.Hostname, Prestart: c.Prestart, AutoPauseSecs: abi.SecondsOf(c.AutoPause)}}
 	if w.Config.Network.Mode == "" {
 		w.Config.Network.Mode = boxlite.NetworkEnabled
 	}
+	allow := c.Network.AllowNet
+	if allow == nil {
+		allow = []string{}
+	}
+	w.Network = abi.BoxNetwork{Outbound: abi.NetworkDirection{Mode: c.Network.OutboundMode(), AllowNet: allow},
+		Inbound: abi.NetworkDirection{Mode: c.Network.InboundMode(), AllowNet: []string{}},
+		Mode:    c.Network.OutboundMode(), AllowNet: allow, PublishedPorts: ports(c.Ports)}
+	if r := info.Runtime; r != nil && r.Network != nil {
+		w.Network.PublishedPorts = ports(r.Network.Ports)
+	}
+	if w.Network.PublishedPorts == nil {
+		w.Network.PublishedPorts = []abi.Port{}
+	}
 	if w.Config.Hostname == "" {
 		w.Config.Hostname = abi.DefaultHostname
+	}
+	for _, sec := range c.Secrets {
+		w.Config.Secrets = append(w.Config.Secrets, abi.SecretInfo{Name: sec.Name, Hosts: sec.Hosts, Placeholder: sec.Placeholder})
 	}
 	for _, v := range c.Volumes {
 		w.Config.Volumes = append(w.Config.Volumes, abi.Volume{HostPath: v.HostPath, GuestPath: v.GuestPath,
@@ -223,4 +247,60 @@ func rfc3339(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format("2006-01-02T15:04:05.000000Z07:00") // fixed width: sorts as text, Python parses it
+}
+
+// SocketAddress is a tunnel listener's address; boxlite.SocketAddress.Check
+// validates it.
+func SocketAddress(a abi.SocketAddress) (boxlite.SocketAddress, error) {
+	s := boxlite.SocketAddress{Network: a.Type, Host: a.Host, Port: a.Port, Path: a.Path}
+	return s, s.Check()
+}
+
+// SocketAddressOf is a listener's address for the wire.
+func SocketAddressOf(s boxlite.SocketAddress) abi.SocketAddress {
+	return abi.SocketAddress{Type: s.Network, Host: s.Host, Port: s.Port, Path: s.Path}
+}
+
+// Network is a box's network from BoxLite's split form or the flat one (not
+// both); an inbound allow-list is unsupported, as BoxLite's.
+func Network(n abi.Network) (boxlite.NetworkSpec, error) {
+	bad := func(f string, a ...any) (boxlite.NetworkSpec, error) {
+		return boxlite.NetworkSpec{}, errdefs.Errorf(errdefs.ErrInvalidArgument, f, a...)
+	}
+	if (n.Mode != "" || n.AllowNet != nil) && (n.Outbound != nil || n.Inbound != nil) {
+		return bad("network: the flat mode/allow_net and the split outbound/inbound cannot be mixed")
+	}
+	spec := boxlite.NetworkSpec{Mode: n.Mode, AllowNet: n.AllowNet}
+	if o := n.Outbound; o != nil {
+		if o.Mode == "" {
+			return bad("network.outbound.mode is required")
+		}
+		spec.Mode, spec.AllowNet = o.Mode, o.AllowNet
+	}
+	if i := n.Inbound; i != nil {
+		if i.Mode != boxlite.NetworkEnabled && i.Mode != boxlite.NetworkDisabled {
+			return bad("network.inbound.mode %q: want enabled or disabled", i.Mode)
+		}
+		if len(i.AllowNet) > 0 {
+			return boxlite.NetworkSpec{}, errdefs.Errorf(errdefs.ErrUnsupported, "network.inbound.allow_net is not supported: inbound access follows its mode alone")
+		}
+		spec.Inbound = i.Mode
+	}
+	return spec, nil
+}
+
+// CodeExecution is a code context's cell on the wire; timedOut is whether
+// a timeout interrupted it.
+func CodeExecution(e *boxlite.CodeExecution, timedOut bool) abi.CodeExecution {
+	w := abi.CodeExecution{Results: make([]abi.CodeResult, 0, len(e.Results)),
+		Logs: abi.CodeLogs{Stdout: append([]string{}, e.Logs.Stdout...), Stderr: append([]string{}, e.Logs.Stderr...),
+			StdoutTruncated: e.Logs.StdoutTruncated, StderrTruncated: e.Logs.StderrTruncated},
+		ExecutionCount: e.ExecutionCount, ResultsTruncated: e.ResultsTruncated, Restarted: e.Restarted, TimedOut: timedOut}
+	for _, r := range e.Results {
+		w.Results = append(w.Results, abi.CodeResult{IsMainResult: r.IsMain, Data: r.Data})
+	}
+	if x := e.Error; x != nil {
+		w.Error = &abi.CodeError{Name: x.Name, Value: x.Value, Traceback: x.Traceback}
+	}
+	return w
 }

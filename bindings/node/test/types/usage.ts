@@ -5,7 +5,7 @@ import {
   Boxlite, JsBoxlite, JsBox, JsExecution, SimpleBox, CodeBox, InteractiveBox,
   BoxliteError, ExecError, TimeoutError, errorCode, version,
   type BoxliteErrorCode, type ExitStatus, type ExecResult, type JsBoxInfo, type CellResult,
-  type BoxMetrics, type RuntimeMetrics, type JsSnapshotInfo,
+  type BoxMetrics, type RuntimeMetrics, type JsSnapshotInfo, Secret,
 } from 'boxlite';
 
 export async function simple(): Promise<string> {
@@ -89,6 +89,14 @@ export function errors(e: unknown): string {
     return c ?? '';
   }
   return (errorCode(e) ?? 'none') + version();
+}
+
+export async function secrets(): Promise<string> {
+  // BoxLite's form (a plain {name, value, hosts}) and the class.
+  const key = new Secret({ name: 'openai', value: 'sk-1', hosts: ['api.openai.com'] });
+  const box = new SimpleBox({ image: 'python:slim', secrets: [key, { name: 'gh', value: 'ghp-1', hosts: ['api.github.com'], placeholder: 'GH-PLACEHOLDER' }] });
+  const info = await box.info();
+  return key.getPlaceholder() + (info.secrets ?? []).map((s) => s.name + s.hosts.join(',') + s.placeholder).join();
 }
 
 export async function wrong(box: JsBox, ex: JsExecution): Promise<void> {

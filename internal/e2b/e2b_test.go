@@ -1,0 +1,153 @@
+package e2b
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/boxlite/boxlite"
+)
+
+func newTestServer(t *testing.T) *Server {
+	t.Helper()
+	rt, err := boxlite.NewRuntime(boxlite.WithHome(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	auth := func(k string) (string, error) {
+		if k == "good" {
+			return "tests", nil
+		}
+		return "", errors.New("bad key")
+	}
+	s, err := New(Options{Runtime: rt, Auth: auth, StateDir: t.TempDir(), TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// TestRoutesWithoutABox checks what needs no box: auth, the 404s, 400s
+// and 501s of the control plane and of envd's routing.
+func TestRoutesWithoutABox(t *testing.T) {
+	s := newTestServer(t)
+	s.store.put(record{ID: "sbx1", TemplateID: "base", Token: "tok"})
+	for _, c := range []struct {
+		method, path, body string
+		header             map[string]string
+		want               int
+	}{
+		{"GET", "/e2b/v2/sandboxes", "", nil, 401},
+		{"GET", "/e2b/v2/sandboxes", "", map[string]string{"X-API-Key": "good"}, 200},
+		{"GET", "/e2b/v2/sandboxes?state=nope", "", map[string]string{"X-API-Key": "good"}, 400},
+		{"GET", "/e2b/sandboxes/sbx1", "", map[string]string{"X-API-Key": "good"}, 200},
+		{"GET", "/e2b/sandboxes/nope", "", map[string]string{"X-API-Key": "good"}, 404},
+		{"POST", "/e2b/sandboxes/sbx1/fork", `{"count":0}`, map[string]string{"X-API-Key": "good"}, 400},
+		{"POST", "/e2b/sandboxes/sbx1/fork", `{"count":21}`, map[string]string{"X-API-Key": "good"}, 400},
+		{"POST", "/e2b/sandboxes/sbx1/fork", `{"count":1,"x":1}`, map[string]string{"X-API-Key": "good"}, 400},
+		{"POST", "/e2b/sandboxes/nope/fork", `{}`, map[string]string{"X-API-Key": "good"}, 404},
+		{"POST", "/e2b/sandboxes/sbx1/snapshots", `{}`, map[string]string{"X-API-Key": "good"}, 501},
+		{"GET", "/e2b/templates", "", map[string]string{"X-API-Key": "good"}, 501},
+		{"GET", "/e2b/sandboxes/metrics", "", map[string]string{"X-API-Key": "good"}, 501},
+		{"POST", "/e2b/v2/sandboxes", `{"templateID":"nope"}`, map[string]string{"X-API-Key": "good"}, 404},
+		{"POST", "/e2b/v2/sandboxes", `{"templateID":"base","mcp":{"x":1}}`, map[string]string{"X-API-Key": "good"}, 501},
+		{"POST", "/e2b/v2/sandboxes", `{"templateID":"base","bogus":1}`, map[string]string{"X-API-Key": "good"}, 400},
+		{"POST", "/e2b/sandboxes/sbx1/timeout", `{"timeout":60}`, map[string]string{"X-API-Key": "good"}, 204},
+		{"POST", "/process.Process/List", `{}`, map[string]string{"E2b-Sandbox-Id": "sbx1", "E2b-Sandbox-Port": "49983"}, 401},
+		{"POST", "/process.Process/List", `{}`, map[string]string{"E2b-Sandbox-Id": "sbx1", "X-Access-Token": "bad"}, 401},
+		// A sandbox that is not there is E2B's proxy's 502 "was not found"
+		// (code unavailable for a Connect call).
+		{"POST", "/process.Process/List", `{}`, map[string]string{"E2b-Sandbox-Id": "nope", "X-Access-Token": "tok"}, 502},
+		{"POST", "/process.Process/List", `{}`, map[string]string{"E2b-Sandbox-Id": "nope", "X-Access-Token": "tok", "Content-Type": "application/json"}, 503},
+		{"GET", "/health", "", map[string]string{"E2b-Sandbox-Id": "nope"}, 502},
+		{"GET", "/health", "", map[string]string{"E2b-Sandbox-Id": "sbx1", "E2b-Sandbox-Port": "8080", "X-Access-Token": "tok"}, 404},
+		{"GET", "/health", "", map[string]string{"E2b-Sandbox-Id": "a/b", "X-Access-Token": "tok"}, 400},
+	} {
+		r := httptest.NewRequest(c.method, c.path, strings.NewReader(c.body))
+		for k, v := range c.header {
+			r.Header.Set(k, v)
+		}
+		w := httptest.NewRecorder()
+		if !Wants(r) {
+			t.Errorf("%s %s: not E2B's", c.method, c.path)
+			continue
+		}
+		s.ServeHTTP(w, r)
+		if w.Code != c.want {
+			t.Errorf("%s %s %v: %d, want %d: %s", c.method, c.path, c.header, w.Code, c.want, w.Body.String())
+		}
+		if w.Code >= 400 && w.Header().Get("Should-Retry") != "false" {
+			t.Errorf("%s %s: %d without Should-Retry: false", c.method, c.path, w.Code)
+		}
+		if w.Code == 502 || w.Code == 503 {
+			if !strings.Contains(w.Body.String(), "was not found") {
+				t.Errorf("%s %s: %d without E2B's \"was not found\": %s", c.method, c.path, w.Code, w.Body.String())
+			}
+		}
+	}
+	if Wants(httptest.NewRequest("GET", "/v1/boxes", nil)) {
+		t.Error("BoxLite's /v1 taken as E2B's")
+	}
+}
+
+func TestParseEntries(t *testing.T) {
+	m := "\x1eabc" + sep
+	out := m + "regular file\x1f11\x1f81a4\x1f-rw-r--r--\x1froot\x1froot\x1f1700000000\x1f./a\n" +
+		m + "directory\x1f4096\x1f41ed\x1fdrwxr-xr-x\x1froot\x1froot\x1f1700000000\x1f./odd\nname\x1fwith\n"
+	es := parseEntries(out, m)
+	if len(es) != 2 || es[0].path != "./a" || es[0].size != 11 || es[0].mode != 0o644 || es[1].path != "./odd\nname\x1fwith" || es[1].kind != "directory" {
+		t.Fatalf("%+v", es)
+	}
+}
+
+func TestResolve(t *testing.T) {
+	for in, want := range map[string]string{"/a/../b": "/b", "x": "/root/x", "../../etc": "/etc", "~/y": "/root/y"} {
+		if got, err := resolve(in, ""); err != nil || got != want {
+			t.Errorf("resolve(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if got, _ := resolve("x", "user"); got != "/home/user/x" {
+		t.Errorf("user's home: %q", got)
+	}
+	for _, bad := range []string{"", "a\x00b", strings.Repeat("a", 5000)} {
+		if _, err := resolve(bad, ""); err == nil {
+			t.Errorf("resolve(%q) passed", truncate(bad))
+		}
+	}
+}
+
+func TestSignature(t *testing.T) {
+	sum := sha256.Sum256([]byte("/tmp/a:read::tok"))
+	sig := "v1_" + base64.RawStdEncoding.EncodeToString(sum[:])
+	r := httptest.NewRequest("GET", "/files?path=/tmp/a&signature="+sig, nil)
+	if !tokenOK(r, "tok") {
+		t.Error("a good signature refused")
+	}
+	r = httptest.NewRequest("GET", "/files?path=/tmp/b&signature="+sig, nil)
+	if tokenOK(r, "tok") {
+		t.Error("a signature for another path taken")
+	}
+	r = httptest.NewRequest("GET", "/files?path=/tmp/a", nil)
+	r.Header.Set("X-Access-Token", "tok")
+	if !tokenOK(r, "tok") {
+		t.Error("the token refused")
+	}
+}
+
+func TestUserOf(t *testing.T) {
+	h := http.Header{}
+	h.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte("user:")))
+	if u, err := userOf(h); err != nil || u != "user" {
+		t.Errorf("%q %v", u, err)
+	}
+	h.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte("a b:")))
+	if _, err := userOf(h); err == nil {
+		t.Error("a bad user passed")
+	}
+}
