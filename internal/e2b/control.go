@@ -245,7 +245,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) error {
 	info := b.Info()
 	now := time.Now().UTC()
 	rec := record{ID: b.ID(), TemplateID: req.TemplateID, Image: image, Key: key, Metadata: req.Metadata, EnvVars: req.EnvVars,
-		Token: newToken(), StartedAt: now, EndAt: now.Add(timeout), CPUs: info.Config.CPUs, MemoryMiB: info.Config.MemoryMiB, DiskGB: info.Config.DiskSizeGB}
+		Token: newToken(), Traffic: newToken(), StartedAt: now, EndAt: now.Add(timeout), CPUs: info.Config.CPUs, MemoryMiB: info.Config.MemoryMiB, DiskGB: info.Config.DiskSizeGB}
 	s.store.put(rec)
 	writeJSON(w, http.StatusCreated, sandboxJSON(rec))
 	return nil
@@ -302,8 +302,12 @@ func newToken() string {
 
 // sandboxJSON is E2B's Sandbox (create, connect, resume).
 func sandboxJSON(rec record) map[string]any {
-	return map[string]any{"templateID": rec.TemplateID, "sandboxID": rec.ID, "clientID": clientID, "envdVersion": EnvdVersion,
+	m := map[string]any{"templateID": rec.TemplateID, "sandboxID": rec.ID, "clientID": clientID, "envdVersion": EnvdVersion,
 		"envdAccessToken": rec.Token, "alias": rec.TemplateID, "domain": nil}
+	if rec.Traffic != "" {
+		m["trafficAccessToken"] = rec.Traffic
+	}
+	return m
 }
 
 func (s *Server) state(rec record) string {

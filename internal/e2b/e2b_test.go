@@ -140,6 +140,27 @@ func TestSignature(t *testing.T) {
 	}
 }
 
+func TestTrafficToken(t *testing.T) {
+	r := httptest.NewRequest("GET", "/contexts", nil)
+	if trafficOK(r, "") || trafficOK(r, "tr") {
+		t.Error("no token taken")
+	}
+	r.Header.Set("E2B-Traffic-Access-Token", "tr")
+	if !trafficOK(r, "tr") || trafficOK(r, "other") || trafficOK(r, "") {
+		t.Error("the traffic token misjudged")
+	}
+	if tokenOK(r, "tr") {
+		t.Error("the traffic token opened envd")
+	}
+	m := sandboxJSON(record{ID: "x", Token: "ea", Traffic: "tr"})
+	if m["trafficAccessToken"] != "tr" || m["envdAccessToken"] != "ea" {
+		t.Errorf("%v", m)
+	}
+	if _, ok := sandboxJSON(record{ID: "x", Token: "ea"})["trafficAccessToken"]; ok {
+		t.Error("an empty traffic token was given out")
+	}
+}
+
 func TestUserOf(t *testing.T) {
 	h := http.Header{}
 	h.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte("user:")))

@@ -117,8 +117,8 @@ func (s *Server) envdHandler() http.Handler {
 			r.URL.RawPath = ""
 		}
 		public := port == EnvdPort && r.Method == http.MethodGet && r.URL.Path == "/health"
-		if !public && !tokenOK(r, rec.Token) {
-			writeError(w, statusErr(http.StatusUnauthorized, "invalid or missing X-Access-Token for sandbox %s", id))
+		if !public && !tokenOK(r, rec.Token) && !(port == InterpPort && trafficOK(r, rec.Traffic)) {
+			writeError(w, statusErr(http.StatusUnauthorized, "invalid or missing X-Access-Token (or, on port %d, E2B-Traffic-Access-Token) for sandbox %s", InterpPort, id))
 			return
 		}
 		if rec.Paused {
@@ -170,6 +170,14 @@ func tokenOK(r *http.Request, token string) bool {
 	sum := sha256.Sum256([]byte(raw))
 	want := "v1_" + base64.RawStdEncoding.EncodeToString(sum[:])
 	return subtle.ConstantTimeCompare([]byte(sig), []byte(want)) == 1
+}
+
+// trafficOK checks the sandbox's traffic access token, which opens the
+// code interpreter's port (not envd's): E2B's code interpreter SDKs send
+// X-Access-Token on /execute only, E2B-Traffic-Access-Token on every call.
+func trafficOK(r *http.Request, token string) bool {
+	t := r.Header.Get("E2B-Traffic-Access-Token")
+	return token != "" && t != "" && subtle.ConstantTimeCompare([]byte(t), []byte(token)) == 1
 }
 
 // envs is the sandbox's environment variables (those it was created with).

@@ -64,6 +64,9 @@ func (s *Server) wake(w http.ResponseWriter, r *http.Request, d time.Duration, r
 	}
 	rec, _ = s.store.update(rec.ID, func(rec *record) {
 		rec.Paused = false
+		if rec.Traffic == "" { // a record from before traffic tokens
+			rec.Traffic = newToken()
+		}
 		if end := time.Now().UTC().Add(d); end.After(rec.EndAt) || status == http.StatusCreated {
 			rec.EndAt = end
 		}
@@ -162,7 +165,7 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) error {
 	for _, f := range forks {
 		info := f.Info()
 		frec := record{ID: f.ID(), TemplateID: rec.TemplateID, Image: rec.Image, Key: key, Metadata: maps.Clone(rec.Metadata),
-			EnvVars: maps.Clone(rec.EnvVars), Token: newToken(), StartedAt: now, EndAt: now.Add(d),
+			EnvVars: maps.Clone(rec.EnvVars), Token: newToken(), Traffic: newToken(), StartedAt: now, EndAt: now.Add(d),
 			CPUs: info.Config.CPUs, MemoryMiB: info.Config.MemoryMiB, DiskGB: info.Config.DiskSizeGB}
 		s.store.put(frec)
 		results = append(results, map[string]any{"sandbox": sandboxJSON(frec)})

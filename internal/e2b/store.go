@@ -18,13 +18,16 @@ type record struct {
 	Metadata   map[string]string `json:"metadata,omitempty"`
 	EnvVars    map[string]string `json:"env_vars,omitempty"`
 	Token      string            `json:"token"` // envdAccessToken
-	StartedAt  time.Time         `json:"started_at"`
-	EndAt      time.Time         `json:"end_at"`
-	CPUs       int               `json:"cpus"`
-	MemoryMiB  int               `json:"memory_mib"`
-	DiskGB     int               `json:"disk_gb"`
-	AutoPause  bool              `json:"auto_pause,omitempty"`
-	Paused     bool              `json:"paused,omitempty"`
+	// Traffic is the trafficAccessToken: the code interpreter's port takes
+	// it (E2B's code interpreter SDKs send only it on /contexts calls).
+	Traffic   string    `json:"traffic_token,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+	EndAt     time.Time `json:"end_at"`
+	CPUs      int       `json:"cpus"`
+	MemoryMiB int       `json:"memory_mib"`
+	DiskGB    int       `json:"disk_gb"`
+	AutoPause bool      `json:"auto_pause,omitempty"`
+	Paused    bool      `json:"paused,omitempty"`
 }
 
 // store keeps the records in one JSON file, rewritten on change.

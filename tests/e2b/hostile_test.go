@@ -39,8 +39,9 @@ func do(t *testing.T, r req) (int, []byte) {
 	return resp.StatusCode, body
 }
 
-// sandbox creates a sandbox with raw requests: its id and access token.
-func sandbox(t *testing.T) (string, string) {
+// sandbox creates a sandbox with raw requests: its id, access token and
+// traffic access token.
+func sandbox(t *testing.T) (string, string, string) {
 	st, body := do(t, req{"POST", "/e2b/sandboxes", map[string]string{"X-API-Key": key, "Content-Type": "application/json"}, []byte(`{"templateID":"base","timeout":600}`)})
 	if st != http.StatusCreated {
 		t.Fatalf("create: %d %s", st, body)
@@ -48,6 +49,7 @@ func sandbox(t *testing.T) (string, string) {
 	var sb struct {
 		SandboxID       string `json:"sandboxID"`
 		EnvdAccessToken string `json:"envdAccessToken"`
+		Traffic         string `json:"trafficAccessToken"`
 	}
 	if err := json.Unmarshal(body, &sb); err != nil {
 		t.Fatal(err)
@@ -55,7 +57,10 @@ func sandbox(t *testing.T) (string, string) {
 	t.Cleanup(func() {
 		do(t, req{"DELETE", "/e2b/sandboxes/" + sb.SandboxID, map[string]string{"X-API-Key": key}, nil})
 	})
-	return sb.SandboxID, sb.EnvdAccessToken
+	if sb.Traffic == "" || sb.Traffic == sb.EnvdAccessToken {
+		t.Fatalf("create gave no traffic token of its own: %s", body)
+	}
+	return sb.SandboxID, sb.EnvdAccessToken, sb.Traffic
 }
 
 // envelope is one Connect streaming frame.
@@ -70,7 +75,7 @@ func envelope(flags byte, msg []byte) []byte {
 // requests to the control plane and to a sandbox's envd: each gets a 4xx
 // (or a documented 501), none a 5xx, and the sandbox works after.
 func TestHostile(t *testing.T) {
-	id, token := sandbox(t)
+	id, token, traffic := sandbox(t)
 	api := map[string]string{"X-API-Key": key, "Content-Type": "application/json"}
 	envd := func(extra map[string]string) map[string]string {
 		h := map[string]string{"E2b-Sandbox-Id": id, "E2b-Sandbox-Port": "49983", "X-Access-Token": token, "Content-Type": "application/json"}
@@ -109,6 +114,10 @@ func TestHostile(t *testing.T) {
 		{"fork unknown", req{"POST", "/e2b/sandboxes/nope/fork", api, []byte(`{}`)}, 404},
 		{"envd without token", req{"POST", "/process.Process/List", envd(map[string]string{"X-Access-Token": ""}), []byte(`{}`)}, 401},
 		{"envd bad token", req{"POST", "/process.Process/List", envd(map[string]string{"X-Access-Token": "ea_nope"}), []byte(`{}`)}, 401},
+		{"envd with the traffic token", req{"POST", "/process.Process/List", envd(map[string]string{"X-Access-Token": "", "E2B-Traffic-Access-Token": traffic}), []byte(`{}`)}, 401},
+		{"interpreter without token", req{"GET", "/contexts", envd(map[string]string{"E2b-Sandbox-Port": "49999", "X-Access-Token": ""}), nil}, 401},
+		{"interpreter bad traffic token", req{"GET", "/contexts", envd(map[string]string{"E2b-Sandbox-Port": "49999", "X-Access-Token": "", "E2B-Traffic-Access-Token": "ea_nope"}), nil}, 401},
+		{"interpreter traffic token", req{"GET", "/health", envd(map[string]string{"E2b-Sandbox-Port": "49999", "X-Access-Token": "", "E2B-Traffic-Access-Token": traffic}), nil}, 200},
 		// E2B's proxy's answer for a sandbox that is not running, which
 		// E2B's SDKs read as SandboxNotRunningException: code unavailable
 		// (503) for a Connect call, 502 otherwise.

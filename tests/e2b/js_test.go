@@ -16,12 +16,16 @@ const jsSDKVersion = "2.51.0"
 
 // nodeProject is a node project with E2B's JS SDK from npm, pinned, made on
 // first use under build/.
-func nodeProject(t *testing.T) string {
+func nodeProject(t *testing.T) string { return npmProject(t, "e2b", jsSDKVersion) }
+
+// npmProject is a node project under build/nodeprojects with pkg@version
+// from npm, pinned (and the pins in also), made on first use.
+func npmProject(t *testing.T, pkg, version string, also ...string) string {
 	t.Helper()
-	dir := filepath.Join(repo, "build", "nodeprojects", "e2b-"+jsSDKVersion)
-	check := exec.Command("node", "-e", "console.log(require('e2b/package.json').version)")
+	dir := filepath.Join(repo, "build", "nodeprojects", strings.NewReplacer("@", "", "/", "-").Replace(pkg)+"-"+version)
+	check := exec.Command("node", "-e", "console.log(require(process.argv[1] + '/package.json').version)", pkg)
 	check.Dir = dir
-	if out, err := check.Output(); err == nil && strings.TrimSpace(string(out)) == jsSDKVersion {
+	if out, err := check.Output(); err == nil && strings.TrimSpace(string(out)) == version {
 		return dir
 	}
 	os.RemoveAll(dir)
@@ -33,19 +37,21 @@ func nodeProject(t *testing.T) string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "npm", "install", "--no-audit", "--no-fund", "--save-exact", "e2b@"+jsSDKVersion)
+	cmd := exec.CommandContext(ctx, "npm", append([]string{"install", "--no-audit", "--no-fund", "--save-exact", pkg + "@" + version}, also...)...)
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm install e2b@%s: %v\n%s", jsSDKVersion, err, out)
+		t.Fatalf("npm install %s@%s: %v\n%s", pkg, version, err, out)
 	}
 	return dir
 }
 
-// TestE2BExamplesJS runs E2B's documented examples with E2B's JS SDK.
-func TestE2BExamplesJS(t *testing.T) {
-	dir := nodeProject(t)
-	script := filepath.Join(dir, "e2b_examples.mjs") // beside its node_modules, so the import resolves
-	src, err := os.ReadFile("e2b_examples.mjs")
+// runNode runs the script file (of this directory) with node in the
+// project dir, beside its node_modules so its imports resolve; it must
+// print ALL OK.
+func runNode(t *testing.T, dir, file string) {
+	t.Helper()
+	script := filepath.Join(dir, file)
+	src, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +67,9 @@ func TestE2BExamplesJS(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	t.Logf("%s(%.1f s)", out, time.Since(start).Seconds())
 	if err != nil || !strings.Contains(string(out), "ALL OK") {
-		t.Fatalf("E2B's JS examples against boxlite serve: %v", err)
+		t.Fatalf("%s against boxlite serve: %v", file, err)
 	}
 }
+
+// TestE2BExamplesJS runs E2B's documented examples with E2B's JS SDK.
+func TestE2BExamplesJS(t *testing.T) { runNode(t, nodeProject(t), "e2b_examples.mjs") }

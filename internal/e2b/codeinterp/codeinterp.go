@@ -22,6 +22,7 @@
 //
 // Every box has a default context per language, started on first use:
 // python and javascript are listed from the start, as E2B's server does.
+// A context started without a cwd starts in DefaultCwd, E2B's.
 package codeinterp
 
 import (
@@ -55,6 +56,12 @@ const (
 	startTimeout = 5 * time.Minute
 )
 
+// DefaultCwd is where a context starts unless told: E2B's sandboxes' user's
+// home. It is made (mkdir -p, as the box's user) when the first context
+// starts; a box where that fails starts its contexts in its working
+// directory instead.
+const DefaultCwd = "/home/user"
+
 // Interp is the code interpreter of one box, an http.Handler.
 type Interp struct {
 	b *boxlite.Box
@@ -64,6 +71,10 @@ type Interp struct {
 	order    []string          // ids, in the order of creation
 	defaults map[string]string // language -> its default context's id
 	closed   bool
+
+	homeMu sync.Mutex
+	home   string // DefaultCwd once made, "" after it could not be
+	homeOK bool   // tried
 }
 
 // codeCtx is a context: its interpreter starts on first use.
@@ -113,8 +124,28 @@ func (h *Interp) addDefault(lang string) *codeCtx {
 	return c
 }
 
+// defaultCwd is DefaultCwd, made on first use, or "" (the box's working
+// directory) where it cannot be made.
+func (h *Interp) defaultCwd(ctx context.Context) string {
+	h.homeMu.Lock()
+	defer h.homeMu.Unlock()
+	if !h.homeOK {
+		ctx, cancel := context.WithTimeout(ctx, startTimeout)
+		defer cancel()
+		res, err := h.b.Run(ctx, boxlite.Command{Argv: []string{"mkdir", "-p", DefaultCwd}, Timeout: time.Minute, OutputLimit: 4096})
+		if err != nil && ctx.Err() != nil {
+			return "" // the request went away: try again on the next
+		}
+		h.homeOK = true
+		if err == nil && res.Code == 0 {
+			h.home = DefaultCwd
+		}
+	}
+	return h.home
+}
+
 // get returns a started context.
-func (c *codeCtx) get(ctx context.Context, b *boxlite.Box) (*boxlite.CodeContext, error) {
+func (c *codeCtx) get(ctx context.Context, h *Interp) (*boxlite.CodeContext, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cc != nil {
@@ -122,7 +153,11 @@ func (c *codeCtx) get(ctx context.Context, b *boxlite.Box) (*boxlite.CodeContext
 	}
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	cc, err := b.NewCodeContext(ctx, c.lang, boxlite.SessionOptions{Cwd: c.cwd})
+	cwd := c.cwd
+	if cwd == "" {
+		cwd = h.defaultCwd(ctx)
+	}
+	cc, err := h.b.NewCodeContext(ctx, c.lang, boxlite.SessionOptions{Cwd: cwd})
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +180,11 @@ func (c *codeCtx) close() {
 func (c *codeCtx) info() contextInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return contextInfo{ID: c.id, Language: c.lang, Cwd: c.cwd}
+	cwd := c.cwd
+	if cwd == "" {
+		cwd = DefaultCwd // where it will start (or the box's working directory, if that cannot be made)
+	}
+	return contextInfo{ID: c.id, Language: c.lang, Cwd: cwd}
 }
 
 type contextInfo struct {
@@ -298,7 +337,7 @@ func (h *Interp) create(w http.ResponseWriter, r *http.Request) {
 	}
 	h.contexts[c.id] = c // counted while it starts
 	h.mu.Unlock()
-	if _, err := c.get(r.Context(), h.b); err != nil {
+	if _, err := c.get(r.Context(), h); err != nil {
 		h.mu.Lock()
 		delete(h.contexts, c.id)
 		h.mu.Unlock()

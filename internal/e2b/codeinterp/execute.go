@@ -63,7 +63,7 @@ func (h *Interp) execute(w http.ResponseWriter, r *http.Request) {
 		}
 		h.mu.Unlock()
 	}
-	cc, err := c.get(r.Context(), h.b)
+	cc, err := c.get(r.Context(), h)
 	if err != nil {
 		fail(w, errStatus(err), "failed to start the %s context: %v", c.lang, err)
 		return
