@@ -41,7 +41,7 @@ test('an unknown option is a TypeError naming it, at every depth', async () => {
   assert.throws(() => new JsBoxlite({ homeDirr: '/tmp' }), /homeDirr is not a known option/);
   assert.throws(() => new BoxliteRestOptions({ url: 'http://127.0.0.1:1', retries: 3 }), /retries is not a known option/);
   // Both network forms at once: which would win is not obvious.
-  assert.throws(() => new SimpleBox({ image, network: { mode: 'enabled', outbound: { mode: 'enabled' } } }), /cannot mix outbound/inbound with the deprecated mode/allowNet/);
+  assert.throws(() => new SimpleBox({ image, network: { mode: 'enabled', outbound: { mode: 'enabled' } } }), /cannot mix outbound\/inbound with the deprecated mode\/allowNet/);
   assert.throws(() => new SimpleBox({ image, network: { outbound: 'enabled' } }), /network.outbound must be/);
 });
 
