@@ -124,6 +124,11 @@ type BoxRuntimeInfo struct {
 	// Network is the box's network with its published ports as bound;
 	// nil when the network is disabled.
 	Network *NetworkInfo `json:"network,omitempty"`
+	// StartedAt is when the VM became ready (zero from an older shim).
+	StartedAt time.Time `json:"started_at,omitzero"`
+	// LastActivityAt is the later of StartedAt and the last exec, copy or
+	// session call (its opening or its last frame) this process saw.
+	LastActivityAt time.Time `json:"last_activity_at,omitzero"`
 }
 
 func (b *Box) ID() string   { return b.rec.ID }
@@ -176,6 +181,15 @@ func (b *Box) Info() BoxInfo {
 		bi.Runtime = &BoxRuntimeInfo{Accel: b.info.Accel, AccelReason: b.info.AccelReason, Kernel: h.Kernel,
 			BootMs: b.info.BootMs, GuestKernelMs: h.KernelMs, GuestReadyMs: h.ReadyMs, ShimPid: b.info.ShimPid, VMMPid: b.info.VMMPid,
 			Warnings: b.info.Warnings, Network: b.info.Network, Start: b.info.Start, StartNote: b.info.StartNote}
+		if ms := b.info.StartedAtMs; ms > 0 {
+			bi.Runtime.StartedAt = time.UnixMilli(ms).UTC()
+		}
+		bi.Runtime.LastActivityAt = bi.Runtime.StartedAt
+		if c := b.conn; c != nil {
+			if ns := c.active.Load(); ns > 0 && time.Unix(0, ns).After(bi.Runtime.LastActivityAt) {
+				bi.Runtime.LastActivityAt = time.Unix(0, ns).UTC()
+			}
+		}
 	}
 	return bi
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -31,6 +32,10 @@ type conn struct {
 	broken bool  // it ended because the box broke the protocol (violation)
 	done   chan struct{}
 	why    func() error // explains an unexpected end (the box stopped), if set
+
+	// active is when a stream was last opened or a frame last came (Unix
+	// nanoseconds): the box's last activity this process saw.
+	active atomic.Int64
 }
 
 // busy: a stream is open that a pause would cut (a command someone waits
@@ -82,6 +87,7 @@ func (c *conn) readLoop() {
 		}
 		c.mu.Unlock()
 		if h != nil {
+			c.active.Store(time.Now().UnixNano())
 			h.frame(f)
 		}
 	}
@@ -145,6 +151,7 @@ func (c *conn) open(h handler, t protocol.Type, body any) (uint32, error) {
 	}
 	id := c.next
 	c.next++
+	c.active.Store(time.Now().UnixNano())
 	if b, ok := h.(interface{ bind(uint32) }); ok {
 		b.bind(id) // before any frame of the stream can arrive
 	}

@@ -46,6 +46,9 @@ type CopyOptions struct {
 	ContentsOnly bool
 	// NoRecursive refuses a directory source (BoxLite recursive=false).
 	NoRecursive bool
+	// Layout is where a directory source lands: LayoutDocker (the zero
+	// value) or LayoutBoxLite.
+	Layout CopyLayout
 	// ArchiveOneFile: CopyInArchive's archive holds one file, placed as
 	// CopyIn places one.
 	ArchiveOneFile bool
@@ -58,6 +61,26 @@ type CopyOptions struct {
 	// (file data and entries so far). It must not block.
 	Progress func(CopyProgress)
 }
+
+// CopyLayout is where a copied directory lands; files land the same way in
+// both (into a directory destination under their own name, else as the
+// destination's new name).
+type CopyLayout int
+
+const (
+	// LayoutDocker is docker cp's: a directory copied to a destination that
+	// does not exist becomes that destination (copy_in(dir, "/app") puts
+	// dir's entries at /app/...); to an existing directory, it lands inside
+	// under its own name.
+	LayoutDocker CopyLayout = iota
+	// LayoutBoxLite is BoxLite 0.10's: a directory always lands inside the
+	// destination under its own name, the destination made if missing
+	// (copy_in(dir, "/app") gives /app/dir/..., whether /app existed or not;
+	// copy_out("/app", out) gives out/app/...). A directory's contents
+	// (ContentsOnly, or a source ending in "/.") go into the destination
+	// in both layouts.
+	LayoutBoxLite
+)
 
 // CopyProgress is how far a copy has got.
 type CopyProgress struct {
@@ -94,6 +117,9 @@ func (b *Box) CopyIn(ctx context.Context, hostSrc, boxDst string, opts CopyOptio
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer dir.Close()
+	if opts.Layout == LayoutBoxLite && base != "" && !strings.HasSuffix(boxDst, "/") && isDirAt(dir, name, opts.FollowSymlinks) {
+		boxDst += "/" // the agent makes it and puts the directory inside
+	}
 	return b.sendArchive(ctx, what, protocol.CopyIn{Dest: boxDst, Name: base, Overwrite: !opts.NoOverwrite}, func(w io.Writer) error {
 		_, err := filecopy.Send(w, dir, name, filecopy.SendOptions{Name: base, Limits: opts.limits(false), Progress: opts.progress()})
 		return err
@@ -134,6 +160,17 @@ func (b *Box) sendArchive(ctx context.Context, what string, req protocol.CopyIn,
 		}
 		return err
 	})
+}
+
+// isDirAt reports whether name in dir is a directory (through a symlink
+// when follow: OpenSource has resolved a followed one already).
+func isDirAt(dir *os.File, name string, follow bool) bool {
+	flags := unix.AT_SYMLINK_NOFOLLOW
+	if follow {
+		flags = 0
+	}
+	var st unix.Stat_t
+	return unix.Fstatat(int(dir.Fd()), name, &st, flags) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR
 }
 
 // openHostSource opens a copy in's source: its directory and name there,
@@ -196,17 +233,37 @@ func (b *Box) CopyOut(ctx context.Context, boxSrc, hostDst string, opts CopyOpti
 		}
 	}
 	umask := filecopy.Umask()
-	// Where it lands is settled (and checked) before the box sends anything.
-	t, err := filecopy.Prepare(filecopy.HostNoSymlinks(), hostDst, filecopy.Place{Base: base, Overwrite: !opts.NoOverwrite})
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+	place := filecopy.Place{Base: base, Overwrite: !opts.NoOverwrite}
+	// Where it lands is settled (and checked) before the box sends anything,
+	// unless it depends on what the source is: with LayoutBoxLite, a
+	// directory goes inside a destination that is not one yet, a file
+	// becomes it. Then the archive's first entry says which.
+	var t *filecopy.Target
+	if opts.Layout != LayoutBoxLite || base == "" || strings.HasSuffix(hostDst, "/") || filecopy.IsDir(filecopy.HostNoSymlinks(), hostDst) {
+		var err error
+		if t, err = filecopy.Prepare(filecopy.HostNoSymlinks(), hostDst, place); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
 	}
 	var st filecopy.Stats
-	err = b.receiveArchive(ctx, what, protocol.CopyOut{Src: boxSrc, Contents: contents, Follow: opts.FollowSymlinks}, func(r io.Reader) error {
+	err := b.receiveArchive(ctx, what, protocol.CopyOut{Src: boxSrc, Contents: contents, Follow: opts.FollowSymlinks}, func(r io.Reader) error {
+		if t == nil {
+			dst := hostDst
+			if filecopy.FirstIsDir(r.(*bufio.Reader)) {
+				dst += "/"
+			}
+			var err error
+			if t, err = filecopy.Prepare(filecopy.HostNoSymlinks(), dst, place); err != nil {
+				return err
+			}
+		}
 		var err error
 		st, err = t.Extract(r, filecopy.ExtractOptions{Limits: opts.limits(true), Progress: opts.progress(), Umask: umask})
 		return err
 	})
+	if t == nil {
+		return err
+	}
 	return t.Finish(st, err)
 }
 

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -26,6 +27,10 @@ func decode(what string, s *C.cchar_t, v any) error {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s JSON: %v", what, err)
+	}
+	// One object: whatever follows it would otherwise be dropped unread.
+	if _, err := dec.Token(); err != io.EOF {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s JSON: more data after the object", what)
 	}
 	return nil
 }
@@ -145,6 +150,35 @@ func boxlite_image_list(p *C.boxlite_runtime_t, out **C.char, cerr **C.boxlite_e
 		if err = lerr; err == nil {
 			err = outJSON(imgs, out)
 		}
+	}
+	return status(err, cerr)
+}
+
+//export boxlite_image_pull
+func boxlite_image_pull(p *C.boxlite_runtime_t, ref *C.cchar_t, out **C.char, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	rt, err := runtimeOf(p)
+	if err == nil && ref == nil {
+		err = errdefs.Errorf(errdefs.ErrInvalidArgument, "image_pull: reference is NULL")
+	}
+	if err == nil {
+		img, perr := rt.ImagePull(context.Background(), C.GoString((*C.char)(ref)))
+		if err = perr; err == nil {
+			err = outJSON(img, out)
+		}
+	}
+	return status(err, cerr)
+}
+
+//export boxlite_image_remove
+func boxlite_image_remove(p *C.boxlite_runtime_t, ref *C.cchar_t, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	rt, err := runtimeOf(p)
+	if err == nil && ref == nil {
+		err = errdefs.Errorf(errdefs.ErrInvalidArgument, "image_remove: reference is NULL")
+	}
+	if err == nil {
+		err = rt.ImageRemove(context.Background(), C.GoString((*C.char)(ref)))
 	}
 	return status(err, cerr)
 }

@@ -68,3 +68,42 @@ func Lookup(kind Kind) (KindSpec, bool) {
 	}
 	return KindSpec{}, false
 }
+
+// BoxLiteClass is one of BoxLite 0.10's Python error classes that has no
+// kind of its own here (BoxLite's InvalidArgumentError, NotFoundError, ...
+// are ours by name). Each is generated into errors.py as a BoxliteError
+// (so also a RuntimeError), and the kinds BoxLiteBases lists derive from
+// it, so a program written for BoxLite (`except boxlite.StoppedError`)
+// catches what we raise for the same failure.
+type BoxLiteClass struct {
+	Python string
+	Code   string // BoxLite's code for it (its REST error code)
+	Doc    string
+}
+
+// BoxLiteClasses lists them in BoxLite's order.
+var BoxLiteClasses = []BoxLiteClass{
+	{"SessionReapedError", "session_reaped", "BoxLite's class for a reaped session; nothing here raises it."},
+	{"StoppedError", "stopped", "The box has stopped, or the handle was closed (InvalidStateError and ClosedError are StoppedErrors)."},
+	{"ImageError", "image_pull_failed", "An image could not be pulled (UnreachableError is one)."},
+	{"ExecutionError", "execution_failed", "BoxLite's class for a process that could not be run; here a missing command is NotFoundError, which is not an ExecutionError."},
+	{"ResourceExhaustedError", "resource_exhausted", "A limit was reached (LimitError is one)."},
+	{"NetworkError", "network_unavailable", "The network was unavailable (UnreachableError is one)."},
+	{"UpstreamUnavailableError", "upstream_unavailable", "A remote the runtime depends on did not answer (UnreachableError is one)."},
+	{"EngineError", "engine_unavailable", "The virtualization engine failed (BootFailedError is one)."},
+	{"StorageError", "storage_error", "BoxLite's class for a storage failure; here those are InternalError (with the errno in the message)."},
+	{"DatabaseError", "database_error", "BoxLite's class for a database failure; this runtime has no database, nothing raises it."},
+	{"MetadataError", "metadata_error", "BoxLite's class for unreadable metadata; here a damaged box record is InternalError."},
+	{"ConfigError", "config_error", "The configuration is refused (InvalidArgumentError is one)."},
+}
+
+// BoxLiteBases maps a kind to the BoxLite 0.10 classes its Python class
+// also derives from.
+var BoxLiteBases = map[Kind][]string{
+	KindInvalidArgument: {"ConfigError"},
+	KindInvalidState:    {"StoppedError"},
+	KindClosed:          {"StoppedError"},
+	KindLimit:           {"ResourceExhaustedError"},
+	KindBootFailed:      {"EngineError"},
+	KindUnreachable:     {"ImageError", "NetworkError", "UpstreamUnavailableError"},
+}

@@ -3,6 +3,7 @@
 package agent
 
 import (
+	"errors"
 	"os"
 	"runtime/debug"
 	"sync"
@@ -55,6 +56,8 @@ type execution struct {
 	tty            *os.File // with a TTY: the master, for input, resizes and the EOF character
 	outputs        sync.WaitGroup
 	exitCh         chan struct{}
+	exitedFlag     atomic.Bool     // the process has exited (orphanio.go)
+	owed           [3]atomic.Int64 // by fd: bytes in the pipe when it exited, not yet read
 
 	// over is set, under s.wmu, once the stream's last frame is written or the
 	// stream is cancelled; no frame is written for the stream after it.
@@ -96,12 +99,16 @@ func newExecution(s *server, id uint32, req protocol.Exec) *execution {
 	return e
 }
 
-// onExit is called by the reaper with the process's wait status.
+// onExit is called by the reaper with the process's wait status. From now
+// on the exec's output ends when its pipes run dry (orphanio.go), not when
+// every process that inherited them closed them.
 func (e *execution) onExit(ws unix.WaitStatus) {
 	e.mu.Lock()
 	e.exited, e.status = true, ws
 	e.mu.Unlock()
+	e.exitedFlag.Store(true)
 	close(e.exitCh)
+	e.wakeOutputs()
 }
 
 // run announces the process and starts moving its data.
@@ -376,12 +383,19 @@ func (e *execution) waitWindow(fd int) int {
 // out without a copy.
 func (e *execution) pump(fd int, f *os.File, t protocol.Type) {
 	defer e.outputs.Done()
-	defer f.Close()
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			f.Close()
+		}
+	}()
 	defer e.guard("output")
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return
 	}
+	probe := false // one read without waiting: is the pipe dry? (orphanio.go)
+	tail := exitTail{e: e, fd: fd, f: f}
 	for {
 		n := e.waitWindow(fd)
 		if n == 0 {
@@ -391,6 +405,7 @@ func (e *execution) pump(fd int, f *os.File, t protocol.Type) {
 			buf  *[]byte
 			k    int
 			rerr error
+			dry  bool
 		)
 		err := rc.Read(func(sysfd uintptr) bool {
 			buf = bufPool.Get().(*[]byte)
@@ -403,16 +418,37 @@ func (e *execution) pump(fd int, f *os.File, t protocol.Type) {
 			if rerr == unix.EAGAIN {
 				bufPool.Put(buf)
 				buf = nil
+				if probe {
+					dry = true
+					return true
+				}
+				tail.empty()
 				return false
 			}
 			return true
 		})
+		if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && !probe {
+			// The process has exited and its pipe stayed empty: look once
+			// more without waiting (data may have come while no read waited).
+			if buf != nil {
+				bufPool.Put(buf)
+			}
+			_ = f.SetReadDeadline(time.Time{})
+			probe = true
+			continue
+		}
+		if dry {
+			handedOff = e.orphanOutput(f)
+			return
+		}
+		probe = false
 		if err != nil { // closed by cancel or timeout
 			if buf != nil {
 				bufPool.Put(buf)
 			}
 			return
 		}
+		over := k > 0 && tail.read(k)
 		if k > 0 {
 			e.mu.Lock()
 			e.win[fd] -= int64(k)
@@ -421,6 +457,10 @@ func (e *execution) pump(fd int, f *os.File, t protocol.Type) {
 		}
 		bufPool.Put(buf)
 		if rerr != nil || k <= 0 {
+			return
+		}
+		if over { // background processes keep writing: the exec is over
+			handedOff = e.orphanOutput(f)
 			return
 		}
 	}

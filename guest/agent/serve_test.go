@@ -680,3 +680,33 @@ func TestBoxRootLookups(t *testing.T) {
 	res = run(t, h, protocol.Exec{Argv: []string{"hello-box"}, Env: []string{"PATH=/bin"}, User: "nobody"})
 	wantErr(t, res, errdefs.ErrNotFound, `user "nobody"`)
 }
+
+// TestBackgroundOutlivesExec: an exec ends with its own process, even when a
+// background process it started still holds its output pipes (no
+// redirection); that process keeps running, is not blocked or killed by
+// its output, and what the exec printed before it exited all arrives.
+func TestBackgroundOutlivesExec(t *testing.T) {
+	h, _ := serve(t, Config{})
+	start := time.Now()
+	res := run(t, h, sh("(while :; do echo bg >&2; sleep 0.01; done &); head -c 300000 /dev/zero | tr '\\0' x; echo; echo fg-done"))
+	wantExit(t, res, 0)
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("the exec waited for its background process: %s", took)
+	}
+	out := string(res.Stdout)
+	if !strings.Contains(out, strings.Repeat("x", 300000)+"\nfg-done\n") {
+		t.Fatalf("the exec's own output is incomplete (%d bytes)", len(out))
+	}
+	// The loop runs on (it writes to the orphaned pipe all the while).
+	time.Sleep(300 * time.Millisecond)
+	ps := run(t, h, protocol.Exec{Argv: []string{"sh", "-c", "ps -eo pid,args | grep '[w]hile :; do echo bg' | awk '{print $1}'"}})
+	pids := strings.Fields(string(ps.Stdout))
+	if len(pids) == 0 {
+		t.Fatalf("the background loop did not survive its exec")
+	}
+	for _, p := range pids {
+		if n, err := strconv.Atoi(p); err == nil {
+			unix.Kill(n, unix.SIGKILL)
+		}
+	}
+}

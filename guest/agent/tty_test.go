@@ -254,3 +254,58 @@ func alive(pid int) bool {
 	_, rest, _ := strings.Cut(string(b), ") ")
 	return !strings.HasPrefix(rest, "Z") && !strings.HasPrefix(rest, "X")
 }
+
+// TestTTYBackgroundOutlivesExec: on a terminal too, the exec ends with its
+// shell and a nohup'd process keeps running. (The kernel sends SIGHUP to the
+// terminal's foreground group when the shell, its session's leader, exits:
+// as with docker exec -t, nohup must have ignored it by then, hence the
+// sleep.)
+func TestTTYBackgroundOutlivesExec(t *testing.T) {
+	h, _ := serve(t, Config{})
+	start := time.Now()
+	tm := startTerm(t, h, protocol.Exec{Argv: []string{"sh", "-c", "nohup sleep 3612 >/dev/null 2>&1 </dev/null & sleep 0.5; echo started"}})
+	tm.expect(`started\r\n`)
+	tm.end()
+	if tm.err != nil || tm.exit == nil || tm.exit.Code != 0 {
+		t.Fatalf("exit %+v error %v; output %q", tm.exit, tm.err, tm.out)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("the exec waited for its background process: %s", took)
+	}
+	ps := run(t, h, sh("ps -eo pid,args | grep '[s]leep 3612' | awk '{print $1}'"))
+	pids := strings.Fields(string(ps.Stdout))
+	if len(pids) == 0 {
+		t.Fatal("the nohup'd sleep did not survive its terminal exec")
+	}
+	for _, p := range pids {
+		if n, err := strconv.Atoi(p); err == nil {
+			unix.Kill(n, unix.SIGKILL)
+		}
+	}
+}
+
+// TestTTYBackgroundHoldingTheTerminal: a background process that keeps the
+// terminal (not redirected) does not keep its exec running.
+func TestTTYBackgroundHoldingTheTerminal(t *testing.T) {
+	h, _ := serve(t, Config{})
+	start := time.Now()
+	tm := startTerm(t, h, protocol.Exec{Argv: []string{"sh", "-c", "nohup sleep 3613 & sleep 0.5; echo started"}})
+	tm.expect(`started\r\n`)
+	tm.end()
+	if tm.err != nil || tm.exit == nil || tm.exit.Code != 0 {
+		t.Fatalf("exit %+v error %v; output %q", tm.exit, tm.err, tm.out)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("the exec waited for its background process: %s", took)
+	}
+	ps := run(t, h, sh("ps -eo pid,args | grep '[s]leep 3613' | awk '{print $1}'"))
+	pids := strings.Fields(string(ps.Stdout))
+	if len(pids) == 0 {
+		t.Fatal("the nohup'd sleep holding the terminal did not survive its exec")
+	}
+	for _, p := range pids {
+		if n, err := strconv.Atoi(p); err == nil {
+			unix.Kill(n, unix.SIGKILL)
+		}
+	}
+}

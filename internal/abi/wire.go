@@ -145,6 +145,8 @@ type BoxRuntimeInfo struct {
 	StartNote     string       `json:"start_note,omitempty" doc:"why a box that could have started from a template booted"`
 	Warnings      []string     `json:"warnings,omitempty" doc:"what weakens this box's isolation (TCG, a missing VMM confinement layer); see docs/SECURITY.md"`
 	Network       *NetworkInfo `json:"network,omitempty" doc:"absent when disabled"`
+	StartedAt     string       `json:"started_at,omitempty" doc:"RFC 3339: when the VM became ready (BoxLite's started_at)"`
+	LastActivity  string       `json:"last_activity_at,omitempty" doc:"RFC 3339: the later of started_at and the last exec, copy or session call this process saw"`
 }
 
 // NetworkInfo is a running box's network, its published ports as bound.
@@ -184,6 +186,7 @@ type CopyOptions struct {
 	FollowSymlinks bool     `json:"follow_symlinks,omitempty" doc:"follow a symlink named as the source: default false"`
 	IncludeParent  *bool    `json:"include_parent,omitempty" doc:"copy a directory itself (false: its contents): default true"`
 	Recursive      *bool    `json:"recursive,omitempty" doc:"false refuses a directory: default true"`
+	Layout         string   `json:"layout,omitempty" doc:"where a directory lands: \"docker\" (default: a destination that does not exist becomes the copy, as docker cp) or \"boxlite\" (always inside the destination under its own name, the destination made if missing, as BoxLite 0.10; the Python and Node SDKs ask for it)"`
 	MaxBytes       int64    `json:"max_bytes,omitempty" doc:"a cap on file data, limit past it; 0: the default ({DEFAULT_COPY_OUT_MAX_BYTES} for copy_out, none for copy_in); -1: none"`
 	MaxEntries     int64    `json:"max_entries,omitempty" doc:"a cap on entries, limit past it; 0: the default ({DEFAULT_COPY_OUT_MAX_ENTRIES} for copy_out, none for copy_in); -1: none"`
 	TimeoutSecs    *Seconds `json:"timeout_secs,omitempty" doc:"more than 0 (timeout past it); default: none"`
@@ -290,6 +293,7 @@ type ImageInfo struct {
 	SizeBytes int64        `json:"size_bytes"`
 	Layers    []ImageLayer `json:"layers" doc:"bottom first"`
 	Config    ImageConfig  `json:"config"`
+	CachedAt  string       `json:"cached_at,omitempty" doc:"RFC 3339: when it reached the store"`
 }
 
 // ImageLayer is one layer of an image.

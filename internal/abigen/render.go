@@ -68,8 +68,17 @@ var osErrorBases = map[string]bool{"builtins.TimeoutError": true, "ConnectionErr
 
 func pythonClasses(kinds []errdefs.KindSpec) string {
 	var b strings.Builder
+	for _, c := range errdefs.BoxLiteClasses {
+		// status 0: no C code of its own (a kind's class that derives from it has one).
+		fmt.Fprintf(&b, "\n\nclass %s(BoxliteError):\n    %s\n\n    code, status = %q, 0\n", c.Python, pyDoc(c.Doc+" (BoxLite 0.10's class.)"), c.Code)
+	}
 	for _, k := range kinds {
-		bases := append([]string{"BoxliteError"}, k.PythonBases...)
+		// A BoxLite class is a BoxliteError: it comes instead of it, first (MRO).
+		bases := []string{"BoxliteError"}
+		if bl := errdefs.BoxLiteBases[k.Kind]; len(bl) > 0 {
+			bases = append([]string{}, bl...)
+		}
+		bases = append(bases, k.PythonBases...)
 		for _, base := range k.PythonBases {
 			if osErrorBases[base] {
 				bases = append([]string{"_OneMessage"}, bases...) // errors.py: one message, not (errno, strerror)
@@ -78,7 +87,7 @@ func pythonClasses(kinds []errdefs.KindSpec) string {
 		}
 		fmt.Fprintf(&b, "\n\nclass %s(%s):\n", k.Python, strings.Join(bases, ", "))
 		doc := k.Doc
-		for _, base := range k.PythonBases {
+		for _, base := range append(errdefs.BoxLiteBases[k.Kind], k.PythonBases...) {
 			doc += fmt.Sprintf(" Also a ``%s``.", strings.TrimPrefix(base, "builtins."))
 		}
 		fmt.Fprintf(&b, "    %s\n\n    code, status = %q, %d\n", pyDoc(doc), string(k.Kind), k.Code)
@@ -106,17 +115,28 @@ func pyDoc(doc string) string {
 }
 
 func pythonAll(kinds []errdefs.KindSpec, indent string) string {
-	return lines(kinds, func(k errdefs.KindSpec) string { return fmt.Sprintf("%s%q,\n", indent, k.Python) })
+	var b strings.Builder
+	for _, k := range kinds {
+		fmt.Fprintf(&b, "%s%q,\n", indent, k.Python)
+	}
+	for _, c := range errdefs.BoxLiteClasses {
+		fmt.Fprintf(&b, "%s%q,\n", indent, c.Python)
+	}
+	return b.String()
 }
 
 func pythonTable(kinds []errdefs.KindSpec) string {
+	var more strings.Builder
+	for _, c := range errdefs.BoxLiteClasses {
+		fmt.Fprintf(&more, "| | `%s` (BoxLite 0.10's) | %s |\n", c.Python, c.Doc)
+	}
 	return "| C code | Python | when |\n|---|---|---|\n" + lines(kinds, func(k errdefs.KindSpec) string {
 		py := "`" + k.Python + "`"
-		for _, base := range k.PythonBases {
+		for _, base := range append(errdefs.BoxLiteBases[k.Kind], k.PythonBases...) {
 			py += fmt.Sprintf(" (also `%s`)", strings.TrimPrefix(base, "builtins."))
 		}
 		return fmt.Sprintf("| `%s` | %s | %s |\n", macro(k), py, k.Doc)
-	})
+	}) + more.String()
 }
 
 func addonCodes(kinds []errdefs.KindSpec) string {

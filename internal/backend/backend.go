@@ -28,6 +28,9 @@ type Runtime interface {
 	ImageList(ctx context.Context) ([]abi.ImageInfo, error)
 	// ImagePull fetches ref into the runtime's store.
 	ImagePull(ctx context.Context, ref string) (abi.ImageInfo, error)
+	// ImageRemove drops the name ref from the store (a digest: the image
+	// with all its names); boxes using the image keep working.
+	ImageRemove(ctx context.Context, ref string) error
 	Metrics(ctx context.Context) (abi.RuntimeMetrics, error)
 	ImportBox(ctx context.Context, path, name string, opts []boxlite.BoxOption) (Box, error)
 	// Remote reports a runtime on a server (whose host paths and images
@@ -157,6 +160,10 @@ func (r localRuntime) ImagePull(ctx context.Context, ref string) (abi.ImageInfo,
 		return abi.ImageInfo{}, err
 	}
 	return convert.Images([]image.Image{res.Image})[0], nil
+}
+
+func (r localRuntime) ImageRemove(_ context.Context, ref string) error {
+	return r.rt.Images().Remove(ref)
 }
 
 func (r localRuntime) Metrics(context.Context) (abi.RuntimeMetrics, error) {

@@ -62,6 +62,10 @@ func (r restRuntime) ImagePull(ctx context.Context, ref string) (abi.ImageInfo, 
 	return r.c.Pull(ctx, ref)
 }
 
+func (r restRuntime) ImageRemove(context.Context, string) error {
+	return errdefs.Errorf(errdefs.ErrUnsupported, "image remove on a REST runtime (BoxLite's REST API has no image removal)")
+}
+
 func (r restRuntime) Metrics(ctx context.Context) (abi.RuntimeMetrics, error) {
 	return r.c.Metrics(ctx)
 }

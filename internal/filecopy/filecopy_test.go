@@ -2,6 +2,7 @@ package filecopy
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"errors"
 	"io"
@@ -343,5 +344,34 @@ func TestAlignedBuffer(t *testing.T) {
 		if len(b) != 10000+i || uintptr(unsafe.Pointer(&b[0]))%4096 != 0 {
 			t.Fatalf("buffer of %d at %p", len(b), &b[0])
 		}
+	}
+}
+
+// FirstIsDir tells a directory's archive from a file's (what Send makes,
+// PAX headers first) without consuming it, and says no to garbage.
+func TestFirstIsDir(t *testing.T) {
+	src := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(src, "d", "sub"), 0o755))
+	must(t, os.WriteFile(filepath.Join(src, "d", "sub", "f"), []byte("x"), 0o644))
+	must(t, os.WriteFile(filepath.Join(src, "empty"), nil, 0o644))
+	for name, want := range map[string]bool{"d": true, "empty": false} {
+		var buf bytes.Buffer
+		if _, err := Send(&buf, openDir(t, src), name, SendOptions{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+		n := buf.Len()
+		r := bufio.NewReader(&buf)
+		if got := FirstIsDir(r); got != want {
+			t.Errorf("%s: FirstIsDir %v, want %v", name, got, want)
+		}
+		if r.Buffered()+buf.Len() != n {
+			t.Errorf("%s: FirstIsDir consumed the archive", name)
+		}
+	}
+	if FirstIsDir(bufio.NewReader(strings.NewReader("not a tar archive"))) {
+		t.Error("garbage is a directory")
+	}
+	if !IsDir(Host(), src) || IsDir(Host(), filepath.Join(src, "empty")) || IsDir(Host(), filepath.Join(src, "none")) {
+		t.Error("IsDir")
 	}
 }

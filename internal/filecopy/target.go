@@ -1,6 +1,9 @@
 package filecopy
 
 import (
+	"archive/tar"
+	"bufio"
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -234,6 +237,30 @@ func srcErr(p string, err error) error {
 	return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s: %v", p, err)
 }
 
+// IsDir reports whether p is a directory, as d resolves it.
+func IsDir(d Dirs, p string) bool {
+	f, err := d.OpenDir(path.Clean(p), false)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	return true
+}
+
+// FirstIsDir peeks at the tar archive in r and reports whether its first
+// entry is a directory, consuming nothing; an archive it cannot read says
+// no (its extraction then reports what is wrong with it). BoxLite's layout
+// places a directory copied out inside a destination that is not one yet,
+// and a file as that destination: the archive's first entry says which.
+func FirstIsDir(r *bufio.Reader) bool {
+	// A header, and room for the PAX header (and its records) before it: an
+	// archive of one entry is longer (two end blocks follow), so this waits
+	// for no more than the first entry's headers.
+	b, _ := r.Peek(4 * 512)
+	h, err := tar.NewReader(bytes.NewReader(b)).Next()
+	return err == nil && h.Typeflag == tar.TypeDir
+}
+
 // Place is where a copy lands, by docker cp's rules.
 type Place struct {
 	// Base is the source's name ("" for a directory's contents).
@@ -252,6 +279,9 @@ type Target struct {
 	tmp    string
 	name   string
 	base   string // what the stream holds at its top ("" for contents)
+	// made: the directories Prepare made for a destination ending in "/",
+	// deepest first, removed again (when still empty) if the copy fails.
+	made []string
 }
 
 // Prepare settles where a copy to dest lands before any data comes, by
@@ -266,8 +296,12 @@ func Prepare(d Dirs, dest string, p Place) (*Target, error) {
 		return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "empty destination")
 	}
 	clean := path.Clean(dest)
+	var made []string
+	if strings.HasSuffix(dest, "/") {
+		made = missingDirs(clean)
+	}
 	dir, err := d.OpenDir(clean, strings.HasSuffix(dest, "/"))
-	t := &Target{Path: clean, base: p.Base}
+	t := &Target{Path: clean, base: p.Base, made: made}
 	if err == nil {
 		if p.Base == "" {
 			t.merge, t.root = true, dir
@@ -318,6 +352,19 @@ func Prepare(d Dirs, dest string, p Place) (*Target, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// missingDirs lists p and its parents that do not exist, deepest first.
+func missingDirs(p string) []string {
+	var out []string
+	for q := p; q != "/" && q != "." && q != ""; q = path.Dir(q) {
+		var st unix.Stat_t
+		if unix.Lstat(q, &st) == nil {
+			break
+		}
+		out = append(out, q)
+	}
+	return out
 }
 
 func destErr(dest string, err error) error {
@@ -452,6 +499,11 @@ func (t *Target) Finish(st Stats, err error) error {
 			err = fmt.Errorf("%w (%d entries, %d bytes were merged into %s before the copy stopped; they are left in place)", err, st.Entries, st.Bytes, t.Path)
 		}
 		t.Discard()
+		for _, d := range t.made {
+			if unix.Rmdir(d) != nil { // not empty (or not ours any more): leave it and its parents
+				break
+			}
+		}
 	}
 	return err
 }

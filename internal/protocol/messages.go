@@ -578,6 +578,9 @@ type Info struct {
 	// Metrics are the shim's counters and samples when the info was asked
 	// for; nil from a shim that predates them.
 	Metrics *ShimMetrics `msgpack:"metrics,omitempty"`
+	// StartedAtMs is when the VM became ready (Unix milliseconds, host
+	// clock); 0 from a shim that predates it.
+	StartedAtMs int64 `msgpack:"started_at_ms,omitempty"`
 }
 
 // Hold is THold's body.

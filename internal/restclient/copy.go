@@ -1,6 +1,7 @@
 package restclient
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -90,8 +91,8 @@ func openSource(src string, opts boxlite.CopyOptions) (dir *os.File, name, base 
 	return dir, name, base, isDir, nil
 }
 
-// CopyOut copies the box path boxSrc to the host at hostDst by docker
-// cp's rules (as the local runtime does), from the server's archive of it
+// CopyOut copies the box path boxSrc to the host at hostDst in
+// CopyOptions.Layout (as the local runtime does), from the server's archive of it
 // (GET /boxes/{id}/files). The archive is hostile: it is extracted within
 // CopyOptions' caps, never outside hostDst nor through a symlink.
 func (b *Box) CopyOut(ctx context.Context, boxSrc, hostDst string, opts boxlite.CopyOptions) error {
@@ -110,9 +111,16 @@ func (b *Box) CopyOut(ctx context.Context, boxSrc, hostDst string, opts boxlite.
 	} else if !strings.HasSuffix(src, "/.") {
 		src = strings.TrimSuffix(src, "/") + "/."
 	}
-	t, err := filecopy.Prepare(filecopy.HostNoSymlinks(), hostDst, filecopy.Place{Base: base, Overwrite: !opts.NoOverwrite})
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+	place := filecopy.Place{Base: base, Overwrite: !opts.NoOverwrite}
+	// With boxlite.LayoutBoxLite, a directory goes inside a destination that
+	// is not one yet and a file becomes it: the archive's first entry says
+	// which (as the local runtime decides).
+	var t *filecopy.Target
+	if opts.Layout != boxlite.LayoutBoxLite || base == "" || strings.HasSuffix(hostDst, "/") || filecopy.IsDir(filecopy.HostNoSymlinks(), hostDst) {
+		var err error
+		if t, err = filecopy.Prepare(filecopy.HostNoSymlinks(), hostDst, place); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, transferTimeout)
 	defer cancel()
@@ -123,11 +131,24 @@ func (b *Box) CopyOut(ctx context.Context, boxSrc, hostDst string, opts boxlite.
 	resp, err := b.c.send(ctx, request{method: "GET", path: b.path("/files"), query: q})
 	var st filecopy.Stats
 	if err == nil {
-		st, err = t.Extract(resp.Body, filecopy.ExtractOptions{Base: base, Limits: filecopy.CopyLimits(opts.MaxBytes, opts.MaxEntries, true), Umask: filecopy.Umask()})
+		body := bufio.NewReaderSize(resp.Body, 64<<10)
+		if t == nil {
+			dst := hostDst
+			if filecopy.FirstIsDir(body) {
+				dst += "/"
+			}
+			t, err = filecopy.Prepare(filecopy.HostNoSymlinks(), dst, place)
+		}
+		if err == nil {
+			st, err = t.Extract(body, filecopy.ExtractOptions{Base: base, Limits: filecopy.CopyLimits(opts.MaxBytes, opts.MaxEntries, true), Umask: filecopy.Umask()})
+		}
 		resp.Body.Close()
 		if err != nil && ctx.Err() != nil {
 			err = transportError(what, ctx.Err())
 		}
+	}
+	if t == nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	if err = t.Finish(st, err); err != nil {
 		return fmt.Errorf("%s: %w", what, err)

@@ -302,6 +302,9 @@ func (e *Execution) exit(code int) {
 	var failed error // the process never ran, or its end was lost: the server's error_message
 	if e.b.c.doWithin(context.Background(), infoTimeout, request{method: "GET", path: e.path("")}, &info) == nil {
 		st.TimedOut = info.Status == "timed_out"
+		if st.TimedOut && code > 128 && code < 128+65 {
+			st.Signal = code - 128 // what ended it: SIGTERM, or SIGKILL past the grace period
+		}
 		switch msg := info.ErrorMessage; {
 		case msg == nil || st.TimedOut:
 		case strings.HasPrefix(*msg, "killed by signal"):

@@ -326,7 +326,7 @@ func (s *shim) boot() error {
 	s.agentReader = r
 	s.info = protocol.Info{Hello: h, Accel: string(vmcfg.Accel), AccelReason: reason,
 		ShimPid: os.Getpid(), VMMPid: s.vm.Pid(), BootMs: float64(time.Since(start).Microseconds()) / 1000,
-		Start: how, StartNote: s.startNote}
+		Start: how, StartNote: s.startNote, StartedAtMs: time.Now().UnixMilli()}
 	s.info.Network = s.netInfo
 	if vmcfg.Accel == hv.TCG {
 		s.info.Warnings = append(s.info.Warnings, TCGWarning)

@@ -34,6 +34,16 @@ static void expect(int rc, boxlite_error_t **errp, int want, const char *what) {
   boxlite_error_free(err);
 }
 
+/* expect_msg is expect for an error whose message must name something
+ * (the unknown key of an option). */
+#include <string.h>
+static __attribute__((unused)) void expect_msg(int rc, boxlite_error_t **errp, int want, const char *needle, const char *what) {
+  boxlite_error_t *err = *errp;
+  CHECK(err && err->message && strstr(err->message, needle), "%s: message %s does not name %s", what,
+        err && err->message ? err->message : "(none)", needle);
+  expect(rc, errp, want, what);
+}
+
 /* runtime_in opens a runtime on home (a mkdtemp template, filled in) and
  * loads the image archive at image into it; *loaded (may be NULL) gets the
  * loaded images' JSON, freed by the caller. NULL when either fails. */

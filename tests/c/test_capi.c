@@ -24,6 +24,15 @@ static void test_bad_input(boxlite_runtime_t *rt, boxlite_box_t *box) {
   expect(boxlite_box_create(rt, "{not json", &b, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "bad JSON");
   expect(boxlite_box_create(rt, "{\"image\":\"alpine:latest\",\"memroy_mib\":5}", &b, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "unknown field");
   expect(boxlite_box_create(rt, "{\"image\":\"alpine:latest\",\"cpus\":\"two\"}", &b, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "wrong type");
+  /* Unknown keys at every depth are errors naming the key; so is a second value after the object. */
+  expect_msg(boxlite_box_create(rt, "{\"image\":\"alpine:latest\",\"network\":{\"mode\":\"enabled\",\"alow_net\":[\"x\"]}}", &b, &err), &err,
+             BOXLITE_ERR_INVALID_ARGUMENT, "alow_net", "nested unknown field");
+  expect_msg(boxlite_box_create(rt, "{\"image\":\"alpine:latest\",\"ports\":[{\"guest_port\":80,\"hostport\":1}]}", &b, &err), &err,
+             BOXLITE_ERR_INVALID_ARGUMENT, "hostport", "unknown field in a list");
+  expect_msg(boxlite_box_exec(box, "{\"argv\":[\"true\"],\"timeout\":1}", &ex, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "timeout",
+             "unknown command field");
+  expect_msg(boxlite_box_create(rt, "{\"image\":\"alpine:latest\"} {\"memory_mib\":64}", &b, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT,
+             "after", "trailing JSON");
   expect(boxlite_box_create(rt, "{\"image\":\"127.0.0.1:9/nope:1\"}", &b, &err), &err, BOXLITE_ERR_UNREACHABLE, "missing image, no registry answering");
   /* Network options are checked before anything boots. */
   expect(boxlite_box_create(rt, "{\"image\":\"alpine:latest\",\"network\":{\"mode\":\"bridged\"}}", &b, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "bad network mode");

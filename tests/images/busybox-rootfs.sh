@@ -49,6 +49,25 @@ chmod 755 bin/busybox
 	ln -sfn "$target" "$applet"
 done
 
+# Debian's busybox has no nohup applet; Alpine's has, and programs written
+# for it start servers with `nohup srv >log 2>&1 &`. POSIX's, in sh.
+if [ ! -e usr/bin/nohup ] && [ ! -e bin/nohup ]; then
+	cat >usr/bin/nohup <<'NOHUP'
+#!/bin/sh
+# nohup COMMAND [ARG...]: run COMMAND immune to hangups; output that would go
+# to a terminal goes to nohup.out (POSIX), as Alpine's busybox nohup does.
+[ $# -gt 0 ] || { echo "usage: nohup COMMAND [ARG...]" >&2; exit 127; }
+trap '' HUP
+if [ -t 1 ]; then
+	exec >>nohup.out 2>&1 || exec >>"$HOME/nohup.out" 2>&1 || exit 127
+	echo "nohup: appending output to nohup.out" >&2
+fi
+[ -t 2 ] && exec 2>&1
+exec "$@"
+NOHUP
+	chmod 755 usr/bin/nohup
+fi
+
 cat >etc/passwd <<'PASSWD'
 root:x:0:0:root:/root:/bin/sh
 box:x:1000:1000:box:/home/box:/bin/sh

@@ -7,19 +7,27 @@ const { execOptions, checkArgs, checkSeconds, checkString, normalizeEnv, boxInfo
 const { SnapshotHandle, cloneOptionsJson, checkEmptyOptions } = require('./snapshot');
 const { NetworkHandle } = require('./network');
 
-const COPY_KEYS = { recursive: 'bool', overwrite: 'bool', followSymlinks: 'bool', includeParent: 'bool', maxBytes: 'cap', maxEntries: 'cap', timeoutSecs: 'secs' };
+const COPY_KEYS = { recursive: 'bool', overwrite: 'bool', followSymlinks: 'bool', includeParent: 'bool', maxBytes: 'cap', maxEntries: 'cap', timeoutSecs: 'secs', layout: 'layout' };
 
-/** BoxLite's CopyOptions as the C ABI's JSON; validated here, once. */
+/**
+ * BoxLite's CopyOptions as the C ABI's JSON; validated here, once. layout
+ * (ours): 'boxlite' (default: a directory lands inside the destination under
+ * its own name, the destination made if missing, as BoxLite 0.10) or
+ * 'docker' (a missing destination becomes the copy, as docker cp).
+ */
 function copyOptionsJson(options) {
-  if (options === undefined || options === null) return '{}';
+  if (options === undefined || options === null) options = {};
   if (!isPlainObject(options)) throw new TypeError('copy options must be an object');
-  const o = {};
+  const o = { layout: 'boxlite' };
   for (const [k, v] of Object.entries(options)) {
     const kind = COPY_KEYS[k];
     if (!kind) throw new TypeError(`unknown copy option ${JSON.stringify(k)}`);
     if (v === undefined) continue;
     const key = k.replace(/[A-Z]/g, (c) => '_' + c.toLowerCase());
-    if (kind === 'bool') {
+    if (kind === 'layout') {
+      if (v !== 'boxlite' && v !== 'docker') throw new TypeError(`copy option layout must be 'boxlite' or 'docker', got ${JSON.stringify(v)}`);
+      o.layout = v;
+    } else if (kind === 'bool') {
       if (typeof v !== 'boolean') throw new TypeError(`copy option ${k} must be a boolean`);
       o[key] = v;
     } else if (kind === 'cap') {
@@ -111,10 +119,14 @@ class Box {
   }
 
   /**
-   * Copies a host file or directory into the box, as docker cp does (see
-   * boxlite_box_copy_in): into boxDest if it is a directory, else to that path.
+   * Copies a host file or directory into the box, as BoxLite 0.10 does (see
+   * boxlite_box_copy_in): a directory lands inside boxDest under its own name,
+   * boxDest made if missing (copyIn('/src/data', '/app') gives /app/data/...);
+   * a file inside boxDest if that is a directory, else at that path; a source
+   * ending in "/." copies a directory's contents into boxDest.
    * options: BoxLite's CopyOptions {recursive, overwrite, followSymlinks,
-   * includeParent} plus maxBytes, maxEntries (null: no cap), timeoutSecs.
+   * includeParent} plus maxBytes, maxEntries (null: no cap), timeoutSecs and
+   * layout ('docker': a missing destination becomes the copy, as docker cp).
    */
   async copyIn(hostPath, boxDest, options) {
     checkString(hostPath, 'hostPath');
@@ -123,7 +135,8 @@ class Box {
   }
 
   /**
-   * Copies a box file or directory to the host, as docker cp does, treating
+   * Copies a box file or directory to the host, in the same layout as copyIn
+   * (copyOut('/app', out) gives out/app/...), treating
    * what the box sends as hostile (see boxlite_box_copy_out). Options as for
    * copyIn; by default at most 1 GiB of file data and 100,000 entries.
    */

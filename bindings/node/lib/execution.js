@@ -160,7 +160,7 @@ class Execution {
     this.argv = argv;
     this._hasStdin = hasStdin;
     this._streams = [null, new StreamState(), new StreamState()];
-    this._exit = undefined; // {exitCode, signal, timedOut} once known
+    this._exit = undefined; // {exitCode, signal, timedOut, errorMessage?} once known
     this._exitError = null;
     this._exitWaiters = [];
     this._freed = false;
@@ -179,7 +179,11 @@ class Execution {
     return this._id;
   }
 
-  /** Waits for the exit: {exitCode, signal, timedOut}; exitCode is -N when signal N ended it (as in BoxLite). */
+  /**
+   * Waits for the exit: {exitCode, signal, timedOut, errorMessage?}; exitCode
+   * is -N when signal N ended it (as in BoxLite); errorMessage (BoxLite's
+   * JsExecResult) says why it ended abnormally: set when its timeout killed it.
+   */
   wait() {
     if (this._exit !== undefined) {
       return this._exitError ? Promise.reject(this._exitError) : Promise.resolve(this._exit);
@@ -300,6 +304,8 @@ class Execution {
 
   _settleExit(exit, error) {
     if (this._exit !== undefined) return;
+    // BoxLite's JsExecResult.errorMessage: why the process ended abnormally (here: its timeout), else absent.
+    if (exit && exit.timedOut) exit.errorMessage = `exec ${JSON.stringify(this.argv)}: timed out`;
     this._exit = exit;
     this._exitError = error;
     for (const w of this._exitWaiters.splice(0)) {

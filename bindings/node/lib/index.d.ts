@@ -151,6 +151,12 @@ export interface JsBoxInfo extends Omit<BoxConfig, 'image' | 'name' | 'network' 
   status: string;
   state: { status: string; running: boolean; pid?: number };
   createdAt: string;
+  /** When the VM became ready (RFC 3339; BoxLite's startedAt); undefined unless running. */
+  startedAt?: string;
+  /** The later of startedAt and the last exec, copy or session call this process saw (RFC 3339); undefined unless running. */
+  lastActivityAt?: string;
+  /** BoxLite's autoDelete: 1 when the box is deleted at stop (autoRemove), else 0. */
+  autoDelete: number;
   env: Record<string, string>;
   /** The sessions the box asked to find started (BoxOptions.prestart). */
   prestart: string[];
@@ -230,11 +236,37 @@ export interface BoxMetrics {
   networkTcpConnections: number | null;
 }
 
+/** An image in the store: BoxLite 0.10's ImageInfo fields and ours. */
 export interface ImageInfo {
+  /** canonical, e.g. docker.io/library/alpine:latest */
   name: string;
+  /** the manifest's, sha256:... */
   digest: string;
+  /** bytes of its layers as stored (also sizeBytes, size_bytes) */
   size: number;
+  sizeBytes: number;
+  /** BoxLite's: the name, its repository (docker.io/library/alpine) and tag, the digest as id, when it reached the store (RFC 3339) */
+  reference: string;
+  repository: string;
+  tag: string;
+  id: string;
+  cachedAt: string;
   [key: string]: unknown;
+}
+
+/** What images.pull fetched (BoxLite's ImagePullResult); configDigest is the manifest digest here. */
+export interface ImagePullResult {
+  reference: string;
+  configDigest: string;
+  layerCount: number;
+}
+
+/** Every build held under an image name (BoxLite's ImageDetail); curated is always false locally. */
+export interface ImageDetail {
+  name: string;
+  tags: string[];
+  curated: boolean;
+  versions: Array<{ digest: string; sizeBytes: number; sourceRef: string; recordedAt: string }>;
 }
 
 /** An API key (boxlite serve key create), sent as Authorization: Bearer; never shown. */
@@ -286,7 +318,13 @@ export declare class JsBoxlite implements AsyncDisposable {
   static initDefault(options: JsOptions): void;
   /** Output collected per stream of a command run to completion (JsOptions.outputLimitBytes, default 64 MiB). */
   readonly outputLimitBytes: number;
-  readonly images: { load(path: string): Promise<ImageInfo[]>; list(): Promise<ImageInfo[]> };
+  readonly images: {
+    load(path: string): Promise<ImageInfo[]>;
+    list(): Promise<ImageInfo[]>;
+    pull(reference: string): Promise<ImagePullResult>;
+    get(name: string): Promise<ImageDetail>;
+    remove(name: string): Promise<void>;
+  };
   /** Creates a box, configured, not booted: box.start() (or its first exec, copy or session) boots it. */
   create(options: JsBoxOptions, name?: string | null): Promise<JsBox>;
   get(idOrName: string): Promise<JsBox | null>;
@@ -303,11 +341,16 @@ export declare class JsBoxlite implements AsyncDisposable {
   importBox(archivePath: string, name?: string | null, options?: Omit<JsBoxOptions, 'image' | 'name'>): Promise<JsBox>;
   /** Imports an OCI layout directory or a docker-archive tar. */
   loadImage(path: string): Promise<ImageInfo[]>;
+  pullImage(reference: string): Promise<ImagePullResult>;
+  getImage(name: string): Promise<ImageDetail>;
+  removeImage(name: string): Promise<void>;
   listImages(): Promise<ImageInfo[]>;
   /** This runtime's counters since it opened. */
   metrics(): Promise<RuntimeMetrics>;
   /** Stops the boxes this runtime started (not detached ones) and releases it. */
   close(): Promise<void>;
+  /** BoxLite's shutdown: close(), waiting at most timeout seconds (boxes still stopping then finish in the background). */
+  shutdown(timeout?: number | null): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }
 export { JsBoxlite as Boxlite };
@@ -354,6 +397,8 @@ export interface ExitStatus {
   signal: number;
   /** The command's timeout ended it. */
   timedOut: boolean;
+  /** Why the process ended abnormally (BoxLite's JsExecResult.errorMessage): set when its timeout killed it. */
+  errorMessage?: string;
 }
 
 export interface RunResult extends ExitStatus {
@@ -364,7 +409,7 @@ export interface RunResult extends ExitStatus {
   stderrTruncated: boolean;
 }
 
-/** BoxLite's CopyOptions for copyIn / copyOut (docker cp rules). */
+/** BoxLite's CopyOptions for copyIn / copyOut (BoxLite 0.10's layout unless layout: 'docker'). */
 export interface CopyOptions {
   /** Default true; false refuses a directory source. */
   recursive?: boolean;
@@ -378,6 +423,8 @@ export interface CopyOptions {
   maxBytes?: number | null;
   maxEntries?: number | null;
   timeoutSecs?: number;
+  /** Where a directory lands: 'boxlite' (default: inside the destination under its own name, the destination made if missing) or 'docker' (a missing destination becomes the copy). */
+  layout?: 'boxlite' | 'docker';
 }
 
 /** A snapshot of a box's disk (BoxLite's JsSnapshotInfo). */
@@ -482,9 +529,9 @@ export declare class JsBox implements AsyncDisposable {
   exec(options: BoxExecOptions): Promise<JsExecution>;
   /** Runs to completion on the C ABI's boxlite_box_run. */
   run(argv: string[], options?: ExecOptions & { env?: EnvInput }): Promise<RunResult>;
-  /** Copies a host file or directory into the box (docker cp); no tar needed in the image. */
+  /** Copies a host file or directory into the box (BoxLite's layout unless options.layout is 'docker'); no tar needed in the image. */
   copyIn(hostPath: string, containerDest: string, options?: CopyOptions): Promise<void>;
-  /** Copies a box path to the host (docker cp); what the box sends is checked as hostile. */
+  /** Copies a box path to the host (BoxLite's layout unless options.layout is 'docker'); what the box sends is checked as hostile. */
   copyOut(containerSrc: string, hostDest: string, options?: CopyOptions): Promise<void>;
   start(): Promise<void>;
   stop(): Promise<void>;
@@ -566,6 +613,10 @@ export interface ExecResult {
   /** stdout was longer than the output limit (outputLimitBytes, default 64 MiB): it holds the first bytes only; the rest was read and dropped. Not an error. */
   stdoutTruncated: boolean;
   stderrTruncated: boolean;
+  /** The command's timeout killed it (exitCode -15, or -9 past the grace period); absent otherwise. */
+  timedOut?: boolean;
+  /** Why the command ended abnormally (its timeout); absent otherwise. */
+  errorMessage?: string;
 }
 
 export interface SimpleBoxOptions extends JsBoxOptions {
@@ -582,9 +633,9 @@ export interface SimpleBoxOptions extends JsBoxOptions {
 export declare class SimpleBox implements AsyncDisposable {
   constructor(options?: SimpleBoxOptions);
   /** Throws before the box exists. */
-  /** Copies a host file or directory into the box (docker cp). */
+  /** Copies a host file or directory into the box (BoxLite's layout). */
   copyIn(hostPath: string, containerDest: string, options?: CopyOptions): Promise<void>;
-  /** Copies a box path to the host (docker cp), checked as hostile. */
+  /** Copies a box path to the host (BoxLite's layout), checked as hostile. */
   copyOut(containerSrc: string, hostDest: string, options?: CopyOptions): Promise<void>;
   readonly id: string;
   readonly name: string | undefined;

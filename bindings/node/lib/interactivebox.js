@@ -71,10 +71,13 @@ class InteractiveBox extends SimpleBox {
       return await sh.exec(c.argv, { env: c.env, timeoutSecs: c.timeoutSecs, outputLimitBytes: c.outputLimitBytes });
     } catch (e) {
       if (e instanceof TimeoutError) {
+        // A result, as SimpleBox.exec's (BoxLite 0.10); the shell session itself rejects.
         const restarted = /restarted/.test(e.message) ? '; it ignored SIGINT, so the shell was restarted (working directory and variables reset)' : '';
-        throw new TimeoutError(`exec ${JSON.stringify(c.argv)}: timed out after ${c.timeoutSecs}s${restarted}`, {
-          command: c.argv.join(' '), exitCode: e.exitCode, stdout: e.stdout, stderr: e.stderr, cause: e,
-        });
+        return {
+          exitCode: e.exitCode, stdout: e.stdout ?? '', stderr: e.stderr ?? '',
+          stdoutTruncated: !!e.stdoutTruncated, stderrTruncated: !!e.stderrTruncated,
+          timedOut: true, errorMessage: `exec ${JSON.stringify(c.argv)}: timed out after ${c.timeoutSecs}s${restarted}`,
+        };
       }
       throw e;
     }

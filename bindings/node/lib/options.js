@@ -64,7 +64,10 @@ function normalizeEnv(env, name) {
   if (Array.isArray(env)) {
     env.forEach((e, i) => {
       if (Array.isArray(e) && e.length === 2) put(e[0], e[1], `${name}[${i}]`);
-      else if (isPlainObject(e) && 'key' in e) put(e.key, e.value, `${name}[${i}]`);
+      else if (isPlainObject(e) && 'key' in e) {
+        checkKeys(e, ['key', 'value'], `${name}[${i}]`);
+        put(e.key, e.value, `${name}[${i}]`);
+      }
       else throw new TypeError(`${name}[${i}] must be [key, value] or {key, value}`);
     });
     return out;
@@ -82,9 +85,14 @@ const NOT_YET = {
   advanced: { ok: (v) => v === undefined || v === null, why: 'capability options are not implemented yet' },
 };
 
-const BOX_KEYS = ['image', 'name', 'cpus', 'memoryMib', 'diskSizeGb', 'env', 'workingDir', 'user', 'autoRemove', 'bootTimeoutSecs',
+const BOX_KEYS = ['image', 'name', 'cpus', 'memoryMib', 'diskSizeGb', 'env', 'workingDir', 'user', 'autoRemove', 'autoDelete', 'bootTimeoutSecs',
   'network', 'ports', 'volumes', 'detach', 'entrypoint', 'cmd', 'hostname', 'prestart', 'autoPauseSecs', 'secrets'];
 
+/**
+ * The one check of option keys, at every depth: a key not in `known` is a
+ * TypeError naming it where it is (`options.network.outbound.alowNet`), so
+ * an option this library does not understand is never dropped.
+ */
 function checkKeys(o, known, where) {
   for (const k of Object.keys(o)) {
     if (!known.includes(k)) throw new TypeError(`${where}.${k} is not a known option (${known.join(', ')})`);
@@ -161,6 +169,7 @@ function normalizeVolumes(v, name) {
   if (!Array.isArray(v)) throw new TypeError(`${name} must be an array of {hostPath, guestPath, readOnly}, got ${typeOf(v)}`);
   return v.map((m, i) => {
     if (!isPlainObject(m)) throw new TypeError(`${name}[${i}] must be {hostPath, guestPath, readOnly}, got ${typeOf(m)}`);
+    checkKeys(m, ['hostPath', 'guestPath', 'readOnly', 'sizeLimitBytes'], `${name}[${i}]`);
     const out = { host_path: checkString(m.hostPath, `${name}[${i}].hostPath`), guest_path: checkString(m.guestPath, `${name}[${i}].guestPath`) };
     if (m.readOnly !== undefined && m.readOnly !== null) out.read_only = checkBool(m.readOnly, `${name}[${i}].readOnly`);
     if (m.sizeLimitBytes !== undefined && m.sizeLimitBytes !== null) out.size_limit_bytes = checkInt(m.sizeLimitBytes, `${name}[${i}].sizeLimitBytes`);
@@ -201,6 +210,13 @@ function boxOptions(o, where = 'options', extra = []) {
   const volumes = normalizeVolumes(o.volumes, `${where}.volumes`);
   if (volumes && volumes.length) c.volumes = volumes;
   if (o.autoRemove !== undefined) c.auto_remove = checkBool(o.autoRemove, `${where}.autoRemove`);
+  if (o.autoDelete !== undefined && o.autoDelete !== null) {
+    // BoxLite 0.10's: 0 keeps the box after stop, above 0 deletes it at stop (a
+    // local runtime at stop whatever the number); it takes precedence over autoRemove.
+    const n = checkInt(o.autoDelete, `${where}.autoDelete`);
+    if (n < 0) throw new RangeError(`${where}.autoDelete must be >= 0 (0 keeps the box after stop), got ${n}`);
+    c.auto_remove = n > 0;
+  }
   if (o.detach !== undefined && o.detach !== null) c.detach = checkBool(o.detach, `${where}.detach`);
   for (const k of ['entrypoint', 'cmd']) {
     if (o[k] === undefined || o[k] === null) continue;
@@ -298,6 +314,11 @@ function boxInfo(j) {
     status: j.state,
     state: { status: j.state, running: j.state === 'running', pid: rt ? rt.vmmPid : undefined },
     createdAt: j.created_at,
+    // BoxLite 0.10's: when the VM became ready; the later of that and the last
+    // exec, copy or session call this process saw (undefined unless running).
+    startedAt: (rt && rt.startedAt) || undefined,
+    lastActivityAt: (rt && rt.lastActivityAt) || undefined,
+    autoDelete: cfg.auto_remove ? 1 : 0,
     hostname: cfg.hostname || 'boxlite',
     prestart: cfg.prestart || [],
     env: cfg.env || {},
@@ -316,6 +337,6 @@ function boxInfo(j) {
 
 module.exports = {
   networkOption, directionOption,
-  boxOptions, execOptions, checkArgs, checkString, checkInt, checkSeconds, checkOutputLimit, normalizeEnv, boxInfo, camelize, isPlainObject, typeOf,
+  boxOptions, execOptions, checkArgs, checkKeys, checkString, checkInt, checkSeconds, checkOutputLimit, normalizeEnv, boxInfo, camelize, isPlainObject, typeOf,
   DEFAULT_OUTPUT_LIMIT,
 };

@@ -6,7 +6,7 @@ const native = require('./native');
 const { BoxliteError, errorCode, unsupported } = require('./errors');
 const { Box } = require('./box');
 const { BoxliteRestOptions } = require('./rest');
-const { boxOptions, boxInfo, camelize, checkString, checkInt, checkOutputLimit, isPlainObject, typeOf, DEFAULT_OUTPUT_LIMIT } = require('./options');
+const { boxOptions, boxInfo, camelize, checkSeconds, checkString, checkInt, checkOutputLimit, isPlainObject, typeOf, DEFAULT_OUTPUT_LIMIT } = require('./options');
 
 let defaultRuntime = null;
 let defaultOptions = {};
@@ -46,8 +46,14 @@ class JsBoxlite {
     this.images = Object.freeze({
       /** Imports an OCI layout directory or a docker-archive tar; resolves to the loaded images. */
       load: (path) => this.loadImage(path),
-      /** The images in the store. */
+      /** The images in the store (BoxLite's ImageInfo fields and ours). */
       list: () => this.listImages(),
+      /** BoxLite's pull: fetches reference from its registry; resolves to {reference, configDigest, layerCount}. */
+      pull: (reference) => this.pullImage(reference),
+      /** Every build held under an image name: {name, tags, curated: false, versions: [{digest, sizeBytes, sourceRef, recordedAt}]}. */
+      get: (name) => this.getImage(name),
+      /** Stops holding an image name (every tag, or only the tag or digest given); code not_found when none. */
+      remove: (name) => this.removeImage(name),
     });
   }
 
@@ -194,10 +200,46 @@ class JsBoxlite {
     return JSON.parse(await native.imageLoad(rt, path)).map(lowerKeys);
   }
 
-  /** The images in the store: [{name, digest, size, layers, config}]. */
+  /**
+   * The images in the store: [{name, digest, sizeBytes, layers, config, cachedAt}] with BoxLite's ImageInfo
+   * fields too: reference (= name), repository, tag, id (= digest, the manifest's).
+   */
   async listImages() {
     const rt = await this._handle('listImages');
-    return JSON.parse(native.imageList(rt)).map(lowerKeys);
+    return JSON.parse(native.imageList(rt)).map(imageInfo);
+  }
+
+  /** Pulls reference into the store: BoxLite's ImagePullResult {reference, configDigest (the manifest digest here), layerCount}. */
+  async pullImage(reference) {
+    checkString(reference, 'reference');
+    const rt = await this._handle('pullImage');
+    const d = JSON.parse(await native.imagePull(rt, reference));
+    return { reference: d.name || reference, configDigest: d.digest, layerCount: (d.layers || []).length };
+  }
+
+  /** BoxLite's ImageDetail of an image name ("alpine" or "docker.io/library/alpine"); code not_found when none. */
+  async getImage(name) {
+    checkString(name, 'name');
+    const [repo] = splitRef(canonicalRef(name));
+    const mine = (await this.listImages()).filter((i) => i.repository === repo);
+    if (!mine.length) throw new BoxliteError(`images.get ${JSON.stringify(name)}: no image named ${repo} in the store`, { code: 'not_found' });
+    const versions = new Map();
+    for (const i of mine) {
+      if (!versions.has(i.digest)) versions.set(i.digest, { digest: i.digest, sizeBytes: i.sizeBytes, sourceRef: i.reference, recordedAt: i.cachedAt });
+    }
+    return { name: repo, tags: [...new Set(mine.map((i) => i.tag))].sort(), curated: false, versions: [...versions.values()] };
+  }
+
+  /** Drops an image name: every tag of it, or only the tag or digest given; boxes using it keep working. */
+  async removeImage(name) {
+    checkString(name, 'name');
+    const ref = canonicalRef(name);
+    const [repo] = splitRef(ref);
+    const given = name.includes('@') || name.split('/').pop().includes(':');
+    const names = given ? [ref] : (await this.listImages()).filter((i) => i.repository === repo).map((i) => i.reference);
+    if (!names.length) throw new BoxliteError(`images.remove ${JSON.stringify(name)}: no image named ${repo} in the store`, { code: 'not_found' });
+    const rt = await this._handle('removeImage');
+    for (const n of names) await native.imageRemove(rt, n);
   }
 
   /** Stops the boxes this runtime started (not detached ones) and releases it. Later calls fail with code "closed". */
@@ -218,9 +260,58 @@ class JsBoxlite {
     return this._closing;
   }
 
+  /**
+   * BoxLite's shutdown(timeout): close(), waiting at most timeout seconds
+   * (null/undefined: until done). Past it this resolves, and boxes still
+   * stopping finish stopping in the background (the library bounds each
+   * stop: a graceful part, then the VM is killed).
+   */
+  async shutdown(timeout) {
+    if (timeout !== undefined && timeout !== null) {
+      checkSeconds(timeout, 'timeout');
+      if (timeout < 0) throw new RangeError(`timeout must be >= 0 seconds, got ${timeout}`);
+    }
+    const closing = this.close();
+    if (timeout === undefined || timeout === null) return closing;
+    let timer;
+    const late = new Promise((resolve) => { timer = setTimeout(resolve, timeout * 1000); });
+    try {
+      await Promise.race([closing, late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   async [Symbol.asyncDispose]() {
     await this.close();
   }
+}
+
+/** An image of the C ABI's JSON with BoxLite's ImageInfo fields. */
+function imageInfo(d) {
+  const o = lowerKeys(d); // the C ABI's keys as they were (size_bytes, layers, config, cached_at)
+  const [repository, tag] = splitRef(o.name || '');
+  return { ...o, size: d.size_bytes, sizeBytes: d.size_bytes, reference: o.name, repository, tag, id: o.digest, cachedAt: d.cached_at || '' };
+}
+
+/** ref as the store names it: docker.io/library/alpine:latest for alpine. */
+function canonicalRef(ref) {
+  let [name, digest] = ref.split('@', 2);
+  const first = name.split('/')[0];
+  if (!name.includes('/')) name = `docker.io/library/${name}`;
+  else if (!(first.includes('.') || first.includes(':') || first === 'localhost')) name = `docker.io/${name}`;
+  if (digest !== undefined) return `${name}@${digest}`;
+  if (!name.split('/').pop().includes(':')) name += ':latest';
+  return name;
+}
+
+/** [repository, tag or digest] of a canonical reference. */
+function splitRef(ref) {
+  const at = ref.indexOf('@');
+  if (at >= 0) return [ref.slice(0, at), ref.slice(at + 1)];
+  const slash = ref.lastIndexOf('/');
+  const colon = ref.lastIndexOf(':');
+  return colon > slash ? [ref.slice(0, colon), ref.slice(colon + 1)] : [ref, ''];
 }
 
 function lowerKeys(o) {

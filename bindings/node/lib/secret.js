@@ -45,6 +45,12 @@ function secretsOption(v, where) {
   return v.map((s, i) => {
     const w = `${where}[${i}]`;
     if (s === null || typeof s !== 'object' || Array.isArray(s)) throw new TypeError(`${w} must be a Secret or {name, value, hosts, placeholder}`);
+    if (!(s instanceof Secret)) {
+      const known = ['name', 'value', 'hosts', 'placeholder'];
+      for (const k of Object.keys(s)) {
+        if (!known.includes(k)) throw new TypeError(`${w}.${k} is not a known option (${known.join(', ')})`);
+      }
+    }
     const sec = s instanceof Secret ? s : (() => {
       try {
         return new Secret(s);

@@ -3,7 +3,7 @@
 // it). The box is created lazily on first use and stopped by stop() or
 // `await using`.
 const { JsBoxlite } = require('./runtime');
-const { BoxliteError, TimeoutError } = require('./errors');
+const { BoxliteError } = require('./errors');
 const { collectCapped } = require('./execution');
 const { NetworkHandle } = require('./network');
 const { boxOptions, execOptions, checkArgs, checkString, normalizeEnv, isPlainObject, typeOf } = require('./options');
@@ -17,15 +17,18 @@ class SimpleBox {
    */
   constructor(options = {}) {
     if (!isPlainObject(options)) throw new TypeError(`options must be an object, got ${typeOf(options)}`);
-    this._boxOpts = boxOptions(options, 'options', SDK_KEYS);
-    if (this._boxOpts.image === undefined) this._boxOpts.image = this._defaultImage();
+    const checked = boxOptions(options, 'options', SDK_KEYS); // every key and value checked now, not at first use
+    // The options as given (minus the SDK's own), for runtime.create: no
+    // round trip through the wire form that could drop one.
+    const { runtime: _rt, reuseExisting: _re, name, ...boxOpts } = options;
+    this._boxOpts = boxOpts;
+    if (checked.image === undefined) this._boxOpts.image = this._defaultImage();
     const rt = options.runtime;
     if (rt !== undefined && rt !== null && !(rt instanceof JsBoxlite)) {
       throw new TypeError('options.runtime must be a JsBoxlite runtime');
     }
     this._runtime = rt || JsBoxlite.withDefaultConfig();
-    this._name = this._boxOpts.name;
-    delete this._boxOpts.name;
+    this._name = checked.name;
     this._reuseExisting = options.reuseExisting === undefined ? false : !!options.reuseExisting;
     this._box = null;
     this._boxPromise = null;
@@ -45,7 +48,7 @@ class SimpleBox {
       return Promise.reject(new BoxliteError('this box was stopped', { code: 'invalid_state' }));
     }
     if (!this._boxPromise) {
-      const opts = camelOptions(this._boxOpts);
+      const opts = this._boxOpts;
       this._boxPromise = (async () => {
         if (this._reuseExisting) {
           const r = await this._runtime.getOrCreate(opts, this._name);
@@ -145,7 +148,9 @@ class SimpleBox {
    * Runs a command and collects its output: {exitCode, stdout, stderr,
    * stdoutTruncated, stderrTruncated}. A non-zero exit is a result, not an
    * error; a command that does not exist rejects with code "not_found"; a
-   * timeout rejects with TimeoutError. At most outputLimitBytes per stream
+   * timeout kills the command and resolves, as BoxLite 0.10's does, with
+   * timedOut: true, a non-zero exitCode (-15, or -9 when it outlived the
+   * grace period) and errorMessage, keeping the output so far. At most outputLimitBytes per stream
    * (default: the runtime's, 64 MiB) is kept; the rest is read and dropped,
    * and stdoutTruncated / stderrTruncated say so (nothing rejects).
    *
@@ -158,12 +163,12 @@ class SimpleBox {
     return this._collect(c.argv, c);
   }
 
-  /** Copies a host file or directory into the box (docker cp); see Box.copyIn. */
+  /** Copies a host file or directory into the box (BoxLite's layout: a directory lands inside the destination); see Box.copyIn. */
   async copyIn(hostPath, containerDest, options) {
     return (await this._ensureBox()).copyIn(hostPath, containerDest, options);
   }
 
-  /** Copies a box path to the host (docker cp); see Box.copyOut. */
+  /** Copies a box path to the host (BoxLite's layout); see Box.copyOut. */
   async copyOut(containerSrc, hostDest, options) {
     return (await this._ensureBox()).copyOut(containerSrc, hostDest, options);
   }
@@ -185,15 +190,16 @@ class SimpleBox {
     try {
       const [out, err] = await Promise.all([collectCapped(ex.stdout, limit), collectCapped(ex.stderr, limit)]);
       const x = await ex.wait();
-      if (x.timedOut) {
-        throw new TimeoutError(`exec ${JSON.stringify(argv)}: timed out after ${o.timeoutSecs}s`, {
-          command: argv.join(' '), exitCode: x.exitCode, stdout: out.text, stderr: err.text,
-        });
-      }
-      return {
+      const r = {
         exitCode: x.exitCode, stdout: out.text, stderr: err.text,
         stdoutTruncated: out.truncated, stderrTruncated: err.truncated,
       };
+      if (x.timedOut) {
+        // A result, as BoxLite 0.10's SimpleBox.exec: exitCode -15 (or -9 past the grace period).
+        r.timedOut = true;
+        r.errorMessage = `exec ${JSON.stringify(argv)}: timed out after ${o.timeoutSecs}s`;
+      }
+      return r;
     } finally {
       ex.close();
     }
@@ -224,43 +230,6 @@ class SimpleBox {
   async [Symbol.asyncDispose]() {
     await this.stop();
   }
-}
-
-function camelOptions(c) {
-  const o = { image: c.image };
-  if (c.cpus !== undefined) o.cpus = c.cpus;
-  if (c.memory_mib !== undefined) o.memoryMib = c.memory_mib;
-  if (c.disk_size_gb !== undefined) o.diskSizeGb = c.disk_size_gb;
-  if (c.env !== undefined) o.env = c.env;
-  if (c.working_dir !== undefined) o.workingDir = c.working_dir;
-  if (c.user !== undefined) o.user = c.user;
-  if (c.hostname !== undefined) o.hostname = c.hostname;
-  if (c.prestart !== undefined) o.prestart = c.prestart;
-  if (c.auto_remove !== undefined) o.autoRemove = c.auto_remove;
-  if (c.detach !== undefined) o.detach = c.detach;
-  if (c.entrypoint !== undefined) o.entrypoint = c.entrypoint;
-  if (c.cmd !== undefined) o.cmd = c.cmd;
-  if (c.boot_timeout_secs !== undefined) o.bootTimeoutSecs = c.boot_timeout_secs;
-  if (c.auto_pause_secs !== undefined) o.autoPauseSecs = c.auto_pause_secs;
-  if (c.secrets !== undefined) o.secrets = c.secrets; // {name, value, hosts, placeholder?}: the plain form boxOptions takes
-  if (c.network !== undefined) o.network = camelNetwork(c.network);
-  if (c.ports !== undefined) {
-    o.ports = c.ports.map((p) => ({ hostPort: p.host_port, guestPort: p.guest_port, protocol: p.protocol, hostIp: p.host_ip }));
-  }
-  if (c.volumes !== undefined) o.volumes = c.volumes.map((v) => ({ hostPath: v.host_path, guestPath: v.guest_path, readOnly: !!v.read_only }));
-  return o;
-}
-
-/** The C ABI's network object (flat or split) back in the SDK's camelCase, every key kept. */
-function camelNetwork(n) {
-  const dir = (d) => (d.allow_net !== undefined ? { mode: d.mode, allowNet: d.allow_net } : { mode: d.mode });
-  if (n.outbound !== undefined || n.inbound !== undefined) {
-    const o = {};
-    if (n.outbound !== undefined) o.outbound = dir(n.outbound);
-    if (n.inbound !== undefined) o.inbound = dir(n.inbound);
-    return o;
-  }
-  return dir(n);
 }
 
 /** exec()'s argument forms as {argv, env, ...options}. */

@@ -44,6 +44,8 @@ export interface JsBoxOptions {
   prestart?: string[];
   /** credentials the box uses without holding them: it sees each one's placeholder (env BOXLITE_SECRET_<NAME>), the host puts the value in HTTPS requests to its hosts; at most 32, see docs/secrets.md */
   secrets?: (SecretSpec | Secret)[];
+  /** BoxLite 0.10's: 0 keeps the box after stop, above 0 deletes it at stop (the SDK sets auto_remove); it takes precedence over autoRemove */
+  autoDelete?: number;
 }
 
 /** A box's network (internal/abi.Network): BoxLite's split form or the flat one. */
@@ -182,6 +184,10 @@ export interface BoxRuntimeInfo {
   warnings?: string[];
   /** absent when disabled */
   network?: NetworkInfo;
+  /** RFC 3339: when the VM became ready (BoxLite's started_at) */
+  startedAt?: string;
+  /** RFC 3339: the later of started_at and the last exec, copy or session call this process saw */
+  lastActivityAt?: string;
 }
 
 /** What a box was created with, defaults applied (internal/abi.BoxConfig); JsBoxInfo has its fields. */

@@ -77,6 +77,8 @@ static int handle_id(work_t *w, const char *id) {
   X(runtimeMetrics,     SYNC,  0,      r_string,    boxlite_runtime_metrics(H, OUT_STR, err), RT)             \
   X(imageLoad,          ASYNC, 0,      r_string,    boxlite_image_load(H, S0, OUT_STR, err), RT, STR("path")) \
   X(imageList,          SYNC,  0,      r_string,    boxlite_image_list(H, OUT_STR, err), RT)                  \
+  X(imagePull,          ASYNC, 0,      r_string,    boxlite_image_pull(H, S0, OUT_STR, err), RT, STR("reference")) \
+  X(imageRemove,        ASYNC, 0,      r_undefined, boxlite_image_remove(H, S0, err), RT, STR("reference"))     \
   X(boxList,            ASYNC, 0,      r_string,    boxlite_box_list(H, OUT_STR, err), RT)                    \
   X(boxCreate,          ASYNC, 0,      r_box,       boxlite_box_create(H, S0, OUT(boxlite_box_t), err),       \
     RT, STR("optionsJson"))                                                                                   \

@@ -41,8 +41,8 @@ test('copyIn / copyOut', { timeout: 300_000 }, async (t) => {
   assert.equal(link, 'sub/blob');
   assert.equal(sum.split(' ')[0], crypto.createHash('sha256').update(blob).digest('hex'));
 
-  const back = path.join(dir, 'back');
-  await box.copyOut('/root/node/tree', back, { maxBytes: 8 << 20 });
+  const back = path.join(dir, 'back', 'tree'); // BoxLite's layout: back made, the directory inside
+  await box.copyOut('/root/node/tree', path.join(dir, 'back'), { maxBytes: 8 << 20 });
   assert.ok(fs.readFileSync(path.join(back, 'sub', 'blob')).equals(blob));
   assert.equal(fs.statSync(path.join(back, 'run.sh')).mode & 0o777, 0o755);
   assert.equal(fs.readlinkSync(path.join(back, 'link')), 'sub/blob');
@@ -62,4 +62,20 @@ test('copyIn / copyOut', { timeout: 300_000 }, async (t) => {
   await assert.rejects(box.copyIn(src, '/x', { bogus: true }), TypeError);
   e = await rejection(box.copyOut('/root/node', path.join(dir, 'y'), { maxEntries: -1 }));
   assert.equal(errorCode(e), 'invalid_argument');
+  await assert.rejects(box.copyIn(src, '/x', { layout: 'rsync' }), TypeError);
+
+  // BoxLite 0.10's cp.js: copyIn(dir, '/app') with no /app, copyOut('/app', out)
+  // finds the file at out/app/<dir name>/hello.txt.
+  const hostDir = path.join(dir, 'boxlite_node_copy');
+  fs.mkdirSync(hostDir);
+  fs.writeFileSync(path.join(hostDir, 'hello.txt'), 'hello from node\n');
+  await box.copyIn(hostDir, '/app', {});
+  assert.equal((await box.exec('ls', '/app')).stdout, 'boxlite_node_copy\n');
+  const outDir = path.join(dir, 'boxlite_node_copy_out');
+  fs.mkdirSync(outDir);
+  await box.copyOut('/app', outDir, {});
+  assert.equal(fs.readFileSync(path.join(outDir, 'app', path.basename(hostDir), 'hello.txt'), 'utf8'), 'hello from node\n');
+  // docker cp's layout on request: a missing destination becomes the copy.
+  await box.copyIn(hostDir, '/app-docker', { layout: 'docker' });
+  assert.equal((await box.exec('cat', '/app-docker/hello.txt')).stdout, 'hello from node\n');
 });

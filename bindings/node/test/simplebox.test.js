@@ -66,11 +66,16 @@ test('SimpleBox', { skip, ...T }, async (t) => {
     assert.equal(r.stdout, "a b|it's|$HOME|;echo no|", 'arguments are passed as they are, never through a shell');
   });
 
-  await t.test('a timeout rejects with TimeoutError and keeps the output', async () => {
-    const e = await rejection(box.exec('sh', ['-c', 'echo started; sleep 30'], undefined, { timeoutSecs: 1 }));
-    assert.ok(e instanceof TimeoutError && e instanceof BoxliteError, `${e}`);
-    assert.equal(e.code, 'timeout');
-    assert.equal(e.stdout, 'started\n');
+  await t.test('a timeout is a result with the output so far, as in BoxLite 0.10', async () => {
+    const r = await box.exec('sh', ['-c', 'echo started; sleep 30'], undefined, { timeoutSecs: 1 });
+    assert.ok(r.timedOut && [-15, -9].includes(r.exitCode), JSON.stringify(r));
+    assert.equal(r.errorMessage, 'exec ["sh","-c","echo started; sleep 30"]: timed out after 1s');
+    assert.equal(r.stdout, 'started\n');
+    const ex = await box.spawn('sleep', ['30'], { timeoutSecs: 1 });
+    const w = await ex.wait();
+    assert.ok(w.timedOut && /timed out/.test(w.errorMessage), `wait() has BoxLite's errorMessage: ${JSON.stringify(w)}`);
+    ex.close();
+    assert.equal((await box.exec('true')).errorMessage, undefined, 'no errorMessage for a normal exit');
   });
 
   await t.test('a missing command rejects with code not_found', async () => {
@@ -266,7 +271,9 @@ test('SimpleBox', { skip, ...T }, async (t) => {
       assert.deepEqual(await ib.exec('sh', '-c', 'printf out; printf err >&2; exit 4'), { exitCode: 4, stdout: 'out', stderr: 'err', stdoutTruncated: false, stderrTruncated: false });
       assert.equal((await ib.exec('sh', '-c', 'echo $C', { C: 'once' })).stdout, 'once\n');
       assert.equal((await ib.exec('sh', '-c', 'echo "[$C]"')).stdout, '[]\n');
-      await assert.rejects(ib.exec('sleep', ['30'], null, { timeoutSecs: 1 }), (e) => e instanceof TimeoutError && /timed out/.test(e.message));
+      const to = await ib.exec('sh', ['-c', 'echo before; sleep 30'], null, { timeoutSecs: 1 });
+      assert.ok(to.timedOut && to.exitCode !== 0 && /timed out after 1s/.test(to.errorMessage) && to.stdout === 'before\n', JSON.stringify(to));
+      await assert.rejects((await ib.shellSession()).exec(['sleep', '30'], { timeoutSecs: 1 }), (e) => e instanceof TimeoutError, 'the session itself rejects');
       assert.equal((await ib.exec('pwd')).stdout, '/tmp\n', 'the timeout kept the shell');
       assert.equal((await ib.shellSession()).info().restarts, 0);
       await ib.reset();

@@ -24,6 +24,8 @@ CALLS = {
     "runtime_free": ("void", (("rt", "handle", "runtime"),)),
     "image_load": ("status", (("rt", "handle", "runtime"), ("path", "str", ""), ("out_json", "out_string", ""))),
     "image_list": ("status", (("rt", "handle", "runtime"), ("out_json", "out_string", ""))),
+    "image_pull": ("status", (("rt", "handle", "runtime"), ("reference", "str", ""), ("out_json", "out_string", ""))),
+    "image_remove": ("status", (("rt", "handle", "runtime"), ("reference", "str", ""))),
     "box_list": ("status", (("rt", "handle", "runtime"), ("out_json", "out_string", ""))),
     "box_create": ("status", (("rt", "handle", "runtime"), ("options_json", "str", ""), ("out", "out_handle", "box"))),
     "box_get": ("status", (("rt", "handle", "runtime"), ("id_or_name", "str", ""), ("out", "out_handle", "box"))),

@@ -153,9 +153,18 @@ int boxlite_image_load(boxlite_runtime_t *rt, const char *path, char **out_json,
  *     "user": string, optional
  *     "entrypoint": [string], optional
  *     "cmd": [string], optional
+ *   "cached_at": string, optional: RFC 3339: when it reached the store
  * END GENERATED: image info
  */
 int boxlite_image_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **err);
+/* Pulls the image reference (e.g. "alpine:latest") from its registry (or a
+ * mirror) into the store; *out_json is its image object, as in image_list.
+ * Blocks for the pull. BOXLITE_ERR_UNREACHABLE when no registry answers. */
+int boxlite_image_pull(boxlite_runtime_t *rt, const char *reference, char **out_json, boxlite_error_t **err);
+/* Drops the name reference from the store (a digest: the image with all its
+ * names); BOXLITE_ERR_NOT_FOUND if the store has no such name. Boxes that use
+ * the image keep working (its files go only when nothing uses them). */
+int boxlite_image_remove(boxlite_runtime_t *rt, const char *reference, boxlite_error_t **err);
 /* JSON array of box infos, newest first. */
 int boxlite_box_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **err);
 
@@ -332,6 +341,9 @@ const char *boxlite_box_id(boxlite_box_t *box);
  *         "bytes_from_guest": integer
  *         "tcp_connections": integer: opened, not open
  *         "udp_flows": integer
+ *     "started_at": string, optional: RFC 3339: when the VM became ready (BoxLite's started_at)
+ *     "last_activity_at": string, optional: RFC 3339: the later of started_at and the last
+ *         exec, copy or session call this process saw
  *   "network": {...}: the network policy now (update_outbound changes it)
  *     "outbound": {...}
  *       "mode": "enabled" | "disabled"
@@ -443,6 +455,10 @@ int boxlite_runtime_metrics(boxlite_runtime_t *rt, char **out_json, boxlite_erro
  *   "follow_symlinks": boolean: follow a symlink named as the source: default false
  *   "include_parent": boolean: copy a directory itself (false: its contents): default true
  *   "recursive": boolean: false refuses a directory: default true
+ *   "layout": string: where a directory lands: "docker" (default: a destination that does not
+ *       exist becomes the copy, as docker cp) or "boxlite" (always inside the destination under
+ *       its own name, the destination made if missing, as BoxLite 0.10; the Python and Node
+ *       SDKs ask for it)
  *   "max_bytes": integer: a cap on file data, limit past it; 0: the default (1073741824 for
  *       copy_out, none for copy_in); -1: none
  *   "max_entries": integer: a cap on entries, limit past it; 0: the default (100000 for

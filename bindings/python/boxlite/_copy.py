@@ -40,13 +40,25 @@ class CopyOptions:
     ``max_entries`` cap the file data and entries of one copy (LimitError
     past them): by default 1 GiB and 100,000 for copy_out and none for
     copy_in; None means no cap. ``timeout`` (seconds, None: none) raises
-    TimeoutError."""
+    TimeoutError.
 
-    __slots__ = ("recursive", "overwrite", "follow_symlinks", "include_parent", "max_bytes", "max_entries", "timeout")
+    ``layout`` (ours) is where a directory lands: ``"boxlite"`` (the
+    default, BoxLite 0.10's: always inside the destination under its own
+    name, the destination made if missing, so ``copy_in(dir, "/app")`` gives
+    ``/app/<dir name>/...`` and ``copy_out("/app", out)`` gives
+    ``out/app/...``) or ``"docker"`` (docker cp's: a destination that does
+    not exist becomes the copy). A directory's contents (``include_parent``
+    False, or a source ending in ``/.``) go into the destination either way;
+    a file lands inside an existing directory (or a destination ending in
+    ``/``) under its own name, else as the destination."""
+
+    __slots__ = ("recursive", "overwrite", "follow_symlinks", "include_parent", "max_bytes", "max_entries", "timeout",
+                 "layout")
 
     def __init__(self, recursive: bool = True, overwrite: bool = True, follow_symlinks: bool = False,
                  include_parent: bool = True, max_bytes: Optional[int] = DEFAULT,
-                 max_entries: Optional[int] = DEFAULT, timeout: Optional[float] = None):
+                 max_entries: Optional[int] = DEFAULT, timeout: Optional[float] = None, layout: str = "boxlite"):
+        self.layout = layout
         self.recursive = recursive
         self.overwrite = overwrite
         self.follow_symlinks = follow_symlinks
@@ -77,6 +89,9 @@ class CopyOptions:
             if v <= 0:
                 raise InvalidArgumentError(f"CopyOptions.{key} must be > 0 (None for no cap), not {v}")
             o[key] = v
+        if self.layout not in ("boxlite", "docker"):
+            raise InvalidArgumentError(f"CopyOptions.layout must be 'boxlite' or 'docker', not {self.layout!r}")
+        o["layout"] = self.layout
         if self.timeout is not None:
             o["timeout_secs"] = check_timeout(self.timeout, "CopyOptions.timeout")  # the library refuses <= 0
         return json.dumps(o)

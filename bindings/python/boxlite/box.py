@@ -62,6 +62,10 @@ class BoxOptions:
     network: Union[NetworkSpec, str, None] = None
     ports: List[Any] = field(default_factory=list)
     auto_remove: Optional[bool] = None
+    # BoxLite 0.10's auto_delete: 0 keeps the box after stop, above 0 deletes
+    # it at stop (a local runtime deletes at stop whatever the number); it
+    # takes precedence over auto_remove. None: auto_remove decides.
+    auto_delete: Optional[int] = None
     detach: Optional[bool] = None
     entrypoint: Optional[List[str]] = None
     cmd: Optional[List[str]] = None
@@ -125,6 +129,11 @@ class BoxOptions:
             if not isinstance(self.auto_remove, bool):
                 raise TypeError(f"{what}auto_remove must be bool, not {type(self.auto_remove).__name__}")
             o["auto_remove"] = self.auto_remove
+        if self.auto_delete is not None:
+            n = check_optional_int(self.auto_delete, f"{what}auto_delete")
+            if n < 0:
+                raise InvalidArgumentError(f"{what}auto_delete must be >= 0 (0 keeps the box after stop), not {n}")
+            o["auto_remove"] = n > 0
         if self.detach is not None:
             if not isinstance(self.detach, bool):
                 raise TypeError(f"{what}detach must be bool, not {type(self.detach).__name__}")
@@ -152,6 +161,10 @@ class BoxStateInfo:
     status: str  # "configured", "starting", "running", "paused", "stopping", "stopped", "removed"
     running: bool
     pid: Optional[int] = None  # the VMM's pid while running
+    # BoxLite's exit code of the box's main command. Boxes here run no main
+    # command of their own (exec runs each command; its ExecResult has the
+    # code), so it is always None; last_exit says why a box stopped.
+    exit_code: Optional[int] = None
 
 
 class BoxInfo:
@@ -176,6 +189,12 @@ class BoxInfo:
         self.hostname: str = cfg.get("hostname") or "boxlite"
         self.prestart: List[str] = list(cfg.get("prestart") or [])
         self.auto_remove: bool = bool(cfg.get("auto_remove"))
+        # BoxLite 0.10's view of it: 1 (deleted at stop) or 0 (kept).
+        self.auto_delete: int = 1 if self.auto_remove else 0
+        # RFC 3339: when the VM became ready, and the later of that and the
+        # last exec, copy or session call this process saw (None unless running).
+        self.started_at: Optional[str] = rt.get("started_at") or None
+        self.last_activity_at: Optional[str] = rt.get("last_activity_at") or None
         self.last_exit: Optional[str] = data.get("last_exit") or None
         # The last run ended in a fault (a crashed VM): exec does not start it again, start() does.
         self.faulted: bool = bool(data.get("faulted"))
@@ -474,10 +493,14 @@ class Box:
 
     async def copy_in(self, host_path: Any, container_dest: str, copy_options: Optional[_copy.CopyOptions] = None,
                       **kwargs: Any) -> None:
-        """Copies a host file or directory into the box, as ``docker cp``
-        does: into ``container_dest`` if that is a directory (or ends in
-        "/"), else to that path; a source ending in "/." copies a
-        directory's contents. Box paths resolve as in the box. Modes, mtimes
+        """Copies a host file or directory into the box, as BoxLite 0.10
+        does: a directory lands inside ``container_dest`` under its own name,
+        ``container_dest`` made if missing (``copy_in("/src/data", "/app")``
+        gives ``/app/data/...``); a file lands inside ``container_dest`` if
+        that is a directory (or ends in "/"), else at that path; a source
+        ending in "/." copies a directory's contents into ``container_dest``.
+        ``layout="docker"`` makes a missing destination the copy itself, as
+        docker cp does (CopyOptions.layout). Box paths resolve as in the box. Modes, mtimes
         and symlinks are kept; the files belong to root in the box. No tar
         or shell is needed in the image. Options: ``copy_options``
         (CopyOptions) or its fields as keywords."""
@@ -490,9 +513,11 @@ class Box:
 
     async def copy_out(self, container_src: str, host_dest: Any, copy_options: Optional[_copy.CopyOptions] = None,
                        **kwargs: Any) -> None:
-        """Copies a box file or directory to the host, as ``docker cp``
-        does: into ``host_dest`` if that is a directory, else to that path.
-        Raises NotFoundError when the source does not exist.
+        """Copies a box file or directory to the host, as BoxLite 0.10
+        does: a directory lands inside ``host_dest`` under its own name,
+        ``host_dest`` made if missing (``copy_out("/app", out)`` gives
+        ``out/app/...``); a file inside ``host_dest`` if that is a directory,
+        else at that path (``layout="docker"``: docker cp's rules). Raises NotFoundError when the source does not exist.
 
         What the box sends is treated as hostile: nothing is written outside
         ``host_dest`` or through a symlink (one already there or one the copy

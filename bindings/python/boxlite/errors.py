@@ -25,6 +25,18 @@ __all__ = [
     "LimitError",
     "InternalError",
     "UnreachableError",
+    "SessionReapedError",
+    "StoppedError",
+    "ImageError",
+    "ExecutionError",
+    "ResourceExhaustedError",
+    "NetworkError",
+    "UpstreamUnavailableError",
+    "EngineError",
+    "StorageError",
+    "DatabaseError",
+    "MetadataError",
+    "ConfigError",
     # END GENERATED: errors all
     "ExecError",
     "ParseError",
@@ -63,9 +75,87 @@ class _OneMessage:
 # BEGIN GENERATED: error classes (go generate ./errdefs; do not edit)
 
 
-class InvalidArgumentError(BoxliteError, ValueError):
+class SessionReapedError(BoxliteError):
+    """BoxLite's class for a reaped session; nothing here raises it. (BoxLite 0.10's class.)"""
+
+    code, status = "session_reaped", 0
+
+
+class StoppedError(BoxliteError):
+    """The box has stopped, or the handle was closed (InvalidStateError and ClosedError are
+    StoppedErrors). (BoxLite 0.10's class.)"""
+
+    code, status = "stopped", 0
+
+
+class ImageError(BoxliteError):
+    """An image could not be pulled (UnreachableError is one). (BoxLite 0.10's class.)"""
+
+    code, status = "image_pull_failed", 0
+
+
+class ExecutionError(BoxliteError):
+    """BoxLite's class for a process that could not be run; here a missing command is
+    NotFoundError, which is not an ExecutionError. (BoxLite 0.10's class.)"""
+
+    code, status = "execution_failed", 0
+
+
+class ResourceExhaustedError(BoxliteError):
+    """A limit was reached (LimitError is one). (BoxLite 0.10's class.)"""
+
+    code, status = "resource_exhausted", 0
+
+
+class NetworkError(BoxliteError):
+    """The network was unavailable (UnreachableError is one). (BoxLite 0.10's class.)"""
+
+    code, status = "network_unavailable", 0
+
+
+class UpstreamUnavailableError(BoxliteError):
+    """A remote the runtime depends on did not answer (UnreachableError is one). (BoxLite 0.10's
+    class.)"""
+
+    code, status = "upstream_unavailable", 0
+
+
+class EngineError(BoxliteError):
+    """The virtualization engine failed (BootFailedError is one). (BoxLite 0.10's class.)"""
+
+    code, status = "engine_unavailable", 0
+
+
+class StorageError(BoxliteError):
+    """BoxLite's class for a storage failure; here those are InternalError (with the errno in the
+    message). (BoxLite 0.10's class.)"""
+
+    code, status = "storage_error", 0
+
+
+class DatabaseError(BoxliteError):
+    """BoxLite's class for a database failure; this runtime has no database, nothing raises it.
+    (BoxLite 0.10's class.)"""
+
+    code, status = "database_error", 0
+
+
+class MetadataError(BoxliteError):
+    """BoxLite's class for unreadable metadata; here a damaged box record is InternalError.
+    (BoxLite 0.10's class.)"""
+
+    code, status = "metadata_error", 0
+
+
+class ConfigError(BoxliteError):
+    """The configuration is refused (InvalidArgumentError is one). (BoxLite 0.10's class.)"""
+
+    code, status = "config_error", 0
+
+
+class InvalidArgumentError(ConfigError, ValueError):
     """A bad argument: malformed options, an unknown option, a value out of range. Also a
-    ``ValueError``."""
+    ``ConfigError``. Also a ``ValueError``."""
 
     code, status = "invalid_argument", 1
 
@@ -82,8 +172,9 @@ class AlreadyExistsError(BoxliteError):
     code, status = "already_exists", 3
 
 
-class InvalidStateError(BoxliteError):
-    """The box or execution is in the wrong state, e.g. exec on a stopped box."""
+class InvalidStateError(StoppedError):
+    """The box or execution is in the wrong state, e.g. exec on a stopped box. Also a
+    ``StoppedError``."""
 
     code, status = "invalid_state", 4
 
@@ -100,20 +191,21 @@ class UnsupportedError(BoxliteError):
     code, status = "unsupported", 6
 
 
-class BootFailedError(BoxliteError):
-    """The box did not boot; the message has the tail of its console."""
+class BootFailedError(EngineError):
+    """The box did not boot; the message has the tail of its console. Also a ``EngineError``."""
 
     code, status = "boot_failed", 7
 
 
-class ClosedError(BoxliteError):
-    """The runtime, box or execution handle was closed."""
+class ClosedError(StoppedError):
+    """The runtime, box or execution handle was closed. Also a ``StoppedError``."""
 
     code, status = "closed", 8
 
 
-class LimitError(BoxliteError):
-    """A size or count limit was exceeded (an argument list, a copy's max_bytes)."""
+class LimitError(ResourceExhaustedError):
+    """A size or count limit was exceeded (an argument list, a copy's max_bytes). Also a
+    ``ResourceExhaustedError``."""
 
     code, status = "limit", 9
 
@@ -124,8 +216,9 @@ class InternalError(BoxliteError):
     code, status = "internal", 10
 
 
-class UnreachableError(_OneMessage, BoxliteError, ConnectionError):
+class UnreachableError(_OneMessage, ImageError, NetworkError, UpstreamUnavailableError, ConnectionError):
     """A registry or another remote did not answer: no route, no name, refused. Also a
+    ``ImageError``. Also a ``NetworkError``. Also a ``UpstreamUnavailableError``. Also a
     ``ConnectionError``."""
 
     code, status = "unreachable", 11

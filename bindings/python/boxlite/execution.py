@@ -80,6 +80,16 @@ def _check_int(value, what: str, lo: int, hi: int) -> int:
     return value
 
 
+class _CallableId(str):
+    """An execution id that is also callable, returning itself as a plain
+    str: BoxLite 0.10's ``Execution.id()`` and the earlier property."""
+
+    __slots__ = ()
+
+    def __call__(self) -> str:
+        return str(self)
+
+
 class Execution:
     """A process started by ``Box.exec()``.
 
@@ -120,9 +130,11 @@ class Execution:
     # ---- public API ------------------------------------------------------------
 
     @property
-    def id(self) -> str:
-        """The execution's id (12 hex digits), as BoxLite's ``Execution.id``."""
-        return self._id
+    def id(self) -> "_CallableId":
+        """The execution's id (12 hex digits). BoxLite 0.10's is a method,
+        earlier ones' a property: both read it, ``execution.id()`` and
+        ``execution.id`` (a str that returns itself when called)."""
+        return _CallableId(self._id)
 
     @property
     def command(self) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import shutil
 import signal
@@ -120,7 +121,8 @@ class InteractiveBox(SimpleBox):
         """Runs a command in the box's shell and returns its ExecResult (a
         non-zero exit is a result; a command that does not exist exits 127).
         ``env`` is for this command only; ``timeout`` (seconds) interrupts it
-        and raises ``boxlite.TimeoutError``. With ``user`` or ``cwd`` the
+        and returns what it printed with ``timed_out`` True and an
+        ``error_message``, as SimpleBox.exec does. With ``user`` or ``cwd`` the
         command runs outside the shell, as a separate process. Output is
         capped per stream as in SimpleBox.exec (``output_limit_bytes``)."""
         if user is not None or cwd is not None:
@@ -133,14 +135,15 @@ class InteractiveBox(SimpleBox):
         try:
             return await sh.exec(argv[0], *argv[1:], env=env, timeout=t, output_limit_bytes=output_limit_bytes)
         except TimeoutError as e:
+            # A result, as SimpleBox.exec's (BoxLite 0.10); the shell session
+            # itself (shell_session.exec) raises.
             msg = f"Command '{' '.join(argv)}' timed out after {t:g} seconds"
             if "restarted" in str(e):
                 msg += "; it ignored the interrupt, so the shell was restarted (its working directory and variables are reset)"
-            err = TimeoutError(msg)
-            for k in ("result", "stdout", "stderr"):
-                if hasattr(e, k):
-                    setattr(err, k, getattr(e, k))
-            raise err from e
+            r = getattr(e, "result", None)
+            if r is None:
+                raise
+            return dataclasses.replace(r, timed_out=True, error_message=msg)
 
     async def reset(self) -> None:
         """Restarts the shell: working directory and variables back to the start."""

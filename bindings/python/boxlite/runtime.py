@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import _ffi as raw
 from ._aio import blocking
 from .box import Box, BoxInfo, BoxOptions
-from ._checks import DEFAULT_OUTPUT_LIMIT, check_optional_int, check_optional_str, check_output_limit, check_str
-from .errors import BoxliteError, ClosedError, NotFoundError, UnsupportedError
+from ._checks import DEFAULT_OUTPUT_LIMIT, check_optional_int, check_optional_str, check_output_limit, check_str, check_timeout
+from .errors import BoxliteError, ClosedError, InvalidArgumentError, NotFoundError, UnsupportedError
 from .metrics import RuntimeMetrics
 from .rest import BoxliteRestOptions
 
-__all__ = ["Boxlite", "Options", "ImageHandle", "ImageInfo"]
+__all__ = ["Boxlite", "Options", "ImageHandle", "ImageInfo", "ImageDetail", "ImageVersion", "ImagePullResult"]
 
 
 @dataclass
@@ -62,18 +63,74 @@ class Options:
 
 @dataclass(frozen=True)
 class ImageInfo:
-    name: str
-    digest: str
-    size: int
+    """An image in the store (``runtime.images.list()``), in BoxLite 0.10's
+    shape (``reference``, ``repository``, ``tag``, ``id``, ``cached_at``,
+    ``size_bytes``) and ours (``name``, ``digest``, ``size``). ``id`` is the
+    manifest digest: what names an image here."""
+
+    name: str  # canonical, e.g. "docker.io/library/alpine:latest"
+    digest: str  # the manifest's, "sha256:..."
+    size: int  # bytes of its layers as stored
+    cached_at: str = ""  # RFC 3339: when it reached the store
     raw: Dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
     @property
     def id(self) -> str:
         return self.digest
 
+    @property
+    def reference(self) -> str:
+        return self.name
+
+    @property
+    def repository(self) -> str:
+        return _split_ref(self.name)[0]
+
+    @property
+    def tag(self) -> str:
+        return _split_ref(self.name)[1]
+
+    @property
+    def size_bytes(self) -> Optional[int]:
+        return self.size
+
+
+@dataclass(frozen=True)
+class ImagePullResult:
+    """What ``images.pull`` fetched (BoxLite 0.10's). ``config_digest`` is
+    the manifest digest here (the image's id in this store)."""
+
+    reference: str
+    config_digest: str
+    layer_count: int
+
+
+@dataclass(frozen=True)
+class ImageVersion:
+    """One build held under an image name (BoxLite 0.10's)."""
+
+    digest: str
+    size_bytes: Optional[int]
+    source_ref: str  # the name it was loaded or pulled as
+    recorded_at: str  # RFC 3339: when it reached the store
+
+
+@dataclass(frozen=True)
+class ImageDetail:
+    """An image name (a repository) and every build held under it
+    (``images.get(name)``, BoxLite 0.10's). ``curated`` is always False: the
+    local store has no curated catalog."""
+
+    name: str
+    tags: List[str]
+    curated: bool
+    versions: List[ImageVersion]
+
 
 class ImageHandle:
-    """The runtime's local image store (``runtime.images``)."""
+    """The runtime's image store (``runtime.images``): BoxLite 0.10's
+    ``list``, ``get``, ``remove`` and ``pull``, and ``load`` (ours: an OCI
+    layout or a docker-archive tar)."""
 
     def __init__(self, runtime: "Boxlite"):
         self._rt = runtime
@@ -89,13 +146,72 @@ class ImageHandle:
         data = json.loads(await blocking(raw.image_load, self._rt._handle(), path) or "[]")
         return [_image_info(d) for d in data or []]
 
-    async def pull(self, reference: str) -> ImageInfo:
-        raise UnsupportedError("images.pull: the C ABI has no pull yet; load the image with runtime.images.load(path)")
+    async def pull(self, reference: str) -> ImagePullResult:
+        """Pulls ``reference`` from its registry (or a mirror) into the store.
+        UnreachableError when no registry answers."""
+        reference = check_str(reference, "reference")
+        d = json.loads(await blocking(raw.image_pull, self._rt._handle(), reference) or "{}")
+        return ImagePullResult(reference=d.get("name") or reference, config_digest=d.get("digest") or "",
+                               layer_count=len(d.get("layers") or []))
+
+    async def get(self, name: str) -> ImageDetail:
+        """Every build held under the image name ``name`` ("alpine" or
+        "docker.io/library/alpine"); NotFoundError when there is none."""
+        repo = _split_ref(_canonical(check_str(name, "name")))[0]
+        mine = [i for i in await self.list() if i.repository == repo]
+        if not mine:
+            raise NotFoundError(f"images.get {name!r}: no image named {repo} in the store")
+        versions: Dict[str, ImageVersion] = {}
+        for i in mine:
+            versions.setdefault(i.digest, ImageVersion(digest=i.digest, size_bytes=i.size, source_ref=i.reference,
+                                                       recorded_at=i.cached_at))
+        return ImageDetail(name=repo, tags=sorted({i.tag for i in mine}), curated=False, versions=list(versions.values()))
+
+    async def remove(self, name: str) -> None:
+        """Stops holding an image name: every tag of it, or only the tag
+        or digest ``name`` gives ("alpine:3.19", "alpine@sha256:..."); boxes
+        that use the image keep working. NotFoundError when there is none."""
+        ref = _canonical(check_str(name, "name"))
+        repo, tag = _split_ref(ref)
+        given = "@" in name or ":" in name.rsplit("/", 1)[-1]
+        names = [ref] if given else [i.reference for i in await self.list() if i.repository == repo]
+        if not names:
+            raise NotFoundError(f"images.remove {name!r}: no image named {repo} in the store")
+        for n in names:
+            await blocking(raw.image_remove, self._rt._handle(), n)
 
 
 def _image_info(d: Dict[str, Any]) -> ImageInfo:
     return ImageInfo(name=d.get("name") or "", digest=d.get("digest") or "",
-                     size=int(d.get("size_bytes") or 0), raw=d)
+                     size=int(d.get("size_bytes") or 0), cached_at=d.get("cached_at") or "", raw=d)
+
+
+def _canonical(ref: str) -> str:
+    """ref as the store names it: docker.io/library/alpine:latest for
+    alpine (a digest or tag kept; none given: latest)."""
+    name, sep, digest = ref.partition("@")
+    first = name.split("/", 1)[0]
+    if "/" not in name:
+        name = "docker.io/library/" + name
+    elif not ("." in first or ":" in first or first == "localhost"):
+        name = "docker.io/" + name
+    if sep:
+        return name + "@" + digest
+    if ":" not in name.rsplit("/", 1)[-1]:
+        name += ":latest"
+    return name
+
+
+def _split_ref(ref: str) -> Tuple[str, str]:
+    """(repository, tag or digest) of a canonical reference."""
+    name, sep, digest = ref.partition("@")
+    if sep:
+        return name, digest
+    last = name.rsplit("/", 1)
+    if ":" in last[-1]:
+        repo, tag = name.rsplit(":", 1)
+        return repo, tag
+    return name, ""
 
 
 class Boxlite:
@@ -246,9 +362,21 @@ class Boxlite:
             box.close()
         self._h.close()
 
-    async def shutdown(self, timeout: Optional[int] = None) -> None:
-        """close(), in a worker thread."""
-        await blocking(self.close)
+    async def shutdown(self, timeout: Optional[float] = None) -> None:
+        """close(), in a worker thread. ``timeout`` (seconds, BoxLite's) bounds
+        the wait: past it this returns, and boxes still stopping finish
+        stopping in the background (the library bounds each stop: a graceful
+        part, then the VM is killed). None waits until they stopped."""
+        t = check_timeout(timeout, "timeout")
+        if t is not None and t < 0:
+            raise InvalidArgumentError(f"timeout must be >= 0 seconds, not {timeout!r}")
+        job = asyncio.ensure_future(blocking(self.close))
+        if t is None:
+            await job
+            return
+        done, _ = await asyncio.wait({job}, timeout=t)
+        if job in done:
+            job.result()
 
     def __enter__(self) -> "Boxlite":
         return self

@@ -8,7 +8,7 @@ from typing import Any, Dict, Optional
 from ._copy import CopyOptions
 from .box import Box, BoxInfo, BoxOptions
 from ._checks import check_argv, check_env_dict, check_optional_str, check_output_limit, check_timeout
-from .errors import InvalidArgumentError, InvalidStateError, NotFoundError, TimeoutError
+from .errors import InvalidArgumentError, InvalidStateError, NotFoundError
 from ._defaults import DEFAULT_AUTO_REMOVE
 from .exec import ExecResult
 from .network import BoxTunnel, NetworkHandle
@@ -19,7 +19,7 @@ __all__ = ["SimpleBox"]
 # BoxOptions fields SimpleBox passes through from **kwargs.
 _BOX_KWARGS = {
     "env", "working_dir", "disk_size_gb", "user", "volumes", "ports", "network", "hostname",
-    "detach", "entrypoint", "cmd", "boot_timeout", "prestart", "auto_pause_secs", "secrets",
+    "detach", "entrypoint", "cmd", "boot_timeout", "prestart", "auto_pause_secs", "auto_delete", "secrets",
 }
 
 _NOT_STARTED = "box not started: use 'async with SimpleBox(...) as box:' or 'await box.start()' first"
@@ -163,8 +163,10 @@ class SimpleBox:
 
         A non-zero exit is a result, not an exception; a command that does not
         exist gives exit code 127 with the reason in ``error_message`` and
-        stderr. ``timeout`` (seconds) kills the command and raises
-        ``boxlite.TimeoutError``. At most ``output_limit_bytes`` per stream
+        stderr. ``timeout`` (seconds) kills the command (SIGTERM, then SIGKILL
+        after the grace period) and returns its result, as BoxLite 0.10 does:
+        ``timed_out`` True, a non-zero ``exit_code`` (-15 or -9),
+        ``error_message`` saying so, and the output so far. At most ``output_limit_bytes`` per stream
         (default: the runtime's, 64 MiB) is collected; the rest is read and
         dropped, so the command never blocks, and ``stdout_truncated`` /
         ``stderr_truncated`` say so (nothing is raised)."""
@@ -192,16 +194,18 @@ class SimpleBox:
                 return ExecResult(exit_code=127, stdout="", stderr=f"{e}\n", error_message=str(e))
         finally:
             ex.close()  # kills the process if we were cancelled
+        message = st.error_message
         if st.timed_out:
-            e = TimeoutError(f"Command '{display}' timed out after {t:g} seconds")
-            e.stdout, e.stderr = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
-            raise e
+            # As BoxLite 0.10: a result, not an exception (its README's
+            # example relies on it); the exit code is the signal's (-15, or
+            # -9 past the grace period).
+            message = f"Command '{display}' timed out after {t:g} seconds"
         return ExecResult(
             exit_code=st.exit_code,
             stdout=out.decode("utf-8", "replace"),
             stderr=err.decode("utf-8", "replace"),
-            timed_out=False,
-            error_message=st.error_message,
+            timed_out=st.timed_out,
+            error_message=message,
             stdout_truncated=out_dropped > 0,
             stderr_truncated=err_dropped > 0,
         )
@@ -210,14 +214,15 @@ class SimpleBox:
 
     async def copy_in(self, host_path: Any, container_dest: str, copy_options: Optional[CopyOptions] = None,
                       **kwargs: Any) -> None:
-        """Copies a file or directory from the host into the box (like
-        ``docker cp``); see ``Box.copy_in``."""
+        """Copies a file or directory from the host into the box (BoxLite's
+        layout: a directory lands inside the destination under its own
+        name); see ``Box.copy_in``."""
         await self._require().copy_in(host_path, container_dest, copy_options, **kwargs)
 
     async def copy_out(self, container_src: str, host_dest: Any, copy_options: Optional[CopyOptions] = None,
                        **kwargs: Any) -> None:
-        """Copies a file or directory from the box to the host (like
-        ``docker cp``), treating what the box sends as hostile; see
+        """Copies a file or directory from the box to the host (BoxLite's
+        layout), treating what the box sends as hostile; see
         ``Box.copy_out``."""
         await self._require().copy_out(container_src, host_dest, copy_options, **kwargs)
 

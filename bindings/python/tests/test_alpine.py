@@ -13,7 +13,7 @@ import re
 import pytest
 
 import boxlite
-from conftest import need_image
+from conftest import REST, need_image
 
 
 @pytest.fixture(scope="module")
@@ -113,9 +113,12 @@ def test_shell_keeps_cwd_and_variables(box, run):
         # exit codes and stderr per call, output without a newline
         r = run(box.exec("sh", "-c", "printf out; printf err >&2; exit 5"))
         assert (r.exit_code, r.stdout, r.stderr) == (5, "out", "err")
-        # a timeout interrupts the command, not the shell
-        with pytest.raises(boxlite.TimeoutError):
-            run(box.exec("sleep", "30", timeout=1))
+        # a timeout interrupts the command, not the shell; it is a result (BoxLite 0.10)
+        r = run(box.exec("sh", "-c", "echo before; sleep 30", timeout=1))
+        assert r.timed_out and r.exit_code != 0 and "timed out after 1 seconds" in r.error_message, r
+        assert r.stdout == "before\n"
+        with pytest.raises(boxlite.TimeoutError):  # the session itself raises
+            run(box.shell_session.exec("sleep", "30", timeout=1))
         assert run(box.exec("pwd")).stdout == "/tmp\n"
         assert box.shell_session.info()["restarts"] == 0
     finally:
@@ -135,11 +138,46 @@ def test_missing_command(box, run):
     assert r.exit_code == 127 and "no-such-command" in r.error_message and r.stderr
 
 
-def test_timeout_raises(box, run):
-    with pytest.raises(boxlite.TimeoutError, match="timed out after 0.5 seconds"):
-        run(box.exec("sleep", "30", timeout=0.5))
-    with pytest.raises(TimeoutError):  # builtins.TimeoutError catches it too
-        run(box.exec("sleep", "30", timeout=0.3))
+def test_timeout_is_a_result(box, run):
+    # BoxLite 0.10's README: `result = await box.exec("sleep", "60", timeout=5)`.
+    # With cwd, InteractiveBox.exec is SimpleBox.exec (a process of its own).
+    r = run(box.exec("sh", "-c", "echo started; sleep 30", timeout=0.5, cwd="/"))
+    assert r.timed_out and r.exit_code in (-15, -9), r
+    assert r.error_message == "Command 'sh -c echo started; sleep 30' timed out after 0.5 seconds"
+    assert r.stdout == "started\n"
+    # Execution.wait() says so as well; it never raised
+    async def low():
+        ex = await box.box.exec("sleep", "30", timeout=0.3)
+        try:
+            return await ex.wait()
+        finally:
+            ex.close()
+    st = run(low())
+    assert st.timed_out and st.exit_code in (-15, -9) and "timed out" in st.error_message, st
+
+
+def test_boxlite_010_info_and_execution_id(box, run):
+    info = box.info()
+    assert info.auto_delete == 1 and info.state.exit_code is None
+    if not REST:  # a REST runtime's info has no start time (None)
+        assert info.started_at and info.last_activity_at >= info.started_at, (info.started_at, info.last_activity_at)
+        before = info.last_activity_at
+        run(box.exec("true", cwd="/"))
+        assert box.info().last_activity_at > before
+
+    async def ids():
+        ex = await box.box.exec("true")
+        try:
+            await ex.wait()
+            return ex.id, ex.id()
+        finally:
+            ex.close()
+    prop, call = run(ids())
+    assert prop == call and type(call) is str and len(call) == 12  # BoxLite 0.10: id(); before: a property
+    opts = boxlite.BoxOptions(image="alpine:latest", auto_delete=0)
+    assert '"auto_remove": false' in opts.to_json()
+    with pytest.raises(boxlite.InvalidArgumentError):
+        boxlite.BoxOptions(image="alpine:latest", auto_delete=-1).to_json()
 
 
 def test_exact_output_and_binary(box, run):
@@ -376,7 +414,7 @@ def test_copy_directory_roundtrip(box, run, tmp_path):
     assert r.stdout == "alpha\nalpha\nran\ngamma", r
     run(box.exec("ln", "-s", "/etc/hostname", "/srv/tree/absolute-link"))
     dest = tmp_path / "out"
-    run(box.copy_out("/srv/tree", str(dest)))  # new name
+    run(box.copy_out("/srv/tree", str(dest), layout="docker"))  # docker cp: the new name is the copy
     assert (dest / "a.txt").read_text() == "alpha\n"
     assert (dest / "sub" / "b.bin").read_bytes() == b"\x00\xffbeta"
     assert os.readlink(dest / "link") == "a.txt"
@@ -387,6 +425,38 @@ def test_copy_directory_roundtrip(box, run, tmp_path):
     existing.mkdir()
     run(box.copy_out("/srv/tree/", str(existing)))  # existing dir: lands inside
     assert (existing / "tree" / "a.txt").read_text() == "alpha\n"
+
+
+def test_copy_layout_is_boxlites(box, run, tmp_path):
+    # BoxLite 0.10's cp example: copy_in(dir, "/app") with no /app, then
+    # copy_out("/app", out) finds the files at out/app/<dir name>/.
+    src = tmp_path / "boxlite_copy"
+    src.mkdir()
+    (src / "hello.txt").write_text("hello\n")
+    run(box.exec("rm", "-rf", "/app"))
+    run(box.copy_in(str(src), "/app"))
+    assert run(box.exec("cat", "/app/boxlite_copy/hello.txt")).stdout == "hello\n"
+    run(box.copy_in(str(src), "/app"))  # /app exists now: the same place
+    assert run(box.exec("ls", "/app")).stdout == "boxlite_copy\n"
+    out = tmp_path / "out"  # copy_out makes it, and puts app inside
+    run(box.copy_out("/app", str(out)))
+    assert (out / "app" / "boxlite_copy" / "hello.txt").read_text() == "hello\n"
+    run(box.copy_out("/app", str(out)))  # exists now: the same place
+    assert os.listdir(out) == ["app"]
+    # A directory's contents ("/.") and files keep their rules.
+    run(box.copy_in(str(src) + "/.", "/app2"))
+    assert run(box.exec("cat", "/app2/hello.txt")).stdout == "hello\n"
+    run(box.copy_in(str(src / "hello.txt"), "/app3/renamed.txt"))
+    assert run(box.exec("cat", "/app3/renamed.txt")).stdout == "hello\n"
+    run(box.copy_out("/app3/renamed.txt", str(tmp_path / "f.txt")))
+    assert (tmp_path / "f.txt").read_text() == "hello\n"
+    # docker cp's layout on request: a missing destination becomes the copy
+    # (not over REST: the API extracts into the path it is given)
+    if not REST:
+        run(box.copy_in(str(src), "/app4", layout="docker"))
+        assert run(box.exec("cat", "/app4/hello.txt")).stdout == "hello\n"
+    with pytest.raises(boxlite.InvalidArgumentError):
+        run(box.copy_in(str(src), "/app5", layout="rsync"))
 
 
 def test_copy_errors(box, run, tmp_path):
@@ -479,7 +549,7 @@ def test_copy_out_limits(box, run, tmp_path):
         run(box.copy_out("/lim/many", merged, max_entries=10))
     assert "left in place" in str(ei.value)
     run(box.copy_out("/lim", tmp_path / "c", max_bytes=4 << 20))
-    assert os.path.getsize(tmp_path / "c" / "big") == 3000000
+    assert os.path.getsize(tmp_path / "c" / "lim" / "big") == 3000000  # BoxLite's layout: c made, lim inside
     with pytest.raises(boxlite.InvalidArgumentError):
         run(box.copy_out("/lim", tmp_path / "d", max_bytes=0))
     with pytest.raises(TypeError):
@@ -559,3 +629,4 @@ def test_zz_use_after_stop(box, run):
     with pytest.raises(boxlite.ClosedError):
         saved.info()
     run(box.stop())  # idempotent
+

@@ -42,6 +42,7 @@ def test_copy_tree_roundtrip_keeps_modes_and_links(box, run, tmp_path):
     assert lines[3] == "sub/blob" and lines[4].split()[0] == hashlib.sha256(blob).hexdigest()
     out = tmp_path / "back"
     run(box.copy_out("/root/py/tree", out, copy_options=CopyOptions(max_bytes=16 << 20)))
+    out = out / "tree"  # BoxLite's layout: the directory inside the destination it made
     assert (out / "sub" / "blob").read_bytes() == blob
     assert os.stat(out / "run.sh").st_mode & 0o7777 == 0o750
     assert os.readlink(out / "link") == "sub/blob"

@@ -122,7 +122,7 @@ func BoxInfo(info boxlite.BoxInfo) abi.BoxInfo {
 	if r := info.Runtime; r != nil {
 		w.Runtime = &abi.BoxRuntimeInfo{Accel: r.Accel, AccelReason: r.AccelReason, Kernel: r.Kernel, BootMs: r.BootMs,
 			GuestKernelMs: r.GuestKernelMs, GuestReadyMs: r.GuestReadyMs, ShimPid: r.ShimPid, VMMPid: r.VMMPid,
-			Start: r.Start, StartNote: r.StartNote, Warnings: r.Warnings}
+			Start: r.Start, StartNote: r.StartNote, Warnings: r.Warnings, StartedAt: rfc3339(r.StartedAt), LastActivity: rfc3339(r.LastActivityAt)}
 		if n := r.Network; n != nil {
 			w.Runtime.Network = &abi.NetworkInfo{GuestIP: n.GuestIP, GatewayIP: n.GatewayIP, AllowNet: n.AllowNet, Ports: ports(n.Ports)}
 			if s := n.Stats; s != nil {
@@ -183,9 +183,17 @@ func CopyOptions(o abi.CopyOptions) (boxlite.CopyOptions, time.Duration, error) 
 			return boxlite.CopyOptions{}, 0, err
 		}
 	}
+	var layout boxlite.CopyLayout
+	switch o.Layout {
+	case "", "docker":
+	case "boxlite":
+		layout = boxlite.LayoutBoxLite
+	default:
+		return boxlite.CopyOptions{}, 0, errdefs.Errorf(errdefs.ErrInvalidArgument, "copy options: layout %q: \"docker\" or \"boxlite\"", o.Layout)
+	}
 	no := func(b *bool) bool { return b != nil && !*b }
 	return boxlite.CopyOptions{NoOverwrite: no(o.Overwrite), FollowSymlinks: o.FollowSymlinks, ContentsOnly: no(o.IncludeParent),
-		NoRecursive: no(o.Recursive), MaxBytes: o.MaxBytes, MaxEntries: o.MaxEntries}, timeout, nil
+		NoRecursive: no(o.Recursive), Layout: layout, MaxBytes: o.MaxBytes, MaxEntries: o.MaxEntries}, timeout, nil
 }
 
 // SessionOptions are o for boxlite.
@@ -223,7 +231,7 @@ func CellResult(r boxlite.CellResult) abi.CellResult {
 func Images(imgs []image.Image) []abi.ImageInfo {
 	out := make([]abi.ImageInfo, len(imgs))
 	for i, m := range imgs {
-		out[i] = abi.ImageInfo{Name: m.Name, Digest: m.Digest, SizeBytes: m.Size, Layers: []abi.ImageLayer{},
+		out[i] = abi.ImageInfo{Name: m.Name, Digest: m.Digest, SizeBytes: m.Size, Layers: []abi.ImageLayer{}, CachedAt: rfc3339(m.CachedAt),
 			Config: abi.ImageConfig{Env: m.Config.Env, WorkingDir: m.Config.WorkingDir, User: m.Config.User,
 				Entrypoint: m.Config.Entrypoint, Cmd: m.Config.Cmd}}
 		for _, l := range m.Layers {
@@ -231,6 +239,14 @@ func Images(imgs []image.Image) []abi.ImageInfo {
 		}
 	}
 	return out
+}
+
+// rfc3339 is t in RFC 3339 with microseconds, "" for the zero time.
+func rfc3339(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000000Z07:00") // fixed width: sorts as text, Python parses it
 }
 
 // SocketAddress is a tunnel listener's address; boxlite.SocketAddress.Check
