@@ -112,7 +112,8 @@ HTML("<i>last</i>")`
 		t.Fatalf("1/0: %+v", r.Error)
 	}
 	evs, _, _, _ = events(t, s, "!echo hi from sh\nimport os\nprint(os.environ['BX_CELL'])", RunOptions{Env: map[string]string{"BX_CELL": "one"}})
-	if strings.Join(evs, "") != "out:hi from sh\nout:one\n" {
+	// Output chunks may coalesce (a busy host): compare the stream's bytes.
+	if strings.ReplaceAll(strings.Join(evs, ""), "out:", "") != "hi from sh\none\n" {
 		t.Fatalf("!echo and env: %q", evs)
 	}
 	if _, res, _, _ = events(t, s, "import os\nos.environ.get('BX_CELL')", RunOptions{}); len(res) != 0 {

@@ -331,7 +331,7 @@ func TestInterruptedStartLeavesNothing(t *testing.T) {
 func TestRunRmEndsOnSIGTERM(t *testing.T) {
 	const name = "run-rm-sigterm"
 	cmd := exec.Command(filepath.Join(repo, "build", "boxlite"), "run", "--rm", "--name", name, "alpine:latest", "--",
-		"sh", "-c", "sleep 600 & echo started") // once it says so, a child holds its output
+		"sh", "-c", "echo started; exec sleep 600") // once it says so, the exec's own process runs on (a background child no longer holds an exec: issue 26)
 	stdout, err := cmd.StdoutPipe()
 	must(t, err)
 	var errOut bytes.Buffer
@@ -351,7 +351,7 @@ func TestRunRmEndsOnSIGTERM(t *testing.T) {
 	go func() { io.Copy(io.Discard, stdout); done <- cmd.Wait() }()
 	select {
 	case err = <-done:
-	case <-time.After(2 * time.Minute): // a failure detector, not a speed test: it waited for the background child
+	case <-time.After(2 * time.Minute): // a failure detector, not a speed test: it waited for the command
 		t.Fatal("run ignored SIGTERM")
 	}
 	var ee *exec.ExitError
