@@ -126,7 +126,7 @@ func (b *Box) DefaultCommand() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := b.rec.Config
+	cfg := b.config()
 	entry, args := img.Config.Entrypoint, img.Config.Cmd
 	if cfg.Entrypoint != nil {
 		entry, args = cfg.Entrypoint, nil

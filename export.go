@@ -84,7 +84,7 @@ func (b *Box) Export(ctx context.Context, dest string) (string, error) {
 		return "", err
 	}
 	defer unlock()
-	cfg := b.rec.Config
+	cfg := b.config()
 	cfg.Volumes = nil
 	m := archiveManifest{Format: archiveFormat, Version: archiveVersion, BoxID: b.rec.ID, Config: cfg,
 		ImageDigest: b.rec.ImageDigest, ExportedAt: time.Now().UTC()}

@@ -43,7 +43,7 @@ func (b *Box) Fork(ctx context.Context, count int, names []string) ([]*Box, erro
 	}
 	cfgs := make([]BoxConfig, count)
 	for i := range cfgs {
-		c := b.rec.Config
+		c := b.config()
 		c.Name = ""
 		if i < len(names) {
 			c.Name = names[i]

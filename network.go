@@ -164,9 +164,8 @@ func (b *Box) UpdateOutbound(ctx context.Context, mode string, allowNet []string
 		return fmt.Errorf("update outbound: %w", err)
 	}
 	b.mu.Lock()
-	c, state := b.conn, b.state
+	c, state, n := b.conn, b.state, b.rec.Config.Network
 	b.mu.Unlock()
-	n := b.rec.Config.Network
 	n.AllowNet = append([]string(nil), allowNet...)
 	switch {
 	case mode == NetworkDisabled && n.Mode == NetworkDisabled:
@@ -196,12 +195,14 @@ func (b *Box) UpdateInbound(ctx context.Context, mode string, allowNet []string)
 	if len(allowNet) > 0 {
 		return errdefs.Errorf(errdefs.ErrUnsupported, "update inbound: an inbound allow_net is not supported (inbound access follows its mode alone)")
 	}
-	n := b.rec.Config.Network
+	n := b.config().Network
 	n.Inbound = mode
 	return b.saveNetwork(n)
 }
 
-// saveNetwork records the box's network in its record.
+// saveNetwork records the box's network in its record. The network is the
+// record's one part that changes: it is written, and read (config), under
+// b.mu.
 func (b *Box) saveNetwork(n NetworkSpec) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -210,8 +211,15 @@ func (b *Box) saveNetwork(n NetworkSpec) error {
 	if err := writeJSON(b.path("box.json"), rec); err != nil {
 		return fmt.Errorf("update network: %w", err)
 	}
-	b.rec = rec
+	b.rec.Config.Network = n
 	return nil
+}
+
+// config is a copy of the box's configuration, its network as updated.
+func (b *Box) config() BoxConfig {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.rec.Config
 }
 
 // NetworkStats are a running box's network counters now: bytes each way,

@@ -102,7 +102,7 @@ func shimLocked(path string) bool {
 
 func (b *Box) boot(ctx context.Context) (*conn, protocol.Info, error) {
 	var none protocol.Info
-	cfg := b.rec.Config
+	cfg := b.config()
 	stages := newBootStages()
 	img, err := b.image()
 	if err != nil {

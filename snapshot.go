@@ -250,7 +250,7 @@ func (b *Box) Clone(ctx context.Context, opts CloneOptions) (*Box, error) {
 	if err := b.rt.checkOpen(op); err != nil {
 		return nil, err
 	}
-	cfg := b.rec.Config
+	cfg := b.config()
 	cfg.Name = opts.Name
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
