@@ -253,6 +253,28 @@ func boxlite_execution_close_stdin(p *C.boxlite_execution_t, cerr **C.boxlite_er
 	return status(err, cerr)
 }
 
+// doneWithin waits for done as a C call's timeoutMs says (abi.Millis: 0
+// polls, negative waits for ever); false: not yet, the call's BOXLITE_AGAIN.
+func doneWithin(done <-chan struct{}, timeoutMs C.int64_t) bool {
+	select {
+	case <-done:
+		return true
+	default:
+	}
+	wait := abi.Millis(timeoutMs)
+	if wait.Poll() {
+		return false
+	}
+	ctx, cancel := wait.Context(context.Background())
+	defer cancel()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 //export boxlite_execution_wait
 func boxlite_execution_wait(p *C.boxlite_execution_t, timeoutMs C.int64_t, out *C.boxlite_exit_t, cerr **C.boxlite_error_t) (rc C.int) {
 	defer guard(&rc, cerr)
@@ -260,22 +282,9 @@ func boxlite_execution_wait(p *C.boxlite_execution_t, timeoutMs C.int64_t, out *
 	if err != nil {
 		return status(err, cerr)
 	}
-	wait := abi.Millis(timeoutMs)
-	ctx, cancel := wait.Context(context.Background())
-	defer cancel()
-	select {
-	case <-x.e.Done():
-	default:
-		if wait.Poll() {
-			status(nil, cerr)
-			return C.BOXLITE_AGAIN
-		}
-		select {
-		case <-x.e.Done():
-		case <-ctx.Done():
-			status(nil, cerr)
-			return C.BOXLITE_AGAIN
-		}
+	if !doneWithin(x.e.Done(), timeoutMs) {
+		status(nil, cerr)
+		return C.BOXLITE_AGAIN
 	}
 	st, err := x.e.Wait(context.Background())
 	if out != nil {

@@ -141,22 +141,9 @@ func boxlite_forwarder_wait(p *C.boxlite_forwarder_t, timeoutMs C.int64_t, cerr 
 	if err != nil {
 		return status(err, cerr)
 	}
-	wait := abi.Millis(timeoutMs)
-	ctx, cancel := wait.Context(context.Background())
-	defer cancel()
-	select {
-	case <-x.f.Done():
-	default:
-		if wait.Poll() {
-			status(nil, cerr)
-			return C.BOXLITE_AGAIN
-		}
-		select {
-		case <-x.f.Done():
-		case <-ctx.Done():
-			status(nil, cerr)
-			return C.BOXLITE_AGAIN
-		}
+	if !doneWithin(x.f.Done(), timeoutMs) {
+		status(nil, cerr)
+		return C.BOXLITE_AGAIN
 	}
 	return status(x.f.Wait(context.Background()), cerr)
 }
