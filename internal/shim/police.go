@@ -56,14 +56,7 @@ func (fl *flow) fromAgent(f protocol.Frame) error {
 		}
 		fl.m.outputBytes(len(f.Payload))
 	case protocol.TCredit:
-		var c protocol.Credit
-		if err := protocol.Decode(f, &c); err != nil {
-			return err
-		}
-		if c.Fd != 0 || c.Bytes <= 0 || c.Bytes > fl.stdin {
-			return errdefs.Errorf(errdefs.ErrLimit, "credit of %d bytes for fd %d: %d bytes of stdin were sent", c.Bytes, c.Fd, fl.stdin)
-		}
-		fl.stdin -= c.Bytes
+		return fl.stdinCredit(f, "credit")
 	case protocol.TExit:
 		var x protocol.Exit
 		if err := protocol.Decode(f, &x); err != nil {
@@ -161,14 +154,7 @@ func (fl *flow) fromTunnelAgent(f protocol.Frame) error {
 		}
 		fl.eof = true
 	case protocol.TCredit:
-		var c protocol.Credit
-		if err := protocol.Decode(f, &c); err != nil {
-			return err
-		}
-		if c.Fd != 0 || c.Bytes <= 0 || c.Bytes > fl.stdin {
-			return errdefs.Errorf(errdefs.ErrLimit, "tunnel credit of %d bytes for fd %d: %d bytes were sent", c.Bytes, c.Fd, fl.stdin)
-		}
-		fl.stdin -= c.Bytes
+		return fl.stdinCredit(f, "tunnel credit")
 	case protocol.TExit:
 		var x protocol.Exit
 		if err := protocol.Decode(f, &x); err != nil {
@@ -220,4 +206,18 @@ func (fl *flow) fromClient(f protocol.Frame) {
 // cannot be trusted to power off, so the VMM is killed.
 func (s *shim) violation(err error) {
 	s.kill(fmt.Sprintf("agent protocol violation: %v", err))
+}
+
+// stdinCredit checks a credit the agent gives back for the client's stdin
+// (fd 0): never more than was sent and not yet credited.
+func (fl *flow) stdinCredit(f protocol.Frame, what string) error {
+	var c protocol.Credit
+	if err := protocol.Decode(f, &c); err != nil {
+		return err
+	}
+	if c.Fd != 0 || c.Bytes <= 0 || c.Bytes > fl.stdin {
+		return errdefs.Errorf(errdefs.ErrLimit, "%s of %d bytes for fd %d: %d bytes of stdin were sent", what, c.Bytes, c.Fd, fl.stdin)
+	}
+	fl.stdin -= c.Bytes
+	return nil
 }

@@ -162,13 +162,13 @@ func TestTunnelStreamsObeyTheRules(t *testing.T) {
 		}
 	}
 	bad := map[string][]protocol.Frame{
-		"overruns its window":  append(append([]protocol.Frame{}, steps...), chunk),
-		"before its started":   {chunk},
-		"after its eof":        {steps[0], {Type: protocol.TEOF, Stream: 1}, chunk},
-		"a second one":         {steps[0], {Type: protocol.TEOF, Stream: 1}, {Type: protocol.TEOF, Stream: 1}},
-		"bytes were sent":      {steps[0], frame(t, protocol.TCredit, protocol.Credit{Fd: 0, Bytes: 1})},
-		"unexpected stderr":    {steps[0], {Type: protocol.TStderr, Stream: 1, Payload: []byte("x")}},
-		"unexpected copy-done": {steps[0], frame(t, protocol.TCopyDone, protocol.CopyDone{})},
+		"overruns its window":      append(append([]protocol.Frame{}, steps...), chunk),
+		"before its started":       {chunk},
+		"after its eof":            {steps[0], {Type: protocol.TEOF, Stream: 1}, chunk},
+		"a second one":             {steps[0], {Type: protocol.TEOF, Stream: 1}, {Type: protocol.TEOF, Stream: 1}},
+		"bytes of stdin were sent": {steps[0], frame(t, protocol.TCredit, protocol.Credit{Fd: 0, Bytes: 1})},
+		"unexpected stderr":        {steps[0], {Type: protocol.TStderr, Stream: 1, Payload: []byte("x")}},
+		"unexpected copy-done":     {steps[0], frame(t, protocol.TCopyDone, protocol.CopyDone{})},
 	}
 	for want, frames := range bad {
 		fl := &flow{kind: protocol.TTunnel}
