@@ -117,34 +117,26 @@ func resultLine(r boxlite.CodeResult) map[string]any {
 				v = v[1 : len(v)-1]
 			}
 			m["text"] = v
-		case "text/html":
-			m["html"] = v
-		case "text/markdown":
-			m["markdown"] = v
-		case "image/svg+xml":
-			m["svg"] = v
-		case "image/png":
-			m["png"] = v
-		case "image/jpeg":
-			m["jpeg"] = v
-		case "application/pdf":
-			m["pdf"] = v
-		case "text/latex":
-			m["latex"] = v
 		case "application/json":
 			m["json"] = json.RawMessage(v) // checked JSON (internal/session)
-		case "application/javascript":
-			m["javascript"] = v
-		case "e2b/data":
-			m["data"] = v
-		case "e2b/chart":
-			m["chart"] = v
 		default:
-			extra[k] = v
+			if f, ok := resultFields[k]; ok {
+				m[f] = v
+			} else {
+				extra[k] = v
+			}
 		}
 	}
 	m["extra"] = extra
 	return m
+}
+
+// resultFields are the result fields E2B's SDKs read, by MIME type (the
+// rest go in extra); text/plain and application/json are converted.
+var resultFields = map[string]string{
+	"text/html": "html", "text/markdown": "markdown", "image/svg+xml": "svg", "image/png": "png",
+	"image/jpeg": "jpeg", "application/pdf": "pdf", "text/latex": "latex",
+	"application/javascript": "javascript", "e2b/data": "data", "e2b/chart": "chart",
 }
 
 // stream writes the NDJSON lines of one execution; a line the client does
