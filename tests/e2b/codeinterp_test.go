@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/boxlite/boxlite/tests/internal/pinned"
 )
 
 // ciSDKVersion is the e2b-code-interpreter release the tests drive (`pip
@@ -34,7 +36,7 @@ func pythonImage(t *testing.T) {
 // TestE2BCodeInterpreter runs E2B's documented code interpreter examples
 // with E2B's e2b-code-interpreter SDK from PyPI.
 func TestE2BCodeInterpreter(t *testing.T) {
-	py := pipVenv(t, "e2b-code-interpreter", "e2b-code-interpreter", ciSDKVersion, "e2b=="+sdkVersion)
+	py := pinned.Venv(t, repo, "e2b-code-interpreter", "e2b-code-interpreter", ciSDKVersion, "e2b=="+sdkVersion)
 	pythonImage(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -56,7 +58,7 @@ const ciJSSDKVersion = "2.8.0"
 // TestE2BCodeInterpreterJS runs E2B's documented code interpreter examples
 // with E2B's @e2b/code-interpreter SDK from npm.
 func TestE2BCodeInterpreterJS(t *testing.T) {
-	dir := npmProject(t, "@e2b/code-interpreter", ciJSSDKVersion, "e2b@"+jsSDKVersion)
+	dir := pinned.NodeProject(t, repo, "e2b-code-interpreter-"+ciJSSDKVersion, "@e2b/code-interpreter", ciJSSDKVersion, "e2b@"+jsSDKVersion)
 	pythonImage(t)
 	runNode(t, dir, "codeinterp_examples.mjs")
 }

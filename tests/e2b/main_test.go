@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/boxlite/boxlite/tests/internal/pinned"
 )
 
 // sdkVersion is the e2b release the tests drive (`pip index versions e2b`).
@@ -128,32 +130,7 @@ func start(keys string) (chan struct{}, error) {
 }
 
 // venv is a virtualenv with E2B's SDK from PyPI, pinned, made on first use.
-func venv(t *testing.T) string { return pipVenv(t, "e2b", "e2b", sdkVersion) }
-
-// pipVenv is the virtualenv build/venvs/NAME with pkg==version from PyPI
-// (and the pins in also), made on first use (and again when the version
-// changed).
-func pipVenv(t *testing.T, name, pkg, version string, also ...string) string {
-	t.Helper()
-	dir := filepath.Join(repo, "build", "venvs", name)
-	py := filepath.Join(dir, "bin", "python")
-	check := exec.Command(py, "-c", "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))", pkg)
-	if out, err := check.Output(); err == nil && strings.TrimSpace(string(out)) == version {
-		return py
-	}
-	os.RemoveAll(dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	for _, args := range [][]string{
-		{"python3", "-m", "venv", dir},
-		append([]string{filepath.Join(dir, "bin", "pip"), "install", "--quiet", "--disable-pip-version-check", pkg + "==" + version}, also...),
-	} {
-		if out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%q: %v\n%s", args, err, out)
-		}
-	}
-	return py
-}
+func venv(t *testing.T) string { return pinned.Venv(t, repo, "e2b", "e2b", sdkVersion) }
 
 // sdkEnv points E2B's SDK at the server.
 func sdkEnv() []string {
