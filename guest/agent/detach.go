@@ -70,14 +70,28 @@ func (e *execution) detach() {
 	e.s.cfg.Logf("exec %s (pid %d): detached from stream %d", e.detachID, e.boxPid, old)
 }
 
+// attachResult is what an attach found.
+type attachResult int
+
+const (
+	attached  attachResult = iota // the exec runs on the new stream
+	finished                      // it had ended: its exit went to the new stream
+	busy                          // another stream holds it
+	delivered                     // its exit went to a stream already: it is being forgotten
+)
+
 // attach resumes a detached exec on stream id: Started, the retained
-// output, and the exit if it has ended (then finished is true). It fails
-// if another stream holds the exec.
-func (e *execution) attach(id uint32) (ok, finished bool) {
+// output, and the exit if it has ended. It fails if another stream holds
+// the exec, or its exit has been delivered (release has not yet dropped it
+// from the tables, but an attach must not see it).
+func (e *execution) attach(id uint32) attachResult {
 	e.s.wmu.Lock()
 	defer e.s.wmu.Unlock()
-	if !e.gone || e.over.Load() {
-		return false, false
+	if e.over.Load() {
+		return delivered
+	}
+	if !e.gone {
+		return busy
 	}
 	e.gone, e.id = false, id
 	e.mu.Lock()
@@ -100,9 +114,9 @@ func (e *execution) attach(id uint32) (ok, finished bool) {
 		e.ended = nil
 		e.over.Store(true)
 		_ = e.s.writeLocked(f)
-		return true, true
+		return finished
 	}
-	return true, false
+	return attached
 }
 
 // startAttach serves TAttach: the exec named takes this stream.
@@ -136,19 +150,23 @@ func (s *server) startAttach(f protocol.Frame) {
 		s.sendError(id, errdefs.Errorf(errdefs.ErrNotFound, "attach: no exec %s in this box (it never ran detachable, or it ended and was forgotten)", req.ID))
 		return
 	}
-	ok, finished := e.attach(id)
-	if !ok || finished {
+	r := e.attach(id)
+	if r != attached {
 		s.mu.Lock()
 		if s.execs[id] == e {
 			delete(s.execs, id)
 		}
-		if finished {
+		if r != busy {
 			s.forgetLocked(e)
 		}
 		s.mu.Unlock()
 	}
-	if !ok {
+	switch r {
+	case busy:
 		s.sendError(id, errdefs.Errorf(errdefs.ErrAlreadyExists, "attach: exec %s is attached to another stream (one at a time)", req.ID))
+		return
+	case delivered:
+		s.sendError(id, errdefs.Errorf(errdefs.ErrNotFound, "attach: no exec %s in this box (it ended and was forgotten)", req.ID))
 		return
 	}
 	s.cfg.Logf("exec %s (pid %d): attached to stream %d", req.ID, e.boxPid, id)

@@ -245,3 +245,23 @@ func TestDetachRefusals(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A detachable exec that ended attached is forgotten as its exit is sent:
+// an attach right after the exit finds nothing (before, it could find the
+// exec still in the tables and say another stream held it).
+func TestAttachAfterAttachedExit(t *testing.T) {
+	h, _ := serve(t, Config{})
+	for i := range 30 {
+		req := sh("exit 3")
+		req.Detach = fmt.Sprintf("quick-%d", i)
+		res := run(t, h, req)
+		if res.Exit == nil || res.Exit.Code != 3 {
+			t.Fatalf("run %d: %+v", i, res)
+		}
+		res, err := attach(t, h, req.Detach).Collect(wait, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, res, errdefs.ErrNotFound, "ended")
+	}
+}
