@@ -56,6 +56,14 @@ func (b *Box) Exec(ctx context.Context, cmd Command) (*Execution, error) {
 		// An older agent would ignore the field and run the process on pipes.
 		return nil, errdefs.Errorf(errdefs.ErrUnsupported, "exec: box %s runs an agent without terminal support (%s); restart the box to update it", b.rec.ID, hello.Agent)
 	}
+	if cmd.ID != "" {
+		if !cmd.Detachable {
+			return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "exec: an ID names a detachable execution; set Detachable too")
+		}
+		if err := protocol.CheckDetachID("exec", cmd.ID); err != nil {
+			return nil, err
+		}
+	}
 	if cmd.Detachable && !hello.Has(protocol.FeatureExecDetach) {
 		return nil, errdefs.Errorf(errdefs.ErrUnsupported, "exec: box %s runs an agent without detachable executions (%s); restart the box to update it", b.rec.ID, hello.Agent)
 	}
@@ -65,6 +73,9 @@ func (b *Box) Exec(ctx context.Context, cmd Command) (*Execution, error) {
 	}
 	e := newExecution(c, hello, cmd.Argv, cmd.Tty, cmd.Stdin, cmd.Detachable)
 	e.timeout, e.limit = cmd.Timeout, cmd.OutputLimit
+	if cmd.ID != "" {
+		e.xid = cmd.ID
+	}
 	if cmd.Detachable {
 		req.Detach = e.xid
 	}

@@ -49,6 +49,11 @@ type Command struct {
 	// writes. Needs an agent with protocol.FeatureExecDetach
 	// (ErrUnsupported otherwise). Kill ends it.
 	Detachable bool
+	// ID names a Detachable execution (Execution.ID, Box.AttachExec):
+	// 1 to 64 of [A-Za-z0-9_-]. Default: 12 random hex digits. The box
+	// refuses an ID one of its detachable executions holds (the error of
+	// Wait is ErrAlreadyExists).
+	ID string
 	// OutputLimit caps how many bytes of each stream Box.Run (Collect)
 	// keeps; the rest is read and dropped and the result is marked
 	// truncated. Default (0): the runtime's, DefaultOutputLimit (64 MiB)

@@ -54,6 +54,28 @@ type Options struct {
 	// shell command's result keeps; the rest is dropped and the result is
 	// marked truncated. Default: the runtime's (DefaultOutputLimit, 64 MiB).
 	OutputLimit int64
+	// Name makes the session's process outlive its client: Close leaves it
+	// running in the box, and a later session of the same kind and name in
+	// the same box (from any process, after a pause, in a fork of the box)
+	// takes it over with its state instead of starting a new one. While a
+	// client holds it, another gets ErrAlreadyExists. Reset and a killed or
+	// restarted process start a fresh one under the name. 1 to MaxNameLen of
+	// [A-Za-z0-9_-]. Default: none (the process ends with its session).
+	Name string
+}
+
+// MaxNameLen bounds Options.Name: with its kind's prefix it is an
+// execution id (at most 64 bytes).
+const MaxNameLen = 48
+
+// qualified is the name of the session's process as the Starter gets it:
+// its kind, a dash and Options.Name ("python-main", "shell-main"), so that
+// sessions of two kinds never take each other's process.
+func (o Options) qualified(kind string) Options {
+	if o.Name != "" {
+		o.Name = kind + "-" + o.Name
+	}
+	return o
 }
 
 func (o Options) grace() time.Duration {
@@ -70,6 +92,9 @@ func (o Options) check(what string) error {
 	if o.OutputLimit < 0 {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s: negative output limit", what)
 	}
+	if o.Name != "" && !validName(o.Name) {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s: name %q: want 1 to %d of [A-Za-z0-9_-]", what, o.Name, MaxNameLen)
+	}
 	return checkEnv(what, o.Env)
 }
 
@@ -84,4 +109,16 @@ func checkEnv(what string, env map[string]string) error {
 		}
 	}
 	return nil
+}
+
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > MaxNameLen {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
