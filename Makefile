@@ -184,6 +184,7 @@ bench: build $(TEST_IMAGES) node python
 	$(GO) run ./tests/bench -mem
 	$(GO) run ./tests/bench -rest
 	$(GO) run ./tests/bench -pause
+	$(GO) run ./tests/bench -paused 200
 	$(GO) run ./tests/bench -tunnel
 	$(GO) test -run XXX -bench CreateToFirstExec -benchtime 3x ./tests/integration
 	cd bindings/python && python3 bench.py

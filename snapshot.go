@@ -15,6 +15,7 @@ import (
 
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/internal/abi"
+	"github.com/boxlite/boxlite/internal/protocol"
 	"github.com/boxlite/boxlite/internal/shimapi"
 	"github.com/boxlite/boxlite/internal/sparse"
 )
@@ -65,11 +66,32 @@ func checkSnapshotName(op, name string) error {
 	return nil
 }
 
+// SnapshotOptions are CreateSnapshotWith's settings.
+type SnapshotOptions struct {
+	// Memory keeps the box's memory and devices with its disk: the box must
+	// be running (it stops only for the save) or paused. Restoring such a
+	// snapshot brings the box back paused at that instant: its processes,
+	// a session's interpreter, open files, as they were.
+	Memory bool
+}
+
 // CreateSnapshot saves the box's disk as a snapshot named name (BoxLite's
-// box.snapshot.create); an empty name becomes the snapshot's id. The box must
-// not be running (ErrInvalidState). The copy is a reflink where the host
-// file system has them, else sparse: it costs what the disk uses, not its size.
+// box.snapshot.create); an empty name becomes the snapshot's id. See
+// CreateSnapshotWith.
 func (b *Box) CreateSnapshot(ctx context.Context, name string) (SnapshotInfo, error) {
+	return b.CreateSnapshotWith(ctx, name, SnapshotOptions{})
+}
+
+// CreateSnapshotWith saves the box as a snapshot named name (empty: the
+// snapshot's id): its disk, and with opts.Memory its memory and devices.
+// A running box is saved at one instant: its VM stops for the save (its
+// streams stall meanwhile) and runs on. A disk alone is then as a power
+// cut would leave it: what the guest had not written back is not in it
+// (sync in the box first for a file you need; ext4's journal keeps it
+// whole). A stopped box has no memory to keep (ErrInvalidState with
+// Memory). The copy is a reflink where the host file system has them,
+// else sparse: it costs what the disk uses, not its size.
+func (b *Box) CreateSnapshotWith(ctx context.Context, name string, opts SnapshotOptions) (SnapshotInfo, error) {
 	const op = "snapshot create"
 	id := newID()
 	if name == "" {
@@ -78,11 +100,86 @@ func (b *Box) CreateSnapshot(ctx context.Context, name string) (SnapshotInfo, er
 	if err := checkSnapshotName(op, name); err != nil {
 		return SnapshotInfo{}, err
 	}
+	b.refresh()
+	if b.State() == StateRunning {
+		return b.snapshotRunning(ctx, op, id, name, opts)
+	}
 	unlock, err := b.lockDisk(op)
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
 	defer unlock()
+	paused := b.paused()
+	if opts.Memory && !paused {
+		return SnapshotInfo{}, errdefs.Errorf(errdefs.ErrInvalidState, "%s: box %s is %s: it has no memory to keep (a memory snapshot needs it running or paused)", op, b.rec.ID, b.State())
+	}
+	sweepTmp(b.path(snapshotDir)) // we hold the disk lock: no other create or remove runs
+	return b.publishSnapshot(op, id, name, func(tmp string, info *SnapshotInfo) error {
+		if ok, err := copyDiskIfAny(ctx, b.path(shimapi.DiskFile), filepath.Join(tmp, shimapi.DiskFile)); err != nil || !ok {
+			return err
+		}
+		info.SizeBytes, info.ContainerDiskBytes = diskSizes(filepath.Join(tmp, shimapi.DiskFile))
+		if !opts.Memory {
+			return nil
+		}
+		var rec shimapi.Paused
+		if err := readJSON(b.path(shimapi.PausedFile), &rec); err != nil {
+			return err
+		}
+		return b.keepMemory(ctx, tmp, b.path(shimapi.StateFile), rec, info)
+	})
+}
+
+// snapshotRunning saves the running box at one instant into a snapshot.
+func (b *Box) snapshotRunning(ctx context.Context, op, id, name string, opts SnapshotOptions) (SnapshotInfo, error) {
+	c, _, err := b.running(ctx, op)
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	if _, err := b.findSnapshot(name); err == nil {
+		return SnapshotInfo{}, errdefs.Errorf(errdefs.ErrAlreadyExists, "%s: box %s has a snapshot named %q", op, b.rec.ID, name)
+	}
+	save, _, err := b.saveRunning(ctx, c, op, protocol.ForkSave{DiskOnly: !opts.Memory})
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	defer os.RemoveAll(save)
+	return b.publishSnapshot(op, id, name, func(tmp string, info *SnapshotInfo) error {
+		disk := filepath.Join(tmp, shimapi.DiskFile)
+		if err := os.Rename(filepath.Join(save, shimapi.ForkDiskFile), disk); err != nil {
+			return err
+		}
+		info.SizeBytes, info.ContainerDiskBytes = diskSizes(disk)
+		if !opts.Memory {
+			return nil
+		}
+		var rec shimapi.Paused
+		if err := readJSON(filepath.Join(save, shimapi.ForkRecordFile), &rec); err != nil {
+			return err
+		}
+		return b.keepMemory(ctx, tmp, filepath.Join(save, shimapi.ForkStateFile), rec, info)
+	})
+}
+
+// keepMemory puts a saved state and its record (rec, as a pause or a fork
+// wrote it) into the snapshot being made in tmp.
+func (b *Box) keepMemory(ctx context.Context, tmp, state string, rec shimapi.Paused, info *SnapshotInfo) error {
+	if err := linkOrCopy(ctx, state, filepath.Join(tmp, shimapi.StateFile)); err != nil {
+		return err
+	}
+	rec.Fork = false // restored into the box itself (RestoreSnapshot sets Restored)
+	if err := writeJSON(filepath.Join(tmp, shimapi.PausedFile), rec); err != nil {
+		return err
+	}
+	info.Memory = true
+	info.MemoryBytes, _ = diskSizes(filepath.Join(tmp, shimapi.StateFile))
+	info.SizeBytes += info.MemoryBytes
+	return nil
+}
+
+// publishSnapshot makes a snapshot: fill puts its files into a new
+// directory, which then appears whole under the snapshot's id.
+func (b *Box) publishSnapshot(op, id, name string, fill func(tmp string, info *SnapshotInfo) error) (SnapshotInfo, error) {
 	if _, err := b.findSnapshot(name); err == nil {
 		return SnapshotInfo{}, errdefs.Errorf(errdefs.ErrAlreadyExists, "%s: box %s has a snapshot named %q", op, b.rec.ID, name)
 	}
@@ -90,19 +187,12 @@ func (b *Box) CreateSnapshot(ctx context.Context, name string) (SnapshotInfo, er
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return SnapshotInfo{}, fmt.Errorf("%s: %w", op, err)
 	}
-	sweepTmp(root) // we hold the disk lock: no other create or remove runs
 	tmp := filepath.Join(root, tmpPrefix+id)
 	if err := os.Mkdir(tmp, 0o700); err != nil {
 		return SnapshotInfo{}, fmt.Errorf("%s: %w", op, err)
 	}
 	info := SnapshotInfo{ID: id, BoxID: b.rec.ID, Name: name, CreatedAt: time.Now().Unix()}
-	err = func() error {
-		if ok, err := copyDiskIfAny(ctx, b.path(shimapi.DiskFile), filepath.Join(tmp, shimapi.DiskFile)); err != nil || !ok {
-			return err
-		}
-		info.SizeBytes, info.ContainerDiskBytes = diskSizes(filepath.Join(tmp, shimapi.DiskFile))
-		return nil
-	}()
+	err := fill(tmp, &info)
 	if err == nil {
 		err = writeJSON(filepath.Join(tmp, snapshotMeta), info)
 	}
@@ -196,7 +286,13 @@ func (b *Box) RemoveSnapshot(ctx context.Context, name string) error {
 }
 
 // RestoreSnapshot replaces the box's disk with the snapshot's (BoxLite's
-// box.snapshot.restore); the box must be stopped. The snapshot stays.
+// box.snapshot.restore); the box must not be running (stop or pause it
+// first). A snapshot with memory brings the box back paused at its instant
+// (any pause state it had is dropped): the next call resumes it with its
+// processes as they were, a new boot id and fresh entropy, its own
+// hostname and machine id; the streams it had open then are gone. A
+// paused box takes only a snapshot with memory (its saved state goes with
+// its current disk). The snapshot stays, to be restored again.
 func (b *Box) RestoreSnapshot(ctx context.Context, name string) error {
 	const op = "snapshot restore"
 	si, unlock, err := b.lockedSnapshot(op, name)
@@ -204,13 +300,38 @@ func (b *Box) RestoreSnapshot(ctx context.Context, name string) error {
 		return err
 	}
 	defer unlock()
-	if b.paused() {
-		return errdefs.Errorf(errdefs.ErrInvalidState, "%s: box %s is paused, and its saved state goes with its current disk; resume it, or stop it (which drops the state), first", op, b.rec.ID)
+	dir := filepath.Join(b.path(snapshotDir), si.ID)
+	if !si.Memory {
+		if b.paused() {
+			return errdefs.Errorf(errdefs.ErrInvalidState, "%s: box %s is paused, and its saved state goes with its current disk; resume it, or stop it (which drops the state), first", op, b.rec.ID)
+		}
+		if err := replaceDisk(ctx, filepath.Join(dir, shimapi.DiskFile), b.path(shimapi.DiskFile)); err != nil {
+			return fmt.Errorf("%s %q of box %s: %w", op, name, b.rec.ID, err)
+		}
+		return nil
 	}
-	disk := b.path(shimapi.DiskFile)
-	if err := replaceDisk(ctx, filepath.Join(b.path(snapshotDir), si.ID, shimapi.DiskFile), disk); err != nil {
+	var rec shimapi.Paused
+	if err := readJSON(filepath.Join(dir, shimapi.PausedFile), &rec); err != nil {
 		return fmt.Errorf("%s %q of box %s: %w", op, name, b.rec.ID, err)
 	}
+	rec.Restored = true
+	// The box is stopped while its files change: a crash in between leaves
+	// it stopped (no pause record), never paused with the wrong disk.
+	os.Remove(b.path(shimapi.PausedFile))
+	os.Remove(b.path(shimapi.StateFile))
+	err = replaceDisk(ctx, filepath.Join(dir, shimapi.DiskFile), b.path(shimapi.DiskFile))
+	if err == nil {
+		err = linkOrCopy(ctx, filepath.Join(dir, shimapi.StateFile), b.path(shimapi.StateFile))
+	}
+	if err == nil {
+		err = writeJSON(b.path(shimapi.PausedFile), rec)
+	}
+	if err != nil {
+		os.Remove(b.path(shimapi.StateFile))
+		return fmt.Errorf("%s %q of box %s: %w", op, name, b.rec.ID, err)
+	}
+	os.Remove(b.path(shimapi.ExitFile))
+	b.refresh()
 	return nil
 }
 

@@ -14,7 +14,7 @@ import (
 	"github.com/boxlite/boxlite/internal/backend"
 )
 
-const snapshotUsage = "usage: boxlite snapshot create BOX [NAME] | ls BOX | rm BOX NAME | restore BOX NAME"
+const snapshotUsage = "usage: boxlite snapshot create [--memory] BOX [NAME] | ls BOX | rm BOX NAME | restore BOX NAME"
 
 // parseAnywhere parses fs's flags wherever they are among args (BOX --name N
 // as well as --name N BOX) and returns the other arguments, in order.
@@ -32,8 +32,14 @@ func parseAnywhere(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// cmdSnapshot manages snapshots of a stopped box's disk.
+// cmdSnapshot manages snapshots of a box: its disk, and with create
+// --memory its memory too.
 func cmdSnapshot(args []string) error {
+	memory := false
+	if len(args) > 1 && args[0] == "create" && args[1] == "--memory" {
+		memory = true
+		args = append([]string{"create"}, args[2:]...)
+	}
 	if len(args) < 2 {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, snapshotUsage)
 	}
@@ -56,7 +62,7 @@ func cmdSnapshot(args []string) error {
 			name = rest[0]
 		}
 		op = func(b backend.Box) error {
-			si, err := b.CreateSnapshot(ctx, name)
+			si, err := b.CreateSnapshotWith(ctx, name, boxlite.SnapshotOptions{Memory: memory})
 			if err == nil {
 				fmt.Printf("%s\t%s\n", si.Name, si.ID)
 			}
@@ -72,10 +78,14 @@ func cmdSnapshot(args []string) error {
 				return err
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tID\tCREATED\tSIZE\tDISK")
+			fmt.Fprintln(tw, "NAME\tID\tCREATED\tSIZE\tDISK\tMEMORY")
 			for _, s := range all {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f MB\t%.1f GB\n", s.Name, s.ID, time.Unix(s.CreatedAt, 0).Local().Format(time.DateTime),
-					float64(s.SizeBytes)/1e6, float64(s.ContainerDiskBytes)/(1<<30))
+				mem := "-"
+				if s.Memory {
+					mem = fmt.Sprintf("%.1f MB", float64(s.MemoryBytes)/1e6)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f MB\t%.1f GB\t%s\n", s.Name, s.ID, time.Unix(s.CreatedAt, 0).Local().Format(time.DateTime),
+					float64(s.SizeBytes)/1e6, float64(s.ContainerDiskBytes)/(1<<30), mem)
 			}
 			return tw.Flush()
 		}

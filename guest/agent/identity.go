@@ -180,6 +180,14 @@ func setMachineOf(pid int, bootID, machineID string) error {
 				return err
 			}
 			defer os.Remove(tmp)
+			// A box given an identity before (a fork of a fork, a restored
+			// memory snapshot of a restored box) has its file bound there
+			// already, unlinked: a mount over it fails (ENOENT). Drop it.
+			for range 4 {
+				if unix.Unmount(bootIDPath, unix.MNT_DETACH) != nil {
+					break // EINVAL: nothing bound there
+				}
+			}
 			if err := unix.Mount(tmp, bootIDPath, "", unix.MS_BIND, ""); err != nil {
 				return fmt.Errorf("bind the boot id: %w", err)
 			}

@@ -154,6 +154,7 @@ var wireBlocks = []struct {
 	{"shell command", reflect.TypeFor[abi.ShellCommand](), true},
 	{"image info", reflect.TypeFor[abi.ImageInfo](), false},
 	{"snapshot info", reflect.TypeFor[abi.SnapshotInfo](), false},
+	{"snapshot options", reflect.TypeFor[abi.SnapshotOptions](), true},
 	{"box metrics", reflect.TypeFor[abi.BoxMetrics](), false},
 	{"runtime metrics", reflect.TypeFor[abi.RuntimeMetrics](), false},
 	{"cell result", reflect.TypeFor[abi.CellResult](), false},

@@ -57,6 +57,7 @@ type Box interface {
 	CopyOut(ctx context.Context, boxSrc, hostDst string, opts boxlite.CopyOptions) error
 	Metrics(ctx context.Context) (boxlite.BoxMetrics, error)
 	CreateSnapshot(ctx context.Context, name string) (boxlite.SnapshotInfo, error)
+	CreateSnapshotWith(ctx context.Context, name string, opts boxlite.SnapshotOptions) (boxlite.SnapshotInfo, error)
 	Snapshots(ctx context.Context) ([]boxlite.SnapshotInfo, error)
 	Snapshot(ctx context.Context, name string) (boxlite.SnapshotInfo, error)
 	RemoveSnapshot(ctx context.Context, name string) error

@@ -130,7 +130,7 @@ const (
 	// TFork asks the shim to save the box for a fork (Box.Fork): the VM is
 	// stopped, saved with its memory and its writable disk copied into the
 	// box directory (shimapi.ForkStateFile, ForkDiskFile, ForkRecordFile),
-	// then runs on. No body; the answer is Paused, or TError.
+	// then runs on. Body: none, or ForkSave; the answer is Paused, or TError.
 	TFork Type = 35
 	// TNetwork asks the shim to replace the box's outbound network policy
 	// while it runs (update_outbound): NetPolicy. The shim answers with
@@ -589,6 +589,15 @@ type Hold struct {
 }
 
 // Paused is the shim's answer to TPause: the box's state is saved.
+// ForkSave is TFork's body. DiskOnly saves only the disk at that instant
+// (a snapshot of a running box's disk: ForkDiskFile), not the memory. Into
+// is a directory of the box directory, made by the client, that the files
+// go into (shimapi.ValidSaveDir); empty: the box directory.
+type ForkSave struct {
+	DiskOnly bool   `msgpack:"disk_only,omitempty"`
+	Into     string `msgpack:"into,omitempty"`
+}
+
 type Paused struct {
 	StateBytes int64   `msgpack:"state_bytes"` // the saved state's size on disk
 	SaveMs     float64 `msgpack:"save_ms"`     // VM stopped to state synced

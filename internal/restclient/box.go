@@ -116,10 +116,16 @@ func (b *Box) Metrics(ctx context.Context) (boxlite.BoxMetrics, error) {
 	return m, nil
 }
 
-// CreateSnapshot snapshots the stopped box's disk.
+// CreateSnapshot snapshots the box's disk.
 func (b *Box) CreateSnapshot(ctx context.Context, name string) (boxlite.SnapshotInfo, error) {
+	return b.CreateSnapshotWith(ctx, name, boxlite.SnapshotOptions{})
+}
+
+// CreateSnapshotWith snapshots the box, with its memory if asked (a
+// boxlite server's extension of BoxLite's API).
+func (b *Box) CreateSnapshotWith(ctx context.Context, name string, opts boxlite.SnapshotOptions) (boxlite.SnapshotInfo, error) {
 	var w wire.Snapshot
-	err := b.c.do(ctx, request{method: "POST", path: b.path("/snapshots"), json: wire.CreateSnapshotRequest{Name: name}}, &w)
+	err := b.c.do(ctx, request{method: "POST", path: b.path("/snapshots"), json: wire.CreateSnapshotRequest{Name: name, Memory: opts.Memory}}, &w)
 	return snapshot(w), err
 }
 
@@ -155,7 +161,7 @@ func (b *Box) RestoreSnapshot(ctx context.Context, name string) error {
 
 func snapshot(w wire.Snapshot) boxlite.SnapshotInfo {
 	return boxlite.SnapshotInfo{ID: w.ID, BoxID: w.BoxID, Name: w.Name, CreatedAt: w.CreatedAt,
-		SizeBytes: w.SizeBytes, ContainerDiskBytes: w.ContainerDiskBytes}
+		SizeBytes: w.SizeBytes, ContainerDiskBytes: w.ContainerDiskBytes, Memory: w.Memory, MemoryBytes: w.MemoryBytes}
 }
 
 // Clone makes a stopped copy of the stopped box on the server. A clone of

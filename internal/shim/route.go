@@ -130,7 +130,14 @@ func (s *shim) serveClient(c *client) {
 			go s.pause(c, f.Stream)
 			continue
 		case protocol.TFork:
-			go s.fork(c, f.Stream)
+			var req protocol.ForkSave
+			if len(f.Payload) > 0 {
+				if err := protocol.Decode(f, &req); err != nil {
+					c.queueError(f.Stream, err)
+					continue
+				}
+			}
+			go s.fork(c, f.Stream, req)
 			continue
 		case protocol.TNetwork:
 			go s.updateNetwork(c, f.Stream, f)

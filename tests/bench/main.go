@@ -17,7 +17,8 @@
 //
 // Run it with `make bench`; `bench -mem` is the memory rows alone, with the
 // guest's free lists and QEMU's largest mappings; `bench -pause` is pause and
-// resume against cold and template starts (pause.go).
+// resume against cold and template starts (pause.go); `bench -paused N`
+// puts N boxes to sleep and resumes random ones among them (paused.go).
 package main
 
 import (
@@ -64,12 +65,18 @@ func main() {
 				return err
 			}
 			f, mode = func() error { return many(n) }, "many-"+os.Args[2]
+		case len(os.Args) == 3 && os.Args[1] == "-paused": // N boxes put to sleep, and resumes among them
+			n, err := strconv.Atoi(os.Args[2])
+			if err != nil || n < 1 {
+				return fmt.Errorf("-paused %q: want a count", os.Args[2])
+			}
+			f, mode = func() error { return pausedBench(n) }, "paused-"+os.Args[2]
 		case len(os.Args) == 2 && modes[os.Args[1]] != nil:
 			f, mode = modes[os.Args[1]], os.Args[1][1:]
 		case len(os.Args) == 1:
 			f = run
 		default:
-			return fmt.Errorf("usage: bench [-many N | -net | -volumes | -copy | -spin | -mem | -warm | -rest | -pause | -tunnel]")
+			return fmt.Errorf("usage: bench [-many N | -paused N | -net | -volumes | -copy | -spin | -mem | -warm | -rest | -pause | -tunnel]")
 		}
 		var err error
 		if rec, err = newRecorder(mode); err != nil {

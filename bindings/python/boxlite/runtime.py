@@ -233,6 +233,7 @@ class Boxlite:
         if not isinstance(options, Options):
             raise TypeError(f"options must be boxlite.Options, not {type(options).__name__}")
         self._h = raw.runtime_new(options.to_json())
+        self._remote = False
         self._output_limit = options.output_limit_bytes or DEFAULT_OUTPUT_LIMIT
         self._boxes: "weakref.WeakSet[Box]" = weakref.WeakSet()
         self.images = ImageHandle(self)
@@ -246,6 +247,7 @@ class Boxlite:
             raise TypeError(f"options must be boxlite.BoxliteRestOptions, not {type(options).__name__}")
         rt = Boxlite.__new__(Boxlite)
         rt._h = raw.runtime_new_rest(options.to_json())
+        rt._remote = True
         rt._output_limit = options.output_limit_bytes or DEFAULT_OUTPUT_LIMIT
         rt._boxes = weakref.WeakSet()
         rt.images = ImageHandle(rt)

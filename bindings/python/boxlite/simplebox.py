@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Dict, Optional
+import copy
+from typing import Any, Dict, List, Optional, Sequence, TypeVar
 
 from ._copy import CopyOptions
 from .box import Box, BoxInfo, BoxOptions
@@ -13,6 +14,8 @@ from ._defaults import DEFAULT_AUTO_REMOVE
 from .exec import ExecResult
 from .network import BoxTunnel, NetworkHandle
 from .runtime import Boxlite
+
+_S = TypeVar("_S", bound="SimpleBox")
 
 __all__ = ["SimpleBox"]
 
@@ -132,6 +135,25 @@ class SimpleBox:
     async def resume(self) -> None:
         """Restores a paused box (``Box.resume``)."""
         await self._require().resume()
+
+    async def fork(self: _S, count: int = 1, names: Optional[Sequence[str]] = None) -> List[_S]:
+        """``count`` running copies of this box at one instant (``Box.fork``),
+        each wrapped as this class: a CodeBox's fork runs ``run()`` in its
+        copy of the interpreter (the same variables), an InteractiveBox's in
+        its copy of the shell. Each fork is stopped (and removed, with
+        auto_remove) by its own ``stop()`` or ``async with``."""
+        boxes = await self._require().fork(count, names)
+        forks: List[_S] = []
+        for b in boxes:
+            f = copy.copy(self)
+            f._box, f._name, f._started, f._created = b, b.name, True, True
+            f._init_sessions()
+            forks.append(f)
+        return forks
+
+    def _init_sessions(self) -> None:
+        """Fresh session state (a fork's, which owes nothing to the source's
+        objects); CodeBox and InteractiveBox keep theirs."""
 
     @property
     def network(self) -> NetworkHandle:

@@ -167,11 +167,16 @@ type Snapshot struct {
 	GuestDiskBytes     int64  `json:"guest_disk_bytes"`
 	ContainerDiskBytes int64  `json:"container_disk_bytes"`
 	SizeBytes          int64  `json:"size_bytes"`
+	// boxlite's: the box's memory is kept too (memory snapshots).
+	Memory      bool  `json:"memory,omitempty"`
+	MemoryBytes int64 `json:"memory_bytes,omitempty"`
 }
 
 // CreateSnapshotRequest names a new snapshot.
 type CreateSnapshotRequest struct {
 	Name string `json:"name" schema:"min=1,max=128"`
+	// boxlite's: keep the running or paused box's memory too.
+	Memory bool `json:"memory,omitempty"`
 }
 
 // ListSnapshotsResponse is GET /boxes/{id}/snapshots.
