@@ -268,15 +268,29 @@ func (b *Box) lockedSnapshot(op, name string) (si SnapshotInfo, unlock func(), e
 	return si, unlock, nil
 }
 
-// RemoveSnapshot deletes a snapshot (BoxLite's box.snapshot.remove). It
-// disappears at once (a rename); its files are deleted after.
+// RemoveSnapshot deletes a snapshot (BoxLite's box.snapshot.remove), the
+// box running or not. It disappears at once (a rename); its files are
+// deleted after.
 func (b *Box) RemoveSnapshot(ctx context.Context, name string) error {
 	const op = "snapshot remove"
-	si, unlock, err := b.lockedSnapshot(op, name)
-	if err != nil {
-		return err
+	var si SnapshotInfo
+	if b.refresh(); b.State() == StateRunning {
+		// The running box's disk is its shim's; a snapshot goes by a rename.
+		if err := checkSnapshotName(op, name); err != nil {
+			return err
+		}
+		var err error
+		if si, err = b.findSnapshot(name); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+	} else {
+		var unlock func()
+		var err error
+		if si, unlock, err = b.lockedSnapshot(op, name); err != nil {
+			return err
+		}
+		defer unlock()
 	}
-	defer unlock()
 	root := b.path(snapshotDir)
 	tmp := filepath.Join(root, tmpPrefix+si.ID)
 	if err := os.Rename(filepath.Join(root, si.ID), tmp); err != nil {
