@@ -379,7 +379,11 @@ type CloneOptions struct {
 
 // Clone makes a new, stopped box (BoxLite's clone_box) with the box's
 // configuration and image and a copy of its disk (or of one of its
-// snapshots), copy-on-write or sparse. The box must not be running.
+// snapshots), copy-on-write or sparse. The box must not be running, unless
+// a snapshot is cloned. A clone of a memory snapshot is paused at the
+// snapshot's instant, a fork of it: its next call resumes it as a machine of
+// its own (hostname: its name, else "clone-" and 8 hex digits; fresh
+// entropy, boot id, machine id; host ports picked anew).
 func (b *Box) Clone(ctx context.Context, opts CloneOptions) (*Box, error) {
 	const op = "clone"
 	if err := b.rt.checkOpen(op); err != nil {
@@ -390,12 +394,15 @@ func (b *Box) Clone(ctx context.Context, opts CloneOptions) (*Box, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	unlock, err := b.lockDisk(op)
-	if err != nil {
-		return nil, err
+	if opts.Snapshot == "" { // the box's own disk: no VM may run it
+		unlock, err := b.lockDisk(op)
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
 	}
-	defer unlock()
 	src := b.path(shimapi.DiskFile)
+	var mem string // a memory snapshot's directory
 	if opts.Snapshot != "" {
 		if err := checkSnapshotName(op, opts.Snapshot); err != nil {
 			return nil, err
@@ -405,6 +412,17 @@ func (b *Box) Clone(ctx context.Context, opts CloneOptions) (*Box, error) {
 			return nil, fmt.Errorf("%s: %w", op, err)
 		}
 		src = filepath.Join(b.path(snapshotDir), si.ID, shimapi.DiskFile)
+		if si.Memory {
+			mem = filepath.Join(b.path(snapshotDir), si.ID)
+			cfg.Hostname = "clone-" + newID()[:8] // a machine of its own, as a fork
+			if cfg.Name != "" && protocol.ValidHostname(cfg.Name) {
+				cfg.Hostname = cfg.Name
+			}
+			cfg.Ports = append([]Port(nil), cfg.Ports...)
+			for j := range cfg.Ports {
+				cfg.Ports[j].HostPort = 0 // the source holds its own
+			}
+		}
 	}
 	stage, err := b.rt.newStage("clone")
 	if err != nil {
@@ -413,6 +431,21 @@ func (b *Box) Clone(ctx context.Context, opts CloneOptions) (*Box, error) {
 	defer os.RemoveAll(stage) // gone by then when adopted
 	if _, err := copyDiskIfAny(ctx, src, filepath.Join(stage, shimapi.DiskFile)); err != nil {
 		return nil, fmt.Errorf("%s box %s: %w", op, b.rec.ID, err)
+	}
+	if mem != "" {
+		// A clone of a memory snapshot is a paused fork of that instant.
+		var rec shimapi.Paused
+		err := readJSON(filepath.Join(mem, shimapi.PausedFile), &rec)
+		if err == nil {
+			err = linkOrCopy(ctx, filepath.Join(mem, shimapi.StateFile), filepath.Join(stage, shimapi.StateFile))
+		}
+		if err == nil {
+			rec.Fork, rec.Restored = true, false
+			err = writeJSON(filepath.Join(stage, shimapi.PausedFile), rec)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s box %s: %w", op, b.rec.ID, err)
+		}
 	}
 	if err := b.copySecrets(stage); err != nil {
 		return nil, err

@@ -50,6 +50,26 @@ func TestMemorySnapshots(t *testing.T) {
 	if !mem.Memory || mem.MemoryBytes <= 0 || b.State() != boxlite.StateRunning {
 		t.Fatalf("memory snapshot %+v; box %s", mem, b.State())
 	}
+	// A clone of it, the box running: a paused fork of that instant.
+	clone, err := b.Clone(ctx, boxlite.CloneOptions{Name: "memsnap-clone", Snapshot: "with-memory"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { clone.Remove(context.Background(), true) })
+	if s := clone.State(); s != boxlite.StatePaused {
+		t.Fatalf("a clone of a memory snapshot is %s, want paused", s)
+	}
+	csh, err := clone.AttachExec(ctx, "snapshell")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := shellLine(t, csh, bufio.NewReader(csh.Stdout), "c=", "echo c=$x$(cat /root/f)$(hostname)"); got != "c=1onememsnap-clone" {
+		t.Fatalf("the clone's shell says %q", got)
+	}
+	csh.Close()
+	if f := strings.Fields(string(runIn(t, clone, sh("cat /proc/sys/kernel/random/boot_id")).Stdout)); len(f) != 1 || f[0] == boot0 {
+		t.Fatalf("the clone's boot id %q (the source's %s)", f, boot0)
+	}
 	runIn(t, b, sh("echo two > /root/f; sync"))
 	disk, err := b.CreateSnapshot(ctx, "disk-only")
 	if err != nil {
