@@ -189,6 +189,24 @@ type CloneBoxRequest struct {
 	Name string `json:"name,omitempty" schema:"max=128"`
 }
 
+// PauseResponse is POST /boxes/{id}/pause (boxlite's): the saved state.
+type PauseResponse struct {
+	SavedAt    string  `json:"saved_at" doc:"RFC 3339"`
+	StateBytes int64   `json:"state_bytes" doc:"host bytes of the saved memory and devices"`
+	SaveMs     float64 `json:"save_ms" doc:"VM stopped to state synced"`
+}
+
+// ForkBoxRequest is POST /boxes/{id}/fork (boxlite's).
+type ForkBoxRequest struct {
+	Count int      `json:"count,omitempty" schema:"min=1,max=64" doc:"default 1"`
+	Names []string `json:"names,omitempty" doc:"at most count; the first forks get them"`
+}
+
+// ForkBoxResponse is the forks, running.
+type ForkBoxResponse struct {
+	Boxes []Box `json:"boxes"`
+}
+
 // ExportBoxRequest has no fields yet.
 type ExportBoxRequest struct{}
 
