@@ -84,9 +84,13 @@ type sandboxGen struct {
 	stop    chan struct{} // closed once the init died or the sandbox closed
 	once    sync.Once
 	exited  chan struct{} // closed when the forking thread's goroutine returned
+
+	rootsMu sync.Mutex
+	roots   map[string]bool // container roots readied in this sandbox (execroot.go)
 }
 
 type forkReq struct {
+	fn    func() error // when set, run this on the thread instead of a fork
 	argv0 string
 	argv  []string
 	attr  *syscall.ProcAttr
@@ -295,6 +299,17 @@ func (g *sandboxGen) forkExec(argv0 string, argv []string, attr *syscall.ProcAtt
 	return res.pid, res.err
 }
 
+// onThread runs fn on the forking thread (in the sandbox's namespaces).
+func (g *sandboxGen) onThread(fn func() error) error {
+	r := forkReq{fn: fn, done: make(chan forkResult, 1)}
+	select {
+	case g.reqs <- r:
+	case <-g.stop:
+		return errSandboxDown
+	}
+	return (<-r.done).err
+}
+
 // forkThread is the forking thread: it enters the sandbox (enter) and
 // forks box processes until the sandbox stops. It never unlocks its OS thread, so
 // the thread ends with the goroutine and no other goroutine ever runs on a
@@ -314,6 +329,10 @@ func (g *sandboxGen) forkThread(enter func() error, ready chan<- error) {
 	for {
 		select {
 		case r := <-g.reqs:
+			if r.fn != nil {
+				r.done <- forkResult{err: r.fn()}
+				continue
+			}
 			pid, err := syscall.ForkExec(r.argv0, r.argv, r.attr)
 			r.done <- forkResult{pid, err}
 		case <-g.stop:

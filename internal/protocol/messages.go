@@ -190,6 +190,8 @@ const (
 	FeatureTunnel = "tunnel"
 	// FeatureWatch: TWatch is implemented.
 	FeatureWatch = "watch"
+	// FeatureExecRoot: Exec.Root is implemented.
+	FeatureExecRoot = "exec-root"
 )
 
 // The lane is a raw disk of the box that a copy's bulk data crosses: QEMU
@@ -394,6 +396,15 @@ type Exec struct {
 	// keeps running and TAttach with this id resumes it. See detach.go;
 	// ValidDetachID says what an id may be.
 	Detach string `msgpack:"detach,omitempty"`
+	// Root, when set (needs FeatureExecRoot; an older agent would ignore
+	// it and run the process in the box's own root), is a directory of the
+	// box (an absolute path as the box's processes see it, not "/") that
+	// becomes the process's root: a container's root file system shared
+	// into the box (the containerd shim's). The agent binds the box's
+	// /proc, /dev and /sys onto its proc, dev and sys directories (where
+	// they are directories) the first time a root is used, resolves User,
+	// Cwd and Argv[0] in it, and chroots the process there.
+	Root string `msgpack:"root,omitempty"`
 }
 
 // MaxTermSize bounds Exec.Rows/Cols and Resize (the kernel keeps them in 16 bits).
