@@ -1,0 +1,124 @@
+package k8sshim
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/boxlite/boxlite/errdefs"
+)
+
+// rootMount is one of the mounts containerd's snapshotter gives a
+// container's root file system (types.Mount).
+type rootMount struct {
+	Type, Source string
+	Options      []string
+}
+
+// mountFlags are the fstab options that are mount flags; the others are
+// the file system's data.
+var mountFlags = map[string]struct {
+	clear bool
+	flag  uintptr
+}{
+	"ro": {false, unix.MS_RDONLY}, "rw": {true, unix.MS_RDONLY},
+	"bind": {false, unix.MS_BIND}, "rbind": {false, unix.MS_BIND | unix.MS_REC},
+	"nosuid": {false, unix.MS_NOSUID}, "suid": {true, unix.MS_NOSUID},
+	"nodev": {false, unix.MS_NODEV}, "dev": {true, unix.MS_NODEV},
+	"noexec": {false, unix.MS_NOEXEC}, "exec": {true, unix.MS_NOEXEC},
+	"sync": {false, unix.MS_SYNCHRONOUS}, "async": {true, unix.MS_SYNCHRONOUS},
+	"noatime": {false, unix.MS_NOATIME}, "atime": {true, unix.MS_NOATIME},
+	"nodiratime": {false, unix.MS_NODIRATIME}, "diratime": {true, unix.MS_NODIRATIME},
+	"relatime": {false, unix.MS_RELATIME}, "norelatime": {true, unix.MS_RELATIME},
+	"strictatime": {false, unix.MS_STRICTATIME},
+	"defaults":    {false, 0},
+}
+
+// rootTypes are the mount types a snapshotter gives that the shim mounts.
+var rootTypes = map[string]bool{"overlay": true, "bind": true, "rbind": true}
+
+// parseOptions splits fstab options into flags and data.
+func parseOptions(opts []string) (flags uintptr, data string) {
+	var rest []string
+	for _, o := range opts {
+		if f, ok := mountFlags[o]; ok {
+			if f.clear {
+				flags &^= f.flag
+			} else {
+				flags |= f.flag
+			}
+			continue
+		}
+		rest = append(rest, o)
+	}
+	return flags, strings.Join(rest, ",")
+}
+
+// check refuses a mount the shim does not make, before anything is mounted.
+func (m rootMount) check() error {
+	if !rootTypes[m.Type] {
+		return errdefs.Errorf(errdefs.ErrUnsupported, "rootfs: mount type %q (the shim mounts overlay and bind rootfs)", m.Type)
+	}
+	if m.Type != "overlay" && !strings.HasPrefix(m.Source, "/") {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "rootfs: bind source %q is not absolute", m.Source)
+	}
+	for _, o := range m.Options {
+		if strings.ContainsRune(o, 0) || strings.Contains(o, ",") && m.Type != "overlay" {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "rootfs: bad option %q", o)
+		}
+	}
+	return nil
+}
+
+// mountRootfs mounts ms in order on target.
+func mountRootfs(ms []rootMount, target string) error {
+	for _, m := range ms {
+		if err := m.check(); err != nil {
+			return err
+		}
+	}
+	for i, m := range ms {
+		flags, data := parseOptions(m.Options)
+		typ := m.Type
+		if typ == "bind" || typ == "rbind" {
+			typ = ""
+			flags |= unix.MS_BIND
+			if m.Type == "rbind" {
+				flags |= unix.MS_REC
+			}
+		}
+		ro := flags&unix.MS_RDONLY != 0
+		if err := unix.Mount(m.Source, target, typ, flags, data); err != nil {
+			unmountAll(target)
+			return errdefs.Errorf(errdefs.ErrInternal, "rootfs: mount %d (%s %s) on %s: %v", i, m.Type, m.Source, target, err)
+		}
+		if flags&unix.MS_BIND != 0 && ro {
+			// A bind takes no flags but MS_REC: make it read-only now.
+			if err := unix.Mount("", target, "", flags|unix.MS_REMOUNT, ""); err != nil {
+				unmountAll(target)
+				return errdefs.Errorf(errdefs.ErrInternal, "rootfs: remount %s read-only: %v", target, err)
+			}
+		}
+	}
+	return nil
+}
+
+// unmountAll unmounts everything mounted on target (lazily: the box's file
+// daemon may still hold files of it), and reports the first failure other
+// than "nothing mounted there".
+func unmountAll(target string) error {
+	for i := 0; i < 64; i++ {
+		err := unix.Unmount(target, unix.MNT_DETACH)
+		switch {
+		case err == nil:
+			continue
+		case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOENT):
+			return nil
+		default:
+			return fmt.Errorf("unmount %s: %w", target, err)
+		}
+	}
+	return fmt.Errorf("unmount %s: still mounted after 64 unmounts", target)
+}

@@ -1,0 +1,459 @@
+package k8sshim
+
+import (
+	"context"
+	"errors"
+	"log"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	eventstypes "github.com/containerd/containerd/api/events"
+	taskapi "github.com/containerd/containerd/api/runtime/task/v2"
+	"github.com/containerd/containerd/api/types/task"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/boxlite/boxlite"
+	"github.com/boxlite/boxlite/errdefs"
+)
+
+// Options configure the task service.
+type Options struct {
+	Namespace    string // containerd namespace of the tasks
+	TTRPCAddress string // containerd's ttrpc socket, for events ("" : none)
+	Image        string // the image boxes boot (their own root; containers have theirs)
+	// Exit is called once Shutdown found no task left (the daemon ends).
+	Exit func()
+}
+
+// service implements containerd's task API (containerd.task.v2.Task).
+type service struct {
+	opts   Options
+	events *publisher
+
+	rtOnce sync.Once
+	rt     *boxlite.Runtime
+	rtErr  error
+
+	createMu sync.Mutex // one Create at a time: it may boot a box
+	mu       sync.Mutex
+	pods     map[string]*pod
+	conts    map[string]*container
+}
+
+var _ taskapi.TTRPCTaskService = (*service)(nil)
+
+// NewService returns the task service.
+func NewService(opts Options) taskapi.TTRPCTaskService {
+	return &service{opts: opts, events: newPublisher(opts.TTRPCAddress, opts.Namespace),
+		pods: map[string]*pod{}, conts: map[string]*container{}}
+}
+
+// rpcError converts an error to the status containerd maps back to its
+// own error kinds (errdefs.FromGRPC).
+func rpcError(err error) error {
+	if err == nil {
+		return nil
+	}
+	code := codes.Unknown
+	for kind, c := range map[error]codes.Code{
+		errdefs.ErrNotFound: codes.NotFound, errdefs.ErrAlreadyExists: codes.AlreadyExists,
+		errdefs.ErrInvalidArgument: codes.InvalidArgument, errdefs.ErrInvalidState: codes.FailedPrecondition,
+		errdefs.ErrTimeout: codes.DeadlineExceeded, errdefs.ErrUnsupported: codes.Unimplemented,
+		errdefs.ErrLimit: codes.ResourceExhausted, errdefs.ErrClosed: codes.Unavailable,
+	} {
+		if errors.Is(err, kind) {
+			code = c
+			break
+		}
+	}
+	return status.Error(code, err.Error())
+}
+
+// lookup finds a container and one of its processes (execID "" : init).
+func (s *service) lookup(id, execID string) (*container, *proc, error) {
+	if err := checkID("container", id); err != nil {
+		return nil, nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.conts[id]
+	if c == nil {
+		return nil, nil, errdefs.Errorf(errdefs.ErrNotFound, "container %s: not found", id)
+	}
+	if execID == "" {
+		return c, c.init, nil
+	}
+	p := c.execs[execID]
+	if p == nil {
+		return nil, nil, errdefs.Errorf(errdefs.ErrNotFound, "container %s: exec %q: not found", id, execID)
+	}
+	return c, p, nil
+}
+
+func (s *service) Create(ctx context.Context, r *taskapi.CreateTaskRequest) (_ *taskapi.CreateTaskResponse, err error) {
+	defer func() { err = rpcError(err) }()
+	if err := checkID("container", r.ID); err != nil {
+		return nil, err
+	}
+	if err := checkBundle(r.Bundle); err != nil {
+		return nil, err
+	}
+	if r.Checkpoint != "" || r.ParentCheckpoint != "" {
+		return nil, errdefs.Errorf(errdefs.ErrUnsupported, "create %s: checkpoints", r.ID)
+	}
+	sp, err := readSpec(r.Bundle)
+	if err != nil {
+		return nil, err
+	}
+	sandbox, err := sp.sandboxOf(r.ID)
+	if err != nil {
+		return nil, err
+	}
+	s.createMu.Lock()
+	defer s.createMu.Unlock()
+	s.mu.Lock()
+	_, taken := s.conts[r.ID]
+	p := s.pods[sandbox]
+	s.mu.Unlock()
+	if taken {
+		return nil, errdefs.Errorf(errdefs.ErrAlreadyExists, "container %s: already exists", r.ID)
+	}
+	if sandbox != r.ID && p == nil {
+		return nil, errdefs.Errorf(errdefs.ErrNotFound, "container %s: its pod sandbox %s is not in this shim", r.ID, sandbox)
+	}
+	c := &container{id: r.ID, bundle: r.Bundle, boxRoot: guestRoot(r.ID), execs: map[string]*proc{}}
+	if c.rootfs, c.mounted, err = prepareRootfs(r.Bundle, sp, r.Rootfs); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil && c.mounted {
+			if uerr := unmountAll(c.rootfs); uerr != nil {
+				log.Printf("container %s: %v", c.id, uerr)
+			}
+		}
+	}()
+	if p == nil {
+		if p, err = s.newPod(ctx, c, sp); err != nil {
+			return nil, err
+		}
+	} else if err := s.addToPod(ctx, p, c); err != nil {
+		return nil, err
+	}
+	c.pod = p
+	pr := sp.Process
+	cmd := boxlite.Command{Argv: pr.Args, Env: pr.env(), Cwd: pr.Cwd, User: pr.user(), Tty: r.Terminal || pr.Terminal, Root: c.boxRoot}
+	if cmd.Tty && pr.ConsoleSize != nil {
+		cmd.Rows, cmd.Cols = int(pr.ConsoleSize.Height), int(pr.ConsoleSize.Width)
+	}
+	c.init = newProc("", cmd, r.Stdin, r.Stdout, r.Stderr)
+	s.mu.Lock()
+	p.members[c.id] = true
+	s.pods[p.id] = p
+	s.conts[c.id] = c
+	s.mu.Unlock()
+	s.events.publish(topicCreate, &eventstypes.TaskCreate{ContainerID: c.id, Bundle: c.bundle,
+		IO: &eventstypes.TaskIO{Stdin: r.Stdin, Stdout: r.Stdout, Stderr: r.Stderr, Terminal: cmd.Tty}})
+	return &taskapi.CreateTaskResponse{}, nil
+}
+
+func (s *service) Start(ctx context.Context, r *taskapi.StartRequest) (_ *taskapi.StartResponse, err error) {
+	defer func() { err = rpcError(err) }()
+	c, p, err := s.lookup(r.ID, r.ExecID)
+	if err != nil {
+		return nil, err
+	}
+	if r.ExecID != "" {
+		if st, _, _, _ := c.init.snapshot(); st != procRunning {
+			return nil, errdefs.Errorf(errdefs.ErrInvalidState, "exec %s in %s: the container is not running", r.ExecID, c.id)
+		}
+	}
+	pid, err := p.start(ctx, c.pod.box, func(p *proc) { s.exited(c, p) })
+	if err != nil {
+		return nil, err
+	}
+	if r.ExecID == "" {
+		s.events.publish(topicStart, &eventstypes.TaskStart{ContainerID: c.id, Pid: pid})
+	} else {
+		s.events.publish(topicExecStarted, &eventstypes.TaskExecStarted{ContainerID: c.id, ExecID: r.ExecID, Pid: pid})
+	}
+	return &taskapi.StartResponse{Pid: pid}, nil
+}
+
+// exited publishes a process's exit; the end of a container's init ends
+// its execs, as a container's PID 1 would.
+func (s *service) exited(c *container, p *proc) {
+	_, pid, code, at := p.snapshot()
+	id := p.id
+	if id == "" {
+		id = c.id
+		s.mu.Lock()
+		execs := make([]*proc, 0, len(c.execs))
+		for _, e := range c.execs {
+			execs = append(execs, e)
+		}
+		s.mu.Unlock()
+		for _, e := range execs {
+			e.abandon()
+		}
+	}
+	s.events.publish(topicExit, &eventstypes.TaskExit{ContainerID: c.id, ID: id, Pid: pid, ExitStatus: code, ExitedAt: timestamppb.New(at)})
+}
+
+func (s *service) Delete(ctx context.Context, r *taskapi.DeleteRequest) (_ *taskapi.DeleteResponse, err error) {
+	defer func() { err = rpcError(err) }()
+	c, p, err := s.lookup(r.ID, r.ExecID)
+	if err != nil {
+		return nil, err
+	}
+	st, pid, code, at := p.snapshot()
+	if st == procRunning {
+		return nil, errdefs.Errorf(errdefs.ErrInvalidState, "delete %s %q: the process is running", r.ID, r.ExecID)
+	}
+	if st == procCreated {
+		p.stopUnstarted()
+		_, pid, code, at = p.snapshot()
+	}
+	resp := &taskapi.DeleteResponse{Pid: pid, ExitStatus: code, ExitedAt: timestamppb.New(at)}
+	if r.ExecID != "" {
+		s.mu.Lock()
+		delete(c.execs, r.ExecID)
+		s.mu.Unlock()
+		return resp, nil
+	}
+	s.mu.Lock()
+	delete(s.conts, c.id)
+	pd := c.pod
+	delete(pd.members, c.id)
+	last := len(pd.members) == 0
+	if last {
+		delete(s.pods, pd.id)
+	}
+	s.mu.Unlock()
+	if last {
+		s.removeBox(pd.box)
+	}
+	if c.mounted {
+		if err := unmountAll(c.rootfs); err != nil {
+			log.Printf("container %s: %v", c.id, err)
+		}
+	}
+	s.events.publish(topicDelete, &eventstypes.TaskDelete{ContainerID: c.id, Pid: pid, ExitStatus: code, ExitedAt: resp.ExitedAt})
+	return resp, nil
+}
+
+func (s *service) Exec(ctx context.Context, r *taskapi.ExecProcessRequest) (_ *emptypb.Empty, err error) {
+	defer func() { err = rpcError(err) }()
+	if err := checkID("exec", r.ExecID); err != nil {
+		return nil, err
+	}
+	c, _, err := s.lookup(r.ID, "")
+	if err != nil {
+		return nil, err
+	}
+	if r.Spec == nil {
+		return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "exec %s in %s: no process spec", r.ExecID, r.ID)
+	}
+	pr, err := parseProcess(r.Spec.GetValue())
+	if err != nil {
+		return nil, err
+	}
+	cmd := boxlite.Command{Argv: pr.Args, Env: pr.env(), Cwd: pr.Cwd, User: pr.user(), Tty: r.Terminal || pr.Terminal, Root: c.boxRoot}
+	if cmd.Tty && pr.ConsoleSize != nil {
+		cmd.Rows, cmd.Cols = int(pr.ConsoleSize.Height), int(pr.ConsoleSize.Width)
+	}
+	s.mu.Lock()
+	if _, ok := c.execs[r.ExecID]; ok {
+		s.mu.Unlock()
+		return nil, errdefs.Errorf(errdefs.ErrAlreadyExists, "exec %s in %s: already exists", r.ExecID, r.ID)
+	}
+	c.execs[r.ExecID] = newProc(r.ExecID, cmd, r.Stdin, r.Stdout, r.Stderr)
+	s.mu.Unlock()
+	s.events.publish(topicExecAdded, &eventstypes.TaskExecAdded{ContainerID: c.id, ExecID: r.ExecID})
+	return &emptypb.Empty{}, nil
+}
+
+func (s *service) State(ctx context.Context, r *taskapi.StateRequest) (_ *taskapi.StateResponse, err error) {
+	defer func() { err = rpcError(err) }()
+	c, p, err := s.lookup(r.ID, r.ExecID)
+	if err != nil {
+		return nil, err
+	}
+	st, pid, code, at := p.snapshot()
+	resp := &taskapi.StateResponse{ID: c.id, ExecID: r.ExecID, Bundle: c.bundle, Pid: pid,
+		Stdin: p.stdin, Stdout: p.stdout, Stderr: p.stderr, Terminal: p.cmd.Tty}
+	switch st {
+	case procCreated:
+		resp.Status = task.Status_CREATED
+	case procRunning:
+		resp.Status = task.Status_RUNNING
+	default:
+		resp.Status, resp.ExitStatus, resp.ExitedAt = task.Status_STOPPED, code, timestamppb.New(at)
+	}
+	return resp, nil
+}
+
+func (s *service) Wait(ctx context.Context, r *taskapi.WaitRequest) (_ *taskapi.WaitResponse, err error) {
+	defer func() { err = rpcError(err) }()
+	_, p, err := s.lookup(r.ID, r.ExecID)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-p.done:
+	case <-ctx.Done(): // the caller's deadline (containerd's request)
+		return nil, errdefs.Errorf(errdefs.ErrTimeout, "wait %s %q: %v", r.ID, r.ExecID, ctx.Err())
+	}
+	_, _, code, at := p.snapshot()
+	return &taskapi.WaitResponse{ExitStatus: code, ExitedAt: timestamppb.New(at)}, nil
+}
+
+func (s *service) Kill(ctx context.Context, r *taskapi.KillRequest) (_ *emptypb.Empty, err error) {
+	defer func() { err = rpcError(err) }()
+	if r.Signal == 0 || r.Signal > 64 {
+		return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "kill %s: signal %d", r.ID, r.Signal)
+	}
+	c, p, err := s.lookup(r.ID, r.ExecID)
+	if err != nil {
+		return nil, err
+	}
+	sig := syscall.Signal(r.Signal)
+	if err := p.signal(sig, r.All); err != nil {
+		return nil, err
+	}
+	if r.All && r.ExecID == "" {
+		s.mu.Lock()
+		execs := make([]*proc, 0, len(c.execs))
+		for _, e := range c.execs {
+			execs = append(execs, e)
+		}
+		s.mu.Unlock()
+		for _, e := range execs {
+			_ = e.signal(sig, true) // an exec that already ended is fine
+		}
+	}
+	return &emptypb.Empty{}, nil
+}
+
+func (s *service) Pids(ctx context.Context, r *taskapi.PidsRequest) (_ *taskapi.PidsResponse, err error) {
+	defer func() { err = rpcError(err) }()
+	c, p, err := s.lookup(r.ID, "")
+	if err != nil {
+		return nil, err
+	}
+	var out []*task.ProcessInfo
+	s.mu.Lock()
+	procs := []*proc{p}
+	for _, e := range c.execs {
+		procs = append(procs, e)
+	}
+	s.mu.Unlock()
+	for _, q := range procs {
+		if st, pid, _, _ := q.snapshot(); st == procRunning && pid != 0 {
+			out = append(out, &task.ProcessInfo{Pid: pid})
+		}
+	}
+	return &taskapi.PidsResponse{Processes: out}, nil
+}
+
+func (s *service) ResizePty(ctx context.Context, r *taskapi.ResizePtyRequest) (_ *emptypb.Empty, err error) {
+	defer func() { err = rpcError(err) }()
+	_, p, err := s.lookup(r.ID, r.ExecID)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.resize(int(r.Height), int(r.Width)); err != nil {
+		return nil, err
+	}
+	return &emptypb.Empty{}, nil
+}
+
+func (s *service) CloseIO(ctx context.Context, r *taskapi.CloseIORequest) (_ *emptypb.Empty, err error) {
+	defer func() { err = rpcError(err) }()
+	_, p, err := s.lookup(r.ID, r.ExecID)
+	if err != nil {
+		return nil, err
+	}
+	if r.Stdin {
+		if err := p.closeStdin(); err != nil {
+			return nil, err
+		}
+	}
+	return &emptypb.Empty{}, nil
+}
+
+func (s *service) Connect(ctx context.Context, r *taskapi.ConnectRequest) (_ *taskapi.ConnectResponse, err error) {
+	defer func() { err = rpcError(err) }()
+	resp := &taskapi.ConnectResponse{ShimPid: uint32(os.Getpid())}
+	if _, p, err := s.lookup(r.ID, ""); err == nil {
+		_, resp.TaskPid, _, _ = p.snapshot()
+	}
+	return resp, nil
+}
+
+// exitDelay lets Shutdown's answer reach containerd before the daemon ends.
+const exitDelay = 50 * time.Millisecond
+
+func (s *service) Shutdown(ctx context.Context, r *taskapi.ShutdownRequest) (*emptypb.Empty, error) {
+	s.mu.Lock()
+	n := len(s.conts)
+	s.mu.Unlock()
+	if n > 0 {
+		return &emptypb.Empty{}, nil // other tasks of the pod still run here
+	}
+	if s.rt != nil {
+		if err := s.rt.Close(); err != nil {
+			log.Printf("shutdown: %v", err)
+		}
+	}
+	if s.opts.Exit != nil {
+		time.AfterFunc(exitDelay, s.opts.Exit)
+	}
+	return &emptypb.Empty{}, nil
+}
+
+func unimplemented(what string) error {
+	return status.Errorf(codes.Unimplemented, "%s: not implemented by the boxlite shim", what)
+}
+
+func (s *service) Pause(context.Context, *taskapi.PauseRequest) (*emptypb.Empty, error) {
+	return nil, unimplemented("pause")
+}
+
+func (s *service) Resume(context.Context, *taskapi.ResumeRequest) (*emptypb.Empty, error) {
+	return nil, unimplemented("resume")
+}
+
+func (s *service) Checkpoint(context.Context, *taskapi.CheckpointTaskRequest) (*emptypb.Empty, error) {
+	return nil, unimplemented("checkpoint")
+}
+
+func (s *service) Update(context.Context, *taskapi.UpdateTaskRequest) (*emptypb.Empty, error) {
+	return nil, unimplemented("update")
+}
+
+func (s *service) Stats(context.Context, *taskapi.StatsRequest) (*taskapi.StatsResponse, error) {
+	return nil, unimplemented("stats")
+}
+
+// close ends every box (the daemon ends): their containers are gone.
+func (s *service) close() {
+	s.mu.Lock()
+	conts := make([]*container, 0, len(s.conts))
+	for _, c := range s.conts {
+		conts = append(conts, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conts {
+		c.init.abandon()
+	}
+	if s.rt != nil {
+		if err := s.rt.Close(); err != nil {
+			log.Printf("close: %v", err)
+		}
+	}
+}
