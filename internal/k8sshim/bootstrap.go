@@ -282,7 +282,7 @@ func serve(f flags) error {
 	log.Printf("serving %s for %s/%s", RuntimeType, f.namespace, f.id)
 	err = srv.Serve(ctx, l)
 	if ctx.Err() != nil || errors.Is(err, ttrpc.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
-		svc.(*service).close()
+		svc.Close()
 		_ = os.Remove(l.Addr().String())
 		return nil
 	}

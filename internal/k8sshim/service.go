@@ -26,7 +26,8 @@ type Options struct {
 	Namespace    string // containerd namespace of the tasks
 	TTRPCAddress string // containerd's ttrpc socket, for events ("" : none)
 	Image        string // the image boxes boot (their own root; containers have theirs)
-	// Exit is called once Shutdown found no task left (the daemon ends).
+	// Exit is called once Shutdown found no task left: the daemon then
+	// calls Close and ends.
 	Exit func()
 }
 
@@ -47,8 +48,14 @@ type service struct {
 
 var _ taskapi.TTRPCTaskService = (*service)(nil)
 
+// Service is containerd's task API, served by the shim daemon.
+type Service interface {
+	taskapi.TTRPCTaskService
+	Close()
+}
+
 // NewService returns the task service.
-func NewService(opts Options) taskapi.TTRPCTaskService {
+func NewService(opts Options) Service {
 	return &service{opts: opts, events: newPublisher(opts.TTRPCAddress, opts.Namespace),
 		pods: map[string]*pod{}, conts: map[string]*container{}}
 }
@@ -405,11 +412,6 @@ func (s *service) Shutdown(ctx context.Context, r *taskapi.ShutdownRequest) (*em
 	if n > 0 {
 		return &emptypb.Empty{}, nil // other tasks of the pod still run here
 	}
-	if s.rt != nil {
-		if err := s.rt.Close(); err != nil {
-			log.Printf("shutdown: %v", err)
-		}
-	}
 	if s.opts.Exit != nil {
 		time.AfterFunc(exitDelay, s.opts.Exit)
 	}
@@ -440,8 +442,8 @@ func (s *service) Stats(context.Context, *taskapi.StatsRequest) (*taskapi.StatsR
 	return nil, unimplemented("stats")
 }
 
-// close ends every box (the daemon ends): their containers are gone.
-func (s *service) close() {
+// Close ends every box (the daemon ends): their containers are gone.
+func (s *service) Close() {
 	s.mu.Lock()
 	conts := make([]*container, 0, len(s.conts))
 	for _, c := range s.conts {

@@ -1,0 +1,79 @@
+package containerd
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestCtrRun runs a container to its exit: its output, its exit code, the
+// guest's kernel (not the host's) and its own root.
+func TestCtrRun(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if _, err := ctr(ctx, "images", "tag", "--force", "docker.io/library/alpine:latest", "alpine:latest"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	r, err := ctr(ctx, "run", "--rm", "--runtime", "io.containerd.boxlite.v2", "alpine:latest", "t1",
+		"sh", "-c", "uname -r; echo hi; test -e /var/lib/boxlite/containers || echo own-root; exit 3")
+	if r.code != 3 {
+		t.Fatalf("ctr run exited %d, want 3 (%v)", r.code, err)
+	}
+	t.Logf("ctr run: %.1f s", time.Since(start).Seconds())
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	var uts unix.Utsname
+	_ = unix.Uname(&uts)
+	host := unix.ByteSliceToString(uts.Release[:])
+	if len(lines) != 3 || lines[1] != "hi" || lines[2] != "own-root" {
+		t.Fatalf("output %q", r.stdout)
+	}
+	if lines[0] == host {
+		t.Fatalf("uname -r says the host's kernel %q", host)
+	}
+	if env.guestKR != "" && lines[0] != env.guestKR {
+		t.Errorf("uname -r %q, want the guest kernel's %q", lines[0], env.guestKR)
+	}
+	awaitNothingLeft(t, 30*time.Second)
+}
+
+// TestCtrExecKill execs into a running container, then kills it.
+func TestCtrExecKill(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if _, err := ctr(ctx, "run", "-d", "--runtime", "io.containerd.boxlite.v2", "docker.io/library/alpine:latest", "t2",
+		"sh", "-c", "trap 'echo term; exit 7' TERM; while :; do sleep 0.2; done"); err != nil {
+		t.Fatal(err)
+	}
+	defer ctr(context.Background(), "containers", "rm", "t2") //nolint:errcheck
+	r, err := ctr(ctx, "task", "exec", "--exec-id", "e1", "t2", "sh", "-c", "echo in-exec; id -u; exit 5")
+	if r.code != 5 || strings.TrimSpace(r.stdout) != "in-exec\n0" {
+		t.Fatalf("exec: code %d stdout %q (%v)", r.code, r.stdout, err)
+	}
+	r, err = ctr(ctx, "task", "ls")
+	if err != nil || !strings.Contains(r.stdout, "RUNNING") {
+		t.Fatalf("task ls: %q %v", r.stdout, err)
+	}
+	if _, err := ctr(ctx, "task", "kill", "-s", "SIGTERM", "t2"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		r, _ = ctr(ctx, "task", "ls")
+		if strings.Contains(r.stdout, "STOPPED") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task not stopped 30 s after SIGTERM: %q", r.stdout)
+		}
+	}
+	if _, err := ctr(ctx, "task", "rm", "t2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ctr(ctx, "containers", "rm", "t2"); err != nil {
+		t.Fatal(err)
+	}
+	awaitNothingLeft(t, 30*time.Second)
+}
