@@ -191,6 +191,14 @@ func (b *Box) request(cmd Command) (protocol.Exec, error) {
 	req.User = firstNonEmpty(cmd.User, b.rec.Config.User, img.Config.User)
 	if cmd.Root != "" {
 		req.Root, req.Cwd, req.User = cmd.Root, firstNonEmpty(cmd.Cwd, "/"), firstNonEmpty(cmd.User, "0")
+		for _, rb := range cmd.RootBinds {
+			req.RootBinds = append(req.RootBinds, protocol.RootBind{Source: rb.Source, Target: rb.Target, ReadOnly: rb.ReadOnly})
+		}
+	} else if len(cmd.RootBinds) > 0 {
+		return protocol.Exec{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "exec: root binds without a root")
+	}
+	if len(req.RootBinds) > protocol.MaxRootBinds {
+		return protocol.Exec{}, errdefs.Errorf(errdefs.ErrLimit, "exec: %d root binds, limit %d", len(req.RootBinds), protocol.MaxRootBinds)
 	}
 	return req, nil
 }

@@ -63,6 +63,18 @@ type Command struct {
 	// the root's /etc/passwd (default root), Cwd defaults to /. Needs an
 	// agent with protocol.FeatureExecRoot (ErrUnsupported otherwise).
 	Root string
+	// RootBinds (with Root) bind directories or files of the box into the
+	// root the first time it is used (a container's volumes); later
+	// commands in the same root find them there. At most
+	// protocol.MaxRootBinds.
+	RootBinds []RootBind
+}
+
+// RootBind binds Source, a path of the box, at Target in a Command's Root
+// (made if missing).
+type RootBind struct {
+	Source, Target string
+	ReadOnly       bool
 }
 
 // Default terminal size of a Command with Tty.

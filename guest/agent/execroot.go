@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/protocol"
 )
 
 // rootBinds are the box's directories bound onto a container root
@@ -35,7 +36,7 @@ func checkRoot(root string) error {
 // inside the box) and readies it as a process root: it returns the
 // agent's path to it (for looking up users, the cwd and the executable)
 // and the box path to chroot to.
-func (g *sandboxGen) containerRoot(root string) (agentPath, boxPath string, err error) {
+func (g *sandboxGen) containerRoot(root string, binds []protocol.RootBind) (agentPath, boxPath string, err error) {
 	agentPath, err = resolveIn(g.root(), root)
 	if err == nil {
 		var fi os.FileInfo
@@ -49,7 +50,7 @@ func (g *sandboxGen) containerRoot(root string) (agentPath, boxPath string, err 
 		}
 		return "", "", errdefs.Errorf(errdefs.ErrInvalidArgument, "exec: root %q: %v", root, err)
 	}
-	boxPath = "/" + strings.TrimPrefix(strings.TrimPrefix(agentPath, g.root()), "/")
+	boxPath = g.boxPath(agentPath)
 	if boxPath == "/" {
 		return "", "", errdefs.Errorf(errdefs.ErrInvalidArgument, "exec: root %q is the box's own root", root)
 	}
@@ -59,6 +60,13 @@ func (g *sandboxGen) containerRoot(root string) (agentPath, boxPath string, err 
 		return agentPath, boxPath, nil
 	}
 	if err := g.onThread(func() error { return bindBoxDirs(boxPath) }); err != nil {
+		return "", "", errdefs.Errorf(errdefs.ErrInternal, "exec: root %q: %v", root, err)
+	}
+	rbs, err := g.resolveRootBinds(agentPath, binds)
+	if err != nil {
+		return "", "", err
+	}
+	if err := g.onThread(func() error { return bindInto(rbs) }); err != nil {
 		return "", "", errdefs.Errorf(errdefs.ErrInternal, "exec: root %q: %v", root, err)
 	}
 	if g.roots == nil {
@@ -81,6 +89,114 @@ func bindBoxDirs(root string) error {
 		}
 		if err := unix.Mount("/"+name, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 			return &fs.PathError{Op: "bind /" + name + " on", Path: dst, Err: err}
+		}
+	}
+	return nil
+}
+
+// checkRootBinds validates an Exec's RootBinds as the request gives them.
+func checkRootBinds(req *protocol.Exec) error {
+	if len(req.RootBinds) == 0 {
+		return nil
+	}
+	if req.Root == "" {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "exec: root binds without a root")
+	}
+	if len(req.RootBinds) > protocol.MaxRootBinds {
+		return errdefs.Errorf(errdefs.ErrLimit, "exec: %d root binds, limit %d", len(req.RootBinds), protocol.MaxRootBinds)
+	}
+	for i, b := range req.RootBinds {
+		for _, p := range []string{b.Source, b.Target} {
+			if len(p) > maxCwdLen || strings.ContainsRune(p, 0) || !path.IsAbs(p) || path.Clean(p) == "/" {
+				return errdefs.Errorf(errdefs.ErrInvalidArgument, "exec: root bind %d: bad path %q", i, p)
+			}
+		}
+	}
+	return nil
+}
+
+// makeIn returns the agent's path to p inside root (an agent path),
+// resolving symlinks inside root as resolveIn does and making what is
+// missing: directories, and the last component as an empty file when file
+// is set.
+func makeIn(root, p string, file bool) (string, error) {
+	comps := strings.Split(path.Clean("/"+p), "/")[1:]
+	cur, host := "/", root
+	for i, c := range comps {
+		next := path.Join(cur, c)
+		h, err := resolveIn(root, next)
+		if errors.Is(err, fs.ErrNotExist) {
+			parent, perr := resolveIn(root, cur)
+			if perr != nil {
+				return "", perr
+			}
+			h = parent + "/" + c
+			if _, lerr := os.Lstat(h); lerr == nil {
+				return "", &fs.PathError{Op: "resolve", Path: next, Err: unix.ENOENT} // a dangling symlink
+			}
+			if i == len(comps)-1 && file {
+				fd, ferr := unix.Open(h, unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_WRONLY, 0o644)
+				if ferr != nil {
+					return "", &fs.PathError{Op: "create", Path: h, Err: ferr}
+				}
+				unix.Close(fd)
+			} else if err := os.Mkdir(h, 0o755); err != nil {
+				return "", err
+			}
+		} else if err != nil {
+			return "", err
+		}
+		host = h
+		cur = "/" + strings.TrimPrefix(strings.TrimPrefix(h, root), "/")
+	}
+	return host, nil
+}
+
+// rootBind is a RootBind resolved to the sandbox's paths.
+type rootBind struct {
+	src, dst string
+	readOnly bool
+}
+
+// resolveRootBinds resolves binds for the root at rootAgent (the agent's
+// path to it): each source in the box, each target in the root (made if
+// missing, a file for a file), both as the sandbox sees them.
+func (g *sandboxGen) resolveRootBinds(rootAgent string, binds []protocol.RootBind) ([]rootBind, error) {
+	out := make([]rootBind, 0, len(binds))
+	for i, b := range binds {
+		src, err := resolveIn(g.root(), b.Source)
+		if err != nil {
+			return nil, errdefs.Errorf(errdefs.ErrNotFound, "exec: root bind %d: source %q: %v", i, b.Source, err)
+		}
+		fi, err := os.Stat(src)
+		if err != nil {
+			return nil, errdefs.Errorf(errdefs.ErrNotFound, "exec: root bind %d: source %q: %v", i, b.Source, err)
+		}
+		dst, err := makeIn(rootAgent, b.Target, !fi.IsDir())
+		if err != nil {
+			return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "exec: root bind %d: target %q: %v", i, b.Target, err)
+		}
+		out = append(out, rootBind{src: g.boxPath(src), dst: g.boxPath(dst), readOnly: b.ReadOnly})
+	}
+	return out, nil
+}
+
+// boxPath is the sandbox's path for an agent path under g.root().
+func (g *sandboxGen) boxPath(agentPath string) string {
+	return "/" + strings.TrimPrefix(strings.TrimPrefix(agentPath, g.root()), "/")
+}
+
+// bindInto makes binds (on the forking thread, in the sandbox's mount
+// namespace).
+func bindInto(binds []rootBind) error {
+	for _, b := range binds {
+		if err := unix.Mount(b.src, b.dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return &fs.PathError{Op: "bind " + b.src + " on", Path: b.dst, Err: err}
+		}
+		if b.readOnly {
+			if err := unix.Mount("", b.dst, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_REC, ""); err != nil {
+				return &fs.PathError{Op: "remount read-only", Path: b.dst, Err: err}
+			}
 		}
 	}
 	return nil

@@ -54,6 +54,9 @@ func validateExec(req *protocol.Exec) error {
 			return err
 		}
 	}
+	if err := checkRootBinds(req); err != nil {
+		return err
+	}
 	if req.Tty {
 		if _, _, err := termSize(req.Rows, req.Cols); err != nil {
 			return fmt.Errorf("exec: %w", err)
@@ -111,7 +114,7 @@ func (s *server) spawn(id uint32, req protocol.Exec) (*execution, error) {
 			return nil, errdefs.Errorf(errdefs.ErrUnsupported, "exec: a root of its own needs the box sandbox")
 		}
 		var err error
-		if root, chroot, err = gen.containerRoot(req.Root); err != nil {
+		if root, chroot, err = gen.containerRoot(req.Root, req.RootBinds); err != nil {
 			return nil, err
 		}
 		cwdRoot = root

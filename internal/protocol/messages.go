@@ -405,7 +405,23 @@ type Exec struct {
 	// they are directories) the first time a root is used, resolves User,
 	// Cwd and Argv[0] in it, and chroots the process there.
 	Root string `msgpack:"root,omitempty"`
+	// RootBinds (with Root) are directories and files of the box bound
+	// into the root the first time it is used, after /proc, /dev and /sys
+	// (a container's volumes: emptyDirs, configmaps, secrets, its hosts
+	// file); a later exec in the same root has them already. At most
+	// MaxRootBinds.
+	RootBinds []RootBind `msgpack:"root_binds,omitempty"`
 }
+
+// RootBind is one bind into an Exec.Root.
+type RootBind struct {
+	Source   string `msgpack:"source"` // a path of the box (a directory or a file)
+	Target   string `msgpack:"target"` // where in the root; made if missing
+	ReadOnly bool   `msgpack:"read_only,omitempty"`
+}
+
+// MaxRootBinds bounds Exec.RootBinds.
+const MaxRootBinds = 64
 
 // MaxTermSize bounds Exec.Rows/Cols and Resize (the kernel keeps them in 16 bits).
 const MaxTermSize = 65535
