@@ -169,8 +169,10 @@ func start(f flags) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("listen %s: %w", sock, err)
 	}
-	defer l.Close()
-	lf, err := l.(*net.UnixListener).File()
+	ul := l.(*net.UnixListener)
+	ul.SetUnlinkOnClose(false) // the daemon's socket from now on
+	defer ul.Close()
+	lf, err := ul.File()
 	if err != nil {
 		return "", err
 	}
@@ -238,6 +240,9 @@ func cleanup(f flags) ([]byte, error) {
 		return nil, err
 	}
 	if err := unmountAll(filepath.Join(bundle, "rootfs")); err != nil {
+		return nil, err
+	}
+	if err := removeShare(filepath.Join(bundle, shareName)); err != nil {
 		return nil, err
 	}
 	return proto.Marshal(&taskapi.DeleteResponse{ExitedAt: timestamppb.Now(), ExitStatus: 128 + uint32(unix.SIGKILL)})

@@ -122,3 +122,40 @@ func unmountAll(target string) error {
 	}
 	return fmt.Errorf("unmount %s: still mounted after 64 unmounts", target)
 }
+
+// bindAt binds src (a directory or file, with what is mounted below it) at
+// dst, read-only when asked, through a detached copy of the mount, so the
+// bind is read-only from the moment it appears: dst is under the pod's
+// shared directory, and what is mounted there propagates to the box's file
+// daemon as it is.
+func bindAt(src, dst string, readOnly bool) error {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+	if err != nil {
+		return fmt.Errorf("open_tree %s: %w", src, err)
+	}
+	defer unix.Close(fd)
+	if readOnly {
+		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
+			return fmt.Errorf("make %s read-only: %w", src, err)
+		}
+	}
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("move the bind of %s to %s: %w", src, dst, err)
+	}
+	return nil
+}
+
+// makeShared makes dir a mount of its own with shared propagation: what is
+// mounted below it later appears in the copies of it, the box's file
+// daemon's included.
+func makeShared(dir string) error {
+	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind %s on itself: %w", dir, err)
+	}
+	if err := unix.Mount("", dir, "", unix.MS_SHARED, ""); err != nil {
+		_ = unix.Unmount(dir, unix.MNT_DETACH)
+		return fmt.Errorf("make %s shared: %w", dir, err)
+	}
+	return nil
+}

@@ -133,7 +133,7 @@ func (s *service) Create(ctx context.Context, r *taskapi.CreateTaskRequest) (_ *
 	if sandbox != r.ID && p == nil {
 		return nil, errdefs.Errorf(errdefs.ErrNotFound, "container %s: its pod sandbox %s is not in this shim", r.ID, sandbox)
 	}
-	c := &container{id: r.ID, bundle: r.Bundle, boxRoot: guestRoot(r.ID), execs: map[string]*proc{}}
+	c := &container{id: r.ID, bundle: r.Bundle, execs: map[string]*proc{}}
 	if c.rootfs, c.mounted, err = prepareRootfs(r.Bundle, sp, r.Rootfs); err != nil {
 		return nil, err
 	}
@@ -144,19 +144,33 @@ func (s *service) Create(ctx context.Context, r *taskapi.CreateTaskRequest) (_ *
 			}
 		}
 	}()
-	if p == nil {
-		if p, err = s.newPod(ctx, c, sp); err != nil {
+	newBox := p == nil
+	if newBox {
+		if p, err = newPod(r.ID, r.Bundle); err != nil {
 			return nil, err
 		}
-	} else if err := s.addToPod(ctx, p, c); err != nil {
+		defer func() {
+			if err != nil {
+				p.removeShare()
+			}
+		}()
+	}
+	if err := c.place(p, sp); err != nil {
 		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			c.unplace()
+		}
+	}()
+	if newBox {
+		if err := s.startBox(ctx, p, sp); err != nil {
+			return nil, err
+		}
 	}
 	c.pod = p
 	pr := sp.Process
-	cmd := boxlite.Command{Argv: pr.Args, Env: pr.env(), Cwd: pr.Cwd, User: pr.user(), Tty: r.Terminal || pr.Terminal, Root: c.boxRoot}
-	if cmd.Tty && pr.ConsoleSize != nil {
-		cmd.Rows, cmd.Cols = int(pr.ConsoleSize.Height), int(pr.ConsoleSize.Width)
-	}
+	cmd := c.command(pr, r.Terminal)
 	c.init = newProc("", cmd, r.Stdin, r.Stdout, r.Stderr)
 	s.mu.Lock()
 	p.members[c.id] = true
@@ -189,6 +203,17 @@ func (s *service) Start(ctx context.Context, r *taskapi.StartRequest) (_ *taskap
 		s.events.publish(topicExecStarted, &eventstypes.TaskExecStarted{ContainerID: c.id, ExecID: r.ExecID, Pid: pid})
 	}
 	return &taskapi.StartResponse{Pid: pid}, nil
+}
+
+// command is how a process of c runs in the box: in c's root, with its
+// volumes bound in.
+func (c *container) command(pr *process, terminal bool) boxlite.Command {
+	cmd := boxlite.Command{Argv: pr.Args, Env: pr.env(), Cwd: pr.Cwd, User: pr.user(), Tty: terminal || pr.Terminal,
+		Root: c.boxRoot, RootBinds: c.rootBinds}
+	if cmd.Tty && pr.ConsoleSize != nil {
+		cmd.Rows, cmd.Cols = int(pr.ConsoleSize.Height), int(pr.ConsoleSize.Width)
+	}
+	return cmd
 }
 
 // exited publishes a process's exit; the end of a container's init ends
@@ -241,8 +266,10 @@ func (s *service) Delete(ctx context.Context, r *taskapi.DeleteRequest) (_ *task
 		delete(s.pods, pd.id)
 	}
 	s.mu.Unlock()
+	c.unplace()
 	if last {
 		s.removeBox(pd.box)
+		pd.removeShare()
 	}
 	if c.mounted {
 		if err := unmountAll(c.rootfs); err != nil {
@@ -269,10 +296,7 @@ func (s *service) Exec(ctx context.Context, r *taskapi.ExecProcessRequest) (_ *e
 	if err != nil {
 		return nil, err
 	}
-	cmd := boxlite.Command{Argv: pr.Args, Env: pr.env(), Cwd: pr.Cwd, User: pr.user(), Tty: r.Terminal || pr.Terminal, Root: c.boxRoot}
-	if cmd.Tty && pr.ConsoleSize != nil {
-		cmd.Rows, cmd.Cols = int(pr.ConsoleSize.Height), int(pr.ConsoleSize.Width)
-	}
+	cmd := c.command(pr, r.Terminal)
 	s.mu.Lock()
 	if _, ok := c.execs[r.ExecID]; ok {
 		s.mu.Unlock()
@@ -450,12 +474,25 @@ func (s *service) Close() {
 		conts = append(conts, c)
 	}
 	s.mu.Unlock()
+	pods := map[*pod]bool{}
 	for _, c := range conts {
 		c.init.abandon()
+		c.unplace()
+		pods[c.pod] = true
 	}
 	if s.rt != nil {
-		if err := s.rt.Close(); err != nil {
+		if err := s.rt.Close(); err != nil { // stops the boxes
 			log.Printf("close: %v", err)
+		}
+	}
+	for p := range pods {
+		p.removeShare()
+	}
+	for _, c := range conts {
+		if c.mounted {
+			if err := unmountAll(c.rootfs); err != nil {
+				log.Printf("container %s: %v", c.id, err)
+			}
 		}
 	}
 }

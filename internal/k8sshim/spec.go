@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/boxlite/boxlite/errdefs"
 )
@@ -44,6 +45,7 @@ type spec struct {
 	Process     *process          `json:"process"`
 	Root        *specRoot         `json:"root"`
 	Hostname    string            `json:"hostname"`
+	Mounts      []specMount       `json:"mounts"`
 	Annotations map[string]string `json:"annotations"`
 	Linux       *struct {
 		Resources *struct {
@@ -56,6 +58,57 @@ type spec struct {
 			} `json:"cpu"`
 		} `json:"resources"`
 	} `json:"linux"`
+}
+
+type specMount struct {
+	Destination string   `json:"destination"`
+	Type        string   `json:"type"`
+	Source      string   `json:"source"`
+	Options     []string `json:"options"`
+}
+
+// maxMounts bounds the mounts of a container the shim shares (protocol.MaxRootBinds).
+const maxMounts = 64
+
+// shared reports whether the box gets m: a bind of a host directory or
+// file (a volume, a hosts file) outside /proc, /dev and /sys, which the
+// box has of its own. The rest (proc, tmpfs, devpts, mqueue, sysfs,
+// cgroup) are the box's.
+func (m specMount) shared() bool {
+	bind := m.Type == "bind"
+	for _, o := range m.Options {
+		bind = bind || o == "bind" || o == "rbind"
+	}
+	if !bind {
+		return false
+	}
+	for _, sys := range []string{"/proc", "/dev", "/sys"} {
+		if m.Destination == sys || strings.HasPrefix(m.Destination, sys+"/") {
+			return false
+		}
+	}
+	return true
+}
+
+func (m specMount) readOnly() bool {
+	ro := false
+	for _, o := range m.Options {
+		switch o {
+		case "ro":
+			ro = true
+		case "rw":
+			ro = false
+		}
+	}
+	return ro
+}
+
+func (m specMount) check() error {
+	if !filepath.IsAbs(m.Source) || !filepath.IsAbs(m.Destination) || filepath.Clean(m.Destination) == "/" ||
+		len(m.Destination) > 4096 || strings.ContainsRune(m.Source+m.Destination, 0) {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "mount %q on %q: want absolute paths (not on /)", m.Source, m.Destination)
+	}
+	return nil
 }
 
 type specRoot struct {

@@ -116,6 +116,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "docker.io/library/pause:boxlite-test"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
   [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.boxlite]
     runtime_type = "io.containerd.boxlite.v2"
   [plugins."io.containerd.grpc.v1.cri".cni]
