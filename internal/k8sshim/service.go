@@ -353,8 +353,12 @@ func (s *service) Kill(ctx context.Context, r *taskapi.KillRequest) (_ *emptypb.
 		return nil, err
 	}
 	sig := syscall.Signal(r.Signal)
+	before, _, _, _ := p.snapshot()
 	if err := p.signal(sig, r.All); err != nil {
 		return nil, err
+	}
+	if after, _, _, _ := p.snapshot(); before == procCreated && after == procStopped {
+		s.exited(c, p) // killed before it started: containerd waits for its exit too
 	}
 	if r.All && r.ExecID == "" {
 		s.mu.Lock()
