@@ -155,18 +155,22 @@ func (s *service) Create(ctx context.Context, r *taskapi.CreateTaskRequest) (_ *
 			}
 		}()
 	}
-	if err := c.place(p, sp); err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			c.unplace()
-		}
-	}()
 	if newBox {
+		// The box first: its file daemon gets a copy of the empty shared
+		// directory, and what place mounts there from now on reaches it
+		// by propagation (mounts made before would not: the copy is not
+		// recursive).
 		if err := s.startBox(ctx, p, sp); err != nil {
 			return nil, err
 		}
+		defer func() {
+			if err != nil {
+				s.removeBox(p.box)
+			}
+		}()
+	}
+	if err := c.place(p, sp); err != nil {
+		return nil, err
 	}
 	c.pod = p
 	pr := sp.Process
