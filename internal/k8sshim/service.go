@@ -220,6 +220,17 @@ func (c *container) command(pr *process, terminal bool) boxlite.Command {
 	return cmd
 }
 
+// execsOf lists c's execs.
+func (s *service) execsOf(c *container) []*proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*proc, 0, len(c.execs))
+	for _, e := range c.execs {
+		out = append(out, e)
+	}
+	return out
+}
+
 // exited publishes a process's exit; the end of a container's init ends
 // its execs, as a container's PID 1 would.
 func (s *service) exited(c *container, p *proc) {
@@ -227,13 +238,7 @@ func (s *service) exited(c *container, p *proc) {
 	id := p.id
 	if id == "" {
 		id = c.id
-		s.mu.Lock()
-		execs := make([]*proc, 0, len(c.execs))
-		for _, e := range c.execs {
-			execs = append(execs, e)
-		}
-		s.mu.Unlock()
-		for _, e := range execs {
+		for _, e := range s.execsOf(c) {
 			e.abandon()
 		}
 	}
@@ -365,13 +370,7 @@ func (s *service) Kill(ctx context.Context, r *taskapi.KillRequest) (_ *emptypb.
 		s.exited(c, p) // killed before it started: containerd waits for its exit too
 	}
 	if r.All && r.ExecID == "" {
-		s.mu.Lock()
-		execs := make([]*proc, 0, len(c.execs))
-		for _, e := range c.execs {
-			execs = append(execs, e)
-		}
-		s.mu.Unlock()
-		for _, e := range execs {
+		for _, e := range s.execsOf(c) {
 			_ = e.signal(sig, true) // an exec that already ended is fine
 		}
 	}
@@ -385,13 +384,7 @@ func (s *service) Pids(ctx context.Context, r *taskapi.PidsRequest) (_ *taskapi.
 		return nil, err
 	}
 	var out []*task.ProcessInfo
-	s.mu.Lock()
-	procs := []*proc{p}
-	for _, e := range c.execs {
-		procs = append(procs, e)
-	}
-	s.mu.Unlock()
-	for _, q := range procs {
+	for _, q := range append([]*proc{p}, s.execsOf(c)...) {
 		if st, pid, _, _ := q.snapshot(); st == procRunning && pid != 0 {
 			out = append(out, &task.ProcessInfo{Pid: pid})
 		}

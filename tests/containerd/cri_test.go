@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
 // crictl runs crictl against the test's containerd (CRI, as the kubelet
@@ -32,20 +34,7 @@ func pauseImage(t *testing.T, ctx context.Context) {
 	t.Helper()
 	dir := t.TempDir()
 	root := filepath.Join(dir, "rootfs")
-	for _, d := range []string{"bin", "proc", "dev", "sys", "etc"} {
-		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bb, err := exec.LookPath("busybox")
-	if err != nil {
-		t.Fatal("busybox-static is not installed (`make setup`)")
-	}
-	b, err := os.ReadFile(bb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, "bin", "busybox"), b, 0o755); err != nil {
+	if err := boxtest.BusyboxRoot(root); err != nil {
 		t.Fatal(err)
 	}
 	tar := filepath.Join(dir, "pause.tar")

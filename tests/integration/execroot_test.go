@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,21 +22,9 @@ func TestExecRoot(t *testing.T) {
 	base := t.TempDir()
 	os.Chmod(base, 0o755)
 	root := filepath.Join(base, "c1", "rootfs")
-	for _, d := range []string{"bin", "etc", "proc", "dev", "sys", "tmp"} {
-		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bb, err := exec.LookPath("busybox")
-	if err != nil {
-		t.Fatal("busybox-static is not installed (`make setup`)")
-	}
-	b, err := os.ReadFile(bb)
-	if err != nil {
+	if err := boxtest.BusyboxRoot(root); err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(root, "bin", "busybox"), b, 0o755)
-	os.Symlink("busybox", filepath.Join(root, "bin", "sh"))
 	os.WriteFile(filepath.Join(root, "etc", "passwd"), []byte("root:x:0:0::/root:/bin/sh\napp:x:4321:4322::/home/app:/bin/sh\n"), 0o644)
 	os.WriteFile(filepath.Join(root, "marker"), []byte("container root\n"), 0o644)
 	vol := filepath.Join(base, "c1", "vol")
