@@ -6,6 +6,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -54,6 +55,9 @@ const fifoOpenTimeout = 10 * time.Second
 // read-write (the shim then never sees the client's EOF on stdin; CloseIO
 // says when stdin ends).
 func openFifo(ctx context.Context, path string) (*os.File, error) {
+	if !filepath.IsAbs(path) || filepath.Clean(path) != path {
+		return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "stdio %q: not an absolute clean path to a FIFO (the shim takes no log URIs)", path)
+	}
 	type res struct {
 		f   *os.File
 		err error

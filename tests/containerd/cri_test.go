@@ -123,6 +123,8 @@ func TestCRIPod(t *testing.T) {
 			t.Fatalf("the containers did not write their boot ids into the emptyDir within 60 s: %v", boot)
 		}
 	}
+	procs := descendants()
+	t.Logf("the pod on the host: %d processes %v, %.0f MiB resident", len(procs), procs, rssMiB(procs))
 	host, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if boot["c1"] != boot["c2"] || boot["c1"] == strings.TrimSpace(string(host)) {
 		t.Fatalf("boot ids: c1 %q, c2 %q, host %q: want both the same box's", boot["c1"], boot["c2"], host)

@@ -246,6 +246,24 @@ func descendants() map[int]string {
 	return out
 }
 
+// rssMiB sums the resident memory of pids (kB in /proc/PID/status).
+func rssMiB(pids map[int]string) float64 {
+	kb := 0
+	for pid := range pids {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+				n, _ := strconv.Atoi(f[1])
+				kb += n
+			}
+		}
+	}
+	return float64(kb) / 1024
+}
+
 // awaitNothingLeft waits until no shim, VMM or other helper of the test's
 // is left, and no box in the shims' home.
 func awaitNothingLeft(t *testing.T, within time.Duration) {
