@@ -59,14 +59,14 @@ func (g *sandboxGen) containerRoot(root string, binds []protocol.RootBind) (agen
 	if g.roots[boxPath] {
 		return agentPath, boxPath, nil
 	}
-	if err := g.onThread(func() error { return bindBoxDirs(boxPath) }); err != nil {
+	if err := inMountNSOf(g.initPid, func() error { return bindBoxDirs(boxPath) }); err != nil {
 		return "", "", errdefs.Errorf(errdefs.ErrInternal, "exec: root %q: %v", root, err)
 	}
 	rbs, err := g.resolveRootBinds(agentPath, binds)
 	if err != nil {
 		return "", "", err
 	}
-	if err := g.onThread(func() error { return bindInto(rbs) }); err != nil {
+	if err := inMountNSOf(g.initPid, func() error { return bindInto(rbs) }); err != nil {
 		return "", "", errdefs.Errorf(errdefs.ErrInternal, "exec: root %q: %v", root, err)
 	}
 	if g.roots == nil {
@@ -77,8 +77,9 @@ func (g *sandboxGen) containerRoot(root string, binds []protocol.RootBind) (agen
 }
 
 // bindBoxDirs binds the sandbox's rootBinds onto root's directories of the
-// same names. It runs on the forking thread, in the sandbox's mount
-// namespace, with root given as the box sees it. A name that is missing or
+// same names. It runs in the sandbox's mount namespace (inMountNSOf; not
+// on the forking thread, whose seccomp filter refuses mounts), with root
+// given as the box sees it. A name that is missing or
 // not a plain directory (a symlink included) is left alone.
 func bindBoxDirs(root string) error {
 	for _, name := range rootBinds {
@@ -186,8 +187,7 @@ func (g *sandboxGen) boxPath(agentPath string) string {
 	return "/" + strings.TrimPrefix(strings.TrimPrefix(agentPath, g.root()), "/")
 }
 
-// bindInto makes binds (on the forking thread, in the sandbox's mount
-// namespace).
+// bindInto makes binds (in the sandbox's mount namespace: inMountNSOf).
 func bindInto(binds []rootBind) error {
 	for _, b := range binds {
 		if err := unix.Mount(b.src, b.dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {

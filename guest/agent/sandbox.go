@@ -90,7 +90,6 @@ type sandboxGen struct {
 }
 
 type forkReq struct {
-	fn    func() error // when set, run this on the thread instead of a fork
 	argv0 string
 	argv  []string
 	attr  *syscall.ProcAttr
@@ -299,17 +298,6 @@ func (g *sandboxGen) forkExec(argv0 string, argv []string, attr *syscall.ProcAtt
 	return res.pid, res.err
 }
 
-// onThread runs fn on the forking thread (in the sandbox's namespaces).
-func (g *sandboxGen) onThread(fn func() error) error {
-	r := forkReq{fn: fn, done: make(chan forkResult, 1)}
-	select {
-	case g.reqs <- r:
-	case <-g.stop:
-		return errSandboxDown
-	}
-	return (<-r.done).err
-}
-
 // forkThread is the forking thread: it enters the sandbox (enter) and
 // forks box processes until the sandbox stops. It never unlocks its OS thread, so
 // the thread ends with the goroutine and no other goroutine ever runs on a
@@ -329,10 +317,6 @@ func (g *sandboxGen) forkThread(enter func() error, ready chan<- error) {
 	for {
 		select {
 		case r := <-g.reqs:
-			if r.fn != nil {
-				r.done <- forkResult{err: r.fn()}
-				continue
-			}
 			pid, err := syscall.ForkExec(r.argv0, r.argv, r.attr)
 			r.done <- forkResult{pid, err}
 		case <-g.stop:
