@@ -3,6 +3,7 @@ package k8sshim
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -156,6 +157,58 @@ func makeShared(dir string) error {
 	if err := unix.Mount("", dir, "", unix.MS_SHARED, ""); err != nil {
 		_ = unix.Unmount(dir, unix.MNT_DETACH)
 		return fmt.Errorf("make %s shared: %w", dir, err)
+	}
+	return nil
+}
+
+// makeTarget makes the mount point p (a directory, or an empty file when
+// file is set, with the directories above it) inside the container root at
+// root, resolving every component inside root as the container would
+// (openat2 RESOLVE_IN_ROOT: a symlink in the image never leads out). An
+// existing p is left as it is.
+func makeTarget(root, p string, file bool) error {
+	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(rfd)
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS}
+	comps := strings.Split(strings.Trim(filepath.Clean("/"+p), "/"), "/")
+	dir := "."
+	for i, c := range comps {
+		next := filepath.Join(dir, c)
+		fd, err := unix.Openat2(rfd, next, &how)
+		if err == nil {
+			unix.Close(fd)
+			dir = next
+			continue
+		}
+		if !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("%s: %w", next, err)
+		}
+		pfd, err := unix.Openat2(rfd, dir, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: how.Resolve})
+		if err != nil {
+			return fmt.Errorf("%s: %w", dir, err)
+		}
+		if i == len(comps)-1 && file {
+			var fd int
+			fd, err = unix.Openat(pfd, c, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+			if err == nil {
+				unix.Close(fd)
+			}
+		} else {
+			err = unix.Mkdirat(pfd, c, 0o755)
+		}
+		unix.Close(pfd)
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("make %s: %w", next, err)
+		}
+		// EEXIST from a dangling symlink: it must resolve now.
+		if fd, err = unix.Openat2(rfd, next, &how); err != nil {
+			return fmt.Errorf("%s: %w", next, err)
+		}
+		unix.Close(fd)
+		dir = next
 	}
 	return nil
 }

@@ -88,3 +88,44 @@ func TestPlaceContainer(t *testing.T) {
 		t.Errorf("the volume's data went with the pod: %q %v", b, err)
 	}
 }
+
+// makeTarget makes mount points inside a root, and a symlink in the root
+// never leads it outside.
+func TestMakeTarget(t *testing.T) {
+	root, outside := t.TempDir(), t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(root, "etc")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../../../..", filepath.Join(root, "up")); err != nil {
+		t.Fatal(err)
+	}
+	if err := makeTarget(root, "/etc/x", true); err == nil {
+		t.Error("made a mount point through a dangling symlink")
+	}
+	if err := os.MkdirAll(root+outside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		p    string
+		file bool
+		made string
+	}{
+		{"/etc/resolv.conf", true, outside + "/resolv.conf"},
+		{"/up/data/x", false, "/data/x"},
+		{"/a/b", false, "/a/b"},
+	} {
+		if err := makeTarget(root, c.p, c.file); err != nil {
+			t.Fatalf("%s: %v", c.p, err)
+		}
+		fi, err := os.Lstat(filepath.Join(root, c.made))
+		if err != nil || fi.IsDir() == c.file {
+			t.Errorf("%s: %v %v", c.p, fi, err)
+		}
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Errorf("made %v outside the root", ents)
+	}
+	if err := makeTarget(root, "/a/b", false); err != nil {
+		t.Errorf("an existing mount point: %v", err)
+	}
+}

@@ -167,7 +167,27 @@ func (c *container) place(p *pod, sp *spec) (err error) {
 		}
 		return nil
 	}
-	if err := bind(c.rootfs, "rootfs", sp.Root != nil && sp.Root.Readonly); err != nil {
+	readOnly := sp.Root != nil && sp.Root.Readonly
+	if readOnly {
+		// The agent cannot make the volumes' mount points in a
+		// read-only root: make them now.
+		for _, m := range sp.Mounts {
+			if !m.shared() {
+				continue
+			}
+			if err := m.check(); err != nil {
+				return fmt.Errorf("container %s: %w", c.id, err)
+			}
+			fi, err := os.Stat(m.Source)
+			if err != nil {
+				return errdefs.Errorf(errdefs.ErrNotFound, "container %s: mount source %s: %v", c.id, m.Source, err)
+			}
+			if err := makeTarget(c.rootfs, m.Destination, !fi.IsDir()); err != nil {
+				return errdefs.Errorf(errdefs.ErrInvalidArgument, "container %s: mount point %s: %v", c.id, m.Destination, err)
+			}
+		}
+	}
+	if err := bind(c.rootfs, "rootfs", readOnly); err != nil {
 		return err
 	}
 	n := 0
