@@ -28,7 +28,8 @@ func TestExecRoot(t *testing.T) {
 	os.WriteFile(filepath.Join(root, "etc", "passwd"), []byte("root:x:0:0::/root:/bin/sh\napp:x:4321:4322::/home/app:/bin/sh\n"), 0o644)
 	os.WriteFile(filepath.Join(root, "marker"), []byte("container root\n"), 0o644)
 	vol := filepath.Join(base, "c1", "vol")
-	os.Mkdir(vol, 0o777)
+	os.Mkdir(vol, 0o755)
+	os.Chmod(vol, 0o777) // the command writes as uid 4321
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -51,7 +52,7 @@ func TestExecRoot(t *testing.T) {
 		t.Errorf("the bound directory's write on the host: %q %v", b, err)
 	}
 	// A second command in the same root finds the binds there already.
-	res = runIn(t, box, boxlite.Command{Argv: []string{"cat", "/data/w"}, Env: map[string]string{"PATH": "/bin"}, Root: "/c/c1/rootfs"})
+	res = runIn(t, box, boxlite.Command{Argv: []string{"sh", "-c", "cat /data/w"}, Env: map[string]string{"PATH": "/bin"}, Root: "/c/c1/rootfs"})
 	if res.Code != 0 || strings.TrimSpace(string(res.Stdout)) != "from-c1" {
 		t.Errorf("second command: %d %q %q", res.Code, res.Stdout, res.Stderr)
 	}
