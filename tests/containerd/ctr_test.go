@@ -77,3 +77,41 @@ func TestCtrExecKill(t *testing.T) {
 	}
 	awaitNothingLeft(t, 30*time.Second)
 }
+
+// TestCtrShimKilled kills a task's shim: the task ends (containerd reports
+// its exit), the box goes with the shim, and containerd's cleanup
+// (`containerd-shim-boxlite-v2 delete`) leaves nothing.
+func TestCtrShimKilled(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if _, err := ctr(ctx, "run", "-d", "--runtime", "io.containerd.boxlite.v2", "docker.io/library/alpine:latest", "t3", "sleep", "1000"); err != nil {
+		t.Fatal(err)
+	}
+	defer ctr(context.Background(), "containers", "rm", "t3") //nolint:errcheck
+	shim := 0
+	for pid, comm := range descendants() {
+		if comm == "containerd-shim" { // the kernel's 15 bytes of containerd-shim-boxlite-v2
+			shim = pid
+		}
+	}
+	if shim == 0 {
+		t.Fatalf("no shim among %v", descendants())
+	}
+	if err := unix.Kill(shim, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		r, _ := ctr(ctx, "task", "ls")
+		if !strings.Contains(r.stdout, "t3") || strings.Contains(r.stdout, "STOPPED") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task still listed as running 60 s after its shim was killed: %q", r.stdout)
+		}
+	}
+	ctr(ctx, "task", "rm", "-f", "t3") //nolint:errcheck // containerd may have removed it already
+	if _, err := ctr(ctx, "containers", "rm", "t3"); err != nil {
+		t.Fatal(err)
+	}
+	awaitNothingLeft(t, 60*time.Second)
+}
