@@ -237,9 +237,17 @@ func (s *service) startBox(ctx context.Context, p *pod, sp *spec) error {
 	opts := []boxlite.BoxOption{
 		boxlite.WithMemoryMiB(mem), boxlite.WithCPUs(cpus),
 		boxlite.WithVolume(p.share, containersDir, false),
-		boxlite.WithNetwork(boxlite.NetworkSpec{Mode: boxlite.NetworkDisabled}),
 		boxlite.WithBootTimeout(bootTimeout),
 	}
+	// A pod on the host's network gets the box's user-mode network: its
+	// connections leave through the host's sockets. A pod with a network
+	// namespace of its own (CNI) gets none yet: the host's network would
+	// bypass the pod's (its policies, its address).
+	net := boxlite.NetworkSpec{Mode: boxlite.NetworkDisabled}
+	if sp.hostNetwork() {
+		net.Mode = boxlite.NetworkEnabled
+	}
+	opts = append(opts, boxlite.WithNetwork(net))
 	if protocol.ValidHostname(sp.Hostname) {
 		opts = append(opts, boxlite.WithHostname(sp.Hostname))
 	}

@@ -57,7 +57,25 @@ type spec struct {
 				Period *uint64 `json:"period"`
 			} `json:"cpu"`
 		} `json:"resources"`
+		Namespaces []struct {
+			Type string `json:"type"`
+			Path string `json:"path"`
+		} `json:"namespaces"`
 	} `json:"linux"`
+}
+
+// hostNetwork reports whether the spec shares the host's network (no
+// network namespace of its own: a hostNetwork pod, ctr run --net-host).
+func (s *spec) hostNetwork() bool {
+	if s.Linux == nil {
+		return true
+	}
+	for _, ns := range s.Linux.Namespaces {
+		if ns.Type == "network" {
+			return false
+		}
+	}
+	return true
 }
 
 type specMount struct {

@@ -56,8 +56,21 @@ func TestReadSpec(t *testing.T) {
 	if sb, err := s.sandboxOf("c1"); err != nil || sb != "sb1" {
 		t.Errorf("sandbox %q %v", sb, err)
 	}
+	if !s.hostNetwork() {
+		t.Error("no network namespace in the spec: the host's network")
+	}
 	if mem, cpus := s.boxShape(); mem != 256+guestOverheadMiB || cpus != 2 {
 		t.Errorf("shape %d MiB %d cpus", mem, cpus)
+	}
+}
+
+func TestHostNetwork(t *testing.T) {
+	s, err := readSpec(writeSpec(t, `{"process":{"args":["true"]},"linux":{"namespaces":[{"type":"pid"},{"type":"network","path":"/var/run/netns/cni-1"}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.hostNetwork() {
+		t.Error("a network namespace of its own taken for the host's")
 	}
 }
 

@@ -19,7 +19,7 @@ func TestCtrRun(t *testing.T) {
 	}
 	start := time.Now()
 	r, err := ctr(ctx, "run", "--rm", "--runtime", "io.containerd.boxlite.v2", "alpine:latest", "t1",
-		"sh", "-c", "uname -r; echo hi; test -e /var/lib/boxlite/containers || echo own-root; exit 3")
+		"sh", "-c", "uname -r; echo hi; test -e /var/lib/boxlite/containers || echo own-root; grep -q eth0 /proc/net/dev || echo no-nic; exit 3")
 	if r.code != 3 {
 		t.Fatalf("ctr run exited %d, want 3 (%v)", r.code, err)
 	}
@@ -28,7 +28,8 @@ func TestCtrRun(t *testing.T) {
 	var uts unix.Utsname
 	_ = unix.Uname(&uts)
 	host := unix.ByteSliceToString(uts.Release[:])
-	if len(lines) != 3 || lines[1] != "hi" || lines[2] != "own-root" {
+	// Its own network namespace (ctr's default): the box has no NIC.
+	if len(lines) != 4 || lines[1] != "hi" || lines[2] != "own-root" || lines[3] != "no-nic" {
 		t.Fatalf("output %q", r.stdout)
 	}
 	if lines[0] == host {
@@ -40,17 +41,18 @@ func TestCtrRun(t *testing.T) {
 	awaitNothingLeft(t, 30*time.Second)
 }
 
-// TestCtrExecKill execs into a running container, then kills it.
+// TestCtrExecKill execs into a running container on the host's network
+// (the box has a NIC), then kills it.
 func TestCtrExecKill(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if _, err := ctr(ctx, "run", "-d", "--runtime", "io.containerd.boxlite.v2", "docker.io/library/alpine:latest", "t2",
+	if _, err := ctr(ctx, "run", "-d", "--net-host", "--runtime", "io.containerd.boxlite.v2", "docker.io/library/alpine:latest", "t2",
 		"sh", "-c", "trap 'echo term; exit 7' TERM; while :; do sleep 0.2; done"); err != nil {
 		t.Fatal(err)
 	}
 	defer ctr(context.Background(), "containers", "rm", "t2") //nolint:errcheck
-	r, err := ctr(ctx, "task", "exec", "--exec-id", "e1", "t2", "sh", "-c", "echo in-exec; id -u; exit 5")
-	if r.code != 5 || strings.TrimSpace(r.stdout) != "in-exec\n0" {
+	r, err := ctr(ctx, "task", "exec", "--exec-id", "e1", "t2", "sh", "-c", "echo in-exec; id -u; grep -q eth0 /proc/net/dev && echo nic; exit 5")
+	if r.code != 5 || strings.TrimSpace(r.stdout) != "in-exec\n0\nnic" {
 		t.Fatalf("exec: code %d stdout %q (%v)", r.code, r.stdout, err)
 	}
 	r, err = ctr(ctx, "task", "ls")
