@@ -233,31 +233,54 @@ func (p *process) user() string {
 const (
 	defaultContainerMiB = 512 // a container without a memory limit
 	guestOverheadMiB    = 128
+	maxBoxMiB           = 65536 - guestOverheadMiB // boxlite's MaxMemoryMiB
 	mib                 = 1 << 20
 )
 
 // boxShape is the memory (MiB) and CPUs of the box for a pod whose
-// first container has spec s: its memory limit (default 512 MiB) plus
-// 128 MiB, and ceil(quota/period) CPUs (default 1).
+// first container (its sandbox) has spec s. Memory: the pod's limits, as
+// the kubelet sums its containers' (CRI's sandbox-memory annotation,
+// containerd 1.7 and later), else the container's own limit, else 512 MiB;
+// plus 128 MiB for the guest kernel and agent. CPUs: ceil(quota/period) of
+// the same sources, else 1; at most 64.
 func (s *spec) boxShape() (memMiB, cpus int) {
+	var limit, quota int64
+	var period uint64
+	if s.Linux != nil && s.Linux.Resources != nil {
+		r := s.Linux.Resources
+		if r.Memory != nil && r.Memory.Limit != nil {
+			limit = *r.Memory.Limit
+		}
+		if r.CPU != nil && r.CPU.Quota != nil && r.CPU.Period != nil {
+			quota, period = *r.CPU.Quota, *r.CPU.Period
+		}
+	}
+	if v, err := strconv.ParseInt(s.Annotations[annSandboxMemory], 10, 64); err == nil && v > 0 {
+		limit = v
+	}
+	q, qerr := strconv.ParseInt(s.Annotations[annSandboxCPUQuota], 10, 64)
+	p, perr := strconv.ParseUint(s.Annotations[annSandboxCPUPeriod], 10, 64)
+	if qerr == nil && perr == nil && q > 0 && p > 0 {
+		quota, period = q, p
+	}
 	memMiB, cpus = defaultContainerMiB, 1
-	if s.Linux == nil || s.Linux.Resources == nil {
-		return memMiB + guestOverheadMiB, cpus
+	if limit > 0 {
+		memMiB = int(min((limit+mib-1)/mib, maxBoxMiB))
 	}
-	r := s.Linux.Resources
-	if r.Memory != nil && r.Memory.Limit != nil && *r.Memory.Limit > 0 {
-		memMiB = int((*r.Memory.Limit + mib - 1) / mib)
+	if quota > 0 && period > 0 {
+		cpus = int(min((uint64(quota)+period-1)/period, 64))
 	}
-	if r.CPU != nil && r.CPU.Quota != nil && r.CPU.Period != nil && *r.CPU.Quota > 0 && *r.CPU.Period > 0 {
-		cpus = int((uint64(*r.CPU.Quota) + *r.CPU.Period - 1) / *r.CPU.Period)
-	}
-	return memMiB + guestOverheadMiB, min(max(cpus, 1), 64)
+	return memMiB + guestOverheadMiB, max(cpus, 1)
 }
 
 // CRI's annotations on a container's spec.
 const (
 	annContainerType = "io.kubernetes.cri.container-type" // "sandbox" or "container"
 	annSandboxID     = "io.kubernetes.cri.sandbox-id"
+	// The pod's resources, on the sandbox's spec (containerd 1.7 and later).
+	annSandboxMemory    = "io.kubernetes.cri.sandbox-memory"
+	annSandboxCPUQuota  = "io.kubernetes.cri.sandbox-cpu-quota"
+	annSandboxCPUPeriod = "io.kubernetes.cri.sandbox-cpu-period"
 )
 
 // sandboxOf is the pod sandbox a container belongs to: its own id for a

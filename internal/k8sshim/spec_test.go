@@ -64,6 +64,22 @@ func TestReadSpec(t *testing.T) {
 	}
 }
 
+func TestBoxShapeFromPodAnnotations(t *testing.T) {
+	s, err := readSpec(writeSpec(t, `{"process":{"args":["true"]},"annotations":{"io.kubernetes.cri.sandbox-memory":"1073741824",
+		"io.kubernetes.cri.sandbox-cpu-quota":"250000","io.kubernetes.cri.sandbox-cpu-period":"100000"},
+		"linux":{"resources":{"memory":{"limit":1048576}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mem, cpus := s.boxShape(); mem != 1024+guestOverheadMiB || cpus != 3 {
+		t.Errorf("shape %d MiB %d CPUs, want the pod's 1024+128 MiB and 3 CPUs", mem, cpus)
+	}
+	s.Annotations["io.kubernetes.cri.sandbox-memory"] = "-5"
+	if mem, _ := s.boxShape(); mem != 1+guestOverheadMiB {
+		t.Errorf("a bad annotation: %d MiB, want the spec's limit", mem)
+	}
+}
+
 func TestHostNetwork(t *testing.T) {
 	s, err := readSpec(writeSpec(t, `{"process":{"args":["true"]},"linux":{"namespaces":[{"type":"pid"},{"type":"network","path":"/var/run/netns/cni-1"}]}}`))
 	if err != nil {
