@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"sort"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -197,6 +198,85 @@ func bindInto(binds []rootBind) error {
 			if err := unix.Mount("", b.dst, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_REC, ""); err != nil {
 				return &fs.PathError{Op: "remount read-only", Path: b.dst, Err: err}
 			}
+		}
+	}
+	return nil
+}
+
+// releaseRoot serves TReleaseRoot: it undoes the mounts the agent made in
+// a process root, on a goroutine of its own (an unmount may wait on the
+// file daemon), and answers an empty TCopyDone or TError.
+func (s *server) releaseRoot(f protocol.Frame) {
+	id := f.Stream
+	if id == 0 {
+		s.sendError(0, errdefs.Errorf(errdefs.ErrInvalidArgument, "release-root on stream 0: it needs a stream id of its own"))
+		return
+	}
+	var req protocol.ReleaseRoot
+	err := protocol.Decode(f, &req)
+	if err == nil {
+		err = checkRoot(req.Root)
+	}
+	if err == nil && s.cfg.Sandbox == nil {
+		err = errdefs.Errorf(errdefs.ErrUnsupported, "release-root: the box has no sandbox, so no process roots")
+	}
+	if err != nil {
+		s.sendError(id, err)
+		return
+	}
+	go func() {
+		if err := s.cfg.Sandbox.releaseRoot(req.Root); err != nil {
+			s.sendError(id, err)
+			return
+		}
+		if f, err := protocol.Encode(protocol.TCopyDone, id, protocol.CopyDone{}); err == nil {
+			_ = s.write(f)
+		}
+	}()
+}
+
+// releaseRoot unmounts what the live sandbox has mounted at and below the
+// process root root and forgets it (a later exec readies it anew). A
+// sandbox that is down has nothing mounted.
+func (sb *Sandbox) releaseRoot(root string) error {
+	sb.mu.Lock()
+	g := sb.gen
+	sb.mu.Unlock()
+	if g == nil || g.down() {
+		return nil
+	}
+	boxPath := path.Clean(root)
+	if agentPath, err := resolveIn(g.root(), root); err == nil {
+		boxPath = g.boxPath(agentPath)
+	}
+	g.rootsMu.Lock()
+	defer g.rootsMu.Unlock()
+	if err := inMountNSOf(g.initPid, func() error { return unmountUnder(boxPath) }); err != nil {
+		return errdefs.Errorf(errdefs.ErrInternal, "release-root %q: %v", root, err)
+	}
+	delete(g.roots, boxPath)
+	return nil
+}
+
+// unmountUnder detaches every mount at or below dir in the sandbox's mount
+// namespace, which the calling thread has joined, deepest first. The table
+// is the sandbox init's: in the sandbox's /proc, which the thread now sees,
+// it is pid 1 (the thread itself has no pid there).
+func unmountUnder(dir string) error {
+	mps, err := mountPoints("/proc/1/mountinfo")
+	if err != nil {
+		return err
+	}
+	var under []string
+	for _, mp := range mps {
+		if mp == dir || strings.HasPrefix(mp, dir+"/") {
+			under = append(under, mp)
+		}
+	}
+	sort.Slice(under, func(i, j int) bool { return len(under[i]) > len(under[j]) })
+	for _, mp := range under {
+		if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			return &fs.PathError{Op: "unmount", Path: mp, Err: err}
 		}
 	}
 	return nil

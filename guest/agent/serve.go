@@ -264,6 +264,8 @@ func (s *server) handle(f protocol.Frame) (shutdown bool) {
 		s.startCopy(f)
 	case protocol.TWatch:
 		s.startWatch(f)
+	case protocol.TReleaseRoot:
+		s.releaseRoot(f)
 	case protocol.TIdentity:
 		s.applyIdentity(f)
 	case protocol.TClock:

@@ -31,8 +31,9 @@ const (
 
 // Deadlines of the box's own steps.
 const (
-	bootTimeout = 5 * time.Minute // TCG boots in seconds; admission may queue
-	stopTimeout = 30 * time.Second
+	bootTimeout    = 5 * time.Minute // TCG boots in seconds; admission may queue
+	stopTimeout    = 30 * time.Second
+	releaseTimeout = 10 * time.Second // a container's root in its box
 )
 
 // pod is one box: a pod sandbox's, or a standalone container's.

@@ -275,6 +275,14 @@ func (s *service) Delete(ctx context.Context, r *taskapi.DeleteRequest) (_ *task
 		delete(s.pods, pd.id)
 	}
 	s.mu.Unlock()
+	if !last {
+		// The pod runs on: its agent lets go of the container's root.
+		rctx, cancel := context.WithTimeout(ctx, releaseTimeout)
+		if err := pd.box.ReleaseRoot(rctx, c.boxRoot); err != nil {
+			log.Printf("container %s: %v", c.id, err)
+		}
+		cancel()
+	}
 	c.unplace()
 	if last {
 		s.removeBox(pd.box)

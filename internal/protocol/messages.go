@@ -114,6 +114,11 @@ const (
 	// TCopyDone when the directory itself went, TError when the watch
 	// failed.
 	TWatch Type = 37
+	// TReleaseRoot (needs FeatureExecRoot): ReleaseRoot, undo what the
+	// agent mounted into a process root (Exec.Root: the box's /proc, /dev,
+	// /sys, the RootBinds) and forget it; its processes should have ended.
+	// The agent answers TCopyDone (an empty one) or TError, on the stream.
+	TReleaseRoot Type = 38
 
 	// Host to shim, answered by the shim on the same stream.
 	TInfo Type = 32 // request: no body; reply: Info
@@ -147,7 +152,7 @@ var typeNames = map[Type]string{
 	TCopyDone: "copy-done", TCopyIn: "copy-in", TCopyOut: "copy-out", TIdentity: "identity",
 	TLane: "lane", TLaneFree: "lane-free",
 	TPark: "park", TParked: "parked", TAttach: "attach", TPause: "pause", TClock: "clock", THold: "hold", TFork: "fork",
-	TTunnel: "tunnel", TEOF: "eof", TNetwork: "network", TWatch: "watch",
+	TTunnel: "tunnel", TEOF: "eof", TNetwork: "network", TWatch: "watch", TReleaseRoot: "release-root",
 }
 
 // Last reports whether a frame of type t from the agent ends its stream.
@@ -190,7 +195,8 @@ const (
 	FeatureTunnel = "tunnel"
 	// FeatureWatch: TWatch is implemented.
 	FeatureWatch = "watch"
-	// FeatureExecRoot: Exec.Root is implemented.
+	// FeatureExecRoot: Exec.Root, Exec.RootBinds and TReleaseRoot are
+	// implemented.
 	FeatureExecRoot = "exec-root"
 )
 
@@ -418,6 +424,11 @@ type RootBind struct {
 	Source   string `msgpack:"source"` // a path of the box (a directory or a file)
 	Target   string `msgpack:"target"` // where in the root; made if missing
 	ReadOnly bool   `msgpack:"read_only,omitempty"`
+}
+
+// ReleaseRoot is TReleaseRoot's body: the Exec.Root to release.
+type ReleaseRoot struct {
+	Root string `msgpack:"root"`
 }
 
 // MaxRootBinds bounds Exec.RootBinds.

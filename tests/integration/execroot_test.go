@@ -56,6 +56,25 @@ func TestExecRoot(t *testing.T) {
 	if res.Code != 0 || strings.TrimSpace(string(res.Stdout)) != "from-c1" {
 		t.Errorf("second command: %d %q %q", res.Code, res.Stdout, res.Stderr)
 	}
+	// Released, the root has none of the agent's mounts; a command there
+	// readies it again.
+	mounts := func() string {
+		return strings.TrimSpace(string(runIn(t, box, sh("grep -c ' /c/c1/rootfs/' /proc/self/mountinfo || true")).Stdout))
+	}
+	if n := mounts(); n == "0" {
+		t.Fatal("no mounts in the root before its release")
+	}
+	if err := box.ReleaseRoot(ctx, "/c/c1/rootfs"); err != nil {
+		t.Fatal(err)
+	}
+	if n := mounts(); n != "0" {
+		t.Errorf("%s mounts left in the root after its release", n)
+	}
+	res = runIn(t, box, boxlite.Command{Argv: []string{"sh", "-c", "cat /data/w"}, Env: map[string]string{"PATH": "/bin"}, Root: "/c/c1/rootfs",
+		RootBinds: []boxlite.RootBind{{Source: "/c/c1/vol", Target: "/data"}}})
+	if res.Code != 0 || strings.TrimSpace(string(res.Stdout)) != "from-c1" {
+		t.Errorf("after the release: %d %q %q", res.Code, res.Stdout, res.Stderr)
+	}
 	for _, bad := range []boxlite.Command{
 		{Argv: []string{"sh"}, Root: "/c/missing"},
 		{Argv: []string{"/bin/nothere"}, Root: "/c/c1/rootfs"},
