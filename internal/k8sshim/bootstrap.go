@@ -295,10 +295,15 @@ func serve(f flags) error {
 }
 
 // confine applies what the daemon can to itself: no new privileges across
-// exec (it keeps root, to mount container roots), no core dumps.
+// exec, no core dumps, not dumpable (no ptrace or /proc/PID/mem by other
+// processes of its uid). It keeps root: it mounts container roots and
+// starts boxlite-shim, which jails the VMM and the file daemon.
 func confine() {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		log.Printf("confine: no_new_privs: %v", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		log.Printf("confine: not dumpable: %v", err)
 	}
 	_ = unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{})
 }
