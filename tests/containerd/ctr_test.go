@@ -55,6 +55,13 @@ func TestCtrExecKill(t *testing.T) {
 	if r.code != 5 || strings.TrimSpace(r.stdout) != "in-exec\n0\nnic" {
 		t.Fatalf("exec: code %d stdout %q (%v)", r.code, r.stdout, err)
 	}
+	// On a terminal (script(1) gives ctr one): the process's stdio is a
+	// pseudo-terminal in the box, sized as ctr's.
+	tr, err := client(ctx, "script", "-qec", "stty cols 91 rows 17; ctr --address "+env.sock+" --namespace "+namespace+
+		" task exec -t --exec-id e2 t2 sh -c 'tty; stty size; echo tty-ok'", "/dev/null")
+	if err != nil || !strings.Contains(tr.stdout, "/dev/pts/") || !strings.Contains(tr.stdout, "17 91") || !strings.Contains(tr.stdout, "tty-ok") {
+		t.Fatalf("exec -t: %q %v", tr.stdout, err)
+	}
 	r, err = ctr(ctx, "task", "ls")
 	if err != nil || !strings.Contains(r.stdout, "RUNNING") {
 		t.Fatalf("task ls: %q %v", r.stdout, err)
