@@ -12,7 +12,7 @@ GUEST   := $(BUILD)/guest
 # name the SDKs ship it under).
 GUEST_KERNEL ?= boxlite
 KERNEL_PKGS  := linux-source-6.1 bc flex bison libelf-dev
-APT_PKGS   := qemu-system-x86 busybox-static e2fsprogs cpio debootstrap cmake gcc libseccomp-dev libcap-ng-dev tmux $(KERNEL_PKGS)
+APT_PKGS   := qemu-system-x86 busybox-static e2fsprogs cpio debootstrap cmake gcc libseccomp-dev libcap-ng-dev tmux containerd containernetworking-plugins $(KERNEL_PKGS)
 # A home of our own, so demo and tests never touch ~/.boxlite.
 export BOXLITE_HOME   ?= $(BUILD)/home
 export BOXLITE_ASSETS := $(BUILD)
@@ -79,10 +79,17 @@ $(GUEST)/kernel/vmlinux: $(GUEST)/kernel/vmlinuz $(wildcard guest/internal/pvhke
 $(GUEST)/vmlinuz: $(GUEST)/kernel/vmlinux
 	cp $< $@
 
-$(BUILD)/boxlite $(BUILD)/boxlite-shim $(BUILD)/boxlite-net: $(GO_SRC) | $(BUILD)/.setup
+$(BUILD)/boxlite $(BUILD)/boxlite-shim $(BUILD)/boxlite-net $(BUILD)/containerd-shim-boxlite-v2: $(GO_SRC) | $(BUILD)/.setup
 	$(GO) build -o $(BUILD)/boxlite ./cmd/boxlite
 	$(GO) build -o $(BUILD)/boxlite-shim ./cmd/boxlite-shim
 	$(GO) build -o $(BUILD)/boxlite-net ./cmd/boxlite-net
+	$(GO) build -o $(BUILD)/containerd-shim-boxlite-v2 ./cmd/containerd-shim-boxlite-v2
+
+# crictl (cri-tools is not in Debian 12) drives containerd's CRI in tests/containerd,
+# as the kubelet would.
+CRICTL_VERSION := v1.37.0
+$(BUILD)/crictl: | $(BUILD)/.setup
+	GOBIN=$(BUILD) $(GO) install sigs.k8s.io/cri-tools/cmd/crictl@$(CRICTL_VERSION)
 
 $(BUILD)/libboxlite.so: $(GO_SRC) include/boxlite.h capi/capi.h | $(BUILD)/.setup
 	$(GO) build -buildmode=c-shared -o $@ ./capi
@@ -97,7 +104,7 @@ $(BUILD)/virtiofsd: | $(BUILD)/.setup
 	cargo install --locked --quiet virtiofsd --version $(VIRTIOFSD_VERSION) --root $(BUILD)/cargo-virtiofsd
 	cp $(BUILD)/cargo-virtiofsd/bin/virtiofsd $@.tmp && mv $@.tmp $@
 
-build: $(BUILD)/boxlite $(BUILD)/boxlite-shim $(BUILD)/boxlite-net $(GUEST)/vmlinuz $(GUEST)/initramfs.cpio $(DEBIAN_KERNEL)/initramfs.cpio $(BUILD)/libboxlite.so $(BUILD)/virtiofsd
+build: $(BUILD)/boxlite $(BUILD)/boxlite-shim $(BUILD)/boxlite-net $(BUILD)/containerd-shim-boxlite-v2 $(BUILD)/crictl $(GUEST)/vmlinuz $(GUEST)/initramfs.cpio $(DEBIAN_KERNEL)/initramfs.cpio $(BUILD)/libboxlite.so $(BUILD)/virtiofsd
 lib: $(BUILD)/libboxlite.so
 
 # Test images, built offline (see tests/images/): alpine:latest is a busybox-based stand-in,
