@@ -82,7 +82,7 @@ func TestCLIOverURL(t *testing.T) {
 	if len(id) != 12 {
 		t.Fatalf("create printed %q", id)
 	}
-	if out := must("", nil, append(prof, "ls")...); !strings.Contains(out, id) || !strings.Contains(out, "cli-url") {
+	if out := must("", nil, append(prof, "ls", "-a")...); !strings.Contains(out, id) || !strings.Contains(out, "cli-url") {
 		t.Errorf("ls: %q", out)
 	}
 
@@ -119,11 +119,11 @@ func TestCLIOverURL(t *testing.T) {
 	}
 
 	// run --rm: the output, and no box left behind.
-	before := must("", env, append(url, "ls")...)
+	before := must("", env, append(url, "ls", "-a")...)
 	if out := must("", env, append(url, "run", "--rm", "--memory", "256", "alpine:latest", "--", "echo", "ran")...); out != "ran\n" {
 		t.Errorf("run --rm: %q", out)
 	}
-	if after := must("", env, append(url, "ls")...); strings.Count(after, "\n") != strings.Count(before, "\n") {
+	if after := must("", env, append(url, "ls", "-a")...); strings.Count(after, "\n") != strings.Count(before, "\n") {
 		t.Errorf("run --rm left a box:\n%s\nbefore:\n%s", after, before)
 	}
 
@@ -154,11 +154,11 @@ func TestCLIOverURL(t *testing.T) {
 		t.Errorf("info after stop: %s", out)
 	}
 	must("", env, append(url, "rm", "cli-url")...)
-	if out := must("", env, append(url, "ls")...); strings.Contains(out, id) {
+	if out := must("", env, append(url, "ls", "-a")...); strings.Contains(out, id) {
 		t.Errorf("ls after rm: %q", out)
 	}
 	// Nothing ran on this side: the client home has no box.
-	if out := must("", nil, "ls"); strings.Count(out, "\n") != 1 {
+	if out := must("", nil, "ls", "-a"); strings.Count(out, "\n") != 1 {
 		t.Errorf("the client's own home has boxes:\n%s", out)
 	}
 
