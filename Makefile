@@ -141,10 +141,7 @@ test-c: build $(ALPINE_IMAGE)
 	cmake --build $(BUILD)/cmake
 	ctest --test-dir $(BUILD)/cmake --output-on-failure
 
-# The Rust example links libboxlite.so through the header; no crates.
-test-rust: build $(ALPINE_IMAGE)
-	@command -v cargo >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cargo; }
-	cd tests/rust && CARGO_TARGET_DIR=$(BUILD)/rust cargo run -q
+# test-rust: mk/dist-native.mk.
 
 node: build
 	cd bindings/node && BOXLITE_BUILD_DIR=$(BUILD) npm install --no-audit --no-fund
@@ -196,3 +193,5 @@ fmt:
 
 clean:
 	rm -rf $(BUILD)
+
+-include mk/*.mk

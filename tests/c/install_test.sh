@@ -3,10 +3,11 @@
 # program built against that prefix as a user builds one (pkg-config, no
 # flags of ours) runs a box with a volume, with no BOXLITE_ASSETS: the
 # library finds what it needs in the prefix. Checks the SONAME, the
-# program's NEEDED and RUNPATH, and that every asset is installed.
-#   install_test.sh CMAKE_BINARY_DIR install_check.c   (BOXLITE_TEST_IMAGE set)
+# program's NEEDED and RUNPATH, and that every asset is installed; then the
+# README's C program, as it is, built and run the same way.
+#   install_test.sh CMAKE_BINARY_DIR install_check.c README.md   (BOXLITE_TEST_IMAGE set)
 set -eu
-bin=$1 src=$2
+bin=$1 src=$2 readme=$3
 : "${BOXLITE_TEST_IMAGE:?needs BOXLITE_TEST_IMAGE (run make test-c)}"
 tmp=$(mktemp -d /tmp/boxlite-install.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
@@ -38,4 +39,12 @@ out=$(env -u BOXLITE_ASSETS -u BOXLITE_HOME -u LD_LIBRARY_PATH "$tmp/install_che
 echo "$out"
 [ "$(echo "$out" | head -n1)" = "from the host" ] || fail "the box read '$out' from the volume"
 [ "$(cat "$tmp/vol/out.txt" 2>/dev/null)" = "written in the box" ] || fail "the box's write did not reach the host"
-echo "install test: ok ($libdir)"
+
+# The README's C quick start: its ```c block of "## From C, C++ or Rust",
+# in the home install_check loaded the image into.
+awk '/^## From C, C\+\+ or Rust$/ {s=1; next} s && /^## / {exit} s && /^```c$/ {c=1; next} c && /^```$/ {exit} c {print}' "$readme" >"$tmp/hello.c"
+[ -s "$tmp/hello.c" ] || fail "no C program in the README's From C section"
+cc -Wall -Werror -o "$tmp/hello" "$tmp/hello.c" $(pkg-config --cflags --libs boxlite) || fail "the README's C program does not build"
+out=$(env -u BOXLITE_ASSETS -u LD_LIBRARY_PATH BOXLITE_HOME="$tmp/home" "$tmp/hello") || fail "the README's C program failed: $out"
+case $out in "Linux "*) ;; *) fail "the README's C program printed '$out'" ;; esac
+echo "install test: ok ($libdir; the README's C program printed: $out)"
