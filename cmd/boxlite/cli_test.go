@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/boxlite/boxlite"
+	"github.com/boxlite/boxlite/internal/cmdrun"
 )
 
 // The command line's conventions, on the built binary (as a user types
@@ -45,21 +45,8 @@ func TestMain(m *testing.M) {
 // boxliteCLI runs the binary with a home of the test's own and no server.
 func boxliteCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, cliBinary, args...)
-	cmd.Env = append(os.Environ(), "BOXLITE_HOME="+t.TempDir(), "BOXLITE_REST_URL=", "BOXLITE_API_KEY=")
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("boxlite %q: %v", args, err)
-	}
-	return out.String(), errOut.String(), code
+	env := append(os.Environ(), "BOXLITE_HOME="+t.TempDir(), "BOXLITE_REST_URL=", "BOXLITE_API_KEY=")
+	return cmdrun.Cmd{Env: env}.Run(t, cliBinary, args...)
 }
 
 // everyCommand is each command as typed, subcommands too.

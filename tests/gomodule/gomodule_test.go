@@ -5,11 +5,9 @@
 package gomodule
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -18,6 +16,7 @@ import (
 
 	"golang.org/x/mod/modfile"
 
+	"github.com/boxlite/boxlite/internal/cmdrun"
 	"github.com/boxlite/boxlite/tests/internal/readme"
 )
 
@@ -94,18 +93,12 @@ func goLine(t *testing.T, path string) *modfile.File {
 	return f
 }
 
-// run runs name in dir with env and returns its stdout; it fails the test,
-// with the output, when the command fails.
+// run runs name in dir with env and returns its stdout, failing the test
+// when it fails.
 func run(t *testing.T, ctx context.Context, dir string, env []string, name string, args ...string) string {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir, cmd.Env = dir, env
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("%s %s: %v\n%s%s", name, strings.Join(args, " "), err, out.String(), errOut.String())
-	}
-	return out.String()
+	deadline, _ := ctx.Deadline()
+	return cmdrun.Cmd{Env: env, Dir: dir, Timeout: time.Until(deadline)}.Must(t, name, args...)
 }
 
 func copyFile(t *testing.T, from, to string) {

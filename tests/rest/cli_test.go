@@ -1,15 +1,14 @@
 package rest
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/boxlite/boxlite/internal/cmdrun"
 )
 
 // cliRun runs the CLI with a client home of its own (not the server's: a
@@ -17,20 +16,8 @@ import (
 // returns its stdout, stderr and exit code, within three minutes.
 func cliRun(t *testing.T, clientHome, stdin string, env []string, args ...string) (string, string, int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(repo, "build", "boxlite"), args...)
-	cmd.Env = append(os.Environ(), "BOXLITE_HOME="+clientHome, "BOXLITE_REST_URL=", "BOXLITE_API_KEY=")
-	cmd.Env = append(cmd.Env, env...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		t.Fatalf("boxlite %q: %v", args, err)
-	}
-	return out.String(), errOut.String(), cmd.ProcessState.ExitCode()
+	full := append(append(os.Environ(), "BOXLITE_HOME="+clientHome, "BOXLITE_REST_URL=", "BOXLITE_API_KEY="), env...)
+	return cmdrun.Cmd{Env: full, Stdin: stdin, Timeout: 3 * time.Minute}.Run(t, filepath.Join(repo, "build", "boxlite"), args...)
 }
 
 // TestCLIOverURL drives the CLI against the server: auth login (a refused
