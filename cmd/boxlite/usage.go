@@ -145,7 +145,7 @@ func help(w io.Writer, cmd string, fs *flag.FlagSet) {
 		io.WriteString(w, usage())
 		return
 	}
-	fmt.Fprintf(w, "usage: boxlite %s", strings.TrimLeft(s.text, " "))
+	fmt.Fprintf(w, "usage: boxlite %s", strings.TrimLeft(s.text, " \n"))
 	if fs == nil {
 		return
 	}
