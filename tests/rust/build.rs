@@ -11,9 +11,15 @@ fn main() {
     println!("cargo:rerun-if-changed={}", readme.display());
     println!("cargo:rerun-if-env-changed=BOXLITE_LIB_DIR");
     let text = std::fs::read_to_string(&readme).expect("README.md");
-    let section = text.split("\n## From C, C++ or Rust\n").nth(1).expect("README.md: no \"## From C, C++ or Rust\"");
+    let section = text
+        .split("\n## From C, C++ or Rust\n")
+        .nth(1)
+        .expect("README.md: no \"## From C, C++ or Rust\"");
     let section = section.split("\n## ").next().unwrap();
-    let code = section.split("\n```rust\n").nth(1).expect("README.md: no ```rust block in \"## From C, C++ or Rust\"");
+    let code = section
+        .split("\n```rust\n")
+        .nth(1)
+        .expect("README.md: no ```rust block in \"## From C, C++ or Rust\"");
     let code = code.split("\n```").next().unwrap();
     let out = Path::new(&std::env::var("OUT_DIR").unwrap()).join("readme_main.rs");
     std::fs::write(out, format!("{code}\n")).unwrap();

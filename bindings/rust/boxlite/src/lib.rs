@@ -38,7 +38,10 @@ impl Error {
     }
 
     fn local(code: i32, message: impl Into<String>) -> Error {
-        Error { code, message: message.into() }
+        Error {
+            code,
+            message: message.into(),
+        }
     }
 }
 
@@ -60,7 +63,9 @@ pub fn version() -> &'static str {
 
 fn status_name(code: i32) -> &'static str {
     // SAFETY: a static NUL-terminated string for every code.
-    unsafe { CStr::from_ptr(sys::boxlite_status_name(code)) }.to_str().unwrap_or("unknown")
+    unsafe { CStr::from_ptr(sys::boxlite_status_name(code)) }
+        .to_str()
+        .unwrap_or("unknown")
 }
 
 /// check turns a status and its error object into a Result (freeing it).
@@ -86,7 +91,10 @@ fn cstring(s: &str) -> Result<CString> {
 }
 
 fn path_cstring(p: &Path) -> Result<CString> {
-    cstring(p.to_str().ok_or_else(|| Error::local(sys::BOXLITE_ERR_INVALID_ARGUMENT, format!("{p:?} is not UTF-8")))?)
+    cstring(
+        p.to_str()
+            .ok_or_else(|| Error::local(sys::BOXLITE_ERR_INVALID_ARGUMENT, format!("{p:?} is not UTF-8")))?,
+    )
 }
 
 /// take_string copies and frees a string the library returned.
@@ -144,7 +152,10 @@ impl Runtime {
 
     /// A runtime in home (a directory of its own).
     pub fn with_home(home: impl AsRef<Path>) -> Result<Runtime> {
-        let home = home.as_ref().to_str().ok_or_else(|| Error::local(sys::BOXLITE_ERR_INVALID_ARGUMENT, "home is not UTF-8"))?;
+        let home = home
+            .as_ref()
+            .to_str()
+            .ok_or_else(|| Error::local(sys::BOXLITE_ERR_INVALID_ARGUMENT, "home is not UTF-8"))?;
         Runtime::with_options_json(&json!({ "home": home }).to_string())
     }
 
@@ -154,7 +165,9 @@ impl Runtime {
         let mut rt = ptr::null_mut();
         // SAFETY: valid C strings and out-parameters.
         status_call(|err| unsafe { sys::boxlite_runtime_new(opts.as_ptr(), &mut rt, err) })?;
-        Ok(Runtime { h: Arc::new(RuntimeHandle(rt)) })
+        Ok(Runtime {
+            h: Arc::new(RuntimeHandle(rt)),
+        })
     }
 
     /// Loads an OCI layout directory or a docker-archive tar into the image
@@ -184,7 +197,10 @@ impl Runtime {
         let mut b = ptr::null_mut();
         // SAFETY: as above.
         status_call(|err| unsafe { sys::boxlite_box_create(self.h.0, opts.as_ptr(), &mut b, err) })?;
-        Ok(Box { raw: b, _rt: self.h.clone() })
+        Ok(Box {
+            raw: b,
+            _rt: self.h.clone(),
+        })
     }
 
     /// The box with that id or name.
@@ -193,7 +209,10 @@ impl Runtime {
         let mut b = ptr::null_mut();
         // SAFETY: as above.
         status_call(|err| unsafe { sys::boxlite_box_get(self.h.0, n.as_ptr(), &mut b, err) })?;
-        Ok(Box { raw: b, _rt: self.h.clone() })
+        Ok(Box {
+            raw: b,
+            _rt: self.h.clone(),
+        })
     }
 
     /// Every box of the home (a JSON array of box infos).
@@ -307,7 +326,11 @@ pub struct ExitStatus {
 
 impl ExitStatus {
     fn from(e: sys::boxlite_exit_t) -> ExitStatus {
-        ExitStatus { exit_code: e.exit_code, signal: e.signal, timed_out: e.timed_out != 0 }
+        ExitStatus {
+            exit_code: e.exit_code,
+            signal: e.signal,
+            timed_out: e.timed_out != 0,
+        }
     }
     pub fn success(&self) -> bool {
         self.exit_code == 0
@@ -399,7 +422,13 @@ impl Box {
         status_call(|err| unsafe { sys::boxlite_box_run(self.raw, c.as_ptr(), &mut res, err) })?;
         unsafe {
             let r = &*res;
-            let bytes = |p: *mut u8, n: usize| if p.is_null() || n == 0 { Vec::new() } else { std::slice::from_raw_parts(p, n).to_vec() };
+            let bytes = |p: *mut u8, n: usize| {
+                if p.is_null() || n == 0 {
+                    Vec::new()
+                } else {
+                    std::slice::from_raw_parts(p, n).to_vec()
+                }
+            };
             let out = Output {
                 status: ExitStatus::from(r.exit),
                 stdout: bytes(r.stdout_data, r.stdout_len),
@@ -417,7 +446,10 @@ impl Box {
         let mut ex = ptr::null_mut();
         // SAFETY: as above.
         status_call(|err| unsafe { sys::boxlite_box_exec(self.raw, c.as_ptr(), &mut ex, err) })?;
-        Ok(Execution { raw: ex, _rt: self._rt.clone() })
+        Ok(Execution {
+            raw: ex,
+            _rt: self._rt.clone(),
+        })
     }
 
     /// Copies a host file or folder into the box, as docker cp does.
@@ -509,7 +541,11 @@ impl Execution {
     /// Waits for the exit, up to timeout (None: as long as it takes); a
     /// timeout is an Error of kind "timeout", the process running on.
     pub fn wait(&self, timeout: Option<Duration>) -> Result<ExitStatus> {
-        let mut exit = sys::boxlite_exit_t { exit_code: 0, signal: 0, timed_out: 0 };
+        let mut exit = sys::boxlite_exit_t {
+            exit_code: 0,
+            signal: 0,
+            timed_out: 0,
+        };
         let mut err = ptr::null_mut();
         // SAFETY: a live execution handle and out-parameters.
         let rc = unsafe { sys::boxlite_execution_wait(self.raw, millis(timeout), &mut exit, &mut err) };

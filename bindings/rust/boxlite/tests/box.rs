@@ -26,15 +26,21 @@ fn exercise(image: &str, home: &std::path::Path, vol: &std::path::Path, tmp: &st
     let loaded = rt.image_load(image).unwrap();
     assert!(loaded.to_string().contains("alpine"), "loaded {loaded}");
 
-    let missing = rt.get("no-such-box").err().expect("a missing box is an error");
+    let missing = rt.get("no-such-box").err().unwrap();
     assert_eq!(missing.kind(), "not_found", "{missing}");
 
-    let bx = rt.create(&BoxOptions::new("alpine:latest").memory_mib(256).volume(vol, "/mnt/host", false)).unwrap();
+    let bx = rt
+        .create(&BoxOptions::new("alpine:latest").memory_mib(256).volume(vol, "/mnt/host", false))
+        .unwrap();
     assert_eq!(bx.id().len(), 12);
 
     // run: output and exit code; a volume both ways.
     let out = bx
-        .run(&Command::new(["sh", "-c", "cat /mnt/host/in.txt; echo err >&2; echo written > /mnt/host/out.txt; exit 3"]))
+        .run(&Command::new([
+            "sh",
+            "-c",
+            "cat /mnt/host/in.txt; echo err >&2; echo written > /mnt/host/out.txt; exit 3",
+        ]))
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "from the host\n");
     assert_eq!(String::from_utf8_lossy(&out.stderr), "err\n");
@@ -44,7 +50,9 @@ fn exercise(image: &str, home: &std::path::Path, vol: &std::path::Path, tmp: &st
     assert!(timed.status.timed_out, "{:?}", timed.status);
 
     // exec: stdin in, streams out.
-    let ex = bx.exec(&Command::new(["sh", "-c", "tr a-z A-Z; echo done >&2"]).stdin(true)).unwrap();
+    let ex = bx
+        .exec(&Command::new(["sh", "-c", "tr a-z A-Z; echo done >&2"]).stdin(true))
+        .unwrap();
     ex.write(b"shout\n").unwrap();
     ex.close_stdin().unwrap();
     assert_eq!(ex.read_to_end(Stream::Stdout).unwrap(), b"SHOUT\n");
@@ -58,7 +66,16 @@ fn exercise(image: &str, home: &std::path::Path, vol: &std::path::Path, tmp: &st
     let back = tmp.join("back.txt");
     bx.copy_out("/tmp/copied.txt", &back, &CopyOptions::default()).unwrap();
     assert_eq!(std::fs::read_to_string(&back).unwrap(), "copied in\n");
-    let refused = bx.copy_out("/tmp/copied.txt", &back, &CopyOptions { no_overwrite: true, ..Default::default() }).err().expect("no_overwrite");
+    let refused = bx
+        .copy_out(
+            "/tmp/copied.txt",
+            &back,
+            &CopyOptions {
+                no_overwrite: true,
+                ..Default::default()
+            },
+        )
+        .expect_err("no_overwrite");
     assert_eq!(refused.kind(), "already_exists", "{refused}");
 
     bx.remove(true).unwrap();
