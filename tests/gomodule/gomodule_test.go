@@ -1,7 +1,8 @@
 // Package gomodule uses boxlite as a Go user does: a module of its own that
-// requires github.com/boxlite/boxlite (a replace to this checkout, as the
-// README says), the README's Go program built as it is, its assets
-// installed in the documented layout, run with no BOXLITE_* variable.
+// requires github.com/boxlite/boxlite (a replace to this checkout, or go get
+// from the proxy directory `make dist-native` writes, as the README says),
+// the README's Go program built as it is, its assets installed in the
+// documented layout, run with no BOXLITE_* variable.
 package gomodule
 
 import (
@@ -16,6 +17,7 @@ import (
 
 	"golang.org/x/mod/modfile"
 
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/internal/cmdrun"
 	"github.com/boxlite/boxlite/tests/internal/readme"
 )
@@ -121,5 +123,28 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// `go get` takes the module from the proxy directory internal/gomodproxy
+// writes (dist/goproxy), the commit's files: a program using it builds.
+func TestGoGetFromTheDistProxy(t *testing.T) {
+	repo, err := filepath.Abs(filepath.Join("..", ".."))
+	must(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	tmp := t.TempDir()
+	proxy := filepath.Join(tmp, "goproxy")
+	run(t, ctx, repo, os.Environ(), "go", "run", "./internal/gomodproxy", "-o", proxy)
+	mod := filepath.Join(tmp, "src")
+	must(t, os.MkdirAll(mod, 0o755))
+	must(t, os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module example.com/getter\n\ngo 1.22\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(mod, "main.go"), []byte("package main\n\nimport (\n\t\"fmt\"\n\n\t\"github.com/boxlite/boxlite\"\n)\n\n"+
+		"func main() { fmt.Println(boxlite.Version) }\n"), 0o644))
+	upstream := strings.TrimSpace(run(t, ctx, mod, os.Environ(), "go", "env", "GOPROXY"))
+	env := append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "GOPROXY=file://"+proxy+","+upstream, "GONOSUMDB=github.com/boxlite/boxlite")
+	run(t, ctx, mod, env, "go", "get", "github.com/boxlite/boxlite@v"+boxlite.Version)
+	if out := run(t, ctx, mod, env, "go", "run", "."); out != boxlite.Version+"\n" {
+		t.Fatalf("the program printed %q", out)
 	}
 }
