@@ -21,11 +21,13 @@ backports="https://go.dev/dl/, or on Debian 12 a golang package of bookworm-back
 if ! command -v "$GO" >/dev/null 2>&1; then
   problem "Go is not installed. The build needs Go $need; any Go 1.21 or later fetches it from the module proxy by itself ($backports)"
 else
-  have=$("$GO" env GOVERSION 2>/dev/null); have=${have#go}
+  # Outside the module and with GOTOOLCHAIN=local: the go command's own
+  # version, not the one go.mod would switch it to.
+  have=$(cd / && GOTOOLCHAIN=local "$GO" env GOVERSION 2>/dev/null); have=${have#go}
   if [ -z "$have" ] || older "$have" 1.21; then
     problem "Go ${have:-of an unknown version} is too old: the build needs Go $need, which a Go 1.21 or later fetches from the module proxy by itself ($backports)"
   elif older "$have" "$need"; then
-    case $("$GO" env GOTOOLCHAIN) in
+    case $(cd / && "$GO" env GOTOOLCHAIN) in
     local) problem "Go $have is older than go.mod's $need and GOTOOLCHAIN=local keeps the go command from fetching go$need: unset GOTOOLCHAIN" ;;
     *) note "Go $have: the go command fetches go$need from the module proxy on its first use (GOTOOLCHAIN, about 70 MB)" ;;
     esac
