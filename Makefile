@@ -23,7 +23,8 @@ GO_SRC := $(shell find . -name '*.go' -not -path './build/*') $(wildcard interna
 all: build
 
 setup: $(BUILD)/.setup
-$(BUILD)/.setup: Makefile
+$(BUILD)/.setup: Makefile mk/check-prereqs.sh
+	@APT_PKGS="$(APT_PKGS)" BUILD="$(BUILD)" GO="$(GO)" mk/check-prereqs.sh
 	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
@@ -99,12 +100,14 @@ $(BUILD)/libboxlite.so: $(GO_SRC) include/boxlite.h capi/capi.h | $(BUILD)/.setu
 # libcap-ng, once (about 4 minutes on 2 cores); later makes find it in build/. Its
 # dependencies want a newer Rust than bookworm's 1.63: a rustup cargo on PATH.
 VIRTIOFSD_VERSION := 1.14.0
+# mk/check-prereqs.sh refuses a missing or too old cargo (Debian's) before anything is built,
+# and build makes virtiofsd first, so that a failure comes before the kernel's 20 minutes.
 $(BUILD)/virtiofsd: | $(BUILD)/.setup
-	@command -v cargo >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cargo; }
-	cargo install --locked --quiet virtiofsd --version $(VIRTIOFSD_VERSION) --root $(BUILD)/cargo-virtiofsd
+	cargo install --locked --quiet virtiofsd --version $(VIRTIOFSD_VERSION) --root $(BUILD)/cargo-virtiofsd || \
+	  { echo "virtiofsd $(VIRTIOFSD_VERSION) did not build with $$(cargo --version): install a current Rust with rustup (https://rustup.rs), or put a virtiofsd binary at $@"; exit 1; }
 	cp $(BUILD)/cargo-virtiofsd/bin/virtiofsd $@.tmp && mv $@.tmp $@
 
-build: $(BUILD)/boxlite $(BUILD)/boxlite-shim $(BUILD)/boxlite-net $(BUILD)/containerd-shim-boxlite-v2 $(BUILD)/crictl $(GUEST)/vmlinuz $(GUEST)/initramfs.cpio $(DEBIAN_KERNEL)/initramfs.cpio $(BUILD)/libboxlite.so $(BUILD)/virtiofsd
+build: $(BUILD)/virtiofsd $(BUILD)/boxlite $(BUILD)/boxlite-shim $(BUILD)/boxlite-net $(BUILD)/containerd-shim-boxlite-v2 $(BUILD)/crictl $(GUEST)/vmlinuz $(GUEST)/initramfs.cpio $(DEBIAN_KERNEL)/initramfs.cpio $(BUILD)/libboxlite.so
 lib: $(BUILD)/libboxlite.so
 
 # Test images, built offline (see tests/images/): alpine:latest is a busybox-based stand-in,
@@ -148,10 +151,7 @@ test-c: build $(ALPINE_IMAGE)
 	cmake --build $(BUILD)/cmake
 	ctest --test-dir $(BUILD)/cmake --output-on-failure
 
-# The Rust example links libboxlite.so through the header; no crates.
-test-rust: build $(ALPINE_IMAGE)
-	@command -v cargo >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cargo; }
-	cd tests/rust && CARGO_TARGET_DIR=$(BUILD)/rust cargo run -q
+# test-rust: mk/dist-native.mk.
 
 node: build
 	cd bindings/node && BOXLITE_BUILD_DIR=$(BUILD) npm install --no-audit --no-fund
@@ -204,3 +204,5 @@ fmt:
 
 clean:
 	rm -rf $(BUILD)
+
+-include mk/*.mk

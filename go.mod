@@ -1,11 +1,11 @@
 module github.com/boxlite/boxlite
 
-go 1.26.8
+go 1.26.0
 
 require (
 	connectrpc.com/connect v1.21.1
 	github.com/BurntSushi/toml v1.6.0
-	github.com/Microsoft/hcsshim v0.15.0
+	github.com/Microsoft/hcsshim v0.14.1
 	github.com/coder/websocket v1.8.15
 	github.com/containerd/containerd/api v1.11.1
 	github.com/containerd/ttrpc v1.2.10
@@ -17,6 +17,7 @@ require (
 	github.com/sirupsen/logrus v1.10.2
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vmihailenco/msgpack/v5 v5.4.1
+	golang.org/x/mod v0.41.0
 	golang.org/x/sys v0.50.0
 	google.golang.org/grpc v1.84.0
 	google.golang.org/protobuf v1.36.12
@@ -25,11 +26,11 @@ require (
 
 require (
 	github.com/apparentlymart/go-cidr v1.1.1 // indirect
-	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/containerd/cgroups/v3 v3.1.3 // indirect
 	github.com/containerd/log v0.1.0 // indirect
 	github.com/docker/cli v29.7.2+incompatible // indirect
 	github.com/docker/docker-credential-helpers v0.9.3 // indirect
+	github.com/golang/groupcache v0.0.0-20210331224755-41bb18bfe9da // indirect
 	github.com/google/btree v1.1.2 // indirect
 	github.com/google/gopacket v1.1.19 // indirect
 	github.com/opencontainers/go-digest v1.0.0 // indirect
@@ -37,9 +38,7 @@ require (
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/vishvananda/netns v0.0.5 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
-	go.opentelemetry.io/otel v1.47.0 // indirect
-	go.opentelemetry.io/otel/trace v1.47.0 // indirect
-	golang.org/x/mod v0.41.0 // indirect
+	go.opencensus.io v0.24.0 // indirect
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/time v0.5.0 // indirect
