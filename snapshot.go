@@ -85,10 +85,10 @@ func (b *Box) CreateSnapshot(ctx context.Context, name string) (SnapshotInfo, er
 // CreateSnapshotWith saves the box as a snapshot named name (empty: the
 // snapshot's id): its disk, and with opts.Memory its memory and devices.
 // A running box is saved at one instant: its VM stops for the save (its
-// streams stall meanwhile) and runs on. A disk alone is then as a power
-// cut would leave it: what the guest had not written back is not in it
-// (sync in the box first for a file you need; ext4's journal keeps it
-// whole). A stopped box has no memory to keep (ErrInvalidState with
+// streams stall meanwhile) and runs on. For a disk alone, `sync` runs in
+// the box first (where the image has it, within 30 s); what is written
+// after it and before the instant may be missing, as after a power cut
+// (ext4's journal keeps the disk whole). A stopped box has no memory to keep (ErrInvalidState with
 // Memory). The copy is a reflink where the host file system has them,
 // else sparse: it costs what the disk uses, not its size.
 func (b *Box) CreateSnapshotWith(ctx context.Context, name string, opts SnapshotOptions) (SnapshotInfo, error) {
@@ -130,6 +130,9 @@ func (b *Box) CreateSnapshotWith(ctx context.Context, name string, opts Snapshot
 	})
 }
 
+// syncTimeout bounds the sync in a box before a snapshot of its disk.
+const syncTimeout = 30 * time.Second
+
 // snapshotRunning saves the running box at one instant into a snapshot.
 func (b *Box) snapshotRunning(ctx context.Context, op, id, name string, opts SnapshotOptions) (SnapshotInfo, error) {
 	c, _, err := b.running(ctx, op)
@@ -138,6 +141,14 @@ func (b *Box) snapshotRunning(ctx context.Context, op, id, name string, opts Sna
 	}
 	if _, err := b.findSnapshot(name); err == nil {
 		return SnapshotInfo{}, errdefs.Errorf(errdefs.ErrAlreadyExists, "%s: box %s has a snapshot named %q", op, b.rec.ID, name)
+	}
+	if !opts.Memory {
+		// What the guest has not written back would not be in the disk:
+		// a sync in the box first, if the image has one (else, or if it
+		// hangs, the disk is as a power cut leaves it).
+		sctx, cancel := context.WithTimeout(ctx, syncTimeout)
+		b.Run(sctx, Command{Argv: []string{"sync"}, Timeout: syncTimeout})
+		cancel()
 	}
 	save, _, err := b.saveRunning(ctx, c, op, protocol.ForkSave{DiskOnly: !opts.Memory})
 	if err != nil {

@@ -49,9 +49,8 @@ class SnapshotHandle {
 
   /**
    * Saves the box's disk as snapshot `name` (null: named by its id). A
-   * running box is saved at one instant (it stops only for the save); its
-   * disk is then as a power cut would leave it (sync in the box first for
-   * what must be in it). options: { memory: true } keeps its memory too (a
+   * running box is saved at one instant (it stops only for the save; sync
+   * runs in the box first, where the image has it). options: { memory: true } keeps its memory too (a
    * running or paused box): restore() then brings it back paused at that
    * instant, its processes and sessions as they were.
    */

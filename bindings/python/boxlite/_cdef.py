@@ -564,8 +564,7 @@ int boxlite_box_update_inbound(boxlite_box_t *box, const char *spec_json, boxlit
 /* Saves the box's disk as a snapshot; name NULL or "" names it by its id.
  * *out_json: the snapshot. A name in use: BOXLITE_ERR_ALREADY_EXISTS. A
  * running box is saved at one instant: its VM stops for the save and runs
- * on; its disk is then as a power cut would leave it (sync in the box first
- * for what must be in it). */
+ * on (`sync` runs in the box first, where the image has it). */
 int boxlite_box_snapshot_create(boxlite_box_t *box, const char *name, char **out_json,
                                 boxlite_error_t **err);
 /* boxlite_box_snapshot_create with options_json (NULL: defaults):

@@ -82,9 +82,8 @@ class SnapshotHandle:
     async def create(self, name: Optional[str] = None, *, options: Optional[SnapshotOptions] = None,
                      memory: Optional[bool] = None) -> SnapshotInfo:
         """Saves the box's disk as snapshot ``name`` (None: named by its id).
-        A running box is saved at one instant (it stops only for the save);
-        its disk is then as a power cut would leave it (``sync`` in the box
-        first for what must be in it). ``memory=True`` (or
+        A running box is saved at one instant (it stops only for the save;
+        ``sync`` runs in the box first, where the image has it). ``memory=True`` (or
         ``SnapshotOptions(memory=True)``) keeps its memory too: the box must
         be running or paused, and ``restore`` then brings it back paused at
         that instant, its processes and sessions as they were."""
