@@ -23,6 +23,7 @@ import (
 	"github.com/boxlite/boxlite/errdefs"
 
 	"github.com/boxlite/boxlite/internal/abi"
+	"github.com/boxlite/boxlite/internal/protocol"
 )
 
 // ErrRestarted is wrapped, with ErrTimeout, by the error of a cell or
@@ -111,14 +112,7 @@ func checkEnv(what string, env map[string]string) error {
 	return nil
 }
 
+// validName: a name the box can hold as part of an execution id.
 func validName(s string) bool {
-	if len(s) == 0 || len(s) > MaxNameLen {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
+	return len(s) <= MaxNameLen && protocol.ValidDetachID(s)
 }

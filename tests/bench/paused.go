@@ -26,10 +26,7 @@ func pausedBench(n int) error {
 		return err
 	}
 	defer done()
-	exec := func(b *boxlite.Box) error {
-		_, err := b.Run(ctx, boxlite.Command{Argv: []string{"true"}})
-		return err
-	}
+	exec := func(b *boxlite.Box) error { return runTrue(ctx, b) }
 	opts := []boxlite.BoxOption{boxlite.WithMemoryMiB(128), boxlite.WithAutoRemove(false)}
 	first, err := rt.Create(ctx, "alpine:latest", opts...) // makes the template
 	if err != nil {
