@@ -130,9 +130,6 @@ func (b *Box) CreateSnapshotWith(ctx context.Context, name string, opts Snapshot
 	})
 }
 
-// syncTimeout bounds the sync in a box before a snapshot of its disk.
-const syncTimeout = 30 * time.Second
-
 // snapshotRunning saves the running box at one instant into a snapshot.
 func (b *Box) snapshotRunning(ctx context.Context, op, id, name string, opts SnapshotOptions) (SnapshotInfo, error) {
 	c, _, err := b.running(ctx, op)
@@ -143,12 +140,7 @@ func (b *Box) snapshotRunning(ctx context.Context, op, id, name string, opts Sna
 		return SnapshotInfo{}, errdefs.Errorf(errdefs.ErrAlreadyExists, "%s: box %s has a snapshot named %q", op, b.rec.ID, name)
 	}
 	if !opts.Memory {
-		// What the guest has not written back would not be in the disk:
-		// a sync in the box first, if the image has one (else, or if it
-		// hangs, the disk is as a power cut leaves it).
-		sctx, cancel := context.WithTimeout(ctx, syncTimeout)
-		b.Run(sctx, Command{Argv: []string{"sync"}, Timeout: syncTimeout})
-		cancel()
+		b.syncGuest(ctx)
 	}
 	save, _, err := b.saveRunning(ctx, c, op, protocol.ForkSave{DiskOnly: !opts.Memory})
 	if err != nil {
@@ -390,8 +382,9 @@ type CloneOptions struct {
 
 // Clone makes a new, stopped box (BoxLite's clone_box) with the box's
 // configuration and image and a copy of its disk (or of one of its
-// snapshots), copy-on-write or sparse. The box must not be running, unless
-// a snapshot is cloned. A clone of a memory snapshot is paused at the
+// snapshots), copy-on-write or sparse. A running box's disk is saved at
+// one instant first (as a snapshot of it: synced, the VM stopped only for
+// the copy). A clone of a memory snapshot is paused at the
 // snapshot's instant, a fork of it: its next call resumes it as a machine of
 // its own (hostname: its name, else "clone-" and 8 hex digits; fresh
 // entropy, boot id, machine id; host ports picked anew).
@@ -405,14 +398,15 @@ func (b *Box) Clone(ctx context.Context, opts CloneOptions) (*Box, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	if opts.Snapshot == "" { // the box's own disk: no VM may run it
-		unlock, err := b.lockDisk(op)
+	var src string
+	if opts.Snapshot == "" { // the box's own disk, as it is now
+		path, release, err := b.diskNow(ctx, op)
 		if err != nil {
 			return nil, err
 		}
-		defer unlock()
+		defer release()
+		src = path
 	}
-	src := b.path(shimapi.DiskFile)
 	var mem string // a memory snapshot's directory
 	if opts.Snapshot != "" {
 		if err := checkSnapshotName(op, opts.Snapshot); err != nil {

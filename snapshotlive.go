@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"time"
 
 	"github.com/boxlite/boxlite/internal/protocol"
 	"github.com/boxlite/boxlite/internal/shimapi"
@@ -31,6 +33,42 @@ func (b *Box) saveRunning(ctx context.Context, c *conn, op string, req protocol.
 		return "", res, fmt.Errorf("%s: %w", op, err)
 	}
 	return dir, res, nil
+}
+
+// syncTimeout bounds the sync in a box before its disk is saved.
+const syncTimeout = 30 * time.Second
+
+// syncGuest has the running box write back what it holds for its disk
+// (`sync`, where the image has it), so that a save of the disk holds what
+// was written before it; without it, or if it hangs, the disk is as a power
+// cut leaves it (ext4's journal keeps it whole).
+func (b *Box) syncGuest(ctx context.Context) {
+	sctx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	b.Run(sctx, Command{Argv: []string{"sync"}, Timeout: syncTimeout})
+}
+
+// diskNow gives op the box's disk as it is now: while the box runs, a copy
+// saved at one instant (synced first); else the disk itself, under the disk
+// lock (no VM starts meanwhile). release ends it.
+func (b *Box) diskNow(ctx context.Context, op string) (path string, release func(), err error) {
+	if b.refresh(); b.State() == StateRunning {
+		c, _, err := b.running(ctx, op)
+		if err != nil {
+			return "", nil, err
+		}
+		b.syncGuest(ctx)
+		save, _, err := b.saveRunning(ctx, c, op, protocol.ForkSave{DiskOnly: true})
+		if err != nil {
+			return "", nil, err
+		}
+		return filepath.Join(save, shimapi.ForkDiskFile), func() { os.RemoveAll(save) }, nil
+	}
+	unlock, err := b.lockDisk(op)
+	if err != nil {
+		return "", nil, err
+	}
+	return b.path(shimapi.DiskFile), unlock, nil
 }
 
 // linkOrCopy makes dst the file src: a hard link where it can (a saved

@@ -78,6 +78,32 @@ func TestMemorySnapshots(t *testing.T) {
 	if disk.Memory {
 		t.Fatalf("disk snapshot says memory: %+v", disk)
 	}
+	// A clone and an export of the running box: its disk as it is now.
+	live, err := b.Clone(ctx, boxlite.CloneOptions{Name: "memsnap-live"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { live.Remove(context.Background(), true) })
+	archive, err := b.Export(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	imported, err := rt.ImportBox(ctx, archive, "memsnap-imported")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { imported.Remove(context.Background(), true) })
+	for _, c := range []*boxlite.Box{live, imported} {
+		if got := string(runIn(t, c, sh("cat /root/f")).Stdout); got != "two\n" {
+			t.Fatalf("%s of the running box: /root/f is %q", c.Name(), got)
+		}
+		if err := c.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b.State() != boxlite.StateRunning {
+		t.Fatalf("the box after a clone and an export: %s", b.State())
+	}
 	shell.Close()
 	if err := b.Stop(ctx); err != nil {
 		t.Fatal(err)

@@ -587,7 +587,8 @@ int boxlite_box_snapshot_remove(boxlite_box_t *box, const char *name, boxlite_er
 /* Replaces the box's disk with the snapshot's (the snapshot stays). */
 int boxlite_box_snapshot_restore(boxlite_box_t *box, const char *name, boxlite_error_t **err);
 /* Makes a new, stopped box with the box's config, image and a copy of its
- * disk. *out is a new handle. options_json (NULL: defaults), an object of:
+ * disk (a running box's saved at one instant; a memory snapshot's clone is
+ * paused at its instant, a fork of it). *out is a new handle. options_json (NULL: defaults), an object of:
  * BEGIN GENERATED: clone options (from internal/abi.CloneOptions: go generate ./errdefs; do not edit)
  *   "name": string: the clone's name (names are unique: already_exists); default: none
  *   "snapshot": string: copy this snapshot of the box instead of its disk
@@ -611,7 +612,8 @@ int boxlite_box_fork(boxlite_box_t *box, const char *options_json, char **out_js
 /* Writes the box to one archive file (a zstd-compressed tar: its config,
  * its disk, sparse, and its image, so it imports where no registry can be
  * reached; volumes are left out). dest: a file, or a directory in which the
- * archive is <name or id>.boxlite. *out_path: the archive's path. */
+ * archive is <name or id>.boxlite. *out_path: the archive's path. A running
+ * box's disk is saved at one instant first. */
 int boxlite_box_export(boxlite_box_t *box, const char *dest, char **out_path,
                        boxlite_error_t **err);
 /* Makes a new, stopped box in this runtime's home from an archive
