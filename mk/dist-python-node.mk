@@ -28,23 +28,25 @@ dist: dist-python dist-node dist-native
 dist-python: $(WHEEL) $(SDIST)
 dist-node: $(NPM_TGZ)
 
-$(SYSROOT)/.complete: packaging/sysroot.sh | $(BUILD)/.setup
+# Made once (packaging/sysroot.sh returns at once when it is there): rm -rf it to remake it.
+$(SYSROOT)/.complete: | $(BUILD)/.setup
 	packaging/sysroot.sh $(SYSROOT)
 
 $(DISTVENV)/.complete: packaging/requirements-dist.txt
+	@/usr/bin/python3 -c 'import ensurepip' 2>/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; }
 	rm -rf $(DISTVENV) && /usr/bin/python3 -m venv $(DISTVENV)
 	$(DISTVENV)/bin/pip install --quiet --disable-pip-version-check -r $<
 	touch $@
 
 $(DISTNATIVE)/libboxlite.so: $(GO_SRC) include/boxlite.h capi/capi.h packaging/native.sh $(SYSROOT)/.complete
 	packaging/native.sh $(SYSROOT) $(BUILD) $(DISTNATIVE) lib
-$(DISTNATIVE)/boxlite-shim $(DISTNATIVE)/boxlite-net: $(GO_SRC) packaging/native.sh
+$(DISTNATIVE)/boxlite-shim $(DISTNATIVE)/boxlite-net &: $(GO_SRC) packaging/native.sh
 	packaging/native.sh $(SYSROOT) $(BUILD) $(DISTNATIVE) go
-$(DISTNATIVE)/virtiofsd: packaging/native.sh $(SYSROOT)/.complete
+$(DISTNATIVE)/virtiofsd: $(SYSROOT)/.complete
 	packaging/native.sh $(SYSROOT) $(BUILD) $(DISTNATIVE) virtiofsd
 $(DISTNATIVE)/boxlite.node: $(DISTNATIVE)/libboxlite.so $(wildcard bindings/node/src/*.c bindings/node/src/*.h bindings/node/src/napi/*.h)
 	packaging/native.sh $(SYSROOT) $(BUILD) $(DISTNATIVE) addon
-$(DISTNATIVE)/guest/vmlinuz $(DISTNATIVE)/guest/initramfs.cpio: $(GUEST)/vmlinuz $(GUEST)/initramfs.cpio
+$(DISTNATIVE)/guest/vmlinuz $(DISTNATIVE)/guest/initramfs.cpio &: $(GUEST)/vmlinuz $(GUEST)/initramfs.cpio
 	packaging/native.sh $(SYSROOT) $(BUILD) $(DISTNATIVE) guest
 
 $(WHEEL) $(SDIST) &: $(NATIVE_PARTS) $(DISTVENV)/.complete $(wildcard bindings/python/boxlite/*.py) bindings/python/setup.py bindings/python/pyproject.toml bindings/python/README.md packaging/python-dist.sh
@@ -54,11 +56,11 @@ $(NPM_TGZ): $(NATIVE_PARTS) $(wildcard bindings/node/lib/* bindings/node/scripts
 	packaging/node-dist.sh $(DISTNATIVE) $(DISTBUILD)/node-package $(DIST)
 
 # Install tests: as users install, from the artifacts (boot boxes: they need build/ and the images).
-INSTALL_ENV := BOXLITE_DIST=$(DIST) BOXLITE_DISTBUILD=$(DISTBUILD) PYTHON_IMAGE=$(PYTHON_IMAGE) ALPINE_IMAGE=$(ALPINE_IMAGE)
+INSTALL_ENV := BOXLITE_DIST=$(DIST) BOXLITE_DISTBUILD=$(DISTBUILD) DISTVENV=$(DISTVENV) PYTHON_IMAGE=$(PYTHON_IMAGE) ALPINE_IMAGE=$(ALPINE_IMAGE)
 test-install: test-install-python test-install-node test-install-cleanroot
 test-install-python: dist-python $(TEST_IMAGES) $(DISTVENV)/.complete
-	$(INSTALL_ENV) DISTVENV=$(DISTVENV) tests/install/python.sh
+	$(INSTALL_ENV) tests/install/python.sh
 test-install-node: dist-node $(TEST_IMAGES)
 	$(INSTALL_ENV) tests/install/node.sh
-test-install-cleanroot: dist-python dist-node $(TEST_IMAGES)
+test-install-cleanroot: dist-python dist-node $(TEST_IMAGES) $(DISTVENV)/.complete
 	$(INSTALL_ENV) tests/install/cleanroot.sh

@@ -53,6 +53,7 @@ def main() -> None:
 
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(os.path.join(root, "files"))
+    os.makedirs(os.path.join(root, "simple"))
     py: dict = {}
     for f in files:
         shutil.copyfile(f, os.path.join(root, "files", os.path.basename(f)))
@@ -74,7 +75,7 @@ def main() -> None:
             py.setdefault(python_name(f), []).append((os.path.basename(f), hashlib.sha256(data).hexdigest()))
     for name, entries in py.items():
         d = os.path.join(root, "simple", name)
-        os.makedirs(d)
+        os.makedirs(d, exist_ok=True)
         links = "".join('<a href="../../files/%s#sha256=%s">%s</a><br>\n' % (html.escape(b), h, html.escape(b))
                         for b, h in sorted(entries))
         with open(os.path.join(d, "index.html"), "w") as out:

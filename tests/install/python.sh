@@ -58,7 +58,9 @@ for py in $PYTHONS; do
   mkdir -p "$proj" "$tmp/bin-$v"
   ln -s "$py" "$tmp/bin-$v/python3"
   step "Python $v ($py): the README's install snippet, pip from the loopback index"
-  snippet "$repo/README.md" pip-install >"$proj/install.sh"
+  # The README's snippet for the first Python, bindings/python/README.md's for the others.
+  readme=$repo/README.md; [ $first = 1 ] || readme=$repo/bindings/python/README.md
+  snippet "$readme" pip-install >"$proj/install.sh"
   t0=$(date +%s)
   (cd "$proj" && PATH="$tmp/bin-$v:$PATH" PIP_INDEX_URL="$INDEX/simple" PIP_DISABLE_PIP_VERSION_CHECK=1 \
     sh -eu install.sh) >"$proj/install.log" 2>&1 || { tail -20 "$proj/install.log"; die "pip install failed"; }
@@ -90,6 +92,11 @@ asyncio.run(main())' "$PYTHON_IMAGE" "$ALPINE_IMAGE"
     (cd "$proj" && timeout 600 "$vpy" simplebox.py) >"$proj/simplebox.out" 2>&1 || { cat "$proj/simplebox.out"; die "the SimpleBox example failed"; }
     cat "$proj/simplebox.out"
     grep -qx "3 hi" "$proj/simplebox.out" || die "the SimpleBox example did not print '3 hi'"
+    step "Python $v: bindings/python/README.md's first example"
+    snippet "$repo/bindings/python/README.md" python-hello >"$proj/hello.py"
+    (cd "$proj" && timeout 600 "$vpy" hello.py) >"$proj/hello.out" 2>&1 || { cat "$proj/hello.out"; die "the example failed"; }
+    cat "$proj/hello.out"
+    grep -qx "Hello from a microVM!" "$proj/hello.out" || die "the example did not print its greeting"
   fi
 
   step "Python $v: mypy --strict on the typed example, against the installed package"
