@@ -23,7 +23,7 @@ SDIST    := $(DIST)/boxlite_go-$(PKG_VERSION).tar.gz
 NPM_TGZ  := $(DIST)/boxlite-go-$(PKG_VERSION).tgz
 NATIVE_PARTS := $(addprefix $(DISTNATIVE)/,libboxlite.so boxlite-shim boxlite-net virtiofsd boxlite.node guest/vmlinuz guest/initramfs.cpio)
 
-.PHONY: dist dist-python dist-node test-install test-install-python test-install-node test-install-cleanroot
+.PHONY: dist dist-python dist-node test-install test-install-snippets test-install-python test-install-node test-install-cleanroot
 dist: dist-python dist-node dist-native
 dist-python: $(WHEEL) $(SDIST)
 dist-node: $(NPM_TGZ)
@@ -57,7 +57,10 @@ $(NPM_TGZ): $(NATIVE_PARTS) $(wildcard bindings/node/lib/* bindings/node/scripts
 
 # Install tests: as users install, from the artifacts (boot boxes: they need build/ and the images).
 INSTALL_ENV := BOXLITE_DIST=$(DIST) BOXLITE_DISTBUILD=$(DISTBUILD) DISTVENV=$(DISTVENV) PYTHON_IMAGE=$(PYTHON_IMAGE) ALPINE_IMAGE=$(ALPINE_IMAGE)
-test-install: test-install-python test-install-node test-install-cleanroot
+test-install: test-install-snippets test-install-python test-install-node test-install-cleanroot
+# Every README snippet marked `<!-- test: NAME -->` is run by one of the tests below.
+test-install-snippets:
+	python3 tests/install/snippet.py --check README.md bindings/python/README.md bindings/node/README.md
 test-install-python: dist-python $(TEST_IMAGES) $(DISTVENV)/.complete
 	$(INSTALL_ENV) tests/install/python.sh
 test-install-node: dist-node $(TEST_IMAGES)

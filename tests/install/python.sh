@@ -59,8 +59,8 @@ for py in $PYTHONS; do
   ln -s "$py" "$tmp/bin-$v/python3"
   step "Python $v ($py): the README's install snippet, pip from the loopback index"
   # The README's snippet for the first Python, bindings/python/README.md's for the others.
-  readme=$repo/README.md; [ $first = 1 ] || readme=$repo/bindings/python/README.md
-  snippet "$readme" pip-install >"$proj/install.sh"
+  if [ $first = 1 ]; then snippet "$repo/README.md" pip-install >"$proj/install.sh"
+  else snippet "$repo/bindings/python/README.md" pip-install >"$proj/install.sh"; fi
   t0=$(date +%s)
   (cd "$proj" && PATH="$tmp/bin-$v:$PATH" PIP_INDEX_URL="$INDEX/simple" PIP_DISABLE_PIP_VERSION_CHECK=1 \
     sh -eu install.sh) >"$proj/install.log" 2>&1 || { tail -20 "$proj/install.log"; die "pip install failed"; }
