@@ -22,6 +22,7 @@ import shutil
 import socket
 import sys
 import tarfile
+import zipfile
 
 
 def normalize(name: str) -> str:  # PEP 503
@@ -33,6 +34,18 @@ def python_name(file: str) -> str:
     if base.endswith(".whl"):
         return normalize(base.split("-")[0])
     return normalize(base[: -len(".tar.gz")].rsplit("-", 1)[0])
+
+
+def requires_python(whl: str) -> str:
+    """A wheel's Requires-Python, for the index's data-requires-python (PEP 503)."""
+    if not whl.endswith(".whl"):
+        return ""
+    with zipfile.ZipFile(whl) as z:
+        meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        for line in z.read(meta).decode("utf-8", "replace").split("\n"):
+            if line.startswith("Requires-Python:"):
+                return line.split(":", 1)[1].strip()
+    return ""
 
 
 def npm_manifest(tgz: str) -> dict:
@@ -72,12 +85,13 @@ def main() -> None:
             with open(path, "w") as out:
                 json.dump(doc, out)
         else:
-            py.setdefault(python_name(f), []).append((os.path.basename(f), hashlib.sha256(data).hexdigest()))
+            py.setdefault(python_name(f), []).append((os.path.basename(f), hashlib.sha256(data).hexdigest(), requires_python(f)))
     for name, entries in py.items():
         d = os.path.join(root, "simple", name)
         os.makedirs(d, exist_ok=True)
-        links = "".join('<a href="../../files/%s#sha256=%s">%s</a><br>\n' % (html.escape(b), h, html.escape(b))
-                        for b, h in sorted(entries))
+        links = "".join('<a href="../../files/%s#sha256=%s"%s>%s</a><br>\n' % (
+            html.escape(b), h, ' data-requires-python="%s"' % html.escape(rp) if rp else "", html.escape(b))
+            for b, h, rp in sorted(entries))
         with open(os.path.join(d, "index.html"), "w") as out:
             out.write("<!DOCTYPE html>\n<html><body>\n%s</body></html>\n" % links)
     with open(os.path.join(root, "simple", "index.html"), "w") as out:

@@ -3,7 +3,7 @@
 #   - auditwheel show agrees with the wheel's manylinux tag;
 #   - the sdist refuses to build without the native parts, saying why;
 #   - dist/ served as a PEP 503 index on loopback (tests/install/index.py, with cffi's wheels);
-#     for Debian's /usr/bin/python3 and another Python (pyenv's, PYTHONS overrides): the
+#     for Debian's /usr/bin/python3 and pyenv's 3.9 and 3.13 (PYTHONS overrides): the
 #     README's install snippet (`python3 -m venv .venv ...; pip install boxlite-go`) run as it is,
 #     pip pointed at the index by PIP_INDEX_URL, then the README's CodeBox example (prints 42),
 #     outside the checkout, with no BOXLITE_ASSETS: the wheel's own assets;
@@ -16,7 +16,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 . "$here/lib.sh"
 : "${BOXLITE_DIST:?}" "${DISTVENV:?}" "${BOXLITE_DISTBUILD:?}" "${PYTHON_IMAGE:?}" "${ALPINE_IMAGE:?}"
-PYTHONS=${PYTHONS:-/usr/bin/python3 /root/.pyenv/versions/3.12.1/bin/python3}
+# Debian's, the oldest the package claims (3.9) and a newer one (pyenv's).
+PYTHONS=${PYTHONS:-/usr/bin/python3 /root/.pyenv/versions/3.9.18/bin/python3 /root/.pyenv/versions/3.13.0/bin/python3}
 wheel=$(one "$BOXLITE_DIST"/boxlite_go-*-manylinux_*_x86_64.whl)
 sdist=$(one "$BOXLITE_DIST"/boxlite_go-*.tar.gz)
 tmp=$(mktemp -d /tmp/boxlite-install-py.XXXXXX)
