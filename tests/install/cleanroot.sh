@@ -2,7 +2,8 @@
 # tests/install/cleanroot.sh: the released packages in a clean Debian 12 (make test-install-cleanroot).
 # A debootstrapped bookworm (tests/install/mkroot.sh, cached in build/dist/cleanroot-bookworm)
 # with Debian's python3-venv, nodejs and npm and what boxes need (qemu-system-x86, e2fsprogs),
-# and no gcc, Go or Rust. As root in a chroot of it, with /proc, /sys and /dev of the host (the
+# and no gcc, Go or Rust. As root in a chroot of it (bound onto itself: "/" must be a mount
+# point), with /proc, /sys and /dev of the host (the
 # VMM's jail makes namespaces and cgroups; QEMU wants /dev/kvm when it can use it), and the
 # test images bound read-only under /mnt/images:
 #   - the README's pip install snippet from the loopback index (tests/install/index.py), then
@@ -44,6 +45,9 @@ bind() { # bind HOST INSIDE [ro]
   [ "${3:-}" = ro ] && mount -o remount,bind,ro "$root$2"
   return 0
 }
+# The root is a mount point of its own, as a container's or a machine's is: the VMM's jail makes
+# "/" private in its mount namespace, which fails (EINVAL) where "/" is a plain directory.
+mount --bind "$root" "$root" && mounted="$root"
 mount -t proc proc "$root/proc" && mounted="$root/proc $mounted"
 bind /sys /sys
 bind /dev /dev

@@ -8,17 +8,17 @@ snippet() { python3 "$here/snippet.py" "$1" "$2"; }
 # start_index ROOT FILE...: serve FILEs on loopback (index.py); INDEX is its base URL.
 INDEX_PID=
 start_index() {
-  root=$1; shift
-  rm -f "$root.port"
-  python3 "$here/index.py" "$root" "$root.port" "$@" &
+  _ir=$1; shift
+  rm -f "$_ir.port"
+  python3 "$here/index.py" "$_ir" "$_ir.port" "$@" &
   INDEX_PID=$!
   i=0
-  while [ ! -f "$root.port" ]; do
+  while [ ! -f "$_ir.port" ]; do
     i=$((i + 1)); [ $i -gt 100 ] && die "the index did not start"
     kill -0 $INDEX_PID 2>/dev/null || die "the index exited"
     sleep 0.1
   done
-  INDEX=http://127.0.0.1:$(cat "$root.port")
+  INDEX=http://127.0.0.1:$(cat "$_ir.port")
   echo "index: $INDEX (simple/, npm/)"
 }
 stop_index() { [ -n "$INDEX_PID" ] && kill "$INDEX_PID" 2>/dev/null; wait 2>/dev/null; INDEX_PID=; }
