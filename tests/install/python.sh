@@ -6,7 +6,8 @@
 #     for Debian's /usr/bin/python3 and pyenv's 3.9 and 3.13 (PYTHONS overrides): the
 #     README's install snippet (`python3 -m venv .venv ...; pip install boxlite-go`) run as it is,
 #     pip pointed at the index by PIP_INDEX_URL, then the README's CodeBox example (prints 42),
-#     outside the checkout, with no BOXLITE_ASSETS: the wheel's own assets;
+#     outside the checkout, with no BOXLITE_ASSETS: the wheel's own assets (a volume too: its
+#     virtiofsd);
 #   - mypy --strict accepts bindings/python/examples/typed.py against the installed package, and
 #     reveals CodeBox / SyncCodeBox for `async with` / `with`.
 # Needs: BOXLITE_DIST (dist/), DISTVENV (build/dist/venv: pip, auditwheel, mypy),
@@ -93,6 +94,20 @@ asyncio.run(main())' "$PYTHON_IMAGE" "$ALPINE_IMAGE"
     (cd "$proj" && timeout 600 "$vpy" simplebox.py) >"$proj/simplebox.out" 2>&1 || { cat "$proj/simplebox.out"; die "the SimpleBox example failed"; }
     cat "$proj/simplebox.out"
     grep -qx "3 hi" "$proj/simplebox.out" || die "the SimpleBox example did not print '3 hi'"
+    step "Python $v: a volume (the wheel's virtiofsd, in the VMM's jail)"
+    mkdir -p "$tmp/vol" && echo "from the host" >"$tmp/vol/f"
+    cat >"$proj/volume.py" <<'EOF'
+import asyncio, sys, boxlite
+async def main():
+    async with boxlite.SimpleBox(image="alpine:latest", volumes=[(sys.argv[1], "/data", True)]) as box:
+        r = await box.exec("cat", "/data/f")
+        print(r.exit_code, r.stdout.strip())
+        print(r.stderr, file=sys.stderr)
+asyncio.run(main())
+EOF
+    (cd "$proj" && timeout 600 "$vpy" volume.py "$tmp/vol") >"$proj/volume.out" 2>&1 || { cat "$proj/volume.out"; die "the volume example failed"; }
+    cat "$proj/volume.out"
+    grep -qx "0 from the host" "$proj/volume.out" || die "the box did not read the volume"
     step "Python $v: bindings/python/README.md's first example"
     snippet "$repo/bindings/python/README.md" python-hello >"$proj/hello.py"
     (cd "$proj" && timeout 600 "$vpy" hello.py) >"$proj/hello.out" 2>&1 || { cat "$proj/hello.out"; die "the example failed"; }
