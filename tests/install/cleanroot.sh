@@ -99,9 +99,7 @@ run /tmp/t/py ".venv/bin/python load.py /mnt/images/$(basename "$PYTHON_IMAGE") 
 
 step "Python in the root: the README's CodeBox example"
 t0=$(date +%s)
-run /tmp/t/py 'timeout 600 .venv/bin/python codebox.py' >"$tmp/codebox.out" 2>&1 || { cat "$tmp/codebox.out"; die "the CodeBox example failed in the root"; }
-cat "$tmp/codebox.out"
-grep -qx 42 "$tmp/codebox.out" || die "the CodeBox example did not print 42"
+expect "$tmp" "$tmp/codebox.out" '^42$' run /tmp/t/py 'timeout 600 .venv/bin/python codebox.py'
 echo "ok: 42, in $(($(date +%s) - t0)) s"
 
 step "Node in the root: the README's npm install snippet, in a fresh project"
@@ -112,8 +110,6 @@ echo "ok: installed in $(($(date +%s) - t0)) s, with the prebuilt addon"
 
 step "Node in the root: the README's ESM example"
 t0=$(date +%s)
-run /tmp/t/node 'timeout 600 node esm.mjs' >"$tmp/esm.out" 2>&1 || { cat "$tmp/esm.out"; die "the ESM example failed in the root"; }
-cat "$tmp/esm.out"
-grep -q "^3 hello" "$tmp/esm.out" || die "the ESM example did not print its result"
+expect "$tmp" "$tmp/esm.out" '^3 hello' run /tmp/t/node 'timeout 600 node esm.mjs'
 echo "ok, in $(($(date +%s) - t0)) s"
 step "clean root: all passed"

@@ -22,3 +22,12 @@ start_index() {
   echo "index: $INDEX (simple/, npm/)"
 }
 stop_index() { [ -n "$INDEX_PID" ] && kill "$INDEX_PID" 2>/dev/null; wait 2>/dev/null; INDEX_PID=; }
+
+# expect DIR OUT PATTERN CMD...: run CMD in DIR, its output into OUT and shown; fail unless it
+# succeeds and a line of its output matches PATTERN (grep's).
+expect() {
+  _d=$1 _o=$2 _p=$3; shift 3
+  (cd "$_d" && "$@") >"$_o" 2>&1 || { cat "$_o"; die "failed: $*"; }
+  cat "$_o"
+  grep -q -- "$_p" "$_o" || die "no line matching '$_p' from: $*"
+}

@@ -62,23 +62,17 @@ for name in boxlite-go @boxlite-ai/boxlite; do
   step "the README's ESM example, importing $name"
   snippet "$repo/bindings/node/README.md" node-esm | sed "s#from 'boxlite-go'#from '$name'#" >"$proj/esm.mjs"
   grep -q "from '$name'" "$proj/esm.mjs" || die "the snippet does not import boxlite-go"
-  (cd "$proj" && timeout 600 node esm.mjs) >"$proj/esm.out" 2>&1 || { cat "$proj/esm.out"; die "the ESM example failed"; }
-  cat "$proj/esm.out"
-  grep -q "^3 hello" "$proj/esm.out" || die "the ESM example did not print its result"
+  expect "$proj" "$proj/esm.out" '^3 hello' timeout 600 node esm.mjs
 done
 
 step "the README's CodeBox example"
 snippet "$repo/bindings/node/README.md" node-codebox >"$proj/codebox.mjs"
-(cd "$proj" && timeout 600 node codebox.mjs) >"$proj/codebox.out" 2>&1 || { cat "$proj/codebox.out"; die "the CodeBox example failed"; }
-cat "$proj/codebox.out"
-grep -qx "4950" "$proj/codebox.out" || die "the CodeBox example did not print 4950"
+expect "$proj" "$proj/codebox.out" '^4950$' timeout 600 node codebox.mjs
 grep -q "ZeroDivisionError" "$proj/codebox.out" || die "the CodeBox example's error has no traceback"
 
 step "the README's CommonJS example"
 snippet "$repo/README.md" node-cjs >"$proj/cjs.cjs"
-(cd "$proj" && timeout 600 node cjs.cjs) >"$proj/cjs.out" 2>&1 || { cat "$proj/cjs.out"; die "the CommonJS example failed"; }
-cat "$proj/cjs.out"
-grep -q "^0 Linux" "$proj/cjs.out" || die "the CommonJS example did not print uname's output"
+expect "$proj" "$proj/cjs.out" '^0 Linux' timeout 600 node cjs.cjs
 
 step "no prebuilt addon that fits and no compiler: the install script says gcc"
 mkdir -p "$tmp/unpacked" && tar xzf "$tgz" -C "$tmp/unpacked"

@@ -82,18 +82,14 @@ asyncio.run(main())' "$PYTHON_IMAGE" "$ALPINE_IMAGE"
   step "Python $v: the README's CodeBox example"
   snippet "$repo/README.md" python-codebox >"$proj/codebox.py"
   t0=$(date +%s)
-  (cd "$proj" && timeout 600 "$vpy" codebox.py) >"$proj/codebox.out" 2>&1 || { cat "$proj/codebox.out"; die "the CodeBox example failed"; }
-  cat "$proj/codebox.out"
-  grep -qx "42" "$proj/codebox.out" || die "the CodeBox example did not print 42"
+  expect "$proj" "$proj/codebox.out" '^42$' timeout 600 "$vpy" codebox.py
   grep -q "ValueError: boom" "$proj/codebox.out" || die "the CodeBox example's failing exec gave no traceback"
   echo "ok: 42, in $(($(date +%s) - t0)) s"
 
   if [ $first = 1 ]; then
     step "Python $v: the README's SimpleBox example"
     snippet "$repo/README.md" python-simplebox >"$proj/simplebox.py"
-    (cd "$proj" && timeout 600 "$vpy" simplebox.py) >"$proj/simplebox.out" 2>&1 || { cat "$proj/simplebox.out"; die "the SimpleBox example failed"; }
-    cat "$proj/simplebox.out"
-    grep -qx "3 hi" "$proj/simplebox.out" || die "the SimpleBox example did not print '3 hi'"
+    expect "$proj" "$proj/simplebox.out" '^3 hi$' timeout 600 "$vpy" simplebox.py
     step "Python $v: a volume (the wheel's virtiofsd, in the VMM's jail)"
     mkdir -p "$tmp/vol" && echo "from the host" >"$tmp/vol/f"
     cat >"$proj/volume.py" <<'EOF'
@@ -105,14 +101,10 @@ async def main():
         print(r.stderr, file=sys.stderr)
 asyncio.run(main())
 EOF
-    (cd "$proj" && timeout 600 "$vpy" volume.py "$tmp/vol") >"$proj/volume.out" 2>&1 || { cat "$proj/volume.out"; die "the volume example failed"; }
-    cat "$proj/volume.out"
-    grep -qx "0 from the host" "$proj/volume.out" || die "the box did not read the volume"
+    expect "$proj" "$proj/volume.out" '^0 from the host$' timeout 600 "$vpy" volume.py "$tmp/vol"
     step "Python $v: bindings/python/README.md's first example"
     snippet "$repo/bindings/python/README.md" python-hello >"$proj/hello.py"
-    (cd "$proj" && timeout 600 "$vpy" hello.py) >"$proj/hello.out" 2>&1 || { cat "$proj/hello.out"; die "the example failed"; }
-    cat "$proj/hello.out"
-    grep -qx "Hello from a microVM!" "$proj/hello.out" || die "the example did not print its greeting"
+    expect "$proj" "$proj/hello.out" '^Hello from a microVM!$' timeout 600 "$vpy" hello.py
   fi
 
   step "Python $v: mypy --strict on the typed example, against the installed package"
