@@ -40,7 +40,11 @@ for part in $parts; do
   addon)
     $cc -shared -fPIC -O2 -std=gnu11 -fvisibility=hidden -I bindings/node/src/napi -I include \
       bindings/node/src/*.c -L "$out" -lboxlite -lpthread -Wl,-rpath,'$ORIGIN' -Wl,--as-needed \
-      -o "$out/boxlite.node" ;;
+      -o "$out/boxlite.node"
+    # The addon needs the library by its SONAME, if it has one: that file must be what ships.
+    for n in $(readelf -d "$out/boxlite.node" | sed -n 's/.*NEEDED.*\[\(libboxlite[^]]*\)\].*/\1/p'); do
+      [ -f "$out/$n" ] || { echo "native: the addon needs $n, which is not in $out (a SONAME?)" >&2; exit 1; }
+    done ;;
   guest)
     for f in guest/vmlinuz guest/initramfs.cpio; do
       [ -f "$build/$f" ] || { echo "native: $build/$f missing (make build)" >&2; exit 1; }
