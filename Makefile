@@ -205,4 +205,5 @@ fmt:
 clean:
 	rm -rf $(BUILD)
 
+# Release artifacts and their install tests (make dist, make test-install), and others.
 -include mk/*.mk

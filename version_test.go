@@ -8,13 +8,17 @@ import (
 	"github.com/boxlite/boxlite"
 )
 
-// The C library, its CMake project and the Rust crates carry the same
-// version as the Go module (boxlite.Version, which `boxlite --version` prints).
+// The C library, its CMake project, the Rust crates and the Python and Node
+// packages carry the same version as the Go module (boxlite.Version, which
+// `boxlite --version` prints).
 func TestVersionsAgree(t *testing.T) {
 	for file, pattern := range map[string]string{
-		"include/boxlite.h":        `#define BOXLITE_VERSION_STRING "([^"]+)"`,
-		"CMakeLists.txt":           `project\(boxlite VERSION (\S+)`,
-		"bindings/rust/Cargo.toml": `(?m)^version = "([^"]+)"`,
+		"include/boxlite.h":                   `#define BOXLITE_VERSION_STRING "([^"]+)"`,
+		"CMakeLists.txt":                      `project\(boxlite VERSION (\S+)`,
+		"bindings/rust/Cargo.toml":            `(?m)^version = "([^"]+)"`,
+		"bindings/python/pyproject.toml":      `(?m)^version = "([^"]+)"`,
+		"bindings/python/boxlite/__init__.py": `(?m)^__version__ = "([^"]+)"`,
+		"bindings/node/package.json":          `(?m)^  "version": "([^"]+)"`,
 	} {
 		b, err := os.ReadFile(file)
 		if err != nil {

@@ -6,7 +6,7 @@ import json
 import os
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import _copy
 from . import _ffi as raw
@@ -243,6 +243,9 @@ class BoxInfo:
 # ---- the box handle ------------------------------------------------------------------------
 
 
+_Bx = TypeVar("_Bx", bound="Box")  # `with` gives back the subclass
+
+
 class Box:
     """A handle on a box (from ``Boxlite.create`` or ``Boxlite.get``).
 
@@ -367,7 +370,7 @@ class Box:
             ex.close()
         self._h.close()
 
-    async def __aenter__(self) -> "Box":
+    async def __aenter__(self: _Bx) -> _Bx:
         if self.info().status != "running":
             await self.start()
         return self

@@ -8,7 +8,7 @@ import os
 import shutil
 import signal
 import sys
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, TypeVar
 
 from ._aio import blocking
 from ._checks import check_argv, check_str, check_timeout
@@ -24,6 +24,9 @@ __all__ = ["InteractiveBox"]
 
 # The name of exec()'s shell session in the box.
 SHELL_SESSION_NAME = "interactive"
+
+
+_I = TypeVar("_I", bound="InteractiveBox")  # `with` gives back the subclass
 
 
 class InteractiveBox(SimpleBox):
@@ -92,7 +95,7 @@ class InteractiveBox(SimpleBox):
             return None if rt is not None and getattr(rt, "_remote", False) else SHELL_SESSION_NAME
         self._shells = _Sessions(lambda **kw: ShellSession.start(self._require(), shell=self._shell, **kw), name)
 
-    async def __aenter__(self) -> "InteractiveBox":
+    async def __aenter__(self: _I) -> _I:
         if self._started:
             return self
         await super().__aenter__()

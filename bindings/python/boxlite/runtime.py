@@ -8,7 +8,7 @@ import os
 import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, TypeVar
 
 from . import _ffi as raw
 from ._aio import blocking
@@ -214,6 +214,9 @@ def _split_ref(ref: str) -> Tuple[str, str]:
     return name, ""
 
 
+_R = TypeVar("_R", bound="Boxlite")  # `with` gives back the subclass
+
+
 class Boxlite:
     """The BoxLite runtime.
 
@@ -380,13 +383,13 @@ class Boxlite:
         if job in done:
             job.result()
 
-    def __enter__(self) -> "Boxlite":
+    def __enter__(self: _R) -> _R:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
 
-    async def __aenter__(self) -> "Boxlite":
+    async def __aenter__(self: _R) -> _R:
         return self
 
     async def __aexit__(self, *exc) -> None:

@@ -12,7 +12,7 @@ import asyncio
 import codecs
 import json
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, Optional, Tuple, TypeVar
 
 from . import _ffi as raw
 from ._aio import blocking
@@ -272,6 +272,9 @@ class CellStream:
         self.close()
 
 
+_S = TypeVar("_S", bound="Session")  # `with` gives back the subclass
+
+
 class Session:
     """A live interpreter or shell in a box, of a kind: ``"python"``
     (PythonSession: cells) or ``"shell"`` (ShellSession: commands). What
@@ -319,7 +322,7 @@ class Session:
         """Stops the interpreter or shell. Idempotent."""
         self._h.close()
 
-    async def __aenter__(self):
+    async def __aenter__(self: _S) -> _S:
         return self
 
     async def __aexit__(self, *exc) -> None:

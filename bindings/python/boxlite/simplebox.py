@@ -15,6 +15,7 @@ from .exec import ExecResult
 from .network import BoxTunnel, NetworkHandle
 from .runtime import Boxlite
 
+# A subclass's own type: `async with CodeBox() as cb` gives a CodeBox to type checkers.
 _S = TypeVar("_S", bound="SimpleBox")
 
 __all__ = ["SimpleBox"]
@@ -67,7 +68,7 @@ class SimpleBox:
 
     # ---- lifecycle ----
 
-    async def __aenter__(self) -> "SimpleBox":
+    async def __aenter__(self: _S) -> _S:
         if self._started:
             return self
         rt = self._runtime if self._runtime is not None else Boxlite.default()
@@ -85,7 +86,7 @@ class SimpleBox:
         self._started = True
         return self
 
-    async def start(self) -> "SimpleBox":
+    async def start(self: _S) -> _S:
         """Creates and boots the box (what ``async with`` does on entry)."""
         return await self.__aenter__()
 
