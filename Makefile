@@ -141,7 +141,7 @@ vet:
 # Integration tests boot real boxes (TCG here: a few seconds each), sharing them where they can.
 export BOXLITE_TEST_IMAGE        := $(ALPINE_IMAGE)
 export BOXLITE_TEST_PYTHON_IMAGE := $(PYTHON_IMAGE)
-test: vet test-go test-c test-rust test-node test-python test-rest-sdk
+test: vet test-go test-c test-rust test-node test-python test-rest-sdk test-install
 
 test-go: build $(TEST_IMAGES)
 	BOXLITE_GUEST_KERNEL=$(GUEST)/kernel BOXLITE_STOCK_KERNEL=$(DEBIAN_KERNEL) $(GO) test -count=1 -timeout 20m ./...
