@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -237,7 +238,14 @@ func (ps *processService) Start(ctx context.Context, req *connect.Request[pb.Sta
 	if len(req.Msg.GetTag()) > 256 {
 		return connectErr(statusErr(http.StatusBadRequest, "tag over 256 bytes"))
 	}
-	cmd := boxlite.Command{Argv: sb.shell(ctx, append([]string{cfg.Cmd}, cfg.Args...)), Env: cfg.Envs, Cwd: cfg.GetCwd(), User: user,
+	env := cfg.Envs
+	if rec, ok := ps.s.store.get(sb.box.ID()); ok && len(rec.EnvVars) > 0 {
+		// The sandbox's envVars (the box has those it was made with; one
+		// made from a snapshot has the source's, and these add to them).
+		env = maps.Clone(rec.EnvVars)
+		maps.Copy(env, cfg.Envs)
+	}
+	cmd := boxlite.Command{Argv: sb.shell(ctx, append([]string{cfg.Cmd}, cfg.Args...)), Env: env, Cwd: cfg.GetCwd(), User: user,
 		Stdin: req.Msg.GetStdin()}
 	if pty := req.Msg.Pty; pty != nil {
 		cmd.Tty, cmd.Stdin = true, true

@@ -31,6 +31,7 @@ const Prefix = "/e2b"
 // defaults.
 type Limits struct {
 	SandboxesPerKey int           // sandboxes a key may have
+	SnapshotsPerKey int           // snapshots a key may keep
 	MaxTimeout      time.Duration // a sandbox's longest life between timeouts
 	JSONBodyBytes   int64
 	TransferBytes   int64 // one uploaded or downloaded file
@@ -56,6 +57,7 @@ func (l Limits) withDefaults() Limits {
 		}
 	}
 	def(&l.SandboxesPerKey, DefaultSandboxesPerKey)
+	def(&l.SnapshotsPerKey, DefaultSnapshotsPerKey)
 	def(&l.ProcsPerSandbox, DefaultProcsPerSandbox)
 	def(&l.WatchersPer, DefaultWatchersPer)
 	if l.MaxTimeout <= 0 {
@@ -91,8 +93,13 @@ type Server struct {
 	tmp       string
 	logf      func(string, ...any)
 	store     *store
+	snaps     *snapStore
 	control   *http.ServeMux
 	envd      http.Handler
+
+	// holders is held (read) while a sandbox is cloned from a snapshot's
+	// holder, and (write) while a holder is removed.
+	holders sync.RWMutex
 
 	mu    sync.Mutex
 	live  map[string]*sandbox
@@ -117,8 +124,12 @@ func New(o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	snaps, err := openSnapStore(o.StateDir)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{rt: o.Runtime, auth: o.Auth, templates: o.Templates, lim: o.Limits.withDefaults(), tmp: o.TempDir,
-		logf: o.Logf, store: st, live: map[string]*sandbox{}, stop: make(chan struct{})}
+		logf: o.Logf, store: st, snaps: snaps, live: map[string]*sandbox{}, stop: make(chan struct{})}
 	s.control = s.controlMux()
 	s.envd = s.envdHandler()
 	s.wg.Add(1)
