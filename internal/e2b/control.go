@@ -272,6 +272,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) error {
 		Token: newToken(), Traffic: newToken(), StartedAt: now, EndAt: now.Add(timeout), CPUs: info.Config.CPUs, MemoryMiB: info.Config.MemoryMiB, DiskGB: info.Config.DiskSizeGB,
 		AutoPause: req.AutoPause != nil && *req.AutoPause}
 	s.store.put(rec)
+	if snap != nil {
+		s.adopt(r.Context(), rec.ID, snap.Procs)
+	}
 	writeJSON(w, http.StatusCreated, sandboxJSON(rec))
 	return nil
 }

@@ -66,8 +66,11 @@ func (s *Server) wake(w http.ResponseWriter, r *http.Request, d time.Duration, r
 	} else if resumeOnly {
 		return statusErr(http.StatusConflict, "sandbox %s is not paused", rec.ID)
 	}
+	if status == http.StatusCreated {
+		s.adopt(r.Context(), rec.ID, rec.Procs)
+	}
 	rec, _ = s.store.update(rec.ID, func(rec *record) {
-		rec.Paused = false
+		rec.Paused, rec.Procs = false, nil
 		if rec.Traffic == "" { // a record from before traffic tokens
 			rec.Traffic = newToken()
 		}
@@ -110,6 +113,7 @@ func (s *Server) pauseSandbox(ctx context.Context, id string) error {
 	if b.State() == boxlite.StatePaused {
 		return statusErr(http.StatusConflict, "sandbox %s is already paused", id)
 	}
+	procs := s.liveProcs(id)
 	s.mu.Lock()
 	sb := s.live[id]
 	delete(s.live, id)
@@ -120,7 +124,7 @@ func (s *Server) pauseSandbox(ctx context.Context, id string) error {
 	if _, err := b.Pause(ctx); err != nil {
 		return err
 	}
-	s.store.update(id, func(rec *record) { rec.Paused = true })
+	s.store.update(id, func(rec *record) { rec.Paused, rec.Procs = true, procs })
 	return nil
 }
 
@@ -223,6 +227,7 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	procs := s.liveProcs(rec.ID)
 	forks, err := b.Fork(r.Context(), count, nil)
 	if err != nil {
 		return err
@@ -235,6 +240,7 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) error {
 			EnvVars: maps.Clone(rec.EnvVars), Token: newToken(), Traffic: newToken(), StartedAt: now, EndAt: now.Add(d),
 			CPUs: info.Config.CPUs, MemoryMiB: info.Config.MemoryMiB, DiskGB: info.Config.DiskSizeGB}
 		s.store.put(frec)
+		s.adopt(r.Context(), frec.ID, procs)
 		results = append(results, map[string]any{"sandbox": sandboxJSON(frec)})
 	}
 	writeJSON(w, http.StatusCreated, results)

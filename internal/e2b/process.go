@@ -266,7 +266,14 @@ func (ps *processService) Start(ctx context.Context, req *connect.Request[pb.Sta
 		return connectErr(statusErr(http.StatusTooManyRequests, "sandbox %s runs %d processes, its limit", sb.box.ID(), n))
 	}
 	// The process outlives this request: it ends with the box or a signal.
+	// It is detachable: a pause, fork or snapshot keeps it running in the
+	// box's memory, and the sandbox that runs it next adopts it (adopt.go).
+	cmd.Detachable = true
 	x, err := sb.box.Exec(context.WithoutCancel(ctx), cmd)
+	if errors.Is(err, errdefs.ErrUnsupported) { // an agent without detachable executions
+		cmd.Detachable = false
+		x, err = sb.box.Exec(context.WithoutCancel(ctx), cmd)
+	}
 	if err != nil {
 		return connectErr(err)
 	}

@@ -37,6 +37,7 @@ type snapshot struct {
 	Image      string            `json:"image"`
 	EnvVars    map[string]string `json:"env_vars,omitempty"`
 	CreatedAt  time.Time         `json:"created_at"`
+	Procs      []procInfo        `json:"procs,omitempty"` // the processes a sandbox from it adopts
 }
 
 // holderSnapshot is the name of the holder's snapshot sandboxes are cloned from.
@@ -191,6 +192,9 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) error {
 	}
 	sn := snapshot{ID: newSnapshotID(), Name: name, Key: key, Source: rec.ID, Memory: memory, TemplateID: rec.TemplateID,
 		Image: rec.Image, EnvVars: maps.Clone(rec.EnvVars), CreatedAt: time.Now().UTC()}
+	if memory {
+		sn.Procs = s.liveProcs(rec.ID)
+	}
 	if sn.Holder, err = s.hold(r.Context(), b, sn.ID, memory); err != nil {
 		return err
 	}

@@ -28,6 +28,8 @@ type record struct {
 	DiskGB    int       `json:"disk_gb"`
 	AutoPause bool      `json:"auto_pause,omitempty"`
 	Paused    bool      `json:"paused,omitempty"`
+	// Procs are the processes a paused sandbox adopts when it resumes.
+	Procs []procInfo `json:"procs,omitempty"`
 }
 
 // jsonStore keeps values by id in one JSON file, rewritten on change

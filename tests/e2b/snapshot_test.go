@@ -1,0 +1,51 @@
+package e2b
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	otherKeyOnce sync.Once
+	otherKey     string
+)
+
+// secondKey is another key of the server's (made once): what it may see
+// of the first key's snapshots is nothing.
+func secondKey(t *testing.T) string {
+	otherKeyOnce.Do(func() {
+		out, err := boxlite("serve", "key", "create", "--keys", filepath.Join(home, "serve", "keys"), "--name", "e2b-other")
+		if err != nil {
+			t.Fatalf("create a second key: %v", err)
+		}
+		otherKey = strings.TrimSpace(out)
+	})
+	if otherKey == "" {
+		t.Fatal("no second key")
+	}
+	return otherKey
+}
+
+// TestSnapshots runs E2B's snapshot examples with E2B's Python SDK: a
+// snapshot of a sandbox with a file and a process holding state, two
+// sandboxes from it after the source is killed, each at the snapshot's
+// instant and each its own; list, delete, another key, bad ids.
+func TestSnapshots(t *testing.T) {
+	py := venv(t)
+	other := secondKey(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, py, "snapshot_examples.py")
+	cmd.Env = append(sdkEnv(), "OTHER_API_KEY="+other)
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s(%.1f s)", out, time.Since(start).Seconds())
+	if err != nil || !strings.Contains(string(out), "ALL OK") {
+		t.Fatalf("E2B's snapshot examples against boxlite serve: %v", err)
+	}
+}
