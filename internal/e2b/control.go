@@ -202,7 +202,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		sn, found := s.snaps.resolve(key, req.TemplateID)
 		if !snapshotRefPattern.MatchString(req.TemplateID) || !found {
-			return statusErr(http.StatusNotFound, "template %q is not in this server's template table (docs/e2b.md) nor a snapshot of this key's", truncate(req.TemplateID))
+			return statusErr(http.StatusNotFound, "template %q not found: not in this server's template table (docs/e2b.md) nor a snapshot of this key's", truncate(req.TemplateID))
 		}
 		snap, image = &sn, sn.Image
 	}

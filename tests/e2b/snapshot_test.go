@@ -49,3 +49,11 @@ func TestSnapshots(t *testing.T) {
 		t.Fatalf("E2B's snapshot examples against boxlite serve: %v", err)
 	}
 }
+
+// TestSnapshotsJS runs E2B's snapshot examples with E2B's JS SDK: a named
+// snapshot taken twice (one id, the latest build), a sandbox from it by
+// name with the process's memory of the instant, list, delete, another
+// key, a bad id.
+func TestSnapshotsJS(t *testing.T) {
+	runNode(t, nodeProject(t), "snapshot_examples.mjs", "OTHER_API_KEY="+secondKey(t), "E2B_KEY_NAME=e2b-tests")
+}
