@@ -194,6 +194,13 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) error {
 		Image: rec.Image, EnvVars: maps.Clone(rec.EnvVars), CreatedAt: time.Now().UTC()}
 	if memory {
 		sn.Procs = s.liveProcs(rec.ID)
+	} else if b.State() == boxlite.StateRunning {
+		// The disk alone is as a power cut would leave it: what the guest
+		// has not written back is written first (E2B's filesystem mode
+		// needs a guest that answers, as here).
+		if _, err := b.Run(r.Context(), boxlite.Command{Argv: []string{"sync"}, Timeout: 2 * time.Minute}); err != nil {
+			return err
+		}
 	}
 	if sn.Holder, err = s.hold(r.Context(), b, sn.ID, memory); err != nil {
 		return err

@@ -127,6 +127,24 @@ except SandboxException as e:
     assert e.status_code == 404, e
 print("bad ids ok", lap(), flush=True)
 
+# A filesystem snapshot (no memory): a sandbox from it boots from the disk
+# of that instant, without the processes.
+fs_snap = a.create_snapshot(mode="filesystem")
+c = Sandbox.create(fs_snap.snapshot_id, timeout=300)
+assert c.files.read("/root/note.txt") == "changed in a"
+assert c.commands.list() == [], c.commands.list()
+assert c.commands.run("echo booted").stdout == "booted\n"
+c.kill()
+assert Sandbox.delete_snapshot(fs_snap.snapshot_id) is True
+print("filesystem snapshot ok", lap(), flush=True)
+
+# A pause keeps the process: the resumed sandbox has it, counting on.
+assert b.pause()
+b = Sandbox.connect(b.sandbox_id)
+assert any(p.pid == holder.pid for p in b.commands.list()), b.commands.list()
+assert bump(b, 5) == (secret, 5)
+print("pause + resume keeps the process ok", lap(), flush=True)
+
 # A timeout ends a sandbox from a snapshot as any other.
 b.set_timeout(2)
 for _ in range(100):
