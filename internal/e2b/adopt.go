@@ -15,7 +15,8 @@ import (
 // cloned into a new sandbox) they detach and run on in the box, and the
 // sandbox that runs that memory next adopts them: it attaches to each
 // (Box.AttachExec) and lists, streams and signals it as one it started.
-// What is kept of a process for that is a procInfo.
+// What is kept of a process for that is a procInfo, in the sandbox's
+// record (Procs) until its live side is made (Server.sandbox).
 
 // MaxAdopted bounds the processes a pause, fork or snapshot carries over.
 const MaxAdopted = DefaultProcsPerSandbox
@@ -38,6 +39,11 @@ func (s *Server) liveProcs(id string) []procInfo {
 	if sb == nil {
 		return nil
 	}
+	return sb.procInfos()
+}
+
+// procInfos is what the sandbox runs now.
+func (sb *sandbox) procInfos() []procInfo {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	var out []procInfo
@@ -51,17 +57,9 @@ func (s *Server) liveProcs(id string) []procInfo {
 	return out
 }
 
-// adopt attaches the sandbox id to the processes of infos still running in
-// its box. One that ended or that cannot be attached is left (logged).
-func (s *Server) adopt(ctx context.Context, id string, infos []procInfo) {
-	if len(infos) == 0 {
-		return
-	}
-	sb, _, err := s.sandbox(ctx, id)
-	if err != nil {
-		s.logf("e2b: sandbox %s: adopting its processes: %v", id, err)
-		return
-	}
+// adopt attaches sb to the processes of infos still running in its box.
+// One that ended or that cannot be attached is left (logged).
+func (s *Server) adopt(ctx context.Context, sb *sandbox, infos []procInfo) {
 	for _, in := range infos {
 		cfg := &pb.ProcessConfig{}
 		if err := proto.Unmarshal(in.Cfg, cfg); err != nil || in.PID == 0 {
@@ -70,7 +68,7 @@ func (s *Server) adopt(ctx context.Context, id string, infos []procInfo) {
 		x, err := sb.box.AttachExec(context.WithoutCancel(ctx), in.XID)
 		if err != nil {
 			if !errors.Is(err, errdefs.ErrNotFound) {
-				s.logf("e2b: sandbox %s: adopting process %d: %v", id, in.PID, err)
+				s.logf("e2b: sandbox %s: adopting process %d: %v", sb.box.ID(), in.PID, err)
 			}
 			continue
 		}

@@ -271,9 +271,12 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) error {
 	rec := record{ID: b.ID(), TemplateID: req.TemplateID, Image: image, Key: key, Metadata: req.Metadata, EnvVars: envVars,
 		Token: newToken(), Traffic: newToken(), StartedAt: now, EndAt: now.Add(timeout), CPUs: info.Config.CPUs, MemoryMiB: info.Config.MemoryMiB, DiskGB: info.Config.DiskSizeGB,
 		AutoPause: req.AutoPause != nil && *req.AutoPause}
+	if snap != nil {
+		rec.Procs = snap.Procs
+	}
 	s.store.put(rec)
 	if snap != nil {
-		s.adopt(r.Context(), rec.ID, snap.Procs)
+		s.sandbox(r.Context(), rec.ID) // it adopts the processes of the snapshot's instant
 	}
 	writeJSON(w, http.StatusCreated, sandboxJSON(rec))
 	return nil

@@ -66,11 +66,8 @@ func (s *Server) wake(w http.ResponseWriter, r *http.Request, d time.Duration, r
 	} else if resumeOnly {
 		return statusErr(http.StatusConflict, "sandbox %s is not paused", rec.ID)
 	}
-	if status == http.StatusCreated {
-		s.adopt(r.Context(), rec.ID, rec.Procs)
-	}
 	rec, _ = s.store.update(rec.ID, func(rec *record) {
-		rec.Paused, rec.Procs = false, nil
+		rec.Paused = false
 		if rec.Traffic == "" { // a record from before traffic tokens
 			rec.Traffic = newToken()
 		}
@@ -78,6 +75,9 @@ func (s *Server) wake(w http.ResponseWriter, r *http.Request, d time.Duration, r
 			rec.EndAt = end
 		}
 	})
+	if status == http.StatusCreated {
+		s.sandbox(r.Context(), rec.ID) // it adopts the processes the pause kept
+	}
 	writeJSON(w, status, sandboxJSON(rec))
 	return nil
 }
@@ -238,9 +238,9 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) error {
 		info := f.Info()
 		frec := record{ID: f.ID(), TemplateID: rec.TemplateID, Image: rec.Image, Key: key, Metadata: maps.Clone(rec.Metadata),
 			EnvVars: maps.Clone(rec.EnvVars), Token: newToken(), Traffic: newToken(), StartedAt: now, EndAt: now.Add(d),
-			CPUs: info.Config.CPUs, MemoryMiB: info.Config.MemoryMiB, DiskGB: info.Config.DiskSizeGB}
+			CPUs: info.Config.CPUs, MemoryMiB: info.Config.MemoryMiB, DiskGB: info.Config.DiskSizeGB, Procs: procs}
 		s.store.put(frec)
-		s.adopt(r.Context(), frec.ID, procs)
+		s.sandbox(r.Context(), frec.ID) // it adopts the source's processes
 		results = append(results, map[string]any{"sandbox": sandboxJSON(frec)})
 	}
 	writeJSON(w, http.StatusCreated, results)

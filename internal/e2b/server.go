@@ -146,7 +146,12 @@ func (s *Server) Close() {
 		live := s.live
 		s.live = map[string]*sandbox{}
 		s.mu.Unlock()
-		for _, sb := range live {
+		for id, sb := range live {
+			// The next server on this state adopts the processes, which
+			// run on detached when this one's streams end (adopt.go).
+			if procs := sb.procInfos(); len(procs) > 0 {
+				s.store.update(id, func(rec *record) { rec.Procs = procs })
+			}
 			sb.shutdown()
 		}
 	})
@@ -227,16 +232,24 @@ func (s *Server) sandbox(ctx context.Context, id string) (*sandbox, record, erro
 		return nil, record{}, errdefs.Errorf(errdefs.ErrNotFound, "sandbox %q not found", truncate(id))
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if sb := s.live[id]; sb != nil {
+		s.mu.Unlock()
 		return sb, rec, nil
 	}
 	b, err := s.rt.Get(ctx, id)
 	if err != nil {
+		s.mu.Unlock()
 		return nil, rec, err
 	}
 	sb := newSandbox(s, b)
 	s.live[id] = sb
+	s.mu.Unlock()
+	if len(rec.Procs) > 0 && b.State() == boxlite.StateRunning {
+		// The processes its memory runs that no server holds (adopt.go).
+		procs := rec.Procs
+		rec, _ = s.store.update(id, func(rec *record) { rec.Procs = nil })
+		s.adopt(ctx, sb, procs)
+	}
 	return sb, rec, nil
 }
 
