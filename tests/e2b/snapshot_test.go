@@ -57,3 +57,33 @@ func TestSnapshots(t *testing.T) {
 func TestSnapshotsJS(t *testing.T) {
 	runNode(t, nodeProject(t), "snapshot_examples.mjs", "OTHER_API_KEY="+secondKey(t), "E2B_KEY_NAME=e2b-tests")
 }
+
+// TestRestartAdoptsProcesses restarts the server (on the same address)
+// between two runs of E2B's Python SDK: the sandbox's background process
+// runs on and is the next server's, listed and counting on.
+func TestRestartAdoptsProcesses(t *testing.T) {
+	py := venv(t)
+	run := func(args ...string) string {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, py, append([]string{"restart_examples.py"}, args...)...)
+		cmd.Env = sdkEnv()
+		out, err := cmd.CombinedOutput()
+		t.Logf("%s", out)
+		if err != nil || !strings.Contains(string(out), "ALL OK") {
+			t.Fatalf("restart_examples.py %q: %v", args, err)
+		}
+		return string(out)
+	}
+	out := run("before")
+	i := strings.Index(out, "SANDBOX ")
+	f := strings.Fields(out[i+len("SANDBOX "):])
+	if i < 0 || len(f) < 2 {
+		t.Fatalf("no SANDBOX line: %s", out)
+	}
+	stop()
+	if err := start(filepath.Join(home, "serve", "keys"), strings.TrimPrefix(url, "http://")); err != nil {
+		t.Fatalf("restart the server: %v", err)
+	}
+	run("after", f[0], f[1])
+}
