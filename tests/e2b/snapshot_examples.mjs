@@ -5,13 +5,8 @@
 import assert from 'node:assert/strict'
 import { Sandbox, SandboxError, SandboxNotFoundError } from 'e2b'
 
-let t = performance.now()
-const lap = () => {
-  const now = performance.now()
-  const d = ((now - t) / 1000).toFixed(1)
-  t = now
-  return `(${d} s)`
-}
+const t0 = performance.now()
+const lap = () => `(${((performance.now() - t0) / 1000).toFixed(1)} s in all)`
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 const other = { apiKey: process.env.OTHER_API_KEY }
 

@@ -6,45 +6,13 @@ import time
 
 from e2b import Sandbox, SandboxException, SandboxNotFoundException
 
-_t = time.monotonic()
-
-
-def lap():
-    """Seconds since the last lap, for the log."""
-    global _t
-    now = time.monotonic()
-    d, _t = now - _t, now
-    return f"({d:.1f} s)"
-
+from sdkutil import bump, lap, start_holder
 
 other = {"api_key": os.environ["OTHER_API_KEY"]}
 
-# A process holding state in memory only: a secret and a counter in shell
-# variables; each SIGUSR1 counts one and writes "secret count" to /tmp/out.
-HOLDER = ("sh -c 'secret=$(head -c 8 /dev/urandom | od -An -tx1 | tr -d \" \\n\"); n=0; echo $$ > /tmp/pid; "
-          "trap \"n=\\$((n+1)); echo \\$secret \\$n > /tmp/out.tmp; mv /tmp/out.tmp /tmp/out\" USR1; "
-          "while :; do sleep 1; done'")
-
-
-def bump(sbx, want_count):
-    """Signals the holder process and waits for its answer: (secret, count)."""
-    sbx.commands.run("rm -f /tmp/out; kill -USR1 $(cat /tmp/pid)")
-    for _ in range(100):
-        out = sbx.commands.run("cat /tmp/out 2>/dev/null || true").stdout.split()
-        if out:
-            assert int(out[1]) == want_count, (out, want_count)
-            return out[0], int(out[1])
-        time.sleep(0.1)
-    raise AssertionError("the process holding state did not answer")
-
-
 sandbox = Sandbox.create(timeout=600)
 sandbox.files.write("/root/note.txt", "before the snapshot")
-holder = sandbox.commands.run(HOLDER, background=True)
-for _ in range(100):
-    if sandbox.files.exists("/tmp/pid"):
-        break
-    time.sleep(0.1)
+holder = start_holder(sandbox)
 secret, _ = bump(sandbox, 1)
 bump(sandbox, 2)
 print("source ready", sandbox.sandbox_id, lap(), flush=True)

@@ -31,23 +31,31 @@ func secondKey(t *testing.T) string {
 	return otherKey
 }
 
-// TestSnapshots runs E2B's snapshot examples with E2B's Python SDK: a
-// snapshot of a sandbox with a file and a process holding state, two
-// sandboxes from it after the source is killed, each at the snapshot's
-// instant and each its own; list, delete, another key, bad ids.
-func TestSnapshots(t *testing.T) {
+// runPy runs a script of this directory with E2B's Python SDK, the SDK's
+// variables and env; it must print ALL OK. Its output is returned.
+func runPy(t *testing.T, env []string, script string, args ...string) string {
+	t.Helper()
 	py := venv(t)
-	other := secondKey(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	start := time.Now()
-	cmd := exec.CommandContext(ctx, py, "snapshot_examples.py")
-	cmd.Env = append(sdkEnv(), "OTHER_API_KEY="+other)
+	cmd := exec.CommandContext(ctx, py, append([]string{script}, args...)...)
+	cmd.Env = append(sdkEnv(), env...)
 	out, err := cmd.CombinedOutput()
 	t.Logf("%s(%.1f s)", out, time.Since(start).Seconds())
 	if err != nil || !strings.Contains(string(out), "ALL OK") {
-		t.Fatalf("E2B's snapshot examples against boxlite serve: %v", err)
+		t.Fatalf("%s %q against boxlite serve: %v", script, args, err)
 	}
+	return string(out)
+}
+
+// TestSnapshots runs E2B's snapshot examples with E2B's Python SDK: a
+// snapshot of a sandbox with a file and a process holding state, two
+// sandboxes from it after the source is killed, each at the snapshot's
+// instant and each its own; a filesystem snapshot; a pause keeping the
+// process; list, delete, another key, bad ids.
+func TestSnapshots(t *testing.T) {
+	runPy(t, []string{"OTHER_API_KEY=" + secondKey(t)}, "snapshot_examples.py")
 }
 
 // TestSnapshotsJS runs E2B's snapshot examples with E2B's JS SDK: a named
@@ -62,28 +70,18 @@ func TestSnapshotsJS(t *testing.T) {
 // between two runs of E2B's Python SDK: the sandbox's background process
 // runs on and is the next server's, listed and counting on.
 func TestRestartAdoptsProcesses(t *testing.T) {
-	py := venv(t)
-	run := func(args ...string) string {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, py, append([]string{"restart_examples.py"}, args...)...)
-		cmd.Env = sdkEnv()
-		out, err := cmd.CombinedOutput()
-		t.Logf("%s", out)
-		if err != nil || !strings.Contains(string(out), "ALL OK") {
-			t.Fatalf("restart_examples.py %q: %v", args, err)
-		}
-		return string(out)
-	}
-	out := run("before")
+	out := runPy(t, nil, "restart_examples.py", "before")
 	i := strings.Index(out, "SANDBOX ")
+	if i < 0 {
+		t.Fatalf("no SANDBOX line: %s", out)
+	}
 	f := strings.Fields(out[i+len("SANDBOX "):])
-	if i < 0 || len(f) < 2 {
+	if len(f) < 3 {
 		t.Fatalf("no SANDBOX line: %s", out)
 	}
 	stop()
 	if err := start(filepath.Join(home, "serve", "keys"), strings.TrimPrefix(url, "http://")); err != nil {
 		t.Fatalf("restart the server: %v", err)
 	}
-	run("after", f[0], f[1])
+	runPy(t, nil, "restart_examples.py", "after", f[0], f[1], f[2])
 }
