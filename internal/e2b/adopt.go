@@ -30,13 +30,15 @@ type procInfo struct {
 	Pty bool   `json:"pty,omitempty"`
 }
 
-// liveProcs is what the sandbox id runs now, as procInfos (none when this
-// server has not served it since its last start).
-func (s *Server) liveProcs(id string) []procInfo {
-	s.mu.Lock()
-	sb := s.live[id]
-	s.mu.Unlock()
-	if sb == nil {
+// procsOf is what the sandbox of rec runs now, as procInfos: a paused
+// one's are those its pause kept; a running one's are adopted first if
+// they are still to be (after a restart of the server).
+func (s *Server) procsOf(ctx context.Context, rec record) []procInfo {
+	if rec.Paused {
+		return rec.Procs
+	}
+	sb, _, err := s.sandbox(ctx, rec.ID)
+	if err != nil {
 		return nil
 	}
 	return sb.procInfos()

@@ -113,7 +113,8 @@ func (s *Server) pauseSandbox(ctx context.Context, id string) error {
 	if b.State() == boxlite.StatePaused {
 		return statusErr(http.StatusConflict, "sandbox %s is already paused", id)
 	}
-	procs := s.liveProcs(id)
+	rec, _ := s.store.get(id)
+	procs := s.procsOf(ctx, rec)
 	s.mu.Lock()
 	sb := s.live[id]
 	delete(s.live, id)
@@ -227,7 +228,7 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	procs := s.liveProcs(rec.ID)
+	procs := s.procsOf(r.Context(), rec)
 	forks, err := b.Fork(r.Context(), count, nil)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -292,6 +293,12 @@ func (ps *processService) Start(ctx context.Context, req *connect.Request[pb.Sta
 	return follow(ctx, req.Header(), p, s, func(ev *pb.ProcessEvent) error { return stream.Send(&pb.StartResponse{Event: ev}) })
 }
 
+// endedPids names processes that ended before the box could tell their pid
+// (a quick one: the agent reports pid 0 when the process was gone before
+// it read it). They are above any pid Linux gives (pid_max is at most
+// 2^22), so they never name a live process.
+var endedPids atomic.Uint32
+
 // waitPid waits for the process's pid in the box.
 func waitPid(ctx context.Context, x *boxlite.Execution) (uint32, error) {
 	deadline := time.Now().Add(2 * time.Minute)
@@ -304,11 +311,11 @@ func waitPid(ctx context.Context, x *boxlite.Execution) (uint32, error) {
 			if pid := x.Pid(); pid > 0 {
 				return uint32(pid), nil
 			}
-			_, err := x.Wait(ctx)
-			if err == nil {
-				err = errdefs.Errorf(errdefs.ErrInternal, "the process ended before it started")
+			if _, err := x.Wait(ctx); err != nil {
+				return 0, err
 			}
-			return 0, err
+			// It ran and ended: its output and exit are in x.
+			return 1<<22 + endedPids.Add(1)%(1<<30), nil
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		case <-time.After(d):

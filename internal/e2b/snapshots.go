@@ -193,7 +193,7 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) error {
 	sn := snapshot{ID: newSnapshotID(), Name: name, Key: key, Source: rec.ID, Memory: memory, TemplateID: rec.TemplateID,
 		Image: rec.Image, EnvVars: maps.Clone(rec.EnvVars), CreatedAt: time.Now().UTC()}
 	if memory {
-		sn.Procs = s.liveProcs(rec.ID)
+		sn.Procs = s.procsOf(r.Context(), rec)
 	} else if b.State() == boxlite.StateRunning {
 		// The disk alone is as a power cut would leave it: what the guest
 		// has not written back is written first (E2B's filesystem mode
