@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"regexp"
@@ -71,9 +72,10 @@ func (s *Server) controlMux() *http.ServeMux {
 	h("GET "+p+"/sandboxes/{id}/metrics", s.metrics)
 	h("GET "+p+"/sandboxes/{id}/logs", s.logsV1)
 	h("GET "+p+"/v2/sandboxes/{id}/logs", s.logsV2)
+	h("POST "+p+"/sandboxes/{id}/snapshots", s.createSnapshot)
+	h("GET "+p+"/snapshots", s.listSnapshots)
+	h("DELETE "+p+"/templates/{template}", s.deleteTemplate)
 	for _, nr := range []struct{ route, what string }{
-		{"POST " + p + "/sandboxes/{id}/snapshots", "snapshots"},
-		{"GET " + p + "/snapshots", "snapshots"},
 		{"GET " + p + "/sandboxes/metrics", "metrics of many sandboxes"},
 		{p + "/templates", "template building (templates are local images: docs/e2b.md)"},
 		{p + "/templates/", "template building (templates are local images: docs/e2b.md)"},
@@ -194,9 +196,15 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) error {
 	if req.TemplateID == "" {
 		req.TemplateID = "base"
 	}
+	key := caller(r)
+	var snap *snapshot // the snapshot the sandbox starts from, if any
 	image, ok := s.templates[req.TemplateID]
 	if !ok {
-		return statusErr(http.StatusNotFound, "template %q is not in this server's template table (docs/e2b.md)", truncate(req.TemplateID))
+		sn, found := s.snaps.resolve(key, req.TemplateID)
+		if !snapshotRefPattern.MatchString(req.TemplateID) || !found {
+			return statusErr(http.StatusNotFound, "template %q not found: not in this server's template table (docs/e2b.md) nor a snapshot of this key's", truncate(req.TemplateID))
+		}
+		snap, image = &sn, sn.Image
 	}
 	timeout, err := s.timeoutOf(req.Timeout, DefaultTimeout)
 	if err != nil {
@@ -220,29 +228,56 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) error {
 		}
 		opts = append(opts, boxlite.WithEnv(k, v))
 	}
-	netOpt, err := network(req.AllowInternetAccess, req.Network)
+	spec, err := network(req.AllowInternetAccess, req.Network)
 	if err != nil {
 		return err
 	}
-	opts = append(opts, netOpt)
-	key := caller(r)
+	opts = append(opts, boxlite.WithNetwork(spec))
 	if s.store.count(key) >= s.lim.SandboxesPerKey {
 		return statusErr(http.StatusTooManyRequests, "key %q has %d sandboxes, its limit", key, s.lim.SandboxesPerKey)
 	}
-	b, err := s.rt.Create(r.Context(), image, opts...)
-	if err != nil {
+	var b *boxlite.Box
+	envVars := req.EnvVars
+	if snap != nil {
+		// A clone of the snapshot's holder: the source's configuration,
+		// paused at the snapshot's instant; Start resumes it.
+		if b, err = s.fromSnapshot(r.Context(), *snap); err != nil {
+			return err
+		}
+		envVars = maps.Clone(snap.EnvVars)
+		if envVars == nil && len(req.EnvVars) > 0 {
+			envVars = map[string]string{}
+		}
+		maps.Copy(envVars, req.EnvVars) // added to every process's environment (envd.go)
+	} else if b, err = s.rt.Create(r.Context(), image, opts...); err != nil {
 		return createErr(req.TemplateID, image, err)
 	}
 	if err := b.Start(r.Context()); err != nil {
 		b.Remove(context.WithoutCancel(r.Context()), true)
 		return createErr(req.TemplateID, image, err)
 	}
+	if snap != nil && (req.AllowInternetAccess != nil || req.Network != nil) {
+		// The snapshot's network, as asked at create.
+		if err := b.UpdateOutbound(r.Context(), spec.Mode, spec.AllowNet); err != nil {
+			b.Remove(context.WithoutCancel(r.Context()), true)
+			return err
+		}
+	}
 	info := b.Info()
 	now := time.Now().UTC()
-	rec := record{ID: b.ID(), TemplateID: req.TemplateID, Image: image, Key: key, Metadata: req.Metadata, EnvVars: req.EnvVars,
+	if snap != nil {
+		req.TemplateID = snap.ref()
+	}
+	rec := record{ID: b.ID(), TemplateID: req.TemplateID, Image: image, Key: key, Metadata: req.Metadata, EnvVars: envVars,
 		Token: newToken(), Traffic: newToken(), StartedAt: now, EndAt: now.Add(timeout), CPUs: info.Config.CPUs, MemoryMiB: info.Config.MemoryMiB, DiskGB: info.Config.DiskSizeGB,
 		AutoPause: req.AutoPause != nil && *req.AutoPause}
+	if snap != nil {
+		rec.Procs = snap.Procs
+	}
 	s.store.put(rec)
+	if snap != nil {
+		s.sandbox(r.Context(), rec.ID) // it adopts the processes of the snapshot's instant
+	}
 	writeJSON(w, http.StatusCreated, sandboxJSON(rec))
 	return nil
 }
@@ -260,7 +295,7 @@ func createErr(template, image string, err error) error {
 
 // network is the box's network for E2B's options: allow_internet_access
 // false closes it; allowOut is the allow-list; the rest is not served.
-func network(allow *bool, n *networkConfig) (boxlite.BoxOption, error) {
+func network(allow *bool, n *networkConfig) (boxlite.NetworkSpec, error) {
 	spec := boxlite.NetworkSpec{Mode: boxlite.NetworkEnabled}
 	if allow != nil && !*allow {
 		spec.Mode = "disabled"
@@ -268,26 +303,26 @@ func network(allow *bool, n *networkConfig) (boxlite.BoxOption, error) {
 	if n != nil {
 		switch {
 		case len(n.DenyOut) > 0:
-			return nil, notServed("network.denyOut (boxlite filters egress by an allow-list: use allowOut)")
+			return spec, notServed("network.denyOut (boxlite filters egress by an allow-list: use allowOut)")
 		case len(n.DNSServers) > 0:
-			return nil, notServed("network.dnsServers")
+			return spec, notServed("network.dnsServers")
 		case !isNull(n.EgressProxy):
-			return nil, notServed("network.egressProxy")
+			return spec, notServed("network.egressProxy")
 		case n.MaskRequestHost != nil:
-			return nil, notServed("network.maskRequestHost")
+			return spec, notServed("network.maskRequestHost")
 		case len(n.HTTPSPorts) > 0:
-			return nil, notServed("network.httpsPorts")
+			return spec, notServed("network.httpsPorts")
 		case !isNull(n.Rules):
-			return nil, notServed("network.rules")
+			return spec, notServed("network.rules")
 		}
 		if len(n.AllowOut) > 0 {
 			if spec.Mode == "disabled" {
-				return nil, statusErr(http.StatusBadRequest, "network.allowOut with allow_internet_access false")
+				return spec, statusErr(http.StatusBadRequest, "network.allowOut with allow_internet_access false")
 			}
 			spec.AllowNet = n.AllowOut
 		}
 	}
-	return boxlite.WithNetwork(spec), nil
+	return spec, nil
 }
 
 func newToken() string {

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/boxlite/boxlite"
 )
@@ -64,7 +65,27 @@ func TestRoutesWithoutABox(t *testing.T) {
 		{"POST", "/e2b/sandboxes/sbx1/fork", `{"count":21}`, map[string]string{"X-API-Key": "good"}, 400},
 		{"POST", "/e2b/sandboxes/sbx1/fork", `{"count":1,"x":1}`, map[string]string{"X-API-Key": "good"}, 400},
 		{"POST", "/e2b/sandboxes/nope/fork", `{}`, map[string]string{"X-API-Key": "good"}, 404},
-		{"POST", "/e2b/sandboxes/sbx1/snapshots", `{}`, map[string]string{"X-API-Key": "good"}, 501},
+		{"POST", "/e2b/sandboxes/sbx1/snapshots", `{}`, map[string]string{"X-API-Key": "other"}, 404},
+		{"POST", "/e2b/sandboxes/nope/snapshots", `{}`, map[string]string{"X-API-Key": "good"}, 404},
+		{"POST", "/e2b/sandboxes/sbx1/snapshots", `{"name":"../x"}`, map[string]string{"X-API-Key": "good"}, 400},
+		{"POST", "/e2b/sandboxes/sbx1/snapshots", `{"name":"base"}`, map[string]string{"X-API-Key": "good"}, 400},
+		{"POST", "/e2b/sandboxes/sbx1/snapshots", `{"memory":"yes"}`, map[string]string{"X-API-Key": "good"}, 400},
+		{"POST", "/e2b/sandboxes/sbx1/snapshots", `{"bogus":1}`, map[string]string{"X-API-Key": "good"}, 400},
+		{"GET", "/e2b/snapshots", "", map[string]string{"X-API-Key": "good"}, 200},
+		{"GET", "/e2b/snapshots?sandboxID=sbx1&name=snap1&limit=5", "", map[string]string{"X-API-Key": "good"}, 200},
+		{"GET", "/e2b/snapshots?bogus=1", "", map[string]string{"X-API-Key": "good"}, 400},
+		{"GET", "/e2b/snapshots?limit=0", "", map[string]string{"X-API-Key": "good"}, 400},
+		{"GET", "/e2b/snapshots?nextToken=zz", "", map[string]string{"X-API-Key": "good"}, 400},
+		{"GET", "/e2b/snapshots?name=..%2F..", "", map[string]string{"X-API-Key": "good"}, 400},
+		{"GET", "/e2b/snapshots?sandboxID=..%2F..", "", map[string]string{"X-API-Key": "good"}, 400},
+		{"GET", "/e2b/snapshots", "", nil, 401},
+		{"DELETE", "/e2b/templates/..%2F..%2Fetc", "", map[string]string{"X-API-Key": "good"}, 400},
+		{"DELETE", "/e2b/templates/" + strings.Repeat("a", 200), "", map[string]string{"X-API-Key": "good"}, 400},
+		{"DELETE", "/e2b/templates/abcdefghij0123456789%3Adefault", "", map[string]string{"X-API-Key": "good"}, 404},
+		{"DELETE", "/e2b/templates/base", "", map[string]string{"X-API-Key": "good"}, 501},
+		{"DELETE", "/e2b/templates/abcdefghij0123456789", "", nil, 401},
+		{"POST", "/e2b/v2/sandboxes", `{"templateID":"abcdefghij0123456789:default"}`, map[string]string{"X-API-Key": "good"}, 404},
+		{"POST", "/e2b/v2/sandboxes", `{"templateID":"../../x"}`, map[string]string{"X-API-Key": "good"}, 404},
 		{"GET", "/e2b/templates", "", map[string]string{"X-API-Key": "good"}, 501},
 		{"GET", "/e2b/sandboxes/metrics", "", map[string]string{"X-API-Key": "good"}, 501},
 		{"POST", "/e2b/v2/sandboxes", `{"templateID":"nope"}`, map[string]string{"X-API-Key": "good"}, 404},
@@ -197,5 +218,67 @@ func TestUserOf(t *testing.T) {
 	h.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte("a b:")))
 	if _, err := userOf(h); err == nil {
 		t.Error("a bad user passed")
+	}
+}
+
+// TestSnapshotRefs checks how a snapshot is named and found: by id or name,
+// with or without namespace and tag, and only by its own key.
+func TestSnapshotRefs(t *testing.T) {
+	s := newTestServer(t)
+	anon := snapshot{ID: newSnapshotID(), Key: "tests", Holder: "h1", CreatedAt: time.Unix(1, 0)}
+	named := snapshot{ID: newSnapshotID(), Name: "my-snap", Key: "tests", Holder: "h2", CreatedAt: time.Unix(2, 0)}
+	s.snaps.put(anon)
+	s.snaps.put(named)
+	if !snapshotIDPattern.MatchString(anon.ID) || anon.ref() != anon.ID+":default" || named.ref() != "tests/my-snap:default" {
+		t.Fatalf("refs %q %q", anon.ref(), named.ref())
+	}
+	for ref, want := range map[string]string{anon.ID: anon.ID, anon.ID + ":default": anon.ID, "my-snap": named.ID,
+		"tests/my-snap": named.ID, "tests/my-snap:default": named.ID, "my-snap:default": named.ID,
+		"others/my-snap": "", "my-snap:v2": "", "tests/" + anon.ID: "", "nope": ""} {
+		sn, ok := s.snaps.resolve("tests", ref)
+		if got := map[bool]string{true: sn.ID, false: ""}[ok]; got != want {
+			t.Errorf("resolve(%q) = %q, want %q", ref, got, want)
+		}
+		if _, ok := s.snaps.resolve("others", ref); ok {
+			t.Errorf("another key resolved %q", ref)
+		}
+	}
+	if l := s.snaps.owned("tests"); len(l) != 2 || l[0].ID != named.ID {
+		t.Errorf("owned: %+v", l)
+	}
+	// A snapshot taken again under a name keeps the name's id.
+	again := snapshot{ID: newSnapshotID(), Name: "my-snap", Key: "tests", Holder: "h3", CreatedAt: time.Unix(3, 0)}
+	got, old, replaced := s.snaps.putNamed(again)
+	if !replaced || got.ID != named.ID || old.Holder != "h2" || len(s.snaps.owned("tests")) != 2 {
+		t.Errorf("putNamed: %+v %+v %v", got, old, replaced)
+	}
+	// Lists: the caller's only, in pages.
+	list := func(key, q string) (string, string) {
+		r := httptest.NewRequest("GET", "/e2b/snapshots"+q, nil)
+		r.Header.Set("X-API-Key", key)
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, r)
+		return strings.TrimSpace(w.Body.String()), w.Header().Get("X-Next-Token")
+	}
+	if body, _ := list("other", ""); body != "[]" {
+		t.Errorf("another key lists %s", body)
+	}
+	body, next := list("good", "?limit=1")
+	if !strings.Contains(body, `"tests/my-snap:default"`) || next == "" {
+		t.Errorf("page 1: %s, next %q", body, next)
+	}
+	if body, next = list("good", "?limit=1&nextToken="+next); !strings.Contains(body, anon.ID+":default") || next != "" {
+		t.Errorf("page 2: %s, next %q", body, next)
+	}
+	if body, _ = list("good", "?name=tests/my-snap"); strings.Contains(body, anon.ID) || !strings.Contains(body, "my-snap") {
+		t.Errorf("by name: %s", body)
+	}
+	// Another key cannot delete one.
+	r := httptest.NewRequest("DELETE", "/e2b/templates/"+anon.ID, nil)
+	r.Header.Set("X-API-Key", "other")
+	w := httptest.NewRecorder()
+	s.ServeHTTP(w, r)
+	if w.Code != 404 {
+		t.Errorf("another key's delete: %d %s", w.Code, w.Body.String())
 	}
 }

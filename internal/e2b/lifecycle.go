@@ -75,6 +75,9 @@ func (s *Server) wake(w http.ResponseWriter, r *http.Request, d time.Duration, r
 			rec.EndAt = end
 		}
 	})
+	if status == http.StatusCreated {
+		s.sandbox(r.Context(), rec.ID) // it adopts the processes the pause kept
+	}
 	writeJSON(w, status, sandboxJSON(rec))
 	return nil
 }
@@ -110,6 +113,8 @@ func (s *Server) pauseSandbox(ctx context.Context, id string) error {
 	if b.State() == boxlite.StatePaused {
 		return statusErr(http.StatusConflict, "sandbox %s is already paused", id)
 	}
+	rec, _ := s.store.get(id)
+	procs := s.procsOf(ctx, rec)
 	s.mu.Lock()
 	sb := s.live[id]
 	delete(s.live, id)
@@ -120,7 +125,7 @@ func (s *Server) pauseSandbox(ctx context.Context, id string) error {
 	if _, err := b.Pause(ctx); err != nil {
 		return err
 	}
-	s.store.update(id, func(rec *record) { rec.Paused = true })
+	s.store.update(id, func(rec *record) { rec.Paused, rec.Procs = true, procs })
 	return nil
 }
 
@@ -223,6 +228,7 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	procs := s.procsOf(r.Context(), rec)
 	forks, err := b.Fork(r.Context(), count, nil)
 	if err != nil {
 		return err
@@ -233,8 +239,9 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) error {
 		info := f.Info()
 		frec := record{ID: f.ID(), TemplateID: rec.TemplateID, Image: rec.Image, Key: key, Metadata: maps.Clone(rec.Metadata),
 			EnvVars: maps.Clone(rec.EnvVars), Token: newToken(), Traffic: newToken(), StartedAt: now, EndAt: now.Add(d),
-			CPUs: info.Config.CPUs, MemoryMiB: info.Config.MemoryMiB, DiskGB: info.Config.DiskSizeGB}
+			CPUs: info.Config.CPUs, MemoryMiB: info.Config.MemoryMiB, DiskGB: info.Config.DiskSizeGB, Procs: procs}
 		s.store.put(frec)
+		s.sandbox(r.Context(), frec.ID) // it adopts the source's processes
 		results = append(results, map[string]any{"sandbox": sandboxJSON(frec)})
 	}
 	writeJSON(w, http.StatusCreated, results)

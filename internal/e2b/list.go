@@ -80,11 +80,9 @@ func (s *Server) listV2(w http.ResponseWriter, r *http.Request) error {
 			return statusErr(http.StatusBadRequest, "startedAfter %q: want RFC 3339", truncate(v))
 		}
 	}
-	limit := 100
-	if v := q.Get("limit"); v != "" {
-		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 1000 {
-			return statusErr(http.StatusBadRequest, "limit %q: want 1 to 1000", truncate(v))
-		}
+	limit, err := pageLimit(q.Get("limit"))
+	if err != nil {
+		return err
 	}
 	order := q.Get("order")
 	if order != "" && order != "asc" && order != "desc" {
@@ -96,14 +94,9 @@ func (s *Server) listV2(w http.ResponseWriter, r *http.Request) error {
 			recs[i], recs[j] = recs[j], recs[i]
 		}
 	}
-	from := 0
-	if v := q.Get("nextToken"); v != "" {
-		raw, err := hex.DecodeString(v)
-		if n, err2 := strconv.Atoi(string(raw)); err != nil || err2 != nil || n < 0 {
-			return statusErr(http.StatusBadRequest, "nextToken %q is not one this server gave", truncate(v))
-		} else {
-			from = n
-		}
+	from, err := pageFrom(q.Get("nextToken"))
+	if err != nil {
+		return err
 	}
 	var out []map[string]any
 	next := ""
@@ -115,7 +108,7 @@ func (s *Server) listV2(w http.ResponseWriter, r *http.Request) error {
 			continue
 		}
 		if len(out) == limit {
-			next = hex.EncodeToString([]byte(strconv.Itoa(i)))
+			next = pageToken(i)
 			break
 		}
 		out = append(out, s.listedJSON(rec, false))
@@ -128,4 +121,32 @@ func (s *Server) listV2(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// pageLimit is a list's limit query parameter (default 100).
+func pageLimit(v string) (int, error) {
+	if v == "" {
+		return 100, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 1000 {
+		return 0, statusErr(http.StatusBadRequest, "limit %q: want 1 to 1000", truncate(v))
+	}
+	return n, nil
+}
+
+// pageToken is the nextToken (X-Next-Token) of a page starting at item i;
+// pageFrom reads it back (empty: the first page).
+func pageToken(i int) string { return hex.EncodeToString([]byte(strconv.Itoa(i))) }
+
+func pageFrom(v string) (int, error) {
+	if v == "" {
+		return 0, nil
+	}
+	raw, err := hex.DecodeString(v)
+	n, err2 := strconv.Atoi(string(raw))
+	if err != nil || err2 != nil || n < 0 {
+		return 0, statusErr(http.StatusBadRequest, "nextToken %q is not one this server gave", truncate(v))
+	}
+	return n, nil
 }

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -237,7 +239,14 @@ func (ps *processService) Start(ctx context.Context, req *connect.Request[pb.Sta
 	if len(req.Msg.GetTag()) > 256 {
 		return connectErr(statusErr(http.StatusBadRequest, "tag over 256 bytes"))
 	}
-	cmd := boxlite.Command{Argv: sb.shell(ctx, append([]string{cfg.Cmd}, cfg.Args...)), Env: cfg.Envs, Cwd: cfg.GetCwd(), User: user,
+	env := cfg.Envs
+	if rec, ok := ps.s.store.get(sb.box.ID()); ok && len(rec.EnvVars) > 0 {
+		// The sandbox's envVars (the box has those it was made with; one
+		// made from a snapshot has the source's, and these add to them).
+		env = maps.Clone(rec.EnvVars)
+		maps.Copy(env, cfg.Envs)
+	}
+	cmd := boxlite.Command{Argv: sb.shell(ctx, append([]string{cfg.Cmd}, cfg.Args...)), Env: env, Cwd: cfg.GetCwd(), User: user,
 		Stdin: req.Msg.GetStdin()}
 	if pty := req.Msg.Pty; pty != nil {
 		cmd.Tty, cmd.Stdin = true, true
@@ -258,7 +267,14 @@ func (ps *processService) Start(ctx context.Context, req *connect.Request[pb.Sta
 		return connectErr(statusErr(http.StatusTooManyRequests, "sandbox %s runs %d processes, its limit", sb.box.ID(), n))
 	}
 	// The process outlives this request: it ends with the box or a signal.
+	// It is detachable: a pause, fork or snapshot keeps it running in the
+	// box's memory, and the sandbox that runs it next adopts it (adopt.go).
+	cmd.Detachable = true
 	x, err := sb.box.Exec(context.WithoutCancel(ctx), cmd)
+	if errors.Is(err, errdefs.ErrUnsupported) { // an agent without detachable executions
+		cmd.Detachable = false
+		x, err = sb.box.Exec(context.WithoutCancel(ctx), cmd)
+	}
 	if err != nil {
 		return connectErr(err)
 	}
@@ -277,6 +293,12 @@ func (ps *processService) Start(ctx context.Context, req *connect.Request[pb.Sta
 	return follow(ctx, req.Header(), p, s, func(ev *pb.ProcessEvent) error { return stream.Send(&pb.StartResponse{Event: ev}) })
 }
 
+// endedPids names processes that ended before the box could tell their pid
+// (a quick one: the agent reports pid 0 when the process was gone before
+// it read it). They are above any pid Linux gives (pid_max is at most
+// 2^22), so they never name a live process.
+var endedPids atomic.Uint32
+
 // waitPid waits for the process's pid in the box.
 func waitPid(ctx context.Context, x *boxlite.Execution) (uint32, error) {
 	deadline := time.Now().Add(2 * time.Minute)
@@ -289,11 +311,11 @@ func waitPid(ctx context.Context, x *boxlite.Execution) (uint32, error) {
 			if pid := x.Pid(); pid > 0 {
 				return uint32(pid), nil
 			}
-			_, err := x.Wait(ctx)
-			if err == nil {
-				err = errdefs.Errorf(errdefs.ErrInternal, "the process ended before it started")
+			if _, err := x.Wait(ctx); err != nil {
+				return 0, err
 			}
-			return 0, err
+			// It ran and ended: its output and exit are in x.
+			return 1<<22 + endedPids.Add(1)%(1<<30), nil
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		case <-time.After(d):

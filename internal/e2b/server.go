@@ -31,6 +31,7 @@ const Prefix = "/e2b"
 // defaults.
 type Limits struct {
 	SandboxesPerKey int           // sandboxes a key may have
+	SnapshotsPerKey int           // snapshots a key may keep
 	MaxTimeout      time.Duration // a sandbox's longest life between timeouts
 	JSONBodyBytes   int64
 	TransferBytes   int64 // one uploaded or downloaded file
@@ -56,6 +57,7 @@ func (l Limits) withDefaults() Limits {
 		}
 	}
 	def(&l.SandboxesPerKey, DefaultSandboxesPerKey)
+	def(&l.SnapshotsPerKey, DefaultSnapshotsPerKey)
 	def(&l.ProcsPerSandbox, DefaultProcsPerSandbox)
 	def(&l.WatchersPer, DefaultWatchersPer)
 	if l.MaxTimeout <= 0 {
@@ -91,8 +93,13 @@ type Server struct {
 	tmp       string
 	logf      func(string, ...any)
 	store     *store
+	snaps     *snapStore
 	control   *http.ServeMux
 	envd      http.Handler
+
+	// holders is held (read) while a sandbox is cloned from a snapshot's
+	// holder, and (write) while a holder is removed.
+	holders sync.RWMutex
 
 	mu    sync.Mutex
 	live  map[string]*sandbox
@@ -117,8 +124,12 @@ func New(o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	snaps, err := openSnapStore(o.StateDir)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{rt: o.Runtime, auth: o.Auth, templates: o.Templates, lim: o.Limits.withDefaults(), tmp: o.TempDir,
-		logf: o.Logf, store: st, live: map[string]*sandbox{}, stop: make(chan struct{})}
+		logf: o.Logf, store: st, snaps: snaps, live: map[string]*sandbox{}, stop: make(chan struct{})}
 	s.control = s.controlMux()
 	s.envd = s.envdHandler()
 	s.wg.Add(1)
@@ -135,7 +146,12 @@ func (s *Server) Close() {
 		live := s.live
 		s.live = map[string]*sandbox{}
 		s.mu.Unlock()
-		for _, sb := range live {
+		for id, sb := range live {
+			// The next server on this state adopts the processes, which
+			// run on detached when this one's streams end (adopt.go).
+			if procs := sb.procInfos(); len(procs) > 0 {
+				s.store.update(id, func(rec *record) { rec.Procs = procs })
+			}
 			sb.shutdown()
 		}
 	})
@@ -216,16 +232,24 @@ func (s *Server) sandbox(ctx context.Context, id string) (*sandbox, record, erro
 		return nil, record{}, errdefs.Errorf(errdefs.ErrNotFound, "sandbox %q not found", truncate(id))
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if sb := s.live[id]; sb != nil {
+		s.mu.Unlock()
 		return sb, rec, nil
 	}
 	b, err := s.rt.Get(ctx, id)
 	if err != nil {
+		s.mu.Unlock()
 		return nil, rec, err
 	}
 	sb := newSandbox(s, b)
 	s.live[id] = sb
+	s.mu.Unlock()
+	if len(rec.Procs) > 0 && b.State() == boxlite.StateRunning {
+		// The processes its memory runs that no server holds (adopt.go).
+		procs := rec.Procs
+		rec, _ = s.store.update(id, func(rec *record) { rec.Procs = nil })
+		s.adopt(ctx, sb, procs)
+	}
 	return sb, rec, nil
 }
 

@@ -28,79 +28,87 @@ type record struct {
 	DiskGB    int       `json:"disk_gb"`
 	AutoPause bool      `json:"auto_pause,omitempty"`
 	Paused    bool      `json:"paused,omitempty"`
+	// Procs are the processes a paused sandbox adopts when it resumes.
+	Procs []procInfo `json:"procs,omitempty"`
 }
 
-// store keeps the records in one JSON file, rewritten on change.
-type store struct {
+// jsonStore keeps values by id in one JSON file, rewritten on change
+// (a temp file and a rename).
+type jsonStore[T any] struct {
 	path string
+	id   func(T) string
 	mu   sync.Mutex
-	m    map[string]record
+	m    map[string]T
 }
 
-func openStore(dir string) (*store, error) {
+func openJSONStore[T any](dir, file string, id func(T) string) (*jsonStore[T], error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	s := &store{path: filepath.Join(dir, "e2b-sandboxes.json"), m: map[string]record{}}
+	s := &jsonStore[T]{path: filepath.Join(dir, file), id: id, m: map[string]T{}}
 	data, err := os.ReadFile(s.path)
 	if err != nil && !os.IsNotExist(err) {
 		return nil, err
 	}
 	if len(data) > 0 {
-		var recs []record
-		if err := json.Unmarshal(data, &recs); err != nil {
+		var vals []T
+		if err := json.Unmarshal(data, &vals); err != nil {
 			return nil, err
 		}
-		for _, r := range recs {
-			s.m[r.ID] = r
+		for _, v := range vals {
+			s.m[id(v)] = v
 		}
 	}
 	return s, nil
 }
 
 // saveLocked writes the file (temp file and rename).
-func (s *store) saveLocked() {
-	recs := make([]record, 0, len(s.m))
-	for _, r := range s.m {
-		recs = append(recs, r)
+func (s *jsonStore[T]) saveLocked() {
+	ids := make([]string, 0, len(s.m))
+	for id := range s.m {
+		ids = append(ids, id)
 	}
-	sort.Slice(recs, func(i, j int) bool { return recs[i].ID < recs[j].ID })
-	data, _ := json.Marshal(recs)
+	sort.Strings(ids)
+	vals := make([]T, 0, len(ids))
+	for _, id := range ids {
+		vals = append(vals, s.m[id])
+	}
+	data, _ := json.Marshal(vals)
 	tmp := s.path + ".tmp"
 	if err := os.WriteFile(tmp, data, 0o600); err == nil {
 		os.Rename(tmp, s.path)
 	}
 }
 
-func (s *store) put(r record) {
+func (s *jsonStore[T]) put(v T) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.m[r.ID] = r
+	s.m[s.id(v)] = v
 	s.saveLocked()
 }
 
-func (s *store) get(id string) (record, bool) {
+func (s *jsonStore[T]) get(id string) (T, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.m[id]
-	return r, ok
+	v, ok := s.m[id]
+	return v, ok
 }
 
-// update changes a record under the lock.
-func (s *store) update(id string, f func(*record)) (record, bool) {
+// update changes a value under the lock.
+func (s *jsonStore[T]) update(id string, f func(*T)) (T, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.m[id]
+	v, ok := s.m[id]
 	if !ok {
-		return r, false
+		return v, false
 	}
-	f(&r)
-	s.m[id] = r
+	f(&v)
+	s.m[id] = v
 	s.saveLocked()
-	return r, true
+	return v, true
 }
 
-func (s *store) remove(id string) {
+func (s *jsonStore[T]) remove(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.m[id]; ok {
@@ -109,14 +117,33 @@ func (s *store) remove(id string) {
 	}
 }
 
-// all is every record, oldest first.
-func (s *store) all() []record {
+// filter is the values keep accepts, in no order.
+func (s *jsonStore[T]) filter(keep func(T) bool) []T {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]record, 0, len(s.m))
-	for _, r := range s.m {
-		out = append(out, r)
+	var out []T
+	for _, v := range s.m {
+		if keep(v) {
+			out = append(out, v)
+		}
 	}
+	return out
+}
+
+// store is the sandboxes' records.
+type store struct{ *jsonStore[record] }
+
+func openStore(dir string) (*store, error) {
+	js, err := openJSONStore(dir, "e2b-sandboxes.json", func(r record) string { return r.ID })
+	if err != nil {
+		return nil, err
+	}
+	return &store{js}, nil
+}
+
+// all is every record, oldest first.
+func (s *store) all() []record {
+	out := s.filter(func(record) bool { return true })
 	sort.Slice(out, func(i, j int) bool {
 		if !out[i].StartedAt.Equal(out[j].StartedAt) {
 			return out[i].StartedAt.Before(out[j].StartedAt)
@@ -128,26 +155,10 @@ func (s *store) all() []record {
 
 // count is how many sandboxes key has.
 func (s *store) count(key string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, r := range s.m {
-		if r.Key == key {
-			n++
-		}
-	}
-	return n
+	return len(s.filter(func(r record) bool { return r.Key == key }))
 }
 
 // expired are the running sandboxes past their end.
 func (s *store) expired(now time.Time) []record {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []record
-	for _, r := range s.m {
-		if !r.Paused && now.After(r.EndAt) {
-			out = append(out, r)
-		}
-	}
-	return out
+	return s.filter(func(r record) bool { return !r.Paused && now.After(r.EndAt) })
 }

@@ -3,20 +3,11 @@
 # E2B_SANDBOX_URL, E2B_API_KEY from tests/e2b). One sandbox for them all.
 # Prints ALL OK.
 import base64
-import time
 
 from e2b import SandboxException, TimeoutException
 from e2b_code_interpreter import Sandbox
 
-_t = time.monotonic()
-
-
-def lap():
-    """Seconds since the last lap, for the log."""
-    global _t
-    now = time.monotonic()
-    d, _t = now - _t, now
-    return f"({d:.1f} s)"
+from sdkutil import lap
 
 
 sbx = Sandbox.create()  # the template code-interpreter-v1

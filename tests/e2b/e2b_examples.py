@@ -8,15 +8,7 @@ from e2b import (Sandbox, CommandExitException, FileNotFoundException, SandboxEx
                  SandboxNotFoundException, SandboxNotRunningException, SandboxQuery, SandboxState)
 from e2b.sandbox.commands.command_handle import PtySize
 
-_t = time.monotonic()
-
-
-def lap():
-    """Seconds since the last lap, for the log."""
-    global _t
-    now = time.monotonic()
-    d, _t = now - _t, now
-    return f"({d:.1f} s)"
+from sdkutil import lap
 
 
 sandbox = Sandbox.create()

@@ -108,7 +108,16 @@ func TestHostile(t *testing.T) {
 		{"bad list token", req{"GET", "/e2b/v2/sandboxes?nextToken=zz", api, nil}, 400},
 		{"bad id", req{"GET", "/e2b/sandboxes/..%2f..", api, nil}, 400},
 		{"unknown sandbox", req{"GET", "/e2b/sandboxes/nope", api, nil}, 404},
-		{"snapshots are not served", req{"POST", "/e2b/sandboxes/" + id + "/snapshots", api, []byte(`{}`)}, 501},
+		{"snapshot bad name", req{"POST", "/e2b/sandboxes/" + id + "/snapshots", api, []byte(`{"name":"../x"}`)}, 400},
+		{"snapshot unknown field", req{"POST", "/e2b/sandboxes/" + id + "/snapshots", api, []byte(`{"nope":1}`)}, 400},
+		{"snapshot big body", req{"POST", "/e2b/sandboxes/" + id + "/snapshots", api, big}, 413},
+		{"snapshot unknown sandbox", req{"POST", "/e2b/sandboxes/nope/snapshots", api, []byte(`{}`)}, 404},
+		{"snapshot bad sandbox id", req{"POST", "/e2b/sandboxes/..%2f../snapshots", api, []byte(`{}`)}, 400},
+		{"snapshots bad list", req{"GET", "/e2b/snapshots?limit=-1", api, nil}, 400},
+		{"snapshots bad name", req{"GET", "/e2b/snapshots?name=%2e%2e%2fx", api, nil}, 400},
+		{"delete bad snapshot id", req{"DELETE", "/e2b/templates/..%2f..%2fetc", api, nil}, 400},
+		{"delete unknown snapshot", req{"DELETE", "/e2b/templates/abcdefghij0123456789%3adefault", api, nil}, 404},
+		{"create from unknown snapshot", req{"POST", "/e2b/v2/sandboxes", api, []byte(`{"templateID":"abcdefghij0123456789:default"}`)}, 404},
 		{"fork count 0", req{"POST", "/e2b/sandboxes/" + id + "/fork", api, []byte(`{"count":0}`)}, 400},
 		{"fork count 1000", req{"POST", "/e2b/sandboxes/" + id + "/fork", api, []byte(`{"count":1000}`)}, 400},
 		{"fork unknown", req{"POST", "/e2b/sandboxes/nope/fork", api, []byte(`{}`)}, 404},
@@ -153,6 +162,7 @@ func TestHostile(t *testing.T) {
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
 	paths := []string{"/e2b/sandboxes", "/e2b/v2/sandboxes", "/e2b/sandboxes/" + id, "/e2b/sandboxes/" + id + "/timeout",
 		"/e2b/sandboxes/" + id + "/connect", "/e2b/sandboxes/" + id + "/metrics", "/e2b/sandboxes/" + id + "/logs",
+		"/e2b/snapshots", "/e2b/templates/abcdefghij0123456789", "/e2b/templates/a%2fb%3ac",
 		"/process.Process/List", "/process.Process/Start", "/process.Process/SendInput", "/process.Process/Connect", "/process.Process/Update",
 		"/filesystem.Filesystem/Stat", "/filesystem.Filesystem/ListDir", "/filesystem.Filesystem/GetWatcherEvents", "/files", "/envs", "/health", "/metrics"}
 	ctypes := []string{"application/json", "application/proto", "application/connect+json", "application/connect+proto", "multipart/form-data; boundary=x", "text/plain", ""}

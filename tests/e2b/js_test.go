@@ -23,9 +23,9 @@ func nodeProject(t *testing.T) string {
 }
 
 // runNode runs the script file (of this directory) with node in the
-// project dir, beside its node_modules so its imports resolve; it must
-// print ALL OK.
-func runNode(t *testing.T, dir, file string) {
+// project dir, beside its node_modules so its imports resolve, with the
+// SDK's variables and env; it must print ALL OK.
+func runNode(t *testing.T, dir, file string, env ...string) {
 	t.Helper()
 	script := filepath.Join(dir, file)
 	src, err := os.ReadFile(file)
@@ -40,7 +40,7 @@ func runNode(t *testing.T, dir, file string) {
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, "node", script)
 	cmd.Dir = dir
-	cmd.Env = sdkEnv()
+	cmd.Env = append(sdkEnv(), env...)
 	out, err := cmd.CombinedOutput()
 	t.Logf("%s(%.1f s)", out, time.Since(start).Seconds())
 	if err != nil || !strings.Contains(string(out), "ALL OK") {

@@ -27,6 +27,7 @@ const sdkVersion = "2.63.0"
 var (
 	repo, home, key, url string
 	srv                  *exec.Cmd
+	srvDone              chan struct{} // closed when srv has ended
 	srvLog               = &bytes.Buffer{}
 )
 
@@ -56,19 +57,12 @@ func run(m *testing.M) int {
 		return 1
 	}
 	key = strings.TrimSpace(out)
-	done, err := start(keys)
-	if err != nil {
+	if err := start(keys, "127.0.0.1:0"); err != nil {
 		fmt.Println("start the server:", err)
 		return 1
 	}
 	code := m.Run()
-	srv.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(40 * time.Second):
-		srv.Process.Kill()
-		<-done
-	}
+	stop()
 	// What the tests left behind goes with the home.
 	if out, err := boxlite("ls", "-aq"); err == nil {
 		for _, id := range strings.Fields(out) {
@@ -94,19 +88,32 @@ func boxlite(args ...string) (string, error) {
 	return out.String(), nil
 }
 
+// stop ends the server as its user would (SIGTERM), or kills it after 40 s.
+func stop() {
+	srv.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-srvDone:
+	case <-time.After(40 * time.Second):
+		srv.Process.Kill()
+		<-srvDone
+	}
+}
+
 var listening = regexp.MustCompile(`listening on (http://[0-9.:]+)`)
 
-func start(keys string) (chan struct{}, error) {
-	srv = exec.Command(filepath.Join(repo, "build", "boxlite"), "serve", "--listen", "127.0.0.1:0", "--keys", keys, "--access-log", "")
-	srv.Env = append(os.Environ(), "BOXLITE_HOME="+home)
-	stderr, err := srv.StderrPipe()
+// start starts the server (srv, srvDone) on listen and sets url.
+func start(keys, listen string) error {
+	cmd := exec.Command(filepath.Join(repo, "build", "boxlite"), "serve", "--listen", listen, "--keys", keys, "--access-log", "")
+	cmd.Env = append(os.Environ(), "BOXLITE_HOME="+home)
+	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := srv.Start(); err != nil {
-		return nil, err
+	if err := cmd.Start(); err != nil {
+		return err
 	}
 	urlc, done := make(chan string, 1), make(chan struct{})
+	srv, srvDone = cmd, done
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
@@ -115,17 +122,18 @@ func start(keys string) (chan struct{}, error) {
 			}
 			srvLog.WriteString(sc.Text() + "\n")
 		}
-		srv.Wait()
+		cmd.Wait()
 		close(done)
 	}()
 	select {
 	case url = <-urlc:
-		return done, nil
+		return nil
 	case <-done:
-		return nil, fmt.Errorf("boxlite serve ended: %s", srvLog.String())
+		return fmt.Errorf("boxlite serve ended: %s", srvLog.String())
 	case <-time.After(time.Minute):
-		srv.Process.Kill()
-		return nil, fmt.Errorf("boxlite serve did not listen within a minute")
+		cmd.Process.Kill()
+		<-done
+		return fmt.Errorf("boxlite serve did not listen within a minute")
 	}
 }
 
