@@ -213,7 +213,7 @@ func (s *service) Start(ctx context.Context, r *taskapi.StartRequest) (_ *taskap
 // volumes bound in.
 func (c *container) command(pr *process, terminal bool) boxlite.Command {
 	cmd := boxlite.Command{Argv: pr.Args, Env: pr.env(), Cwd: pr.Cwd, User: pr.user(), Tty: terminal || pr.Terminal,
-		Root: c.boxRoot, RootBinds: c.rootBinds}
+		Root: c.boxRoot, RootBinds: c.rootBinds, Groups: pr.User.AdditionalGids, Rlimits: pr.rlimits()}
 	if cmd.Tty && pr.ConsoleSize != nil {
 		cmd.Rows, cmd.Cols = int(pr.ConsoleSize.Height), int(pr.ConsoleSize.Width)
 	}

@@ -10,7 +10,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/protocol"
 )
 
 // idPattern is containerd's rule for identifiers (pkg/identifiers): it
@@ -146,9 +148,14 @@ type process struct {
 		GID            uint32   `json:"gid"`
 		AdditionalGids []uint32 `json:"additionalGids"`
 	} `json:"user"`
-	Args []string `json:"args"`
-	Env  []string `json:"env"`
-	Cwd  string   `json:"cwd"`
+	Args    []string `json:"args"`
+	Env     []string `json:"env"`
+	Cwd     string   `json:"cwd"`
+	Rlimits []struct {
+		Type string `json:"type"`
+		Hard uint64 `json:"hard"`
+		Soft uint64 `json:"soft"`
+	} `json:"rlimits"`
 }
 
 // maxSpec bounds a config.json or a process spec read by the shim.
@@ -195,6 +202,15 @@ func (p *process) check() error {
 	if p.Cwd != "" && !filepath.IsAbs(p.Cwd) {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "process: cwd %q is not absolute", p.Cwd)
 	}
+	if len(p.User.AdditionalGids) > protocol.MaxGroups || len(p.Rlimits) > protocol.MaxRlimits {
+		return errdefs.Errorf(errdefs.ErrLimit, "process: %d additionalGids, %d rlimits: limits %d, %d",
+			len(p.User.AdditionalGids), len(p.Rlimits), protocol.MaxGroups, protocol.MaxRlimits)
+	}
+	for _, r := range p.Rlimits {
+		if !strings.HasPrefix(r.Type, "RLIMIT_") || r.Soft > r.Hard {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "process: rlimit %q %d:%d: want RLIMIT_*, soft <= hard", r.Type, r.Soft, r.Hard)
+		}
+	}
 	for _, kv := range p.Env {
 		if k, _, ok := cutEnv(kv); !ok || k == "" {
 			return errdefs.Errorf(errdefs.ErrInvalidArgument, "process: env entry %q is not KEY=VALUE", kv)
@@ -221,6 +237,15 @@ func (p *process) env() map[string]string {
 		m[k] = v
 	}
 	return m
+}
+
+// rlimits are the process's rlimits as boxlite's Command takes them.
+func (p *process) rlimits() []boxlite.Rlimit {
+	var out []boxlite.Rlimit
+	for _, r := range p.Rlimits {
+		out = append(out, boxlite.Rlimit{Type: r.Type, Soft: r.Soft, Hard: r.Hard})
+	}
+	return out
 }
 
 // user is the process's uid:gid as boxlite's Command.User takes it.

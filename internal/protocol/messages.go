@@ -198,6 +198,8 @@ const (
 	// FeatureExecRoot: Exec.Root, Exec.RootBinds and TReleaseRoot are
 	// implemented.
 	FeatureExecRoot = "exec-root"
+	// FeatureExecRlimits: Exec.Groups and Exec.Rlimits are implemented.
+	FeatureExecRlimits = "exec-rlimits"
 )
 
 // The lane is a raw disk of the box that a copy's bulk data crosses: QEMU
@@ -417,7 +419,29 @@ type Exec struct {
 	// file); a later exec in the same root has them already. At most
 	// MaxRootBinds.
 	RootBinds []RootBind `msgpack:"root_binds,omitempty"`
+	// Groups (needs FeatureExecRlimits), when set, are the process's
+	// supplementary groups, instead of those the box's /etc/group gives
+	// User (an OCI process's additionalGids). At most MaxGroups.
+	Groups []uint32 `msgpack:"groups,omitempty"`
+	// Rlimits (needs FeatureExecRlimits; the box sandbox) are set on the
+	// process before it runs its program (an OCI process's rlimits): each
+	// type at most once, soft <= hard, at most MaxRlimits.
+	Rlimits []Rlimit `msgpack:"rlimits,omitempty"`
 }
+
+// Rlimit is one resource limit of an Exec.
+type Rlimit struct {
+	Type string `msgpack:"type"` // as OCI names them: "RLIMIT_NOFILE", ...
+	Soft uint64 `msgpack:"soft"`
+	Hard uint64 `msgpack:"hard"` // RLIM_INFINITY is 1<<64-1
+}
+
+// Bounds of Exec.Groups (the kernel's NGROUPS_MAX) and Exec.Rlimits (one
+// per type Linux has).
+const (
+	MaxGroups  = 65536
+	MaxRlimits = 16
+)
 
 // RootBind is one bind into an Exec.Root.
 type RootBind struct {
