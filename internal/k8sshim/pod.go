@@ -54,6 +54,7 @@ type container struct {
 	binds      []string // what the shim mounted in dir
 	boxRoot    string   // its root in the box
 	rootBinds  []boxlite.RootBind
+	memLimit   uint64 // its spec's memory limit (bytes; 0: none)
 	init       *proc
 	execs      map[string]*proc
 }

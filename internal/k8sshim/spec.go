@@ -298,6 +298,15 @@ func (s *spec) boxShape() (memMiB, cpus int) {
 	return memMiB + guestOverheadMiB, max(cpus, 1)
 }
 
+// memoryLimit is the spec's own memory limit in bytes (0: none).
+func (s *spec) memoryLimit() uint64 {
+	if s.Linux != nil && s.Linux.Resources != nil && s.Linux.Resources.Memory != nil &&
+		s.Linux.Resources.Memory.Limit != nil && *s.Linux.Resources.Memory.Limit > 0 {
+		return uint64(*s.Linux.Resources.Memory.Limit)
+	}
+	return 0
+}
+
 // CRI's annotations on a container's spec.
 const (
 	annContainerType = "io.kubernetes.cri.container-type" // "sandbox" or "container"

@@ -112,6 +112,21 @@ func TestCtrExecKill(t *testing.T) {
 	if err != nil || !strings.Contains(tr.stdout, "/dev/pts/") || !strings.Contains(tr.stdout, "17 91") || !strings.Contains(tr.stdout, "tty-ok") {
 		t.Fatalf("exec -t: %q %v", tr.stdout, err)
 	}
+	// The task's metrics (cgroups v2, summed in the box): sh and its sleep.
+	r, err = ctr(ctx, "task", "metrics", "--format", "json", "t2")
+	var m struct {
+		Pids   struct{ Current uint64 }
+		CPU    struct{ UsageUsec uint64 `json:"usage_usec"` }
+		Memory struct {
+			Usage      uint64
+			UsageLimit uint64 `json:"usage_limit"`
+		}
+	}
+	if err != nil || json.Unmarshal([]byte(r.stdout), &m) != nil || m.Pids.Current == 0 || m.Memory.Usage == 0 ||
+		m.Memory.UsageLimit < m.Memory.Usage || m.CPU.UsageUsec == 0 {
+		t.Fatalf("task metrics: %q %v", r.stdout, err)
+	}
+	t.Logf("task metrics: %d processes, %d bytes resident, %d µs CPU", m.Pids.Current, m.Memory.Usage, m.CPU.UsageUsec)
 	r, err = ctr(ctx, "task", "ls")
 	if err != nil || !strings.Contains(r.stdout, "RUNNING") {
 		t.Fatalf("task ls: %q %v", r.stdout, err)

@@ -94,6 +94,38 @@ func TestExecRoot(t *testing.T) {
 	if res = runIn(t, box, limits); res.Code != 0 || strings.ReplaceAll(string(res.Stdout), "\r", "") != want {
 		t.Errorf("groups and rlimits on a terminal: code %d stdout %q, want %q", res.Code, res.Stdout, want)
 	}
+	// The root's usage (Box.RootUsage, the containerd shim's Stats): a
+	// shell that spun and holds 4 MB, and its sleep, measured from the
+	// box; nothing of the box's own processes.
+	busy, err := box.Exec(ctx, boxlite.Command{Argv: []string{"sh", "-c",
+		"i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done; a=$(head -c 4000000 /dev/zero | tr '\\0' x); sleep 60; echo ${#a}"},
+		Env: map[string]string{"PATH": "/bin"}, Root: "/c/c1/rootfs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var u boxlite.RootUsage
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		if u, err = box.RootUsage(ctx, "/c/c1/rootfs"); err != nil {
+			t.Fatal(err)
+		}
+		if u.Pids == 2 && u.Anon > 4_000_000 || time.Now().After(deadline) {
+			break
+		}
+	}
+	t.Logf("root usage: %+v", u)
+	if u.Pids != 2 || u.UserUsec+u.SystemUsec == 0 || u.RSS < 4_000_000 || u.Anon < 4_000_000 || u.BoxMemory == 0 || u.RSS > u.BoxMemory {
+		t.Errorf("root usage %+v: want the 2 processes, CPU time, 4 MB anonymous", u)
+	}
+	_ = busy.Kill()
+	if _, err := busy.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if u, err = box.RootUsage(ctx, "/c/c1/rootfs"); err != nil || u.Pids != 0 || u.RSS != 0 {
+		t.Errorf("root usage after the kill: %+v %v", u, err)
+	}
+	if _, err := box.RootUsage(ctx, "/c/missing"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("usage of a missing root: %v", err)
+	}
 	for _, bad := range []boxlite.Rlimit{{Type: "RLIMIT_NOPE", Soft: 1, Hard: 1}, {Type: "RLIMIT_NOFILE", Soft: 2, Hard: 1}} {
 		c := limits
 		c.Rlimits = []boxlite.Rlimit{bad}
