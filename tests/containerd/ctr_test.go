@@ -115,8 +115,10 @@ func TestCtrExecKill(t *testing.T) {
 	// The task's metrics (cgroups v2, summed in the box): sh and its sleep.
 	r, err = ctr(ctx, "task", "metrics", "--format", "json", "t2")
 	var m struct {
-		Pids   struct{ Current uint64 }
-		CPU    struct{ UsageUsec uint64 `json:"usage_usec"` }
+		Pids struct{ Current uint64 }
+		CPU  struct {
+			UsageUsec uint64 `json:"usage_usec"`
+		}
 		Memory struct {
 			Usage      uint64
 			UsageLimit uint64 `json:"usage_limit"`
