@@ -31,25 +31,12 @@ const maxProcScan = 1 << 16
 
 // rootUsage serves TRootUsage.
 func (s *server) rootUsage(f protocol.Frame) {
-	id := f.Stream
-	if id == 0 {
-		s.sendError(0, errdefs.Errorf(errdefs.ErrInvalidArgument, "root-usage on stream 0: it needs a stream id of its own"))
-		return
-	}
-	var req protocol.RootUsageRequest
-	err := protocol.Decode(f, &req)
-	if err == nil {
-		err = checkRoot(req.Root)
-	}
-	if err == nil && s.cfg.Sandbox == nil {
-		err = errdefs.Errorf(errdefs.ErrUnsupported, "root-usage: the box has no sandbox, so no process roots")
-	}
-	if err != nil {
-		s.sendError(id, err)
+	id, root, ok := s.rootRequest(f, "root-usage")
+	if !ok {
 		return
 	}
 	go func() {
-		u, err := s.cfg.Sandbox.rootUsage(req.Root)
+		u, err := s.cfg.Sandbox.rootUsage(root)
 		if err != nil {
 			s.sendError(id, err)
 			return
