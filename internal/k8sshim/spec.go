@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/internal/protocol"
@@ -78,6 +80,26 @@ func (s *spec) hostNetwork() bool {
 		}
 	}
 	return true
+}
+
+// netnsPath is the path of the spec's network namespace ("" for a new
+// one or none), checked: absolute, clean, a namespace file.
+func (s *spec) netnsPath() (string, error) {
+	if s.Linux == nil {
+		return "", nil
+	}
+	for _, ns := range s.Linux.Namespaces {
+		if ns.Type != "network" || ns.Path == "" {
+			continue
+		}
+		var st unix.Statfs_t
+		if !filepath.IsAbs(ns.Path) || filepath.Clean(ns.Path) != ns.Path || len(ns.Path) > 4096 ||
+			unix.Statfs(ns.Path, &st) != nil || st.Type != unix.NSFS_MAGIC {
+			return "", errdefs.Errorf(errdefs.ErrInvalidArgument, "network namespace %q: not an absolute path to a namespace file", ns.Path)
+		}
+		return ns.Path, nil
+	}
+	return "", nil
 }
 
 type specMount struct {
