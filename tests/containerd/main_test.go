@@ -26,11 +26,11 @@ import (
 
 // env is the test's containerd and what it needs.
 var env struct {
-	dir     string // everything of the test's own
-	sock    string // containerd's grpc socket
-	bin     string // the shim binary's directory, on containerd's PATH
-	home    string // BOXLITE_HOME of the shims
-	guestKR string // the guest kernel's release, from the assets
+	dir     string       // everything of the test's own
+	sock    string       // containerd's grpc socket
+	bin     string       // the shim binary's directory, on containerd's PATH
+	home    string       // BOXLITE_HOME of the shims
+	guestKR string       // the guest kernel's release, from the assets
 	bridge  string       // the CNI bridge of the test's pods (cni_test.go)
 	subnet  netip.Prefix // its pods' addresses
 	cmd     *exec.Cmd
