@@ -11,6 +11,7 @@
 package podnet
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -173,7 +174,12 @@ func attachHere() (_ *Link, err error) {
 func redirect(from, to netlink.Link) error {
 	idx := from.Attrs().Index
 	ingress := &netlink.Ingress{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: idx, Parent: netlink.HANDLE_INGRESS, Handle: netlink.MakeHandle(0xffff, 0)}}
-	if err := netlink.QdiscReplace(ingress); err != nil {
+	// A new qdisc, without the filters of an earlier box (whose tap is
+	// gone): the first matching filter wins.
+	if err := netlink.QdiscDel(ingress); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("%s: remove the ingress qdisc: %w", from.Attrs().Name, err)
+	}
+	if err := netlink.QdiscAdd(ingress); err != nil {
 		return fmt.Errorf("%s: ingress qdisc: %w", from.Attrs().Name, err)
 	}
 	filter := &netlink.U32{

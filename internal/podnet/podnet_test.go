@@ -61,6 +61,17 @@ func TestAttach(t *testing.T) {
 	if out, err := exec.Command("ip", "-n", ns, "link", "show", TapName).CombinedOutput(); err == nil {
 		t.Errorf("the tap outlived its descriptor: %s", out)
 	}
+	// Again (a box started anew in the namespace): the redirect goes to
+	// the new tap only.
+	l2, err := Attach("/var/run/netns/" + ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := run(t, "tc", "-n", ns, "filter", "show", "dev", "eth0", "ingress")
+	if strings.Count(out, "Redirect to device") != 1 || !strings.Contains(out, "Redirect to device "+TapName) {
+		t.Errorf("eth0's ingress filters after a second attach:\n%s", out)
+	}
+	l2.Tap.Close()
 	// A second interface with an address is refused.
 	run(t, "ip", "-n", ns, "link", "add", "eth1", "type", "veth", "peer", "name", "peer1")
 	run(t, "ip", "-n", ns, "addr", "add", "10.99.8.5/24", "dev", "eth1")
