@@ -67,6 +67,9 @@ func (b *Box) Exec(ctx context.Context, cmd Command) (*Execution, error) {
 	if cmd.Root != "" && !hello.Has(protocol.FeatureExecRoot) {
 		return nil, errdefs.Errorf(errdefs.ErrUnsupported, "exec: box %s runs an agent without process roots (%s); restart the box to update it", b.rec.ID, hello.Agent)
 	}
+	if (len(cmd.Groups) > 0 || len(cmd.Rlimits) > 0) && !hello.Has(protocol.FeatureExecRlimits) {
+		return nil, errdefs.Errorf(errdefs.ErrUnsupported, "exec: box %s runs an agent without groups and rlimits (%s); restart the box to update it", b.rec.ID, hello.Agent)
+	}
 	if cmd.Detachable && !hello.Has(protocol.FeatureExecDetach) {
 		return nil, errdefs.Errorf(errdefs.ErrUnsupported, "exec: box %s runs an agent without detachable executions (%s); restart the box to update it", b.rec.ID, hello.Agent)
 	}
@@ -207,6 +210,16 @@ func (b *Box) request(cmd Command) (protocol.Exec, error) {
 		}
 	} else if len(cmd.RootBinds) > 0 {
 		return protocol.Exec{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "exec: root binds without a root")
+	}
+	if len(cmd.Groups) > protocol.MaxGroups || len(cmd.Rlimits) > protocol.MaxRlimits {
+		return protocol.Exec{}, errdefs.Errorf(errdefs.ErrLimit, "exec: %d groups, %d rlimits: limits %d, %d", len(cmd.Groups), len(cmd.Rlimits), protocol.MaxGroups, protocol.MaxRlimits)
+	}
+	req.Groups = cmd.Groups
+	for _, r := range cmd.Rlimits {
+		if r.Soft > r.Hard {
+			return protocol.Exec{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "exec: rlimit %s: soft %d above hard %d", r.Type, r.Soft, r.Hard)
+		}
+		req.Rlimits = append(req.Rlimits, protocol.Rlimit{Type: r.Type, Soft: r.Soft, Hard: r.Hard})
 	}
 	if len(req.RootBinds) > protocol.MaxRootBinds {
 		return protocol.Exec{}, errdefs.Errorf(errdefs.ErrLimit, "exec: %d root binds, limit %d", len(req.RootBinds), protocol.MaxRootBinds)

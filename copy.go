@@ -330,6 +330,8 @@ type copyStream struct {
 	recv  *window     // copy out
 	lrecv *laneReader // copy out through the lane
 	send  *sendWindow // copy in: bytes, or through the lane slots
+	// data takes a data frame of a stream that answers one (TRootUsage).
+	data func([]byte) error
 
 	lane bool // a copy in through the lane: s.send counts slots
 
@@ -377,6 +379,8 @@ func (s *copyStream) frame(f protocol.Frame) {
 	switch {
 	case f.Type == protocol.TStdout && s.recv != nil:
 		err = s.recv.push(f.Payload)
+	case f.Type == protocol.TStdout && s.data != nil:
+		err = s.data(f.Payload)
 	case f.Type == protocol.TCredit && s.send != nil && !s.lane:
 		var c protocol.Credit
 		if err = protocol.Decode(f, &c); err == nil && c.Fd != 0 {

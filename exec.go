@@ -73,6 +73,22 @@ type Command struct {
 	// commands in the same root find them there. At most
 	// protocol.MaxRootBinds.
 	RootBinds []RootBind
+	// Groups, when set, are the process's supplementary groups instead of
+	// those the box's /etc/group gives User (an OCI process's
+	// additionalGids). At most protocol.MaxGroups.
+	Groups []uint32
+	// Rlimits are set on the process before its program runs (an OCI
+	// process's rlimits), hard limits above the box's default included.
+	// Both need an agent with protocol.FeatureExecRlimits
+	// (ErrUnsupported otherwise).
+	Rlimits []Rlimit
+}
+
+// Rlimit is a resource limit of a Command: Type as OCI names it
+// ("RLIMIT_NOFILE", ...), soft and hard values (1<<64-1: unlimited).
+type Rlimit struct {
+	Type       string
+	Soft, Hard uint64
 }
 
 // RootBind binds Source, a path of the box, at Target in a Command's Root

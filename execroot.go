@@ -37,3 +37,59 @@ func (b *Box) ReleaseRoot(ctx context.Context, root string) error {
 		return s.abandon(errdefs.Errorf(errdefs.ErrTimeout, "%s: %v", what, ctx.Err()))
 	}
 }
+
+// RootUsage is what the processes running in a Command.Root use now,
+// summed over them from the box's /proc (the box has no cgroups): CPU time
+// of the live processes and of the children they waited for (a process
+// reaped by the box's init takes its time with it), and their resident
+// memory (pages they share counted once per process). The box's memory
+// and what is available of it come along.
+type RootUsage struct {
+	Pids                    uint64
+	UserUsec, SystemUsec    uint64
+	RSS, Anon, File, Shmem  uint64 // bytes
+	BoxMemory, BoxAvailable uint64 // bytes
+}
+
+// RootUsage measures the processes whose root is root (a Command.Root).
+// ErrNotFound: no such directory in the box; ErrUnsupported: the box runs
+// an agent without protocol.FeatureRootUsage; ErrInvalidState: the box is
+// not running.
+func (b *Box) RootUsage(ctx context.Context, root string) (RootUsage, error) {
+	what := fmt.Sprintf("usage of root %s", root)
+	b.mu.Lock()
+	c, state, info := b.conn, b.state, b.info
+	b.mu.Unlock()
+	if state != StateRunning || c == nil {
+		return RootUsage{}, errdefs.Errorf(errdefs.ErrInvalidState, "%s: box %s is not running", what, b.rec.ID)
+	}
+	if !info.Hello.Has(protocol.FeatureRootUsage) {
+		return RootUsage{}, errdefs.Errorf(errdefs.ErrUnsupported, "%s: box %s runs an agent without it (%s)", what, b.rec.ID, info.Hello.Agent)
+	}
+	var u protocol.RootUsage
+	got := false
+	s := newCopyStream(c, what)
+	s.data = func(p []byte) error {
+		if got || len(p) > protocol.MaxRootUsageFrame {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "a second or oversized answer (%d bytes)", len(p))
+		}
+		got = true
+		return protocol.Decode(protocol.Frame{Type: protocol.TStdout, Payload: p}, &u)
+	}
+	if _, err := c.open(s, protocol.TRootUsage, protocol.RootUsageRequest{Root: root}); err != nil {
+		return RootUsage{}, fmt.Errorf("%s: %w", what, err)
+	}
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+		return RootUsage{}, s.abandon(errdefs.Errorf(errdefs.ErrTimeout, "%s: %v", what, ctx.Err()))
+	}
+	if s.err != nil {
+		return RootUsage{}, s.err
+	}
+	if !got {
+		return RootUsage{}, errdefs.Errorf(errdefs.ErrInternal, "%s: the box answered nothing", what)
+	}
+	return RootUsage{Pids: u.Pids, UserUsec: u.UserUsec, SystemUsec: u.SystemUsec, RSS: u.RSS, Anon: u.Anon,
+		File: u.File, Shmem: u.Shmem, BoxMemory: u.BoxMemory, BoxAvailable: u.BoxAvailable}, nil
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"strconv"
 
 	"github.com/boxlite/boxlite/errdefs"
@@ -38,6 +39,15 @@ type NetworkSpec struct {
 	// with a network: its NIC stays (a running box cannot lose it), and
 	// its network stack lets nothing out.
 	OutboundOff bool `json:"outbound_off,omitempty"`
+	// NetNS, when set (root only), is a network namespace (a Kubernetes
+	// pod's, as CNI set it up: a /var/run/netns file or /proc/PID/ns/net)
+	// whose interface the box takes over instead of the user-mode
+	// network: a tap device in that namespace, given to QEMU, whose
+	// traffic and the interface's are redirected to each other (tc, as
+	// Kata's TC redirect); the box gets the interface's MAC, address,
+	// gateway and MTU. AllowNet and ports do not apply (the pod's network
+	// is its own).
+	NetNS string `json:"netns,omitempty"`
 }
 
 // OutboundMode is the box's outbound mode now: "disabled" without a NIC
@@ -94,6 +104,16 @@ func (c *BoxConfig) validateNetwork(bad func(string, ...any) error) error {
 	if c.Network.OutboundOff && len(c.Network.AllowNet) > 0 {
 		return bad("allow_net needs the outbound network enabled")
 	}
+	if c.Network.NetNS != "" {
+		switch {
+		case c.Network.Mode != NetworkEnabled:
+			return bad("a network namespace needs the network enabled")
+		case !filepath.IsAbs(c.Network.NetNS) || filepath.Clean(c.Network.NetNS) != c.Network.NetNS || len(c.Network.NetNS) > 4096:
+			return bad("network namespace %q is not an absolute clean path", c.Network.NetNS)
+		case len(c.Network.AllowNet) > 0 || len(c.Ports) > 0 || c.Network.OutboundOff:
+			return bad("allow_net, ports and outbound modes do not apply to a network namespace's box")
+		}
+	}
 	if c.Network.Mode == NetworkDisabled {
 		if len(c.Network.AllowNet) > 0 {
 			return bad("allow_net needs a network, but the network is disabled")
@@ -143,6 +163,9 @@ func (c *BoxConfig) shimNetwork() *shimapi.Network {
 		return nil
 	}
 	// A secret's host is reachable on its port (as BoxLite's #1533).
+	if c.Network.NetNS != "" {
+		return &shimapi.Network{NetNS: c.Network.NetNS}
+	}
 	return &shimapi.Network{AllowNet: netpolicy.WithGrants(c.Network.AllowNet, c.secretHosts()), Deny: c.Network.OutboundOff, Ports: c.Ports}
 }
 

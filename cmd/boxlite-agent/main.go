@@ -19,6 +19,7 @@ func (stdio) Read(p []byte) (int, error)  { return os.Stdin.Read(p) }
 func (stdio) Write(p []byte) (int, error) { return os.Stdout.Write(p) }
 
 func main() {
+	agent.ExecGate() // returns unless this is an exec gate (rlimits of a box process)
 	if os.Getpid() == 1 {
 		agent.Main() // never returns
 	}

@@ -207,25 +207,12 @@ func bindInto(binds []rootBind) error {
 // a process root, on a goroutine of its own (an unmount may wait on the
 // file daemon), and answers an empty TCopyDone or TError.
 func (s *server) releaseRoot(f protocol.Frame) {
-	id := f.Stream
-	if id == 0 {
-		s.sendError(0, errdefs.Errorf(errdefs.ErrInvalidArgument, "release-root on stream 0: it needs a stream id of its own"))
-		return
-	}
-	var req protocol.ReleaseRoot
-	err := protocol.Decode(f, &req)
-	if err == nil {
-		err = checkRoot(req.Root)
-	}
-	if err == nil && s.cfg.Sandbox == nil {
-		err = errdefs.Errorf(errdefs.ErrUnsupported, "release-root: the box has no sandbox, so no process roots")
-	}
-	if err != nil {
-		s.sendError(id, err)
+	id, root, ok := s.rootRequest(f, "release-root")
+	if !ok {
 		return
 	}
 	go func() {
-		if err := s.cfg.Sandbox.releaseRoot(req.Root); err != nil {
+		if err := s.cfg.Sandbox.releaseRoot(root); err != nil {
 			s.sendError(id, err)
 			return
 		}
@@ -233,6 +220,30 @@ func (s *server) releaseRoot(f protocol.Frame) {
 			_ = s.write(f)
 		}
 	}()
+}
+
+// rootRequest decodes and checks a request about a process root
+// (TReleaseRoot, TRootUsage: their bodies are both {root}); when it is
+// bad, it answers the error and ok is false.
+func (s *server) rootRequest(f protocol.Frame, what string) (id uint32, root string, ok bool) {
+	id = f.Stream
+	if id == 0 {
+		s.sendError(0, errdefs.Errorf(errdefs.ErrInvalidArgument, "%s on stream 0: it needs a stream id of its own", what))
+		return 0, "", false
+	}
+	var req protocol.ReleaseRoot
+	err := protocol.Decode(f, &req)
+	if err == nil {
+		err = checkRoot(req.Root)
+	}
+	if err == nil && s.cfg.Sandbox == nil {
+		err = errdefs.Errorf(errdefs.ErrUnsupported, "%s: the box has no sandbox, so no process roots", what)
+	}
+	if err != nil {
+		s.sendError(id, err)
+		return 0, "", false
+	}
+	return id, req.Root, true
 }
 
 // releaseRoot unmounts what the live sandbox has mounted at and below the

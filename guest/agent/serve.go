@@ -20,7 +20,7 @@ import (
 var Version = "dev"
 
 // features are what this agent adds to protocol version 1 (Hello.Features).
-var features = []string{protocol.FeatureTTY, protocol.FeatureNetwork, protocol.FeatureCopy, protocol.FeatureIdentity, protocol.FeaturePark, protocol.FeatureSignalGroup, protocol.FeatureExecDetach, protocol.FeatureClock, protocol.FeatureTrustCA, protocol.FeatureTunnel, protocol.FeatureWatch, protocol.FeatureExecRoot}
+var features = []string{protocol.FeatureTTY, protocol.FeatureNetwork, protocol.FeatureCopy, protocol.FeatureIdentity, protocol.FeaturePark, protocol.FeatureSignalGroup, protocol.FeatureExecDetach, protocol.FeatureClock, protocol.FeatureTrustCA, protocol.FeatureTunnel, protocol.FeatureWatch, protocol.FeatureExecRoot, protocol.FeatureExecRlimits, protocol.FeatureRootUsage}
 
 // DefaultMaxExecs caps the execs one connection may run at once.
 const DefaultMaxExecs = 1024
@@ -266,6 +266,8 @@ func (s *server) handle(f protocol.Frame) (shutdown bool) {
 		s.startWatch(f)
 	case protocol.TReleaseRoot:
 		s.releaseRoot(f)
+	case protocol.TRootUsage:
+		s.rootUsage(f)
 	case protocol.TIdentity:
 		s.applyIdentity(f)
 	case protocol.TClock:

@@ -57,6 +57,9 @@ func validateExec(req *protocol.Exec) error {
 	if err := checkRootBinds(req); err != nil {
 		return err
 	}
+	if err := checkLimits(req); err != nil {
+		return err
+	}
 	if req.Tty {
 		if _, _, err := termSize(req.Rows, req.Cols); err != nil {
 			return fmt.Errorf("exec: %w", err)
@@ -144,6 +147,9 @@ func (s *server) spawn(id uint32, req protocol.Exec) (*execution, error) {
 			return nil, err
 		}
 		cred = &syscall.Credential{Uid: who.Uid, Gid: who.Gid, Groups: who.Groups}
+		if len(req.Groups) > 0 {
+			cred.Groups = req.Groups
+		}
 		if _, ok := envLookup(env, "HOME"); !ok {
 			env = append(env[:len(env):len(env)], "HOME="+who.Home)
 		}
@@ -173,6 +179,18 @@ func (s *server) spawn(id uint32, req protocol.Exec) (*execution, error) {
 		}
 	}
 
+	var gate *os.File
+	gateR := -1
+	if len(req.Rlimits) > 0 {
+		if gen == nil || cred == nil {
+			return nil, errdefs.Errorf(errdefs.ErrUnsupported, "exec: rlimits need the box sandbox")
+		}
+		if gate, gateR, err = pipe(true, 0); err != nil {
+			return nil, errdefs.Errorf(errdefs.ErrLimit, "exec: pipe: %v", err)
+		}
+		defer unix.Close(gateR) // the child has its own copy
+		defer gate.Close()      // openGate's, unless the spawn fails first
+	}
 	e := newExecution(s, id, req)
 	var files []uintptr
 	if req.Tty {
@@ -198,16 +216,28 @@ func (s *server) spawn(id uint32, req protocol.Exec) (*execution, error) {
 		}
 		files = []uintptr{stdin, uintptr(child[1]), uintptr(child[2])}
 	}
+	argv := req.Argv
+	if gate != nil {
+		// Through the exec gate (execgate.go): the chroot, directory and
+		// user are its to set, after the limits.
+		gateRoot := chroot
+		if gateRoot == "" {
+			gateRoot = "/"
+		}
+		argv = gateArgv(gateRoot, dir, cred, argv0, req.Argv)
+		argv0, dir, files = "/proc/self/exe", "/", append(files, uintptr(gateR))
+		sys.Chroot, sys.Credential = "", nil
+	}
 	attr := &syscall.ProcAttr{Dir: dir, Env: env, Files: files, Sys: sys}
 	pid, err := s.reaper.spawn(func() (int, error) {
 		if gen == nil {
-			return syscall.ForkExec(argv0, req.Argv, attr)
+			return syscall.ForkExec(argv0, argv, attr)
 		}
 		// In the sandbox; the host is told the pid the box knows it by,
 		// which the child's pidfd tells (-1 from a kernel without them).
 		pidfd := -1
 		sys.PidFD = &pidfd
-		pid, err := gen.forkExec(argv0, req.Argv, attr)
+		pid, err := gen.forkExec(argv0, argv, attr)
 		if err == nil {
 			if e.boxPid, err = nsPid(pid, pidfd); err != nil {
 				s.cfg.Logf("exec %d: %v", id, err)
@@ -223,6 +253,12 @@ func (s *server) spawn(id uint32, req protocol.Exec) (*execution, error) {
 		e.closeOutputs()
 		e.closeInput()
 		return nil, spawnErr(req.Argv[0], err)
+	}
+	if gate != nil {
+		if err := openGate(gate, pid, req.Rlimits); err != nil {
+			// The gate exits 127 and says why on the process's stderr.
+			s.cfg.Logf("exec %d: %v", id, err)
+		}
 	}
 	e.pid = pid
 	if gen == nil {

@@ -91,7 +91,12 @@ func buildArgs(cfg Config, tscKHz, qmpFD, agentFD, consoleFD, netFD int, diskFDs
 			"-device", "virtserialport,chardev=agent,name="+AgentPortName,
 		)
 	}
-	if netFD >= 0 {
+	if netFD >= 0 && cfg.NIC.Tap != nil {
+		a = append(a,
+			"-netdev", "tap,id=net0,fd="+strconv.Itoa(netFD),
+			"-device", "virtio-net-device,netdev=net0,mac="+cfg.NIC.MAC,
+		)
+	} else if netFD >= 0 {
 		a = append(a,
 			"-netdev", "dgram,id=net0,local.type=fd,local.str="+strconv.Itoa(netFD),
 			"-device", "virtio-net-device,netdev=net0,mac="+cfg.NIC.MAC,

@@ -130,6 +130,10 @@ type Config struct {
 // NIC is the guest's network device.
 type NIC struct {
 	MAC string // e.g. "5a:94:ef:e4:0c:ee"
+	// Tap, when set, is a tap device's queue that QEMU reads and writes
+	// the NIC's frames on (a pod's network namespace, internal/podnet);
+	// otherwise they cross a socket pair whose other end Network returns.
+	Tap *os.File
 }
 
 // Jail is how a VM's QEMU is confined: its own mount, IPC and network

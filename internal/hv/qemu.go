@@ -105,7 +105,11 @@ func Start(cfg Config) (*VM, error) {
 		}
 		parentEnds = append(parentEnds, agent)
 	}
-	if cfg.NIC != nil {
+	if cfg.NIC != nil && cfg.NIC.Tap != nil {
+		if netFD, err = fds.dupConn("tap", cfg.NIC.Tap); err != nil {
+			return fail(err)
+		}
+	} else if cfg.NIC != nil {
 		if network, netFD, err = fds.messagePair("network"); err != nil {
 			return fail(err)
 		}

@@ -54,6 +54,7 @@ type container struct {
 	binds      []string // what the shim mounted in dir
 	boxRoot    string   // its root in the box
 	rootBinds  []boxlite.RootBind
+	memLimit   uint64 // its spec's memory limit (bytes; 0: none)
 	init       *proc
 	execs      map[string]*proc
 }
@@ -242,11 +243,17 @@ func (s *service) startBox(ctx context.Context, p *pod, sp *spec) error {
 	}
 	// A pod on the host's network gets the box's user-mode network: its
 	// connections leave through the host's sockets. A pod with a network
-	// namespace of its own (CNI) gets none yet: the host's network would
-	// bypass the pod's (its policies, its address).
+	// namespace that CNI set up (its path in the spec) gets that
+	// namespace's interface (a tap there, internal/podnet); one with a
+	// new, empty namespace (ctr run's default) has only lo, as it would
+	// under runc.
 	net := boxlite.NetworkSpec{Mode: boxlite.NetworkDisabled}
 	if sp.hostNetwork() {
 		net.Mode = boxlite.NetworkEnabled
+	} else if ns, err := sp.netnsPath(); err != nil {
+		return err
+	} else if ns != "" {
+		net = boxlite.NetworkSpec{Mode: boxlite.NetworkEnabled, NetNS: ns}
 	}
 	opts = append(opts, boxlite.WithNetwork(net))
 	if protocol.ValidHostname(sp.Hostname) {

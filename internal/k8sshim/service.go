@@ -133,7 +133,7 @@ func (s *service) Create(ctx context.Context, r *taskapi.CreateTaskRequest) (_ *
 	if sandbox != r.ID && p == nil {
 		return nil, errdefs.Errorf(errdefs.ErrNotFound, "container %s: its pod sandbox %s is not in this shim", r.ID, sandbox)
 	}
-	c := &container{id: r.ID, bundle: r.Bundle, execs: map[string]*proc{}}
+	c := &container{id: r.ID, bundle: r.Bundle, execs: map[string]*proc{}, memLimit: sp.memoryLimit()}
 	if c.rootfs, c.mounted, err = prepareRootfs(r.Bundle, sp, r.Rootfs); err != nil {
 		return nil, err
 	}
@@ -213,7 +213,7 @@ func (s *service) Start(ctx context.Context, r *taskapi.StartRequest) (_ *taskap
 // volumes bound in.
 func (c *container) command(pr *process, terminal bool) boxlite.Command {
 	cmd := boxlite.Command{Argv: pr.Args, Env: pr.env(), Cwd: pr.Cwd, User: pr.user(), Tty: terminal || pr.Terminal,
-		Root: c.boxRoot, RootBinds: c.rootBinds}
+		Root: c.boxRoot, RootBinds: c.rootBinds, Groups: pr.User.AdditionalGids, Rlimits: pr.rlimits()}
 	if cmd.Tty && pr.ConsoleSize != nil {
 		cmd.Rows, cmd.Cols = int(pr.ConsoleSize.Height), int(pr.ConsoleSize.Width)
 	}
@@ -469,10 +469,6 @@ func (s *service) Checkpoint(context.Context, *taskapi.CheckpointTaskRequest) (*
 
 func (s *service) Update(context.Context, *taskapi.UpdateTaskRequest) (*emptypb.Empty, error) {
 	return nil, unimplemented("update")
-}
-
-func (s *service) Stats(context.Context, *taskapi.StatsRequest) (*taskapi.StatsResponse, error) {
-	return nil, unimplemented("stats")
 }
 
 // Close ends every box (the daemon ends): their containers are gone.

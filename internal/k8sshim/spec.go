@@ -10,7 +10,11 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/protocol"
 )
 
 // idPattern is containerd's rule for identifiers (pkg/identifiers): it
@@ -76,6 +80,26 @@ func (s *spec) hostNetwork() bool {
 		}
 	}
 	return true
+}
+
+// netnsPath is the path of the spec's network namespace ("" for a new
+// one or none), checked: absolute, clean, a namespace file.
+func (s *spec) netnsPath() (string, error) {
+	if s.Linux == nil {
+		return "", nil
+	}
+	for _, ns := range s.Linux.Namespaces {
+		if ns.Type != "network" || ns.Path == "" {
+			continue
+		}
+		var st unix.Statfs_t
+		if !filepath.IsAbs(ns.Path) || filepath.Clean(ns.Path) != ns.Path || len(ns.Path) > 4096 ||
+			unix.Statfs(ns.Path, &st) != nil || st.Type != unix.NSFS_MAGIC {
+			return "", errdefs.Errorf(errdefs.ErrInvalidArgument, "network namespace %q: not an absolute path to a namespace file", ns.Path)
+		}
+		return ns.Path, nil
+	}
+	return "", nil
 }
 
 type specMount struct {
@@ -146,9 +170,14 @@ type process struct {
 		GID            uint32   `json:"gid"`
 		AdditionalGids []uint32 `json:"additionalGids"`
 	} `json:"user"`
-	Args []string `json:"args"`
-	Env  []string `json:"env"`
-	Cwd  string   `json:"cwd"`
+	Args    []string `json:"args"`
+	Env     []string `json:"env"`
+	Cwd     string   `json:"cwd"`
+	Rlimits []struct {
+		Type string `json:"type"`
+		Hard uint64 `json:"hard"`
+		Soft uint64 `json:"soft"`
+	} `json:"rlimits"`
 }
 
 // maxSpec bounds a config.json or a process spec read by the shim.
@@ -195,6 +224,15 @@ func (p *process) check() error {
 	if p.Cwd != "" && !filepath.IsAbs(p.Cwd) {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "process: cwd %q is not absolute", p.Cwd)
 	}
+	if len(p.User.AdditionalGids) > protocol.MaxGroups || len(p.Rlimits) > protocol.MaxRlimits {
+		return errdefs.Errorf(errdefs.ErrLimit, "process: %d additionalGids, %d rlimits: limits %d, %d",
+			len(p.User.AdditionalGids), len(p.Rlimits), protocol.MaxGroups, protocol.MaxRlimits)
+	}
+	for _, r := range p.Rlimits {
+		if !strings.HasPrefix(r.Type, "RLIMIT_") || r.Soft > r.Hard {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "process: rlimit %q %d:%d: want RLIMIT_*, soft <= hard", r.Type, r.Soft, r.Hard)
+		}
+	}
 	for _, kv := range p.Env {
 		if k, _, ok := cutEnv(kv); !ok || k == "" {
 			return errdefs.Errorf(errdefs.ErrInvalidArgument, "process: env entry %q is not KEY=VALUE", kv)
@@ -221,6 +259,15 @@ func (p *process) env() map[string]string {
 		m[k] = v
 	}
 	return m
+}
+
+// rlimits are the process's rlimits as boxlite's Command takes them.
+func (p *process) rlimits() []boxlite.Rlimit {
+	var out []boxlite.Rlimit
+	for _, r := range p.Rlimits {
+		out = append(out, boxlite.Rlimit{Type: r.Type, Soft: r.Soft, Hard: r.Hard})
+	}
+	return out
 }
 
 // user is the process's uid:gid as boxlite's Command.User takes it.
@@ -271,6 +318,15 @@ func (s *spec) boxShape() (memMiB, cpus int) {
 		cpus = int(min((uint64(quota)+period-1)/period, 64))
 	}
 	return memMiB + guestOverheadMiB, max(cpus, 1)
+}
+
+// memoryLimit is the spec's own memory limit in bytes (0: none).
+func (s *spec) memoryLimit() uint64 {
+	if s.Linux != nil && s.Linux.Resources != nil && s.Linux.Resources.Memory != nil &&
+		s.Linux.Resources.Memory.Limit != nil && *s.Linux.Resources.Memory.Limit > 0 {
+		return uint64(*s.Linux.Resources.Memory.Limit)
+	}
+	return 0
 }
 
 // CRI's annotations on a container's spec.

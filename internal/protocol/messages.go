@@ -119,6 +119,12 @@ const (
 	// /sys, the RootBinds) and forget it; its processes should have ended.
 	// The agent answers TCopyDone (an empty one) or TError, on the stream.
 	TReleaseRoot Type = 38
+	// TRootUsage (needs FeatureRootUsage): RootUsageRequest, what the
+	// processes whose root is that process root (Exec.Root: a container's)
+	// use now. The agent answers one TStdout frame, a RootUsage in
+	// msgpack (at most MaxRootUsageFrame bytes), then TCopyDone (an
+	// empty one), or TError, on the stream.
+	TRootUsage Type = 39
 
 	// Host to shim, answered by the shim on the same stream.
 	TInfo Type = 32 // request: no body; reply: Info
@@ -153,6 +159,7 @@ var typeNames = map[Type]string{
 	TLane: "lane", TLaneFree: "lane-free",
 	TPark: "park", TParked: "parked", TAttach: "attach", TPause: "pause", TClock: "clock", THold: "hold", TFork: "fork",
 	TTunnel: "tunnel", TEOF: "eof", TNetwork: "network", TWatch: "watch", TReleaseRoot: "release-root",
+	TRootUsage: "root-usage",
 }
 
 // Last reports whether a frame of type t from the agent ends its stream.
@@ -198,6 +205,10 @@ const (
 	// FeatureExecRoot: Exec.Root, Exec.RootBinds and TReleaseRoot are
 	// implemented.
 	FeatureExecRoot = "exec-root"
+	// FeatureRootUsage: TRootUsage is implemented.
+	FeatureRootUsage = "root-usage"
+	// FeatureExecRlimits: Exec.Groups and Exec.Rlimits are implemented.
+	FeatureExecRlimits = "exec-rlimits"
 )
 
 // The lane is a raw disk of the box that a copy's bulk data crosses: QEMU
@@ -417,7 +428,29 @@ type Exec struct {
 	// file); a later exec in the same root has them already. At most
 	// MaxRootBinds.
 	RootBinds []RootBind `msgpack:"root_binds,omitempty"`
+	// Groups (needs FeatureExecRlimits), when set, are the process's
+	// supplementary groups, instead of those the box's /etc/group gives
+	// User (an OCI process's additionalGids). At most MaxGroups.
+	Groups []uint32 `msgpack:"groups,omitempty"`
+	// Rlimits (needs FeatureExecRlimits; the box sandbox) are set on the
+	// process before it runs its program (an OCI process's rlimits): each
+	// type at most once, soft <= hard, at most MaxRlimits.
+	Rlimits []Rlimit `msgpack:"rlimits,omitempty"`
 }
+
+// Rlimit is one resource limit of an Exec.
+type Rlimit struct {
+	Type string `msgpack:"type"` // as OCI names them: "RLIMIT_NOFILE", ...
+	Soft uint64 `msgpack:"soft"`
+	Hard uint64 `msgpack:"hard"` // RLIM_INFINITY is 1<<64-1
+}
+
+// Bounds of Exec.Groups (the kernel's NGROUPS_MAX) and Exec.Rlimits (one
+// per type Linux has).
+const (
+	MaxGroups  = 65536
+	MaxRlimits = 16
+)
 
 // RootBind is one bind into an Exec.Root.
 type RootBind struct {
@@ -430,6 +463,32 @@ type RootBind struct {
 type ReleaseRoot struct {
 	Root string `msgpack:"root"`
 }
+
+// RootUsageRequest is TRootUsage's body: the Exec.Root to measure.
+type RootUsageRequest struct {
+	Root string `msgpack:"root"`
+}
+
+// RootUsage is what the processes of a process root use, summed over
+// them from the box's /proc (the box has no cgroups): CPU time of the
+// live processes and of the children they waited for, their resident
+// memory (pages shared between them counted once per process).
+type RootUsage struct {
+	Pids       uint64 `msgpack:"pids"`
+	UserUsec   uint64 `msgpack:"user_usec"`
+	SystemUsec uint64 `msgpack:"system_usec"`
+	RSS        uint64 `msgpack:"rss"`   // bytes
+	Anon       uint64 `msgpack:"anon"`  // bytes, of RSS
+	File       uint64 `msgpack:"file"`  // bytes, of RSS
+	Shmem      uint64 `msgpack:"shmem"` // bytes, of RSS
+	// BoxMemory is the box's memory (MemTotal), BoxAvailable what of it
+	// is available (MemAvailable), in bytes.
+	BoxMemory    uint64 `msgpack:"box_memory"`
+	BoxAvailable uint64 `msgpack:"box_available"`
+}
+
+// MaxRootUsageFrame bounds TRootUsage's answer.
+const MaxRootUsageFrame = 1024
 
 // MaxRootBinds bounds Exec.RootBinds.
 const MaxRootBinds = 64

@@ -18,6 +18,7 @@ import (
 	"github.com/boxlite/boxlite/internal/hv"
 	"github.com/boxlite/boxlite/internal/jail"
 	"github.com/boxlite/boxlite/internal/netpolicy"
+	"github.com/boxlite/boxlite/internal/podnet"
 	"github.com/boxlite/boxlite/internal/protocol"
 	"github.com/boxlite/boxlite/internal/shimapi"
 )
@@ -62,6 +63,9 @@ func (s *shim) startNetwork(vm *hv.Config) error {
 	if n == nil {
 		return nil
 	}
+	if n.NetNS != "" {
+		return s.startPodNetwork(vm, n.NetNS)
+	}
 	if s.cfg.Netstack == "" {
 		return fmt.Errorf("network: the shim's config names no network stack binary")
 	}
@@ -91,6 +95,21 @@ func (s *shim) startNetwork(vm *hv.Config) error {
 	if n.Deny {
 		s.netInfo.Outbound = "disabled"
 	}
+	return nil
+}
+
+// startPodNetwork gives the VM a NIC on a tap in the network namespace
+// ns (internal/podnet), with the namespace's interface's MAC and
+// addresses; no network stack runs.
+func (s *shim) startPodNetwork(vm *hv.Config, ns string) error {
+	l, err := podnet.Attach(ns)
+	if err != nil {
+		return err
+	}
+	s.podTap = l.Tap // QEMU gets its own copy; closed with the shim
+	vm.NIC = &hv.NIC{MAC: l.MAC, Tap: l.Tap}
+	vm.Cmdline = strings.TrimSpace(vm.Cmdline + " " + protocol.NetWord(fmt.Sprintf("%s,%s,%d", l.Addr, l.Gateway, l.MTU)))
+	s.netInfo = &protocol.NetworkInfo{GuestIP: l.Addr.Addr().String(), GatewayIP: l.Gateway.String()}
 	return nil
 }
 

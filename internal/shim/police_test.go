@@ -217,3 +217,27 @@ func TestWatchStreamsObeyTheWindow(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A root's usage is one small data frame, then its end.
+func TestRootUsageStreamsAreSmall(t *testing.T) {
+	u := frame(t, protocol.TStdout, protocol.RootUsage{Pids: 3, RSS: 1 << 40})
+	fl := &flow{kind: protocol.TRootUsage}
+	if err := fl.fromAgent(u); err != nil {
+		t.Fatal(err)
+	}
+	big := protocol.Frame{Type: protocol.TStdout, Stream: 1, Payload: make([]byte, protocol.MaxRootUsageFrame)}
+	if err := fl.fromAgent(big); err == nil || !strings.Contains(err.Error(), "limit") {
+		t.Fatalf("a second, large answer: %v", err)
+	}
+	for _, f := range []protocol.Frame{
+		frame(t, protocol.TStarted, protocol.Started{}),
+		{Type: protocol.TStderr, Stream: 1, Payload: []byte("x")},
+	} {
+		if err := (&flow{kind: protocol.TRootUsage}).fromAgent(f); err == nil {
+			t.Errorf("root usage accepted %s", f.Type)
+		}
+	}
+	if err := fl.fromAgent(frame(t, protocol.TCopyDone, protocol.CopyDone{})); err != nil {
+		t.Error(err)
+	}
+}

@@ -148,7 +148,7 @@ func (s *shim) serveClient(c *client) {
 		}
 		s.mu.Lock()
 		global, ok := c.streams[f.Stream]
-		if f.Type == protocol.TExec || f.Type == protocol.TAttach || f.Type == protocol.TCopyIn || f.Type == protocol.TCopyOut || f.Type == protocol.TTunnel || f.Type == protocol.TWatch || f.Type == protocol.TReleaseRoot {
+		if f.Type == protocol.TExec || f.Type == protocol.TAttach || f.Type == protocol.TCopyIn || f.Type == protocol.TCopyOut || f.Type == protocol.TTunnel || f.Type == protocol.TWatch || f.Type == protocol.TReleaseRoot || f.Type == protocol.TRootUsage {
 			if s.pausing { // no new stream into a VM being saved: its stream would end with the save
 				s.mu.Unlock()
 				s.counters.refused(f.Type)

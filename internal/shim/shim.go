@@ -151,6 +151,7 @@ type shim struct {
 	ln          net.Listener
 	info        protocol.Info
 	net         *netProc // the box's network stack (network.go); nil without one
+	podTap      *os.File // the NIC's tap in a pod's network namespace (network.go)
 	netInfo     *protocol.NetworkInfo
 	netWarnings []string    // what the network stack's jail could not give
 	trustCA     string      // the box's secrets CA (PEM) that the agent installs; "" without secrets

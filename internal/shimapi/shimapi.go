@@ -118,6 +118,10 @@ type Network struct {
 	AllowNet []string        `json:"allow_net,omitempty"`
 	Deny     bool            `json:"deny,omitempty"` // outbound turned off: the NIC, but nothing reachable
 	Ports    []protocol.Port `json:"ports,omitempty"`
+	// NetNS: the NIC is a tap in this network namespace, redirected to
+	// and from its interface (boxlite.NetworkSpec.NetNS); no network
+	// stack then.
+	NetNS string `json:"netns,omitempty"`
 }
 
 // BootWallFactor bounds a boot's wall-clock wait: BootWallFactor times its

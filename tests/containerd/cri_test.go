@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -139,6 +140,26 @@ func TestCRIPod(t *testing.T) {
 	}
 	if r, err := crictl(ctx, "logs", ids["c1"]); err != nil || !strings.Contains(r.stdout, "c1-log") {
 		t.Fatalf("logs c1: %q %v", r.stdout, err)
+	}
+	// CRI's container stats, from the shim's Stats (cgroups v2 metrics
+	// summed in the box): each container's own sleep.
+	for _, name := range []string{"c1", "c2"} {
+		r, err := crictl(ctx, "stats", "-o", "json", "--id", ids[name])
+		var st struct {
+			Stats []struct {
+				Attributes struct{ ID string }
+				CPU        struct{ UsageCoreNanoSeconds struct{ Value string } }
+				Memory     struct{ WorkingSetBytes struct{ Value string } }
+			}
+		}
+		if err != nil || json.Unmarshal([]byte(r.stdout), &st) != nil || len(st.Stats) != 1 {
+			t.Fatalf("crictl stats %s: %q %v", name, r.stdout, err)
+		}
+		ws, _ := strconv.ParseUint(st.Stats[0].Memory.WorkingSetBytes.Value, 10, 64)
+		if st.Stats[0].Attributes.ID != ids[name] || ws == 0 || ws > 64<<20 {
+			t.Errorf("crictl stats %s: %q: want its own few processes' memory", name, r.stdout)
+		}
+		t.Logf("crictl stats %s: working set %d bytes, CPU %s ns", name, ws, st.Stats[0].CPU.UsageCoreNanoSeconds.Value)
 	}
 
 	// containerd restarts; the pod runs on and is found again.

@@ -2,6 +2,8 @@ package containerd
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -47,10 +49,58 @@ func TestCtrExecKill(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if _, err := ctr(ctx, "run", "-d", "--net-host", "--runtime", "io.containerd.boxlite.v2", "docker.io/library/alpine:latest", "t2",
-		"sh", "-c", "trap 'echo term; exit 7' TERM; while :; do sleep 0.2; done"); err != nil {
+		"sh", "-c", "{ id -G; ulimit -Sn; ulimit -Hn; } > /tmp/init-ids; trap 'echo term; exit 7' TERM; while :; do sleep 0.2; done"); err != nil {
 		t.Fatal(err)
 	}
 	defer ctr(context.Background(), "containers", "rm", "t2") //nolint:errcheck
+	// The OCI process's additionalGids and rlimits (containerd's default
+	// spec: the image's groups of root, 1024 open files where the box's
+	// default hard limit is 4096), for the init and an exec. (Groups other
+	// than the gid are shown by TestExecRoot in tests/integration.)
+	info, err := ctr(ctx, "containers", "info", "t2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ci struct {
+		Spec struct {
+			Process struct {
+				User struct {
+					GID            uint32   `json:"gid"`
+					AdditionalGids []uint32 `json:"additionalGids"`
+				} `json:"user"`
+				Rlimits []struct {
+					Type       string `json:"type"`
+					Soft, Hard uint64
+				} `json:"rlimits"`
+			} `json:"process"`
+		} `json:"Spec"`
+	}
+	if err := json.Unmarshal([]byte(info.stdout), &ci); err != nil {
+		t.Fatalf("containers info: %v", err)
+	}
+	p := ci.Spec.Process
+	// id -G prints the gid, then the supplementary groups other than it, in order.
+	wantIDs := []string{fmt.Sprint(p.User.GID)}
+	for _, g := range p.User.AdditionalGids {
+		if g != p.User.GID {
+			wantIDs = append(wantIDs, fmt.Sprint(g))
+		}
+	}
+	want := strings.Join(wantIDs, " ")
+	for _, r := range p.Rlimits {
+		if r.Type == "RLIMIT_NOFILE" {
+			want += fmt.Sprintf("\n%d\n%d", r.Soft, r.Hard)
+		}
+	}
+	if len(p.User.AdditionalGids) == 0 || !strings.Contains(want, "\n") {
+		t.Fatalf("containerd's spec has no additionalGids or no RLIMIT_NOFILE: %+v", p)
+	}
+	for _, script := range []string{"until test -s /tmp/init-ids; do sleep 0.1; done; cat /tmp/init-ids", "id -G; ulimit -Sn; ulimit -Hn"} {
+		r, err := ctr(ctx, "task", "exec", "--exec-id", "ids", "t2", "sh", "-c", script)
+		if err != nil || strings.TrimSpace(r.stdout) != want {
+			t.Fatalf("%s: %q (%v), want %q", script, r.stdout, err, want)
+		}
+	}
 	r, err := ctr(ctx, "task", "exec", "--exec-id", "e1", "t2", "sh", "-c", "echo in-exec; id -u; grep -q eth0 /proc/net/dev && echo nic; exit 5")
 	if r.code != 5 || strings.TrimSpace(r.stdout) != "in-exec\n0\nnic" {
 		t.Fatalf("exec: code %d stdout %q (%v)", r.code, r.stdout, err)
@@ -62,6 +112,23 @@ func TestCtrExecKill(t *testing.T) {
 	if err != nil || !strings.Contains(tr.stdout, "/dev/pts/") || !strings.Contains(tr.stdout, "17 91") || !strings.Contains(tr.stdout, "tty-ok") {
 		t.Fatalf("exec -t: %q %v", tr.stdout, err)
 	}
+	// The task's metrics (cgroups v2, summed in the box): sh and its sleep.
+	r, err = ctr(ctx, "task", "metrics", "--format", "json", "t2")
+	var m struct {
+		Pids struct{ Current uint64 }
+		CPU  struct {
+			UsageUsec uint64 `json:"usage_usec"`
+		}
+		Memory struct {
+			Usage      uint64
+			UsageLimit uint64 `json:"usage_limit"`
+		}
+	}
+	if err != nil || json.Unmarshal([]byte(r.stdout), &m) != nil || m.Pids.Current == 0 || m.Memory.Usage == 0 ||
+		m.Memory.UsageLimit < m.Memory.Usage || m.CPU.UsageUsec == 0 {
+		t.Fatalf("task metrics: %q %v", r.stdout, err)
+	}
+	t.Logf("task metrics: %d processes, %d bytes resident, %d µs CPU", m.Pids.Current, m.Memory.Usage, m.CPU.UsageUsec)
 	r, err = ctr(ctx, "task", "ls")
 	if err != nil || !strings.Contains(r.stdout, "RUNNING") {
 		t.Fatalf("task ls: %q %v", r.stdout, err)

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,11 +26,13 @@ import (
 
 // env is the test's containerd and what it needs.
 var env struct {
-	dir     string // everything of the test's own
-	sock    string // containerd's grpc socket
-	bin     string // the shim binary's directory, on containerd's PATH
-	home    string // BOXLITE_HOME of the shims
-	guestKR string // the guest kernel's release, from the assets
+	dir     string       // everything of the test's own
+	sock    string       // containerd's grpc socket
+	bin     string       // the shim binary's directory, on containerd's PATH
+	home    string       // BOXLITE_HOME of the shims
+	guestKR string       // the guest kernel's release, from the assets
+	bridge  string       // the CNI bridge of the test's pods (cni_test.go)
+	subnet  netip.Prefix // its pods' addresses
 	cmd     *exec.Cmd
 	log     *bytes.Buffer
 }
@@ -88,6 +91,10 @@ func run(m *testing.M) int {
 	if err != nil {
 		return fail("load the box image: %v", err)
 	}
+	if err := writeCNIConfig(); err != nil {
+		return fail("%v", err)
+	}
+	defer exec.Command("ip", "link", "del", env.bridge).Run() //nolint:errcheck
 	if err := startContainerd(); err != nil {
 		return fail("%v", err)
 	}

@@ -75,6 +75,64 @@ func TestExecRoot(t *testing.T) {
 	if res.Code != 0 || strings.TrimSpace(string(res.Stdout)) != "from-c1" {
 		t.Errorf("after the release: %d %q %q", res.Code, res.Stdout, res.Stderr)
 	}
+	// Supplementary groups and rlimits (an OCI process's additionalGids and
+	// rlimits): set before the program runs, a hard limit above the box's
+	// default (4096 open files) included; as a user, in the root, on a
+	// terminal too.
+	limits := boxlite.Command{Argv: []string{"sh", "-c", "id -u; id -G; ulimit -Sn; ulimit -Hn; ulimit -Hc; pwd"},
+		Env: map[string]string{"PATH": "/bin"}, User: "4321:4322", Root: "/c/c1/rootfs", Cwd: "/data",
+		Groups: []uint32{4322, 700, 701}, Rlimits: []boxlite.Rlimit{{Type: "RLIMIT_NOFILE", Soft: 5000, Hard: 9000},
+			{Type: "RLIMIT_CORE", Soft: 0, Hard: 1<<64 - 1}}}
+	want = "4321\n4322 700 701\n5000\n9000\nunlimited\n/data\n"
+	start := time.Now()
+	res = runIn(t, box, limits)
+	if res.Code != 0 || string(res.Stdout) != want {
+		t.Errorf("groups and rlimits: code %d stdout %q stderr %q, want %q", res.Code, res.Stdout, res.Stderr, want)
+	}
+	t.Logf("a command with rlimits (through the exec gate): %v", time.Since(start))
+	limits.Tty = true
+	if res = runIn(t, box, limits); res.Code != 0 || strings.ReplaceAll(string(res.Stdout), "\r", "") != want {
+		t.Errorf("groups and rlimits on a terminal: code %d stdout %q, want %q", res.Code, res.Stdout, want)
+	}
+	// The root's usage (Box.RootUsage, the containerd shim's Stats): a
+	// shell that spun and holds 4 MB, and its sleep, measured from the
+	// box; nothing of the box's own processes.
+	busy, err := box.Exec(ctx, boxlite.Command{Argv: []string{"sh", "-c",
+		"i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done; a=$(head -c 4000000 /dev/zero | tr '\\0' x); sleep 60; echo ${#a}"},
+		Env: map[string]string{"PATH": "/bin"}, Root: "/c/c1/rootfs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var u boxlite.RootUsage
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		if u, err = box.RootUsage(ctx, "/c/c1/rootfs"); err != nil {
+			t.Fatal(err)
+		}
+		if u.Pids == 2 && u.Anon > 4_000_000 || time.Now().After(deadline) {
+			break
+		}
+	}
+	t.Logf("root usage: %+v", u)
+	if u.Pids != 2 || u.UserUsec+u.SystemUsec == 0 || u.RSS < 4_000_000 || u.Anon < 4_000_000 || u.BoxMemory == 0 || u.RSS > u.BoxMemory {
+		t.Errorf("root usage %+v: want the 2 processes, CPU time, 4 MB anonymous", u)
+	}
+	_ = busy.Kill()
+	if _, err := busy.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if u, err = box.RootUsage(ctx, "/c/c1/rootfs"); err != nil || u.Pids != 0 || u.RSS != 0 {
+		t.Errorf("root usage after the kill: %+v %v", u, err)
+	}
+	if _, err := box.RootUsage(ctx, "/c/missing"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("usage of a missing root: %v", err)
+	}
+	for _, bad := range []boxlite.Rlimit{{Type: "RLIMIT_NOPE", Soft: 1, Hard: 1}, {Type: "RLIMIT_NOFILE", Soft: 2, Hard: 1}} {
+		c := limits
+		c.Rlimits = []boxlite.Rlimit{bad}
+		if _, err := box.Run(ctx, c); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("rlimit %+v: %v, want invalid argument", bad, err)
+		}
+	}
 	for _, bad := range []boxlite.Command{
 		{Argv: []string{"sh"}, Root: "/c/missing"},
 		{Argv: []string{"/bin/nothere"}, Root: "/c/c1/rootfs"},
