@@ -59,7 +59,7 @@ func testBox(t *testing.T, r *Runtime) *Box {
 	}
 	cfg := defaultBoxConfig(imgs[0].Digest)
 	cfg.DiskSizeGB = 1
-	b, err := r.register(cfg, imgs[0].Digest)
+	b, err := r.register(cfg, imgs[0].Digest, false)
 	if err != nil {
 		t.Fatal(err)
 	}

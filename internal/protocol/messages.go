@@ -138,6 +138,13 @@ const (
 	// without a NIC: ErrUnsupported). New connections and names follow
 	// it; open connections are kept.
 	TNetwork Type = 36
+	// THandOver hands a warm pool's running box to its new owner
+	// (Runtime.Create with a pool of its shape): HandOver. The shim gives
+	// the box a machine of its own (a fresh Identity with a boot id and a
+	// machine id, as a fork's) and takes the owner's lifecycle settings,
+	// then answers with the HandOver it applied, or TError (the box is then no
+	// one's to hand over: the runtime removes it).
+	THandOver Type = 38
 )
 
 var typeNames = map[Type]string{
@@ -147,7 +154,7 @@ var typeNames = map[Type]string{
 	TCopyDone: "copy-done", TCopyIn: "copy-in", TCopyOut: "copy-out", TIdentity: "identity",
 	TLane: "lane", TLaneFree: "lane-free",
 	TPark: "park", TParked: "parked", TAttach: "attach", TPause: "pause", TClock: "clock", THold: "hold", TFork: "fork",
-	TTunnel: "tunnel", TEOF: "eof", TNetwork: "network", TWatch: "watch",
+	TTunnel: "tunnel", TEOF: "eof", TNetwork: "network", TWatch: "watch", THandOver: "hand-over",
 }
 
 // Last reports whether a frame of type t from the agent ends its stream.
@@ -286,6 +293,25 @@ const (
 	MaxTrustCA  = 8 << 10
 	TrustCAPath = "/usr/local/share/ca-certificates/boxlite-secrets.crt"
 )
+
+// HandOver is THandOver's body: what the box's new owner asked for.
+type HandOver struct {
+	Hostname   string `msgpack:"hostname"` // as Identity.Hostname
+	AutoRemove bool   `msgpack:"auto_remove"`
+	// AutoPauseNs: the box pauses itself after this long idle; 0: never.
+	AutoPauseNs int64 `msgpack:"auto_pause_ns,omitempty"`
+}
+
+// Check validates a hand-over request from a client.
+func (h HandOver) Check() error {
+	if !ValidHostname(h.Hostname) {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "hand over: hostname %q: want 1 to 64 of [A-Za-z0-9-], not starting or ending with -", h.Hostname)
+	}
+	if h.AutoPauseNs < 0 {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "hand over: auto-pause %d ns is negative", h.AutoPauseNs)
+	}
+	return nil
+}
 
 // Tunnel is TTunnel's body: the TCP port on the box's 127.0.0.1.
 type Tunnel struct {

@@ -166,7 +166,21 @@ func (s *shim) forkIdentity(r *protocol.Reader, rec shimapi.Paused, start time.T
 	s.mu.Lock()
 	s.next = max(s.next, last+1) // the agent may know those ids still
 	s.mu.Unlock()
-	id := protocol.Identity{UnixNano: time.Now().UnixNano(), Seed: make([]byte, 64), Hostname: s.cfg.Hostname}
+	f, err := protocol.Encode(protocol.TIdentity, 0, newMachine(s.cfg.Hostname))
+	if err == nil {
+		err = s.sendAgent(f)
+	}
+	if err != nil {
+		return err
+	}
+	return s.awaitAmidStrays(r, start, protocol.TIdentity)
+}
+
+// newMachine is the identity of a machine of its own for a VM that ran
+// before as another box (a fork, a warm pool's box): the host's clock,
+// fresh entropy, the hostname, and a new boot id and machine id.
+func newMachine(hostname string) protocol.Identity {
+	id := protocol.Identity{UnixNano: time.Now().UnixNano(), Seed: make([]byte, 64), Hostname: hostname}
 	if id.Hostname == "" {
 		id.Hostname = "boxlite"
 	}
@@ -177,12 +191,5 @@ func (s *shim) forkIdentity(r *protocol.Reader, rec shimapi.Paused, start time.T
 	id.BootID = fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
 	rand.Read(u[:])
 	id.MachineID = fmt.Sprintf("%x", u[:])
-	f, err := protocol.Encode(protocol.TIdentity, 0, id)
-	if err == nil {
-		err = s.sendAgent(f)
-	}
-	if err != nil {
-		return err
-	}
-	return s.awaitAmidStrays(r, start, protocol.TIdentity)
+	return id
 }

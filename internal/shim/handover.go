@@ -1,0 +1,112 @@
+package shim
+
+import (
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/protocol"
+)
+
+// handOverTimeout bounds the agent's answer to a hand-over's identity (a
+// few syscalls in the guest).
+const handOverTimeout = 10 * time.Second
+
+// handOver serves THandOver: a warm pool's box becomes its new owner's. It
+// gets a machine of its own (newMachine: the pool box's boot id, machine
+// id, hostname and RNG state were those of every box restored from its
+// template) and the owner's lifecycle settings.
+func (s *shim) handOver(c *client, stream uint32, f protocol.Frame) {
+	var req protocol.HandOver
+	err := protocol.Decode(f, &req)
+	if err == nil {
+		err = req.Check()
+	}
+	if err == nil {
+		err = s.applyHandOver(req)
+	}
+	if err != nil {
+		log.Printf("hand-over failed: %v", err)
+		c.queueError(stream, err)
+		return
+	}
+	reply, _ := protocol.Encode(protocol.THandOver, stream, req) // what the box now has
+	c.queue(reply)
+}
+
+func (s *shim) applyHandOver(req protocol.HandOver) error {
+	if !s.info.Hello.Has(protocol.FeatureIdentity) {
+		return errdefs.Errorf(errdefs.ErrUnsupported, "hand over box %s: the agent cannot take an identity (an older agent)", s.cfg.BoxID)
+	}
+	ch := make(chan protocol.Frame, 1)
+	s.mu.Lock()
+	if s.stopping || s.pausing || s.control != nil {
+		s.mu.Unlock()
+		return errdefs.Errorf(errdefs.ErrInvalidState, "hand over box %s: it is stopping, pausing or being handed over", s.cfg.BoxID)
+	}
+	s.control = ch
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.control = nil
+		s.mu.Unlock()
+	}()
+	t0 := time.Now()
+	f, err := protocol.Encode(protocol.TIdentity, 0, newMachine(req.Hostname))
+	if err == nil {
+		err = s.sendAgent(f)
+	}
+	if err != nil {
+		return fmt.Errorf("hand over box %s: %w", s.cfg.BoxID, err)
+	}
+	select {
+	case f = <-ch:
+	case <-s.vm.Done():
+		return errdefs.Errorf(errdefs.ErrInvalidState, "hand over box %s: its VM ended", s.cfg.BoxID)
+	case <-time.After(handOverTimeout):
+		return errdefs.Errorf(errdefs.ErrTimeout, "hand over box %s: the agent did not take its identity within %s", s.cfg.BoxID, handOverTimeout)
+	}
+	switch f.Type {
+	case protocol.TIdentity:
+	case protocol.TError:
+		var e protocol.Error
+		protocol.Decode(f, &e)
+		return fmt.Errorf("hand over box %s: identity: %w", s.cfg.BoxID, e.Err())
+	default:
+		return fmt.Errorf("hand over box %s: guest agent protocol: answer to identity is %s", s.cfg.BoxID, f.Type)
+	}
+	s.mu.Lock()
+	s.cfg.Hostname, s.cfg.AutoRemove = req.Hostname, req.AutoRemove
+	watch := s.cfg.AutoPause <= 0 && req.AutoPauseNs > 0
+	if watch {
+		s.cfg.AutoPause = time.Duration(req.AutoPauseNs)
+	}
+	s.touch()
+	s.mu.Unlock()
+	if watch {
+		go s.watchIdle()
+	}
+	log.Printf("handed over as %s in %.1f ms", req.Hostname, float64(time.Since(t0).Microseconds())/1000)
+	return nil
+}
+
+// controlFrame delivers a frame the agent sent on stream 0 to a hand-over
+// waiting for it; false when none waits (the frame is a stray).
+func (s *shim) controlFrame(f protocol.Frame) bool {
+	if f.Stream != 0 {
+		return false
+	}
+	s.mu.Lock()
+	ch := s.control
+	s.mu.Unlock()
+	if ch == nil {
+		return false
+	}
+	select {
+	case ch <- f:
+	default: // one answer is awaited; a second is a stray
+		return false
+	}
+	return true
+}
