@@ -473,8 +473,8 @@ void boxlite_box_free(boxlite_box_t *box);
  *   "stage_boot_queue_ms": number or null: wait for a boot slot
  *   "stage_box_spawn_ms": number or null: shim start to ready, the guest boot included
  *   "stage_container_init_ms": number or null: the agent's own setup, by the guest's clock
- *   "cpu_percent": number or null: the VMM's CPU over the shim's last 1 s sample, in percent of
- *       one host CPU (up to 100 per vCPU)
+ *   "cpu_percent": number or null: the VMM's CPU since the shim's latest sample at least 1 s
+ *       old (taken when asked), in percent of one host CPU (up to 100 per vCPU)
  *   "memory_bytes": integer or null: the VMM's resident memory
  *   "network_bytes_sent": integer or null: host to guest
  *   "network_bytes_received": integer or null: guest to host

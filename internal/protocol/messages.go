@@ -641,16 +641,19 @@ type ShimMetrics struct {
 	// the stdout and stderr bytes execs sent back (copies are not counted).
 	StdinBytes  uint64 `msgpack:"stdin_bytes"`
 	OutputBytes uint64 `msgpack:"output_bytes"`
-	// CPUPercent is the CPU time the VMM used in the shim's last sampling
-	// interval (CPUSampleInterval), in percent of one host CPU: up to
-	// 100 times the box's vCPUs, as top and docker stats count.
+	// CPUPercent is the CPU time the VMM used, in percent of one host CPU
+	// (up to 100 times the box's vCPUs, as top and docker stats count),
+	// from the shim's latest sample at least CPUSampleInterval old to now.
+	// The shim samples when metrics are asked for, not on a timer (an idle
+	// box costs no wake-ups): asked every second, it is the last second's;
+	// asked once, the average since the VMM started.
 	CPUPercent float64 `msgpack:"cpu_percent"`
 	// MemoryBytes is the VMM's resident memory (VmRSS): the guest RAM it
 	// has touched plus QEMU's own.
 	MemoryBytes uint64 `msgpack:"memory_bytes"`
 }
 
-// CPUSampleInterval is how often a shim samples its VMM's CPU time.
+// CPUSampleInterval is the shortest window of ShimMetrics.CPUPercent.
 const CPUSampleInterval = time.Second
 
 // NetPolicy is TNetwork's body: the outbound policy from now on.

@@ -67,7 +67,7 @@ func Run(cfg shimapi.Config, ready io.WriteCloser, parent io.Reader) error {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	go func() { sig := <-sigs; s.stop("shim received " + sig.String()) }()
 	go s.serveAgent()
-	go s.sampleCPU()
+	s.startCPUSamples()
 	go s.accept()
 	go s.watchIdle()
 	<-s.vm.Done()
