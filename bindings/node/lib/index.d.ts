@@ -132,6 +132,10 @@ export interface JsOptions {
   outputLimitBytes?: number;
   /** MiB of guest memory this runtime's running boxes may hold together: a start or resume past it pauses the least recently used idle boxes first, else fails (limit_exceeded). Default 0: no cap. */
   runningMemoryCapMib?: number;
+  /** Boxes kept started and idle, per shape (box: create's options; volumes, ports, secrets, detach and a name cannot be pooled): a create of that shape is handed one at once. Default: none. */
+  warmPools?: Array<{ size: number; box: JsBoxOptions }>;
+  /** MiB of guest memory all warm pools' boxes may hold together. Default 0: no bound. */
+  warmPoolMemoryMib?: number;
   /** Not supported yet: only an empty array is accepted. */
   imageRegistries?: never[];
 }
