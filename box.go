@@ -84,6 +84,9 @@ type Box struct {
 	capAdmitted atomic.Bool
 	// handedOver: the box came from a warm pool (pool.go) in this process.
 	handedOver bool
+	// inPool: a warm pool's box, not handed over; its start makes no room
+	// under the running-memory cap (the pools have their own budget).
+	inPool atomic.Bool
 }
 
 // BoxInfo describes a box.

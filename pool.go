@@ -145,6 +145,7 @@ type pool struct {
 	key      string // shapeKey, once the image is in the store
 	ready    []*Box // started, warmed up, idle: oldest first
 	starting int
+	failed   error // why the last start failed; nil once one succeeds
 }
 
 // pools are the runtime's warm pools and their memory budget.
@@ -154,6 +155,29 @@ type pools struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	changedMu sync.Mutex
+	changed   chan struct{} // closed (and replaced) when a pool changes
+}
+
+// notify wakes the waiters of a change of any pool (WaitWarmPools).
+func (ps *pools) notify() {
+	ps.changedMu.Lock()
+	if ps.changed != nil {
+		close(ps.changed)
+	}
+	ps.changed = make(chan struct{})
+	ps.changedMu.Unlock()
+}
+
+// changes is closed at the next change of any pool.
+func (ps *pools) changes() <-chan struct{} {
+	ps.changedMu.Lock()
+	defer ps.changedMu.Unlock()
+	if ps.changed == nil {
+		ps.changed = make(chan struct{})
+	}
+	return ps.changed
 }
 
 // startPools starts a refill loop per pool; each fills at once if its image
@@ -219,8 +243,22 @@ func (p *pool) refillLoop(ctx context.Context) {
 			return
 		case <-p.kick:
 		}
+		if _, err := p.rt.images.Get(p.spec.cfg.Image); err != nil {
+			// Not in the store yet: the pool fills once a Create of it
+			// (which pulls it) or WaitWarmPools kicks it again.
+			p.mu.Lock()
+			p.failed = fmt.Errorf("image: %w", err)
+			p.mu.Unlock()
+			p.rt.pools.notify()
+			continue
+		}
 		for ctx.Err() == nil && p.wantsOne() {
-			if err := p.addOne(ctx); err != nil {
+			err := p.addOne(ctx)
+			p.mu.Lock()
+			p.failed = err
+			p.mu.Unlock()
+			p.rt.pools.notify()
+			if err != nil {
 				if ctx.Err() == nil {
 					log.Printf("boxlite: warm pool of %s: %v (it refills at its next hand-over)", p.spec.cfg.Image, err)
 				}
@@ -267,12 +305,15 @@ func (p *pool) addOne(ctx context.Context) (err error) {
 		return fmt.Errorf("image: %w", err)
 	}
 	cfg := p.spec.cfg
-	cfg.AutoRemove = true // a pool box left by a dead runtime goes with it
+	// A pool box left by a dead runtime goes with it; it never pauses
+	// itself in the pool; its hostname is the hand-over's.
+	cfg.AutoRemove, cfg.AutoPause, cfg.Hostname = true, 0, ""
 	b, err := r.register(cfg, img.Digest, true)
 	if err != nil {
 		return err
 	}
 	r.forget(b) // not the runtime's until handed over (Close stops it as a pool box)
+	b.inPool.Store(true) // its start pauses no box for the running-memory cap
 	fail := func(err error) error {
 		b.Remove(context.Background(), true)
 		return err
@@ -312,7 +353,9 @@ func (r *Runtime) takeFromPool(ctx context.Context, cfg BoxConfig, digest string
 		p.ready = p.ready[1:]
 		p.mu.Unlock()
 		p.kickRefill()
-		if err := r.makeRoom(ctx, b); err != nil { // the running-memory cap
+		b.inPool.Store(false)
+		if err := r.makeRoom(ctx, b); err != nil { // the running-memory cap, as for any start
+			b.inPool.Store(true)
 			p.mu.Lock()
 			p.ready = append([]*Box{b}, p.ready...)
 			p.mu.Unlock()
@@ -370,8 +413,8 @@ func (r *Runtime) handOver(ctx context.Context, b *Box, cfg BoxConfig) error {
 }
 
 // WaitWarmPools fills the runtime's warm pools and returns once each is
-// full (or the memory budget leaves no room), or ctx ends. It pulls a
-// pool's image if the store lacks it.
+// full (or the memory budget leaves no room), or a pool's start failed (its
+// error), or ctx ends. It pulls a pool's image if the store lacks it.
 func (r *Runtime) WaitWarmPools(ctx context.Context) error {
 	for _, p := range r.pools.list {
 		if _, err := r.images.Get(p.spec.cfg.Image); errors.Is(err, errdefs.ErrNotFound) {
@@ -379,17 +422,25 @@ func (r *Runtime) WaitWarmPools(ctx context.Context) error {
 				return fmt.Errorf("warm pool of %s: %w", p.spec.cfg.Image, err)
 			}
 		}
+		p.mu.Lock()
+		p.failed = nil // this wait's own attempt decides
+		p.mu.Unlock()
 		p.kickRefill()
 	}
 	for {
+		changed := r.pools.changes()
 		full := true
 		for _, p := range r.pools.list {
 			p.mu.Lock()
-			n, s := len(p.ready), p.starting
+			n, s, failed := len(p.ready), p.starting, p.failed
 			p.mu.Unlock()
-			if n < p.spec.size && (s > 0 || p.roomForOne()) {
-				full = false
+			if n >= p.spec.size || s == 0 && !p.roomForOne() {
+				continue
 			}
+			if s == 0 && failed != nil {
+				return fmt.Errorf("warm pool of %s: %w", p.spec.cfg.Image, failed)
+			}
+			full = false
 		}
 		if full {
 			return nil
@@ -397,7 +448,7 @@ func (r *Runtime) WaitWarmPools(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return errdefs.Errorf(errdefs.ErrTimeout, "wait for warm pools: %v", ctx.Err())
-		case <-time.After(50 * time.Millisecond):
+		case <-changed:
 		}
 	}
 }

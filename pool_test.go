@@ -3,7 +3,13 @@ package boxlite
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/random"
 
 	"github.com/boxlite/boxlite/errdefs"
 )
@@ -105,5 +111,48 @@ func TestPoolRecordsHidden(t *testing.T) {
 	}
 	if _, err := r.Images().Get(p.rec.ImageDigest); err != nil {
 		t.Errorf("prune removed a pool box's image: %v", err)
+	}
+}
+
+// A pool whose boxes cannot start (no shim in its assets) says why from
+// WaitWarmPools, and leaves no box behind.
+func TestWarmPoolStartFails(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	home := t.TempDir()
+	img, err := random.Image(4096, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	lp, err := layout.Write(dir, emptyIndex())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lp.AppendImage(img); err != nil {
+		t.Fatal(err)
+	}
+	// The image's digest, as the store will name it.
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRuntime(WithHome(home), WithAssets(t.TempDir()), WithWarmPool(1, d.String(), WithMemoryMiB(128)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := r.Images().Load(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WaitWarmPools(ctx); err == nil || errors.Is(err, errdefs.ErrTimeout) {
+		t.Fatalf("WaitWarmPools with no shim: %v, want the start's error", err)
+	}
+	if st := r.WarmPools(); len(st) != 1 || st[0].Ready != 0 || st[0].Starting != 0 {
+		t.Fatalf("pools: %+v", st)
+	}
+	ents, _ := os.ReadDir(filepath.Join(home, "boxes"))
+	if len(ents) != 0 {
+		t.Fatalf("a failed pool start left %d box directories", len(ents))
 	}
 }
