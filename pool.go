@@ -312,7 +312,7 @@ func (p *pool) addOne(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	r.forget(b) // not the runtime's until handed over (Close stops it as a pool box)
+	r.forget(b)          // not the runtime's until handed over (Close stops it as a pool box)
 	b.inPool.Store(true) // its start pauses no box for the running-memory cap
 	fail := func(err error) error {
 		b.Remove(context.Background(), true)
