@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -24,33 +22,6 @@ const (
 	idleSettle = 3 * time.Second
 )
 
-// clockTick is USER_HZ, the unit of /proc/PID/stat's CPU times.
-const clockTick = 100
-
-// cpuTime is the CPU time (user + system) a process has used, from
-// /proc/PID/stat; 0 when it cannot be read.
-func cpuTime(pid int) time.Duration {
-	if pid <= 0 {
-		return 0
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	// The command name may hold spaces: fields count from its ")".
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / clockTick
-}
-
 // idleProcs are the host processes of a running box: shim, VMM, network stack.
 type idleProcs struct{ shim, vmm, net int }
 
@@ -63,7 +34,7 @@ func idleProcsOf(b *boxlite.Box) idleProcs {
 func idleCPU(procs []idleProcs) (shim, vmm, net time.Duration) {
 	at := func() (s, v, n time.Duration) {
 		for _, p := range procs {
-			s, v, n = s+cpuTime(p.shim), v+cpuTime(p.vmm), n+cpuTime(p.net)
+			s, v, n = s+hv.ProcCPUTime(p.shim), v+hv.ProcCPUTime(p.vmm), n+hv.ProcCPUTime(p.net)
 		}
 		return
 	}
@@ -97,9 +68,9 @@ func idle(n int) error {
 	}
 	time.Sleep(idleSettle)
 	procs := idleProcsOf(one)
-	bareStart := cpuTime(bare)
+	bareStart := hv.ProcCPUTime(bare)
 	shim, vmm, net := idleCPU([]idleProcs{procs})
-	bareCPU := cpuTime(bare) - bareStart
+	bareCPU := hv.ProcCPUTime(bare) - bareStart
 	stopBare()
 	frac := func(d time.Duration) float64 { return d.Seconds() / idleWindow.Seconds() }
 	fmt.Printf("  one idle box over %s: shim %.3f s, QEMU %.3f s, network stack %.3f s of CPU; bare QEMU %.3f s\n",
