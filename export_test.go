@@ -41,18 +41,7 @@ func testRuntime(t *testing.T) *Runtime {
 // 1 GiB disk holding data at a few offsets.
 func testBox(t *testing.T, r *Runtime) *Box {
 	t.Helper()
-	img, err := random.Image(4096, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	p, err := layout.Write(dir, emptyIndex())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.AppendImage(img); err != nil {
-		t.Fatal(err)
-	}
+	dir, _ := randomLayout(t, 2)
 	imgs, err := r.Images().Load(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
@@ -65,6 +54,29 @@ func testBox(t *testing.T, r *Runtime) *Box {
 	}
 	writeDisk(t, b.path(shimapi.DiskFile), "v1")
 	return b
+}
+
+// randomLayout writes an OCI layout of a random image of layers layers
+// and returns its directory and the image's digest.
+func randomLayout(t *testing.T, layers int64) (dir, digest string) {
+	t.Helper()
+	img, err := random.Image(4096, layers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	p, err := layout.Write(dir, emptyIndex())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendImage(img); err != nil {
+		t.Fatal(err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, d.String()
 }
 
 // writeDisk makes a sparse 1 GiB file with tag at 0, 100 MiB and 900 MiB.

@@ -8,9 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/random"
-
 	"github.com/boxlite/boxlite/errdefs"
 )
 
@@ -120,24 +117,8 @@ func TestWarmPoolStartFails(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	home := t.TempDir()
-	img, err := random.Image(4096, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	lp, err := layout.Write(dir, emptyIndex())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := lp.AppendImage(img); err != nil {
-		t.Fatal(err)
-	}
-	// The image's digest, as the store will name it.
-	d, err := img.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := NewRuntime(WithHome(home), WithAssets(t.TempDir()), WithWarmPool(1, d.String(), WithMemoryMiB(128)))
+	dir, digest := randomLayout(t, 1)
+	r, err := NewRuntime(WithHome(home), WithAssets(t.TempDir()), WithWarmPool(1, digest, WithMemoryMiB(128)))
 	if err != nil {
 		t.Fatal(err)
 	}
