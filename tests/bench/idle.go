@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -68,10 +70,28 @@ func idle(n int) error {
 	}
 	time.Sleep(idleSettle)
 	procs := idleProcsOf(one)
+	irqs0, err := guestInterrupts(ctx, one)
+	if err != nil {
+		return err
+	}
 	bareStart := hv.ProcCPUTime(bare)
 	shim, vmm, net := idleCPU([]idleProcs{procs})
 	bareCPU := hv.ProcCPUTime(bare) - bareStart
 	stopBare()
+	irqs1, err := guestInterrupts(ctx, one)
+	if err != nil {
+		return err
+	}
+	// The guest's side of the profile: what woke its CPU in the window
+	// (the two reads' own exec included).
+	var woke []string
+	for name, n := range irqs1 {
+		if d := n - irqs0[name]; d > 0 {
+			woke = append(woke, fmt.Sprintf("%s %.1f/s", name, float64(d)/idleWindow.Seconds()))
+		}
+	}
+	sort.Strings(woke)
+	fmt.Printf("  guest interrupts while idle: %s\n", strings.Join(woke, ", "))
 	frac := func(d time.Duration) float64 { return d.Seconds() / idleWindow.Seconds() }
 	fmt.Printf("  one idle box over %s: shim %.3f s, QEMU %.3f s, network stack %.3f s of CPU; bare QEMU %.3f s\n",
 		idleWindow, shim.Seconds(), vmm.Seconds(), net.Seconds(), bareCPU.Seconds())
@@ -130,6 +150,41 @@ func idle(n int) error {
 	rec.add(what+": CPU per box, fraction of a core", frac(s+v+nn)/float64(n), "cores", atMost(0.003))
 	rec.vs(what+": exec of true, p50", msf(among), "ms", "one box alone", msf(alone), nil)
 	return nil
+}
+
+// guestInterrupts reads the box's /proc/interrupts: each line's total over
+// its CPUs, by its name (the first field and the last word).
+func guestInterrupts(ctx context.Context, b *boxlite.Box) (map[string]int64, error) {
+	res, err := b.Run(ctx, boxlite.Command{Argv: []string{"cat", "/proc/interrupts"}})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	lines := strings.Split(string(res.Stdout), "\n")
+	if len(lines) == 0 {
+		return out, nil
+	}
+	cpus := len(strings.Fields(lines[0]))
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if len(f) < 2 {
+			continue
+		}
+		var total int64
+		for _, v := range f[1:min(len(f), cpus+1)] {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				break
+			}
+			total += n
+		}
+		name := strings.TrimSuffix(f[0], ":")
+		if len(f) > cpus+1 {
+			name += " " + f[len(f)-1]
+		}
+		out[name] = total
+	}
+	return out, nil
 }
 
 // execP50 is the median of count execs of `true`, round the boxes.
