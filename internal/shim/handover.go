@@ -41,6 +41,10 @@ func (s *shim) applyHandOver(req protocol.HandOver) error {
 	}
 	ch := make(chan protocol.Frame, 1)
 	s.mu.Lock()
+	if !s.cfg.Pool {
+		s.mu.Unlock()
+		return errdefs.Errorf(errdefs.ErrInvalidState, "hand over box %s: it is no warm pool's box (or was handed over already)", s.cfg.BoxID)
+	}
 	if s.stopping || s.pausing || s.control != nil {
 		s.mu.Unlock()
 		return errdefs.Errorf(errdefs.ErrInvalidState, "hand over box %s: it is stopping, pausing or being handed over", s.cfg.BoxID)
@@ -77,7 +81,7 @@ func (s *shim) applyHandOver(req protocol.HandOver) error {
 		return fmt.Errorf("hand over box %s: guest agent protocol: answer to identity is %s", s.cfg.BoxID, f.Type)
 	}
 	s.mu.Lock()
-	s.cfg.Hostname, s.cfg.AutoRemove = req.Hostname, req.AutoRemove
+	s.cfg.Hostname, s.cfg.AutoRemove, s.cfg.Pool = req.Hostname, req.AutoRemove, false
 	watch := s.cfg.AutoPause <= 0 && req.AutoPauseNs > 0
 	if watch {
 		s.cfg.AutoPause = time.Duration(req.AutoPauseNs)
