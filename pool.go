@@ -339,6 +339,11 @@ func (r *Runtime) takeFromPool(ctx context.Context, cfg BoxConfig, digest string
 	if len(r.pools.list) == 0 || cfg.poolable() != nil {
 		return nil
 	}
+	if cfg.Name != "" {
+		if _, err := r.find(cfg.Name); err == nil {
+			return nil // register says it is taken; no pool box is spent on it
+		}
+	}
 	key := shapeKey(cfg, digest)
 	for _, p := range r.pools.list {
 		p.mu.Lock()
