@@ -222,15 +222,8 @@ func (vm *VM) Pid() int { return vm.proc.pid() }
 
 // CPUTime is the CPU time QEMU has used so far (all its threads, user and
 // system); 0 once it has exited or when /proc cannot tell.
-func (vm *VM) CPUTime() time.Duration { return ProcCPUTime(vm.Pid()) }
-
-// ProcCPUTime is the CPU time process pid has used so far (all its
-// threads, user and system), from /proc; 0 when /proc cannot tell.
-func ProcCPUTime(pid int) time.Duration {
-	if pid <= 0 {
-		return 0
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+func (vm *VM) CPUTime() time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(vm.Pid()) + "/stat")
 	if err != nil {
 		return 0
 	}
