@@ -15,10 +15,14 @@ import (
 
 // A warm pool (WithWarmPool) keeps boxes of one shape started and idle, so
 // that Create of a box of that shape hands one over instead of starting
-// it: the box gets its own machine at once (the shim's THandOver: a fresh
-// boot id, machine id, hostname and kernel RNG state, as a fork), and its
-// own record (name, config) in the home; its disk is already its own (a
-// copy of its template's, used by nothing else). Pool boxes are hidden from
+// it. A pool box's machine is made its own when it enters the pool (its
+// restore's identity has a fresh boot id and machine id besides the host's
+// clock and randomness, as a fork's), and nothing sees it before its
+// owner; the hand-over (the shim's THandOver) gives it the owner's hostname
+// (asking the guest only when it is not the default) and lifecycle
+// settings, and the runtime writes its record (name, config) in the home.
+// Its disk is its own already (a copy of its template's, used by nothing
+// else). Pool boxes are hidden from
 // List and Get until handed over, owned by the runtime (they stop with its
 // process, and remove themselves), and are refilled in the background,
 // one boot at a time, within the pools' memory budget.

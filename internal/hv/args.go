@@ -38,14 +38,11 @@ func buildArgs(cfg Config, tscKHz, qmpFD, agentFD, consoleFD, netFD int, diskFDs
 	// rtc=on: without the CMOS RTC the guest spends about 1.2 s more
 	// booting (and has no wall clock). acpi=on: the guest finds the
 	// virtio-mmio devices and the IOAPIC through ACPI; the Debian kernel
-	// has neither virtio_mmio.device= support nor MP tables. pit=off: the
-	// guest never uses the PIT (its ticks come from the local APIC timer,
-	// see +arat), yet QEMU's PIT leaves reset running in mode 3 and its
-	// timer woke QEMU's main loop every 27 ms of an idle box (36 times a
-	// second, Linux 6.1 does not stop a PIT it does not use). An idle box's
-	// QEMU used 2.6% of a core with the PIT and ARAT off, 0.005% without
-	// the PIT and with ARAT (docs/NOTES.md, "Idle boxes").
-	machine := "microvm,x-option-roms=off,isa-serial=on,rtc=on,acpi=on,pit=off"
+	// has neither virtio_mmio.device= support nor MP tables. The PIT stays
+	// (pit=off made guest boots hang, docs/NOTES.md): the agent stops it
+	// once the kernel is up, as QEMU resets it into a mode that wakes its
+	// main loop every 27 ms for nobody (guest/agent/pit_amd64.go).
+	machine := "microvm,x-option-roms=off,isa-serial=on,rtc=on,acpi=on"
 	ram := ramArgs(cfg)
 	if ram != nil {
 		machine += ",memory-backend=mem"
@@ -65,7 +62,9 @@ func buildArgs(cfg Config, tscKHz, qmpFD, agentFD, consoleFD, netFD int, diskFDs
 		// (the APIC timer keeps running in deep C-states, as QEMU's does):
 		// without it the guest's local APIC timer needs a broadcast timer
 		// to stop its tick when idle, and with none it never stops, so an
-		// idle guest took 250 timer interrupts a second (HZ); with it, 2-4.
+		// idle guest took 250 timer interrupts a second (HZ); with it, 2-4
+		// (an idle box's QEMU: 2.6% of a core before, 0.1% with the PIT
+		// stopped too; docs/NOTES.md, "Idle boxes").
 		a = append(a, "-accel", "tcg,tb-size="+strconv.Itoa(tbSizeMiB),
 			"-cpu", "qemu64,+ssse3,+sse4.1,+sse4.2,+popcnt,+cx16,+arat")
 	}

@@ -15,7 +15,7 @@ func TestFSArgs(t *testing.T) {
 		FS: []FS{{Tag: "boxlite-rw", Conn: f}, {Tag: "boxlite-ro", Conn: f}}}
 	args := strings.Join(buildArgs(cfg, 0, 3, -1, -1, -1, nil, 7, 8), " ")
 	for _, want := range []string{
-		"-M microvm,x-option-roms=off,isa-serial=on,rtc=on,acpi=on,pit=off,memory-backend=mem",
+		"-M microvm,x-option-roms=off,isa-serial=on,rtc=on,acpi=on,memory-backend=mem",
 		"-object memory-backend-memfd,id=mem,share=on,size=384M -m 384",
 		"-chardev socket,id=fs0,fd=7 -device vhost-user-fs-device,chardev=fs0,tag=boxlite-rw",
 		"-chardev socket,id=fs1,fd=8 -device vhost-user-fs-device,chardev=fs1,tag=boxlite-ro",

@@ -289,7 +289,7 @@ func TestBuildArgs(t *testing.T) {
 	}
 	args := strings.Join(buildArgs(cfg, 2300000, 3, 4, 5, 9, [][]int{{6}, {7, 8}}), " ")
 	for _, want := range []string{
-		"-M microvm,x-option-roms=off,isa-serial=on,rtc=on,acpi=on,pit=off",
+		"-M microvm,x-option-roms=off,isa-serial=on,rtc=on,acpi=on",
 		"-nodefaults -no-user-config -display none -no-reboot",
 		"-accel tcg,tb-size=32 -cpu qemu64,+ssse3,+sse4.1,+sse4.2,+popcnt,+cx16,+arat",
 		"-m 512 -smp 2 -kernel /k/vmlinuz -initrd /k/initrd",

@@ -139,11 +139,13 @@ const (
 	// it; open connections are kept.
 	TNetwork Type = 36
 	// THandOver hands a warm pool's running box to its new owner
-	// (Runtime.Create with a pool of its shape): HandOver. The shim gives
-	// the box a machine of its own (a fresh Identity with a boot id and a
-	// machine id, as a fork's) and takes the owner's lifecycle settings,
-	// then answers with the HandOver it applied, or TError (the box is then no
-	// one's to hand over: the runtime removes it).
+	// (Runtime.Create with a pool of its shape): HandOver. The box's
+	// machine is its own already (a pool box gets a fresh Identity with a
+	// boot id and a machine id, as a fork's, when it enters the pool); the
+	// shim gives it the owner's hostname (a new Identity, only when it
+	// differs) and lifecycle settings, then answers with the HandOver it
+	// applied, or TError (the box is then no one's to hand over: the
+	// runtime removes it).
 	THandOver Type = 38
 )
 

@@ -166,7 +166,7 @@ func (s *shim) forkIdentity(r *protocol.Reader, rec shimapi.Paused, start time.T
 	s.mu.Lock()
 	s.next = max(s.next, last+1) // the agent may know those ids still
 	s.mu.Unlock()
-	f, err := protocol.Encode(protocol.TIdentity, 0, newMachine(s.cfg.Hostname))
+	f, err := protocol.Encode(protocol.TIdentity, 0, newIdentity(s.cfg.Hostname, true))
 	if err == nil {
 		err = s.sendAgent(f)
 	}
@@ -176,15 +176,20 @@ func (s *shim) forkIdentity(r *protocol.Reader, rec shimapi.Paused, start time.T
 	return s.awaitAmidStrays(r, start, protocol.TIdentity)
 }
 
-// newMachine is the identity of a machine of its own for a VM that ran
-// before as another box (a fork, a warm pool's box): the host's clock,
-// fresh entropy, the hostname, and a new boot id and machine id.
-func newMachine(hostname string) protocol.Identity {
+// newIdentity is what makes a VM a machine of its own (protocol.Identity):
+// the host's clock, fresh entropy and the hostname; with machine, also a new
+// boot id and machine id, for a VM whose kernel may have made its boot id
+// already (a fork of a running box; a warm pool's box, whose identity is
+// made when it enters the pool, unseen until its hand-over).
+func newIdentity(hostname string, machine bool) protocol.Identity {
 	id := protocol.Identity{UnixNano: time.Now().UnixNano(), Seed: make([]byte, 64), Hostname: hostname}
 	if id.Hostname == "" {
-		id.Hostname = "boxlite"
+		id.Hostname = "boxlite" // a runtime that predates Config.Hostname
 	}
 	rand.Read(id.Seed)
+	if !machine {
+		return id
+	}
 	var u [16]byte
 	rand.Read(u[:])
 	u[6], u[8] = u[6]&0x0f|0x40, u[8]&0x3f|0x80 // a version 4 UUID, as the kernel makes

@@ -13,10 +13,14 @@ import (
 // few syscalls in the guest).
 const handOverTimeout = 10 * time.Second
 
-// handOver serves THandOver: a warm pool's box becomes its new owner's. It
-// gets a machine of its own (newMachine: the pool box's boot id, machine
-// id, hostname and RNG state were those of every box restored from its
-// template) and the owner's lifecycle settings.
+// handOver serves THandOver: a warm pool's box becomes its new owner's,
+// with the owner's hostname and lifecycle settings. Its machine is already
+// its own: a pool box's identity (boot id, machine id, a reseeded kernel
+// RNG: newIdentity) is made when it enters the pool, from the host's
+// randomness, and nothing has seen it since but the pool's warm-up exec.
+// So the guest is asked for nothing unless the hostname changes (then the
+// agent also steps the clock and reseeds again, as every identity does):
+// the common hand-over is the shim's alone.
 func (s *shim) handOver(c *client, stream uint32, f protocol.Frame) {
 	var req protocol.HandOver
 	err := protocol.Decode(f, &req)
@@ -39,6 +43,7 @@ func (s *shim) applyHandOver(req protocol.HandOver) error {
 	if !s.info.Hello.Has(protocol.FeatureIdentity) {
 		return errdefs.Errorf(errdefs.ErrUnsupported, "hand over box %s: the agent cannot take an identity (an older agent)", s.cfg.BoxID)
 	}
+	t0 := time.Now()
 	ch := make(chan protocol.Frame, 1)
 	s.mu.Lock()
 	if !s.cfg.Pool {
@@ -50,35 +55,17 @@ func (s *shim) applyHandOver(req protocol.HandOver) error {
 		return errdefs.Errorf(errdefs.ErrInvalidState, "hand over box %s: it is stopping, pausing or being handed over", s.cfg.BoxID)
 	}
 	s.control = ch
+	rename := req.Hostname != s.cfg.Hostname
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		s.control = nil
 		s.mu.Unlock()
 	}()
-	t0 := time.Now()
-	f, err := protocol.Encode(protocol.TIdentity, 0, newMachine(req.Hostname))
-	if err == nil {
-		err = s.sendAgent(f)
-	}
-	if err != nil {
-		return fmt.Errorf("hand over box %s: %w", s.cfg.BoxID, err)
-	}
-	select {
-	case f = <-ch:
-	case <-s.vm.Done():
-		return errdefs.Errorf(errdefs.ErrInvalidState, "hand over box %s: its VM ended", s.cfg.BoxID)
-	case <-time.After(handOverTimeout):
-		return errdefs.Errorf(errdefs.ErrTimeout, "hand over box %s: the agent did not take its identity within %s", s.cfg.BoxID, handOverTimeout)
-	}
-	switch f.Type {
-	case protocol.TIdentity:
-	case protocol.TError:
-		var e protocol.Error
-		protocol.Decode(f, &e)
-		return fmt.Errorf("hand over box %s: identity: %w", s.cfg.BoxID, e.Err())
-	default:
-		return fmt.Errorf("hand over box %s: guest agent protocol: answer to identity is %s", s.cfg.BoxID, f.Type)
+	if rename {
+		if err := s.controlIdentity(ch, newIdentity(req.Hostname, false)); err != nil {
+			return fmt.Errorf("hand over box %s: %w", s.cfg.BoxID, err)
+		}
 	}
 	s.mu.Lock()
 	s.cfg.Hostname, s.cfg.AutoRemove, s.cfg.Pool = req.Hostname, req.AutoRemove, false
@@ -91,8 +78,36 @@ func (s *shim) applyHandOver(req protocol.HandOver) error {
 	if watch {
 		go s.watchIdle()
 	}
-	log.Printf("handed over as %s in %.1f ms", req.Hostname, float64(time.Since(t0).Microseconds())/1000)
+	log.Printf("handed over as %s in %.1f ms (hostname changed: %v)", req.Hostname, float64(time.Since(t0).Microseconds())/1000, rename)
 	return nil
+}
+
+// controlIdentity sends the agent id while the box serves clients, and
+// waits for its answer, which serveAgent passes on ch.
+func (s *shim) controlIdentity(ch chan protocol.Frame, id protocol.Identity) error {
+	f, err := protocol.Encode(protocol.TIdentity, 0, id)
+	if err == nil {
+		err = s.sendAgent(f)
+	}
+	if err != nil {
+		return err
+	}
+	select {
+	case f = <-ch:
+	case <-s.vm.Done():
+		return errdefs.Errorf(errdefs.ErrInvalidState, "its VM ended")
+	case <-time.After(handOverTimeout):
+		return errdefs.Errorf(errdefs.ErrTimeout, "the agent did not take its identity within %s", handOverTimeout)
+	}
+	switch f.Type {
+	case protocol.TIdentity:
+		return nil
+	case protocol.TError:
+		var e protocol.Error
+		protocol.Decode(f, &e)
+		return fmt.Errorf("identity: %w", e.Err())
+	}
+	return fmt.Errorf("guest agent protocol: answer to identity is %s", f.Type)
 }
 
 // controlFrame delivers a frame the agent sent on stream 0 to a hand-over

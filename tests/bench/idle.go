@@ -273,6 +273,7 @@ func poolBench() error {
 		return err
 	}
 	defer done()
+	var handOverLine string // the shim's log line of the last hand-over
 	firstExec := func(want string, opts ...boxlite.BoxOption) (time.Duration, error) {
 		start := time.Now()
 		b, err := rt.Create(ctx, "alpine:latest", opts...)
@@ -286,6 +287,9 @@ func poolBench() error {
 		d := time.Since(start)
 		if s := b.Info().Runtime.Start; s != want {
 			return 0, fmt.Errorf("a box started by %q (%s), want %s", s, b.Info().Runtime.StartNote, want)
+		}
+		if want == "pool" {
+			handOverLine = lastLogLine(b, "handed over")
 		}
 		return d, nil
 	}
@@ -322,6 +326,7 @@ func poolBench() error {
 			return err
 		}
 	}
+	fmt.Printf("  shim: %s\n", handOverLine)
 	rec.vs("new box handed over from a warm pool, create to first exec result", msf(median(pooled)), "ms",
 		"template start of the same shape", msf(median(tmpl)), nil)
 	rec.vs("  the same against bare QEMU booting the stock kernel to the agent's hello", msf(median(pooled)), "ms",
