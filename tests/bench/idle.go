@@ -225,8 +225,9 @@ func execP50(ctx context.Context, boxes []*boxlite.Box, count int) (time.Duratio
 }
 
 // bareIdleVM boots the box's kernel and initramfs with alpine's layers
-// under hv alone (no shim, no network stack), waits for the agent's hello
-// and leaves the VM idle; it returns QEMU's pid and a stop function.
+// under hv alone (no shim, no network stack), waits for the agent's hello,
+// stops the PIT as the shim does, and leaves the VM idle; it returns
+// QEMU's pid and a stop function.
 func bareIdleVM(rt *boxlite.Runtime, memMiB int) (int, func(), error) {
 	dir, err := os.MkdirTemp("", "bxi")
 	if err != nil {
@@ -257,6 +258,10 @@ func bareIdleVM(rt *boxlite.Runtime, memMiB int) (int, func(), error) {
 	if _, err := protocol.NewReader(ch).ReadFrame(); err != nil {
 		stop()
 		return 0, nil, fmt.Errorf("bare idle VM: %v", err)
+	}
+	if err := vm.StopPIT(); err != nil { // as the shim does
+		stop()
+		return 0, nil, err
 	}
 	return vm.Pid(), stop, nil
 }
