@@ -296,25 +296,6 @@ const (
 	TrustCAPath = "/usr/local/share/ca-certificates/boxlite-secrets.crt"
 )
 
-// HandOver is THandOver's body: what the box's new owner asked for.
-type HandOver struct {
-	Hostname   string `msgpack:"hostname"` // as Identity.Hostname
-	AutoRemove bool   `msgpack:"auto_remove"`
-	// AutoPauseNs: the box pauses itself after this long idle; 0: never.
-	AutoPauseNs int64 `msgpack:"auto_pause_ns,omitempty"`
-}
-
-// Check validates a hand-over request from a client.
-func (h HandOver) Check() error {
-	if !ValidHostname(h.Hostname) {
-		return errdefs.Errorf(errdefs.ErrInvalidArgument, "hand over: hostname %q: want 1 to 64 of [A-Za-z0-9-], not starting or ending with -", h.Hostname)
-	}
-	if h.AutoPauseNs < 0 {
-		return errdefs.Errorf(errdefs.ErrInvalidArgument, "hand over: auto-pause %d ns is negative", h.AutoPauseNs)
-	}
-	return nil
-}
-
 // Tunnel is TTunnel's body: the TCP port on the box's 127.0.0.1.
 type Tunnel struct {
 	Port int `msgpack:"port"`
