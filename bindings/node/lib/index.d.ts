@@ -228,7 +228,7 @@ export interface BoxMetrics {
   stageBoxSpawnMs: number | null;
   /** The guest agent's own setup, by the guest's clock. */
   stageContainerInitMs: number | null;
-  /** The VMM's CPU over the shim's last 1 s sample, percent of one host CPU (up to 100 per vCPU). */
+  /** The VMM's CPU since the shim's latest sample at least 1 s old (taken when asked), percent of one host CPU (up to 100 per vCPU). */
   cpuPercent: number | null;
   /** The VMM's resident memory. */
   memoryBytes: number | null;
