@@ -99,15 +99,10 @@ func (s *shim) controlIdentity(ch chan protocol.Frame, id protocol.Identity) err
 	case <-time.After(handOverTimeout):
 		return errdefs.Errorf(errdefs.ErrTimeout, "the agent did not take its identity within %s", handOverTimeout)
 	}
-	switch f.Type {
-	case protocol.TIdentity:
-		return nil
-	case protocol.TError:
-		var e protocol.Error
-		protocol.Decode(f, &e)
-		return fmt.Errorf("identity: %w", e.Err())
+	if err := identityAnswer(f); err != nil {
+		return fmt.Errorf("identity: %w", err)
 	}
-	return fmt.Errorf("guest agent protocol: answer to identity is %s", f.Type)
+	return nil
 }
 
 // controlFrame delivers a frame the agent sent on stream 0 to a hand-over

@@ -158,6 +158,11 @@ func (s *shim) identify(vm *hv.VM, r *protocol.Reader, h protocol.Hello, start t
 	if f, err = s.awaitFrame(vm, r, start); err != nil {
 		return err
 	}
+	return identityAnswer(f)
+}
+
+// identityAnswer is the agent's answer f to an identity: nil when it took it.
+func identityAnswer(f protocol.Frame) error {
 	switch f.Type {
 	case protocol.TIdentity:
 		return nil
