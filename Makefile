@@ -12,7 +12,7 @@ GUEST   := $(BUILD)/guest
 # name the SDKs ship it under).
 GUEST_KERNEL ?= boxlite
 KERNEL_PKGS  := linux-source-6.1 bc flex bison libelf-dev
-APT_PKGS   := qemu-system-x86 busybox-static e2fsprogs cpio debootstrap cmake gcc libseccomp-dev libcap-ng-dev tmux $(KERNEL_PKGS)
+APT_PKGS   := qemu-system-x86 busybox-static e2fsprogs cpio debootstrap cmake gcc libseccomp-dev libcap-ng-dev tmux containerd containernetworking-plugins $(KERNEL_PKGS)
 # A home of our own, so demo and tests never touch ~/.boxlite.
 export BOXLITE_HOME   ?= $(BUILD)/home
 export BOXLITE_ASSETS := $(BUILD)
@@ -23,7 +23,8 @@ GO_SRC := $(shell find . -name '*.go' -not -path './build/*') $(wildcard interna
 all: build
 
 setup: $(BUILD)/.setup
-$(BUILD)/.setup: Makefile
+$(BUILD)/.setup: Makefile mk/check-prereqs.sh
+	@APT_PKGS="$(APT_PKGS)" BUILD="$(BUILD)" GO="$(GO)" mk/check-prereqs.sh
 	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
@@ -79,10 +80,17 @@ $(GUEST)/kernel/vmlinux: $(GUEST)/kernel/vmlinuz $(wildcard guest/internal/pvhke
 $(GUEST)/vmlinuz: $(GUEST)/kernel/vmlinux
 	cp $< $@
 
-$(BUILD)/boxlite $(BUILD)/boxlite-shim $(BUILD)/boxlite-net: $(GO_SRC) | $(BUILD)/.setup
+$(BUILD)/boxlite $(BUILD)/boxlite-shim $(BUILD)/boxlite-net $(BUILD)/containerd-shim-boxlite-v2: $(GO_SRC) | $(BUILD)/.setup
 	$(GO) build -o $(BUILD)/boxlite ./cmd/boxlite
 	$(GO) build -o $(BUILD)/boxlite-shim ./cmd/boxlite-shim
 	$(GO) build -o $(BUILD)/boxlite-net ./cmd/boxlite-net
+	$(GO) build -o $(BUILD)/containerd-shim-boxlite-v2 ./cmd/containerd-shim-boxlite-v2
+
+# crictl (cri-tools is not in Debian 12) drives containerd's CRI in tests/containerd,
+# as the kubelet would.
+CRICTL_VERSION := v1.37.0
+$(BUILD)/crictl: | $(BUILD)/.setup
+	GOBIN=$(BUILD) $(GO) install sigs.k8s.io/cri-tools/cmd/crictl@$(CRICTL_VERSION)
 
 $(BUILD)/libboxlite.so: $(GO_SRC) include/boxlite.h capi/capi.h | $(BUILD)/.setup
 	$(GO) build -buildmode=c-shared -o $@ ./capi
@@ -92,12 +100,14 @@ $(BUILD)/libboxlite.so: $(GO_SRC) include/boxlite.h capi/capi.h | $(BUILD)/.setu
 # libcap-ng, once (about 4 minutes on 2 cores); later makes find it in build/. Its
 # dependencies want a newer Rust than bookworm's 1.63: a rustup cargo on PATH.
 VIRTIOFSD_VERSION := 1.14.0
+# mk/check-prereqs.sh refuses a missing or too old cargo (Debian's) before anything is built,
+# and build makes virtiofsd first, so that a failure comes before the kernel's 20 minutes.
 $(BUILD)/virtiofsd: | $(BUILD)/.setup
-	@command -v cargo >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cargo; }
-	cargo install --locked --quiet virtiofsd --version $(VIRTIOFSD_VERSION) --root $(BUILD)/cargo-virtiofsd
+	cargo install --locked --quiet virtiofsd --version $(VIRTIOFSD_VERSION) --root $(BUILD)/cargo-virtiofsd || \
+	  { echo "virtiofsd $(VIRTIOFSD_VERSION) did not build with $$(cargo --version): install a current Rust with rustup (https://rustup.rs), or put a virtiofsd binary at $@"; exit 1; }
 	cp $(BUILD)/cargo-virtiofsd/bin/virtiofsd $@.tmp && mv $@.tmp $@
 
-build: $(BUILD)/boxlite $(BUILD)/boxlite-shim $(BUILD)/boxlite-net $(GUEST)/vmlinuz $(GUEST)/initramfs.cpio $(DEBIAN_KERNEL)/initramfs.cpio $(BUILD)/libboxlite.so $(BUILD)/virtiofsd
+build: $(BUILD)/virtiofsd $(BUILD)/boxlite $(BUILD)/boxlite-shim $(BUILD)/boxlite-net $(BUILD)/containerd-shim-boxlite-v2 $(BUILD)/crictl $(GUEST)/vmlinuz $(GUEST)/initramfs.cpio $(DEBIAN_KERNEL)/initramfs.cpio $(BUILD)/libboxlite.so
 lib: $(BUILD)/libboxlite.so
 
 # Test images, built offline (see tests/images/): alpine:latest is a busybox-based stand-in,
@@ -131,7 +141,7 @@ vet:
 # Integration tests boot real boxes (TCG here: a few seconds each), sharing them where they can.
 export BOXLITE_TEST_IMAGE        := $(ALPINE_IMAGE)
 export BOXLITE_TEST_PYTHON_IMAGE := $(PYTHON_IMAGE)
-test: vet test-go test-c test-rust test-node test-python test-rest-sdk
+test: vet test-go test-c test-rust test-node test-python test-rest-sdk test-install
 
 test-go: build $(TEST_IMAGES)
 	BOXLITE_GUEST_KERNEL=$(GUEST)/kernel BOXLITE_STOCK_KERNEL=$(DEBIAN_KERNEL) $(GO) test -count=1 -timeout 20m ./...
@@ -141,10 +151,7 @@ test-c: build $(ALPINE_IMAGE)
 	cmake --build $(BUILD)/cmake
 	ctest --test-dir $(BUILD)/cmake --output-on-failure
 
-# The Rust example links libboxlite.so through the header; no crates.
-test-rust: build $(ALPINE_IMAGE)
-	@command -v cargo >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cargo; }
-	cd tests/rust && CARGO_TARGET_DIR=$(BUILD)/rust cargo run -q
+# test-rust: mk/dist-native.mk.
 
 node: build
 	cd bindings/node && BOXLITE_BUILD_DIR=$(BUILD) npm install --no-audit --no-fund
@@ -188,6 +195,7 @@ bench: build $(TEST_IMAGES) node python
 	$(GO) run ./tests/bench -mem
 	$(GO) run ./tests/bench -rest
 	$(GO) run ./tests/bench -pause
+	$(GO) run ./tests/bench -paused 200
 	$(GO) run ./tests/bench -tunnel
 	$(GO) test -run XXX -bench CreateToFirstExec -benchtime 3x ./tests/integration
 	cd bindings/python && python3 bench.py
@@ -200,3 +208,6 @@ fmt:
 
 clean:
 	rm -rf $(BUILD)
+
+# Release artifacts and their install tests (make dist, make test-install), and others.
+-include mk/*.mk

@@ -9,13 +9,21 @@ import (
 )
 
 // assets are the files a box needs besides its image: the shim binary, the
-// network stack's and the guest kernel and initramfs. They sit together, as
-// `make build` lays them out: DIR/boxlite-shim, DIR/boxlite-net,
-// DIR/guest/vmlinuz, DIR/guest/initramfs.cpio.
+// network stack's and the guest kernel and initramfs (and virtiofsd, for
+// volumes). They sit together, as `make build` lays them out:
+// DIR/boxlite-shim, DIR/boxlite-net, DIR/virtiofsd, DIR/guest/vmlinuz,
+// DIR/guest/initramfs.cpio.
 type assets struct {
 	dir      string
 	searched []string
 }
+
+// A runtime looks for its assets, when neither WithAssets nor
+// $BOXLITE_ASSETS says where, beside the program, then in lib/boxlite
+// beside the program's bin/ (PREFIX/bin/PROGRAM with PREFIX/lib/boxlite,
+// the layout `cmake --install` and `make install` make), then in
+// installDirs (`make install`'s default prefix is /usr/local).
+var installDirs = []string{"/usr/local/lib/boxlite", "/usr/lib/boxlite"}
 
 func findAssets(dir string) assets {
 	var candidates []string
@@ -27,8 +35,9 @@ func findAssets(dir string) assets {
 		}
 		if exe, err := os.Executable(); err == nil {
 			d := filepath.Dir(exe)
-			candidates = append(candidates, d, filepath.Join(d, "..", "lib", "boxlite"))
+			candidates = append(candidates, d, filepath.Join(filepath.Dir(d), "lib", "boxlite"))
 		}
+		candidates = append(candidates, installDirs...)
 	}
 	for _, c := range candidates {
 		if a := (assets{dir: c}); a.missing() == "" {
@@ -61,7 +70,7 @@ func (a assets) check() error {
 		if len(a.searched) > 0 {
 			where = strings.Join(a.searched, ", ")
 		}
-		return errdefs.Errorf(errdefs.ErrNotFound, "boxlite assets (%s) not in %s; run `make build` or set BOXLITE_ASSETS", filepath.Base(m), where)
+		return errdefs.Errorf(errdefs.ErrNotFound, "boxlite assets (%s) not in %s; install them (`make build install`: /usr/local/lib/boxlite), put them beside the program, or set BOXLITE_ASSETS", filepath.Base(m), where)
 	}
 	return nil
 }

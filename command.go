@@ -56,6 +56,17 @@ func (b *Box) Exec(ctx context.Context, cmd Command) (*Execution, error) {
 		// An older agent would ignore the field and run the process on pipes.
 		return nil, errdefs.Errorf(errdefs.ErrUnsupported, "exec: box %s runs an agent without terminal support (%s); restart the box to update it", b.rec.ID, hello.Agent)
 	}
+	if cmd.ID != "" {
+		if !cmd.Detachable {
+			return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "exec: an ID names a detachable execution; set Detachable too")
+		}
+		if err := protocol.CheckDetachID("exec", cmd.ID); err != nil {
+			return nil, err
+		}
+	}
+	if cmd.Root != "" && !hello.Has(protocol.FeatureExecRoot) {
+		return nil, errdefs.Errorf(errdefs.ErrUnsupported, "exec: box %s runs an agent without process roots (%s); restart the box to update it", b.rec.ID, hello.Agent)
+	}
 	if cmd.Detachable && !hello.Has(protocol.FeatureExecDetach) {
 		return nil, errdefs.Errorf(errdefs.ErrUnsupported, "exec: box %s runs an agent without detachable executions (%s); restart the box to update it", b.rec.ID, hello.Agent)
 	}
@@ -65,6 +76,9 @@ func (b *Box) Exec(ctx context.Context, cmd Command) (*Execution, error) {
 	}
 	e := newExecution(c, hello, cmd.Argv, cmd.Tty, cmd.Stdin, cmd.Detachable)
 	e.timeout, e.limit = cmd.Timeout, cmd.OutputLimit
+	if cmd.ID != "" {
+		e.xid = cmd.ID
+	}
 	if cmd.Detachable {
 		req.Detach = e.xid
 	}
@@ -148,6 +162,12 @@ func (b *Box) request(cmd Command) (protocol.Exec, error) {
 		return protocol.Exec{}, fmt.Errorf("exec: %w", err)
 	}
 	env := map[string]string{}
+	layers := []map[string]string{b.rec.Config.Env, cmd.Env}
+	if cmd.Root != "" {
+		// Another root: the image's and the box's settings are not its.
+		img.Config.Env, img.Config.WorkingDir, img.Config.User = nil, "", ""
+		layers = layers[1:]
+	}
 	for _, kv := range img.Config.Env {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
@@ -155,7 +175,7 @@ func (b *Box) request(cmd Command) (protocol.Exec, error) {
 	if _, ok := env["PATH"]; !ok {
 		env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	}
-	for _, m := range []map[string]string{b.rec.Config.Env, cmd.Env} {
+	for _, m := range layers {
 		for k, v := range m {
 			if k == "" || strings.ContainsAny(k, "=\x00") {
 				return protocol.Exec{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "exec: env key %q is invalid", k)
@@ -180,6 +200,17 @@ func (b *Box) request(cmd Command) (protocol.Exec, error) {
 	}
 	req.Cwd = firstNonEmpty(cmd.Cwd, b.rec.Config.WorkingDir, img.Config.WorkingDir, "/")
 	req.User = firstNonEmpty(cmd.User, b.rec.Config.User, img.Config.User)
+	if cmd.Root != "" {
+		req.Root, req.Cwd, req.User = cmd.Root, firstNonEmpty(cmd.Cwd, "/"), firstNonEmpty(cmd.User, "0")
+		for _, rb := range cmd.RootBinds {
+			req.RootBinds = append(req.RootBinds, protocol.RootBind{Source: rb.Source, Target: rb.Target, ReadOnly: rb.ReadOnly})
+		}
+	} else if len(cmd.RootBinds) > 0 {
+		return protocol.Exec{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "exec: root binds without a root")
+	}
+	if len(req.RootBinds) > protocol.MaxRootBinds {
+		return protocol.Exec{}, errdefs.Errorf(errdefs.ErrLimit, "exec: %d root binds, limit %d", len(req.RootBinds), protocol.MaxRootBinds)
+	}
 	return req, nil
 }
 

@@ -27,8 +27,10 @@
 // ErrInvalidState, ErrTimeout, ...; test them with errors.Is) and name the
 // operation and the state.
 //
-// The runtime needs its assets beside the program or in $BOXLITE_ASSETS
-// (boxlite-shim, boxlite-net, virtiofsd and guest/: `make build` lays them
-// out in build/) and QEMU; it uses KVM where the CPU has VMX/SVM and falls
+// The runtime needs its assets (boxlite-shim, boxlite-net, virtiofsd and
+// guest/: `make build` lays them out in build/, `make install` copies them
+// to /usr/local/lib/boxlite) beside the program, in PREFIX/lib/boxlite for a
+// program in PREFIX/bin, in /usr/local/lib/boxlite or /usr/lib/boxlite, or
+// where $BOXLITE_ASSETS or WithAssets says; and QEMU; it uses KVM where the CPU has VMX/SVM and falls
 // back to TCG (emulation, flagged in Box.Info) elsewhere. No cgo is needed.
 package boxlite

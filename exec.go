@@ -49,11 +49,37 @@ type Command struct {
 	// writes. Needs an agent with protocol.FeatureExecDetach
 	// (ErrUnsupported otherwise). Kill ends it.
 	Detachable bool
+	// ID names a Detachable execution (Execution.ID, Box.AttachExec):
+	// 1 to 64 of [A-Za-z0-9_-]. Default: 12 random hex digits. The box
+	// refuses an ID one of its detachable executions holds (the error of
+	// Wait is ErrAlreadyExists).
+	ID string
 	// OutputLimit caps how many bytes of each stream Box.Run (Collect)
 	// keeps; the rest is read and dropped and the result is marked
 	// truncated. Default (0): the runtime's, DefaultOutputLimit (64 MiB)
 	// unless WithOutputLimit changed it. Streaming reads are not capped.
 	OutputLimit int64
+	// Root, when set, runs the process with that directory of the box as
+	// its root (chroot), as a container's process: an absolute path as the
+	// box sees it, e.g. under a volume's guest path. The box's /proc, /dev
+	// and /sys are bound onto the root's directories of those names. Env,
+	// Cwd and User are then the command's alone (the image's and the box's
+	// are not merged: they describe another root), User is looked up in
+	// the root's /etc/passwd (default root), Cwd defaults to /. Needs an
+	// agent with protocol.FeatureExecRoot (ErrUnsupported otherwise).
+	Root string
+	// RootBinds (with Root) bind directories or files of the box into the
+	// root the first time it is used (a container's volumes); later
+	// commands in the same root find them there. At most
+	// protocol.MaxRootBinds.
+	RootBinds []RootBind
+}
+
+// RootBind binds Source, a path of the box, at Target in a Command's Root
+// (made if missing).
+type RootBind struct {
+	Source, Target string
+	ReadOnly       bool
 }
 
 // Default terminal size of a Command with Tty.

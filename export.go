@@ -67,8 +67,10 @@ type archivedDisk struct {
 	SHA256  string          `json:"sha256"`  // of disk.data
 }
 
-// Export writes the box, stopped, to one archive file (BoxLite's export):
-// its configuration, its disk (sparse) and its image. dest is a file, or a
+// Export writes the box to one archive file (BoxLite's export): its
+// configuration, its disk (sparse) and its image. A running box's disk is
+// saved at one instant first (as a snapshot of it: synced, the VM stopped
+// only for the copy). dest is a file, or a
 // directory in which the archive is <name or id>.boxlite. It returns the
 // archive's path. Volumes are left out: host paths do not travel.
 func (b *Box) Export(ctx context.Context, dest string) (string, error) {
@@ -79,11 +81,11 @@ func (b *Box) Export(ctx context.Context, dest string) (string, error) {
 	if fi, err := os.Stat(dest); err == nil && fi.IsDir() {
 		dest = filepath.Join(dest, firstNonEmpty(b.rec.Config.Name, b.rec.ID)+".boxlite")
 	}
-	unlock, err := b.lockDisk(op)
+	diskPath, release, err := b.diskNow(ctx, op)
 	if err != nil {
 		return "", err
 	}
-	defer unlock()
+	defer release()
 	cfg := b.config()
 	cfg.Volumes = nil
 	m := archiveManifest{Format: archiveFormat, Version: archiveVersion, BoxID: b.rec.ID, Config: cfg,
@@ -92,7 +94,7 @@ func (b *Box) Export(ctx context.Context, dest string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s box %s: %w", op, b.rec.ID, err)
 	}
-	disk, err := openDisk(b.path(shimapi.DiskFile))
+	disk, err := openDisk(diskPath)
 	if err != nil {
 		return "", fmt.Errorf("%s box %s: %w", op, b.rec.ID, err)
 	}

@@ -69,18 +69,13 @@ func (b *Box) Fork(ctx context.Context, count int, names []string) ([]*Box, erro
 	if err != nil {
 		return nil, err
 	}
-	files := []string{shimapi.ForkStateFile, shimapi.ForkDiskFile, shimapi.ForkRecordFile}
-	defer func() {
-		for _, f := range files {
-			os.Remove(b.path(f))
-		}
-	}()
-	var res protocol.Paused
-	if err := c.requestWithin(ctx, protocol.TFork, nil, &res, pauseTimeout); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+	save, _, err := b.saveRunning(ctx, c, op, protocol.ForkSave{})
+	if err != nil {
+		return nil, err
 	}
+	defer os.RemoveAll(save)
 	var rec shimapi.Paused
-	if err := readJSON(b.path(shimapi.ForkRecordFile), &rec); err != nil || !rec.Fork {
+	if err := readJSON(filepath.Join(save, shimapi.ForkRecordFile), &rec); err != nil || !rec.Fork {
 		return nil, errdefs.Errorf(errdefs.ErrInternal, "fork box %s: its shim's record: %v", b.rec.ID, err)
 	}
 	var forks []*Box
@@ -95,7 +90,7 @@ func (b *Box) Fork(ctx context.Context, count int, names []string) ([]*Box, erro
 		if err != nil {
 			return fail(err)
 		}
-		f, err := b.stageFork(ctx, stage, cfg, rec)
+		f, err := b.stageFork(ctx, save, stage, cfg, rec)
 		os.RemoveAll(stage) // gone when adopted
 		if err != nil {
 			return fail(err)
@@ -120,15 +115,11 @@ func (b *Box) Fork(ctx context.Context, count int, names []string) ([]*Box, erro
 
 // stageFork puts a fork together in stage (the saved state linked, the
 // disk copied, the record) and adopts it as a box.
-func (b *Box) stageFork(ctx context.Context, stage string, cfg BoxConfig, rec shimapi.Paused) (*Box, error) {
-	state := filepath.Join(stage, shimapi.StateFile)
-	// A resume only reads the state (and removes its own name for it).
-	if err := os.Link(b.path(shimapi.ForkStateFile), state); err != nil {
-		if err := sparse.Copy(ctx, b.path(shimapi.ForkStateFile), state); err != nil {
-			return nil, err
-		}
+func (b *Box) stageFork(ctx context.Context, save, stage string, cfg BoxConfig, rec shimapi.Paused) (*Box, error) {
+	if err := linkOrCopy(ctx, filepath.Join(save, shimapi.ForkStateFile), filepath.Join(stage, shimapi.StateFile)); err != nil {
+		return nil, err
 	}
-	if err := sparse.Copy(ctx, b.path(shimapi.ForkDiskFile), filepath.Join(stage, shimapi.DiskFile)); err != nil {
+	if err := sparse.Copy(ctx, filepath.Join(save, shimapi.ForkDiskFile), filepath.Join(stage, shimapi.DiskFile)); err != nil {
 		return nil, err
 	}
 	if err := writeJSON(filepath.Join(stage, shimapi.PausedFile), rec); err != nil {

@@ -47,8 +47,11 @@ func WithHome(dir string) Option {
 	}
 }
 
-// WithAssets sets where boxlite-shim and guest/{vmlinuz,initramfs} are.
-// Default: $BOXLITE_ASSETS, else the directory of the running executable.
+// WithAssets sets where boxlite-shim, boxlite-net, virtiofsd and
+// guest/{vmlinuz,initramfs.cpio} are. Default: $BOXLITE_ASSETS, else the
+// first of these that has them all: the directory of the running
+// executable, lib/boxlite beside its bin/ directory (PREFIX/bin/PROGRAM and
+// PREFIX/lib/boxlite), /usr/local/lib/boxlite (`make install`), /usr/lib/boxlite.
 func WithAssets(dir string) Option {
 	return func(o *runtimeOptions) error { o.assets = dir; return nil }
 }

@@ -43,6 +43,12 @@ func newExecution(c *conn, hello protocol.Hello, argv []string, tty, stdin, deta
 // is ErrNotFound, as is any id of a box that is not running; an agent
 // without detachable executions is ErrUnsupported.
 func (b *Box) AttachExec(ctx context.Context, id string) (*Execution, error) {
+	return b.attachExec(ctx, id, false)
+}
+
+// attachExec is AttachExec; live refuses an execution that has ended
+// (protocol.Attach.Live), which the box then forgets.
+func (b *Box) attachExec(ctx context.Context, id string, live bool) (*Execution, error) {
 	if err := protocol.CheckDetachID("attach exec", id); err != nil {
 		return nil, err
 	}
@@ -60,7 +66,7 @@ func (b *Box) AttachExec(ctx context.Context, id string) (*Execution, error) {
 	e := newExecution(c, info.Hello, []string{"attached:" + id}, false, true, true)
 	e.xid, e.limit = id, b.rt.outputLimit
 	a := &attaching{Execution: e, first: make(chan error, 1)}
-	sid, err := c.open(a, protocol.TAttach, protocol.Attach{ID: id})
+	sid, err := c.open(a, protocol.TAttach, protocol.Attach{ID: id, Live: live})
 	if err != nil {
 		return nil, fmt.Errorf("attach exec %s: %w", id, err)
 	}

@@ -93,7 +93,30 @@ func (b *Box) sessionDefaults(o SessionOptions) SessionOptions {
 
 func (b *Box) sessionStarter() session.Starter {
 	return func(ctx context.Context, argv []string, o SessionOptions) (session.Process, error) {
-		cmd := Command{Argv: argv, Env: o.Env, Cwd: o.Cwd, User: o.User, Stdin: true, Detachable: true}
+		cmd := Command{Argv: argv, Env: o.Env, Cwd: o.Cwd, User: o.User, Stdin: true, Detachable: true, ID: o.Name}
+		if o.Name != "" {
+			// A named session takes over the process of its name the box
+			// still runs (an earlier client's, a paused box's, a fork's
+			// source's), else starts one under the name.
+			e, err := b.attachExec(ctx, o.Name, true)
+			switch {
+			case err == nil:
+				p := newSessionProc(b, e)
+				p.named, p.adopted = true, true
+				return p, nil
+			case errors.Is(err, errdefs.ErrAlreadyExists):
+				return nil, errdefs.Errorf(errdefs.ErrAlreadyExists, "session %s of box %s is held by another client (one at a time)", o.Name, b.rec.ID)
+			case !errors.Is(err, errdefs.ErrNotFound):
+				return nil, err
+			}
+			e, err = b.Exec(ctx, cmd)
+			if err != nil {
+				return nil, err
+			}
+			p := newSessionProc(b, e)
+			p.named = true
+			return p, nil
+		}
 		e, err := b.Exec(ctx, cmd)
 		if errors.Is(err, errdefs.ErrUnsupported) { // an agent without detachable executions
 			cmd.Detachable = false

@@ -31,6 +31,26 @@ type sessionProc struct {
 	gen         int  // counts attaches
 	killed      bool // Kill was called: no more attaches
 	reattaching bool
+
+	named   bool // a named session's (SessionOptions.Name): Detach keeps it
+	adopted bool // taken over from an earlier client
+}
+
+// Adopted reports whether the process was a named session's, taken over.
+func (p *sessionProc) Adopted() bool { return p.adopted }
+
+// Detach lets go of the process, which runs on in the box for the next
+// session of its name; an unnamed session's is killed.
+func (p *sessionProc) Detach() error {
+	if !p.named {
+		return p.Kill()
+	}
+	p.mu.Lock()
+	p.killed = true // no more attaches from here
+	e := p.e
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	return e.Close()
 }
 
 func newSessionProc(b *Box, e *Execution) *sessionProc {
@@ -181,6 +201,15 @@ func (p *sessionProc) Kill() error {
 	default:
 	}
 	e.SignalGroup(syscall.SIGKILL)
+	if p.named {
+		// Its exit is awaited, so that the box has forgotten its name when
+		// the session starts the next process under it.
+		select {
+		case <-e.done:
+			return nil
+		case <-time.After(5 * time.Second):
+		}
+	}
 	return e.Close()
 }
 

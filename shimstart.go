@@ -102,6 +102,7 @@ func shimLocked(path string) bool {
 
 func (b *Box) boot(ctx context.Context) (*conn, protocol.Info, error) {
 	var none protocol.Info
+	b.rt.warnKVM()
 	cfg := b.config()
 	stages := newBootStages()
 	img, err := b.image()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/internal/abi"
+	"github.com/boxlite/boxlite/internal/protocol"
 	"github.com/boxlite/boxlite/internal/shimapi"
 	"github.com/boxlite/boxlite/internal/sparse"
 )
@@ -65,11 +66,32 @@ func checkSnapshotName(op, name string) error {
 	return nil
 }
 
+// SnapshotOptions are CreateSnapshotWith's settings.
+type SnapshotOptions struct {
+	// Memory keeps the box's memory and devices with its disk: the box must
+	// be running (it stops only for the save) or paused. Restoring such a
+	// snapshot brings the box back paused at that instant: its processes,
+	// a session's interpreter, open files, as they were.
+	Memory bool
+}
+
 // CreateSnapshot saves the box's disk as a snapshot named name (BoxLite's
-// box.snapshot.create); an empty name becomes the snapshot's id. The box must
-// not be running (ErrInvalidState). The copy is a reflink where the host
-// file system has them, else sparse: it costs what the disk uses, not its size.
+// box.snapshot.create); an empty name becomes the snapshot's id. See
+// CreateSnapshotWith.
 func (b *Box) CreateSnapshot(ctx context.Context, name string) (SnapshotInfo, error) {
+	return b.CreateSnapshotWith(ctx, name, SnapshotOptions{})
+}
+
+// CreateSnapshotWith saves the box as a snapshot named name (empty: the
+// snapshot's id): its disk, and with opts.Memory its memory and devices.
+// A running box is saved at one instant: its VM stops for the save (its
+// streams stall meanwhile) and runs on. For a disk alone, `sync` runs in
+// the box first (where the image has it, within 30 s); what is written
+// after it and before the instant may be missing, as after a power cut
+// (ext4's journal keeps the disk whole). A stopped box has no memory to keep (ErrInvalidState with
+// Memory). The copy is a reflink where the host file system has them,
+// else sparse: it costs what the disk uses, not its size.
+func (b *Box) CreateSnapshotWith(ctx context.Context, name string, opts SnapshotOptions) (SnapshotInfo, error) {
 	const op = "snapshot create"
 	id := newID()
 	if name == "" {
@@ -78,11 +100,89 @@ func (b *Box) CreateSnapshot(ctx context.Context, name string) (SnapshotInfo, er
 	if err := checkSnapshotName(op, name); err != nil {
 		return SnapshotInfo{}, err
 	}
+	b.refresh()
+	if b.State() == StateRunning {
+		return b.snapshotRunning(ctx, op, id, name, opts)
+	}
 	unlock, err := b.lockDisk(op)
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
 	defer unlock()
+	paused := b.paused()
+	if opts.Memory && !paused {
+		return SnapshotInfo{}, errdefs.Errorf(errdefs.ErrInvalidState, "%s: box %s is %s: it has no memory to keep (a memory snapshot needs it running or paused)", op, b.rec.ID, b.State())
+	}
+	sweepTmp(b.path(snapshotDir)) // we hold the disk lock: no other create or remove runs
+	return b.publishSnapshot(op, id, name, func(tmp string, info *SnapshotInfo) error {
+		if ok, err := copyDiskIfAny(ctx, b.path(shimapi.DiskFile), filepath.Join(tmp, shimapi.DiskFile)); err != nil || !ok {
+			return err
+		}
+		info.SizeBytes, info.ContainerDiskBytes = diskSizes(filepath.Join(tmp, shimapi.DiskFile))
+		if !opts.Memory {
+			return nil
+		}
+		var rec shimapi.Paused
+		if err := readJSON(b.path(shimapi.PausedFile), &rec); err != nil {
+			return err
+		}
+		return b.keepMemory(ctx, tmp, b.path(shimapi.StateFile), rec, info)
+	})
+}
+
+// snapshotRunning saves the running box at one instant into a snapshot.
+func (b *Box) snapshotRunning(ctx context.Context, op, id, name string, opts SnapshotOptions) (SnapshotInfo, error) {
+	c, _, err := b.running(ctx, op)
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	if _, err := b.findSnapshot(name); err == nil {
+		return SnapshotInfo{}, errdefs.Errorf(errdefs.ErrAlreadyExists, "%s: box %s has a snapshot named %q", op, b.rec.ID, name)
+	}
+	if !opts.Memory {
+		b.syncGuest(ctx)
+	}
+	save, _, err := b.saveRunning(ctx, c, op, protocol.ForkSave{DiskOnly: !opts.Memory})
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	defer os.RemoveAll(save)
+	return b.publishSnapshot(op, id, name, func(tmp string, info *SnapshotInfo) error {
+		disk := filepath.Join(tmp, shimapi.DiskFile)
+		if err := os.Rename(filepath.Join(save, shimapi.ForkDiskFile), disk); err != nil {
+			return err
+		}
+		info.SizeBytes, info.ContainerDiskBytes = diskSizes(disk)
+		if !opts.Memory {
+			return nil
+		}
+		var rec shimapi.Paused
+		if err := readJSON(filepath.Join(save, shimapi.ForkRecordFile), &rec); err != nil {
+			return err
+		}
+		return b.keepMemory(ctx, tmp, filepath.Join(save, shimapi.ForkStateFile), rec, info)
+	})
+}
+
+// keepMemory puts a saved state and its record (rec, as a pause or a fork
+// wrote it) into the snapshot being made in tmp.
+func (b *Box) keepMemory(ctx context.Context, tmp, state string, rec shimapi.Paused, info *SnapshotInfo) error {
+	if err := linkOrCopy(ctx, state, filepath.Join(tmp, shimapi.StateFile)); err != nil {
+		return err
+	}
+	rec.Fork = false // restored into the box itself (RestoreSnapshot sets Restored)
+	if err := writeJSON(filepath.Join(tmp, shimapi.PausedFile), rec); err != nil {
+		return err
+	}
+	info.Memory = true
+	info.MemoryBytes, _ = diskSizes(filepath.Join(tmp, shimapi.StateFile))
+	info.SizeBytes += info.MemoryBytes
+	return nil
+}
+
+// publishSnapshot makes a snapshot: fill puts its files into a new
+// directory, which then appears whole under the snapshot's id.
+func (b *Box) publishSnapshot(op, id, name string, fill func(tmp string, info *SnapshotInfo) error) (SnapshotInfo, error) {
 	if _, err := b.findSnapshot(name); err == nil {
 		return SnapshotInfo{}, errdefs.Errorf(errdefs.ErrAlreadyExists, "%s: box %s has a snapshot named %q", op, b.rec.ID, name)
 	}
@@ -90,19 +190,12 @@ func (b *Box) CreateSnapshot(ctx context.Context, name string) (SnapshotInfo, er
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return SnapshotInfo{}, fmt.Errorf("%s: %w", op, err)
 	}
-	sweepTmp(root) // we hold the disk lock: no other create or remove runs
 	tmp := filepath.Join(root, tmpPrefix+id)
 	if err := os.Mkdir(tmp, 0o700); err != nil {
 		return SnapshotInfo{}, fmt.Errorf("%s: %w", op, err)
 	}
 	info := SnapshotInfo{ID: id, BoxID: b.rec.ID, Name: name, CreatedAt: time.Now().Unix()}
-	err = func() error {
-		if ok, err := copyDiskIfAny(ctx, b.path(shimapi.DiskFile), filepath.Join(tmp, shimapi.DiskFile)); err != nil || !ok {
-			return err
-		}
-		info.SizeBytes, info.ContainerDiskBytes = diskSizes(filepath.Join(tmp, shimapi.DiskFile))
-		return nil
-	}()
+	err := fill(tmp, &info)
 	if err == nil {
 		err = writeJSON(filepath.Join(tmp, snapshotMeta), info)
 	}
@@ -178,15 +271,29 @@ func (b *Box) lockedSnapshot(op, name string) (si SnapshotInfo, unlock func(), e
 	return si, unlock, nil
 }
 
-// RemoveSnapshot deletes a snapshot (BoxLite's box.snapshot.remove). It
-// disappears at once (a rename); its files are deleted after.
+// RemoveSnapshot deletes a snapshot (BoxLite's box.snapshot.remove), the
+// box running or not. It disappears at once (a rename); its files are
+// deleted after.
 func (b *Box) RemoveSnapshot(ctx context.Context, name string) error {
 	const op = "snapshot remove"
-	si, unlock, err := b.lockedSnapshot(op, name)
-	if err != nil {
-		return err
+	var si SnapshotInfo
+	if b.refresh(); b.State() == StateRunning {
+		// The running box's disk is its shim's; a snapshot goes by a rename.
+		if err := checkSnapshotName(op, name); err != nil {
+			return err
+		}
+		var err error
+		if si, err = b.findSnapshot(name); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+	} else {
+		var unlock func()
+		var err error
+		if si, unlock, err = b.lockedSnapshot(op, name); err != nil {
+			return err
+		}
+		defer unlock()
 	}
-	defer unlock()
 	root := b.path(snapshotDir)
 	tmp := filepath.Join(root, tmpPrefix+si.ID)
 	if err := os.Rename(filepath.Join(root, si.ID), tmp); err != nil {
@@ -196,7 +303,13 @@ func (b *Box) RemoveSnapshot(ctx context.Context, name string) error {
 }
 
 // RestoreSnapshot replaces the box's disk with the snapshot's (BoxLite's
-// box.snapshot.restore); the box must be stopped. The snapshot stays.
+// box.snapshot.restore); the box must not be running (stop or pause it
+// first). A snapshot with memory brings the box back paused at its instant
+// (any pause state it had is dropped): the next call resumes it with its
+// processes as they were, a new boot id and fresh entropy, its own
+// hostname and machine id; the streams it had open then are gone. A
+// paused box takes only a snapshot with memory (its saved state goes with
+// its current disk). The snapshot stays, to be restored again.
 func (b *Box) RestoreSnapshot(ctx context.Context, name string) error {
 	const op = "snapshot restore"
 	si, unlock, err := b.lockedSnapshot(op, name)
@@ -204,13 +317,38 @@ func (b *Box) RestoreSnapshot(ctx context.Context, name string) error {
 		return err
 	}
 	defer unlock()
-	if b.paused() {
-		return errdefs.Errorf(errdefs.ErrInvalidState, "%s: box %s is paused, and its saved state goes with its current disk; resume it, or stop it (which drops the state), first", op, b.rec.ID)
+	dir := filepath.Join(b.path(snapshotDir), si.ID)
+	if !si.Memory {
+		if b.paused() {
+			return errdefs.Errorf(errdefs.ErrInvalidState, "%s: box %s is paused, and its saved state goes with its current disk; resume it, or stop it (which drops the state), first", op, b.rec.ID)
+		}
+		if err := replaceDisk(ctx, filepath.Join(dir, shimapi.DiskFile), b.path(shimapi.DiskFile)); err != nil {
+			return fmt.Errorf("%s %q of box %s: %w", op, name, b.rec.ID, err)
+		}
+		return nil
 	}
-	disk := b.path(shimapi.DiskFile)
-	if err := replaceDisk(ctx, filepath.Join(b.path(snapshotDir), si.ID, shimapi.DiskFile), disk); err != nil {
+	var rec shimapi.Paused
+	if err := readJSON(filepath.Join(dir, shimapi.PausedFile), &rec); err != nil {
 		return fmt.Errorf("%s %q of box %s: %w", op, name, b.rec.ID, err)
 	}
+	rec.Restored = true
+	// The box is stopped while its files change: a crash in between leaves
+	// it stopped (no pause record), never paused with the wrong disk.
+	os.Remove(b.path(shimapi.PausedFile))
+	os.Remove(b.path(shimapi.StateFile))
+	err = replaceDisk(ctx, filepath.Join(dir, shimapi.DiskFile), b.path(shimapi.DiskFile))
+	if err == nil {
+		err = linkOrCopy(ctx, filepath.Join(dir, shimapi.StateFile), b.path(shimapi.StateFile))
+	}
+	if err == nil {
+		err = writeJSON(b.path(shimapi.PausedFile), rec)
+	}
+	if err != nil {
+		os.Remove(b.path(shimapi.StateFile))
+		return fmt.Errorf("%s %q of box %s: %w", op, name, b.rec.ID, err)
+	}
+	os.Remove(b.path(shimapi.ExitFile))
+	b.refresh()
 	return nil
 }
 
@@ -244,7 +382,12 @@ type CloneOptions struct {
 
 // Clone makes a new, stopped box (BoxLite's clone_box) with the box's
 // configuration and image and a copy of its disk (or of one of its
-// snapshots), copy-on-write or sparse. The box must not be running.
+// snapshots), copy-on-write or sparse. A running box's disk is saved at
+// one instant first (as a snapshot of it: synced, the VM stopped only for
+// the copy). A clone of a memory snapshot is paused at the
+// snapshot's instant, a fork of it: its next call resumes it as a machine of
+// its own (hostname: its name, else "clone-" and 8 hex digits; fresh
+// entropy, boot id, machine id; host ports picked anew).
 func (b *Box) Clone(ctx context.Context, opts CloneOptions) (*Box, error) {
 	const op = "clone"
 	if err := b.rt.checkOpen(op); err != nil {
@@ -255,12 +398,16 @@ func (b *Box) Clone(ctx context.Context, opts CloneOptions) (*Box, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	unlock, err := b.lockDisk(op)
-	if err != nil {
-		return nil, err
+	var src string
+	if opts.Snapshot == "" { // the box's own disk, as it is now
+		path, release, err := b.diskNow(ctx, op)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+		src = path
 	}
-	defer unlock()
-	src := b.path(shimapi.DiskFile)
+	var mem string // a memory snapshot's directory
 	if opts.Snapshot != "" {
 		if err := checkSnapshotName(op, opts.Snapshot); err != nil {
 			return nil, err
@@ -270,6 +417,17 @@ func (b *Box) Clone(ctx context.Context, opts CloneOptions) (*Box, error) {
 			return nil, fmt.Errorf("%s: %w", op, err)
 		}
 		src = filepath.Join(b.path(snapshotDir), si.ID, shimapi.DiskFile)
+		if si.Memory {
+			mem = filepath.Join(b.path(snapshotDir), si.ID)
+			cfg.Hostname = "clone-" + newID()[:8] // a machine of its own, as a fork
+			if cfg.Name != "" && protocol.ValidHostname(cfg.Name) {
+				cfg.Hostname = cfg.Name
+			}
+			cfg.Ports = append([]Port(nil), cfg.Ports...)
+			for j := range cfg.Ports {
+				cfg.Ports[j].HostPort = 0 // the source holds its own
+			}
+		}
 	}
 	stage, err := b.rt.newStage("clone")
 	if err != nil {
@@ -278,6 +436,21 @@ func (b *Box) Clone(ctx context.Context, opts CloneOptions) (*Box, error) {
 	defer os.RemoveAll(stage) // gone by then when adopted
 	if _, err := copyDiskIfAny(ctx, src, filepath.Join(stage, shimapi.DiskFile)); err != nil {
 		return nil, fmt.Errorf("%s box %s: %w", op, b.rec.ID, err)
+	}
+	if mem != "" {
+		// A clone of a memory snapshot is a paused fork of that instant.
+		var rec shimapi.Paused
+		err := readJSON(filepath.Join(mem, shimapi.PausedFile), &rec)
+		if err == nil {
+			err = linkOrCopy(ctx, filepath.Join(mem, shimapi.StateFile), filepath.Join(stage, shimapi.StateFile))
+		}
+		if err == nil {
+			rec.Fork, rec.Restored = true, false
+			err = writeJSON(filepath.Join(stage, shimapi.PausedFile), rec)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s box %s: %w", op, b.rec.ID, err)
+		}
 	}
 	if err := b.copySecrets(stage); err != nil {
 		return nil, err

@@ -44,6 +44,26 @@ func boxlite_box_snapshot_create(p *C.boxlite_box_t, name *C.cchar_t, out **C.ch
 	return status(err, cerr)
 }
 
+//export boxlite_box_snapshot_create_with
+func boxlite_box_snapshot_create_with(p *C.boxlite_box_t, name, optsJSON *C.cchar_t, out **C.char, cerr **C.boxlite_error_t) (rc C.int) {
+	defer guard(&rc, cerr)
+	o, err := boxOf(p)
+	var opts abi.SnapshotOptions
+	if err == nil {
+		err = decode("snapshot options", optsJSON, &opts)
+	}
+	if err == nil && out == nil {
+		err = errdefs.Errorf(errdefs.ErrInvalidArgument, "snapshot_create_with: out_json is NULL")
+	}
+	if err == nil {
+		var si boxlite.SnapshotInfo
+		if si, err = o.b.CreateSnapshotWith(context.Background(), goStringOrEmpty(name), convert.SnapshotOptions(opts)); err == nil {
+			err = outJSON(si, out)
+		}
+	}
+	return status(err, cerr)
+}
+
 //export boxlite_box_snapshot_list
 func boxlite_box_snapshot_list(p *C.boxlite_box_t, out **C.char, cerr **C.boxlite_error_t) (rc C.int) {
 	defer guard(&rc, cerr)

@@ -685,15 +685,30 @@ int boxlite_box_update_inbound(boxlite_box_t *box, const char *spec_json, boxlit
  *   "created_at": integer: unix seconds
  *   "size_bytes": integer: host bytes it takes
  *   "container_disk_bytes": integer: the disk's size; 0 when the box had no disk yet
+ *   "memory": boolean: the box's memory is kept too: a restore brings its processes back
+ *   "memory_bytes": integer, optional: host bytes of the saved memory; 0 without memory
  * END GENERATED: snapshot info
  * Snapshots live with their
  * box and go when it is removed. Snapshot names: 1-64 of [a-zA-Z0-9_.-],
  * starting with a letter or digit (BOXLITE_ERR_INVALID_ARGUMENT otherwise). */
 
 /* Saves the box's disk as a snapshot; name NULL or "" names it by its id.
- * *out_json: the snapshot. A name in use: BOXLITE_ERR_ALREADY_EXISTS. */
+ * *out_json: the snapshot. A name in use: BOXLITE_ERR_ALREADY_EXISTS. A
+ * running box is saved at one instant: its VM stops for the save and runs
+ * on (`sync` runs in the box first, where the image has it). */
 int boxlite_box_snapshot_create(boxlite_box_t *box, const char *name, char **out_json,
                                 boxlite_error_t **err);
+/* boxlite_box_snapshot_create with options_json (NULL: defaults):
+ * BEGIN GENERATED: snapshot options
+ *   "memory": boolean: keep the box's memory and devices too (a running or paused box):
+ *       restoring the snapshot brings the box back paused, its processes as they were
+ * END GENERATED: snapshot options
+ * With "memory", a stopped box: BOXLITE_ERR_INVALID_STATE; restoring the
+ * snapshot (the box stopped or paused) leaves the box paused at that
+ * instant, and the next call resumes it with a new boot id and fresh
+ * entropy. */
+int boxlite_box_snapshot_create_with(boxlite_box_t *box, const char *name, const char *options_json,
+                                     char **out_json, boxlite_error_t **err);
 /* *out_json: the box's snapshots, a JSON array, newest first. */
 int boxlite_box_snapshot_list(boxlite_box_t *box, char **out_json, boxlite_error_t **err);
 /* *out_json: the snapshot named name; BOXLITE_ERR_NOT_FOUND if none. */
@@ -703,7 +718,8 @@ int boxlite_box_snapshot_remove(boxlite_box_t *box, const char *name, boxlite_er
 /* Replaces the box's disk with the snapshot's (the snapshot stays). */
 int boxlite_box_snapshot_restore(boxlite_box_t *box, const char *name, boxlite_error_t **err);
 /* Makes a new, stopped box with the box's config, image and a copy of its
- * disk. *out is a new handle. options_json (NULL: defaults), an object of:
+ * disk (a running box's saved at one instant; a memory snapshot's clone is
+ * paused at its instant, a fork of it). *out is a new handle. options_json (NULL: defaults), an object of:
  * BEGIN GENERATED: clone options (from internal/abi.CloneOptions: go generate ./errdefs; do not edit)
  *   "name": string: the clone's name (names are unique: already_exists); default: none
  *   "snapshot": string: copy this snapshot of the box instead of its disk
@@ -727,7 +743,8 @@ int boxlite_box_fork(boxlite_box_t *box, const char *options_json, char **out_js
 /* Writes the box to one archive file (a zstd-compressed tar: its config,
  * its disk, sparse, and its image, so it imports where no registry can be
  * reached; volumes are left out). dest: a file, or a directory in which the
- * archive is <name or id>.boxlite. *out_path: the archive's path. */
+ * archive is <name or id>.boxlite. *out_path: the archive's path. A running
+ * box's disk is saved at one instant first. */
 int boxlite_box_export(boxlite_box_t *box, const char *dest, char **out_path,
                        boxlite_error_t **err);
 /* Makes a new, stopped box in this runtime's home from an archive
@@ -845,6 +862,9 @@ typedef struct boxlite_cell boxlite_cell_t; /* a running cell, to stream its out
  *   "grace_secs": number: how long an interrupted cell or command has to stop before its
  *       interpreter or shell is killed and restarted: default 3, more than 0
  *   "output_limit_bytes": integer: output kept per stream of a result; default: the runtime's
+ *   "name": string: 1-48 of [A-Za-z0-9_-]: the session's process outlives its client, and a
+ *       later session of that kind and name in the box (another process, after a pause, in a
+ *       fork) takes it over with its state; local runtimes only
  * END GENERATED: session options
  * Blocks until the session is ready; BOXLITE_ERR_NOT_FOUND when the image
  * has no Python (Node, bash). */

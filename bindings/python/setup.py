@@ -2,9 +2,14 @@
 (kernel and initramfs) in boxlite/_lib/, where the library looks for them.
 
 They come from $BOXLITE_BUILD_DIR, by default the repository's build/ (built
-by `make build` plus `go build -buildmode=c-shared -o build/libboxlite.so
-./capi`). The wheel is tagged py3-none-<platform>: it holds no Python
-extension (cffi's ABI mode), but native files for one platform.
+by `make build`). The wheel is tagged py3-none-<platform>: it holds no Python
+extension (cffi's ABI mode), but native files for one platform; `make dist`
+builds them against an old glibc (packaging/native.sh) and `auditwheel repair`
+gives the wheel its manylinux tag.
+
+The sdist carries only the Python sources: building a wheel from it needs
+BOXLITE_BUILD_DIR, and without it the build stops saying so (pip falls back to
+the sdist only where no wheel fits the platform).
 """
 
 import os
@@ -28,18 +33,27 @@ def build_dir() -> str:
     return os.path.abspath(os.environ.get("BOXLITE_BUILD_DIR") or os.path.join(HERE, "..", "..", "build"))
 
 
+def refusal(src: str, missing: list) -> str:
+    what = ("libboxlite.so, boxlite-shim, boxlite-net, virtiofsd and guest/{vmlinuz,initramfs.cpio}")
+    if os.path.isfile(os.path.join(HERE, "..", "..", "go.mod")):  # in the repository
+        return ("boxlite: cannot build the package: %s missing in %s.\n"
+                "Run `make build` in the repository root first, or set BOXLITE_BUILD_DIR to a "
+                "directory holding %s." % (", ".join(missing), src, what))
+    return ("boxlite-go: this source distribution cannot be built by itself: a box needs native parts "
+            "(%s) that are built from the Go repository, not from this sdist.\n"
+            "pip chose the sdist because no boxlite-go wheel fits this platform: the wheels are for "
+            "Linux x86_64 with glibc (manylinux). On such a machine, check `pip debug --verbose` for "
+            "the tags it accepts; elsewhere, build from the repository (make dist) or set "
+            "BOXLITE_BUILD_DIR to a directory holding them." % what)
+
+
 class BuildPy(build_py):
     def run(self):
         super().run()
         src = build_dir()
         missing = [a for a in ASSETS if not os.path.isfile(os.path.join(src, a))]
         if missing:
-            raise SystemExit(
-                "boxlite: cannot build the package: %s missing in %s.\n"
-                "Run `make build` and `go build -buildmode=c-shared -o build/libboxlite.so ./capi` "
-                "in the repository root first, or set BOXLITE_BUILD_DIR to a directory holding "
-                "libboxlite.so, boxlite-shim, boxlite-net, virtiofsd and guest/{vmlinuz,initramfs.cpio}." % (", ".join(missing), src)
-            )
+            raise SystemExit(refusal(src, missing))
         dst = os.path.join(self.build_lib, "boxlite", "_lib")
         for a in ASSETS:
             target = os.path.join(dst, a)

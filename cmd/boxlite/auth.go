@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -24,24 +23,27 @@ const defaultServeURL = "http://127.0.0.1:8100"
 // authTimeout bounds the one call that checks a key.
 const authTimeout = 30 * time.Second
 
-const authUsage = "usage: boxlite auth login [--profile N] [--url URL] [--api-key-stdin] | logout [--profile N] | status [--profile N]"
-
 // cmdAuth saves, removes and shows the server profiles of the credentials
 // file (credentials.go), as BoxLite's `boxlite auth` does.
 func cmdAuth(args []string) error {
-	if len(args) == 0 {
-		return errdefs.Errorf(errdefs.ErrInvalidArgument, authUsage)
+	if _, err := subcommand("auth", args, "login", "logout", "status"); err != nil {
+		return err
 	}
-	fs := flag.NewFlagSet("auth "+args[0], flag.ContinueOnError)
-	name := fs.String("profile", global.profile, "the profile (default \"default\")")
+	cmd := "auth " + args[0]
+	fs := newFlags(cmd)
+	name := fs.String("profile", global.profile, "the `PROFILE` (default \"default\")")
 	var url *string
 	var keyStdin *bool
 	if args[0] == "login" {
-		url = fs.String("url", global.url, "the server (default $BOXLITE_REST_URL, else "+defaultServeURL+")")
+		url = fs.String("url", global.url, "the server `URL` (default $BOXLITE_REST_URL, else "+defaultServeURL+")")
 		keyStdin = fs.Bool("api-key-stdin", false, "read the key from stdin (one line), not a prompt")
 	}
-	if err := fs.Parse(args[1:]); err != nil || fs.NArg() != 0 {
-		return errdefs.Errorf(errdefs.ErrInvalidArgument, authUsage)
+	pos, err := parseArgs(fs, args[1:], true)
+	if err == nil {
+		err = noArgs(cmd, pos)
+	}
+	if err != nil {
+		return err
 	}
 	if *name == "" {
 		*name = defaultProfile
@@ -76,7 +78,7 @@ func cmdAuth(args []string) error {
 		fmt.Printf("Key: %s (accepted)\n", safetext.Line(sub))
 		return nil
 	}
-	return errdefs.Errorf(errdefs.ErrInvalidArgument, "auth: unknown subcommand %q\n%s", args[0], authUsage)
+	return nil
 }
 
 // authLogin reads a key, checks it with one authenticated call and only

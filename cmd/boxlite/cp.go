@@ -2,28 +2,29 @@ package main
 
 import (
 	"context"
-	"flag"
 	"strings"
 
 	"github.com/boxlite/boxlite"
-	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/internal/backend"
 )
 
-const cpUsage = "usage: boxlite cp [-L] [--no-overwrite] SRC DST (one of them BOX:PATH)"
-
 // cmdCp copies between the host and a running box, as docker cp does.
 func cmdCp(args []string) error {
-	fs := flag.NewFlagSet("cp", flag.ContinueOnError)
+	fs := newFlags("cp")
 	follow := fs.Bool("L", false, "follow a symlink named as SRC")
+	fs.BoolVar(follow, "follow-link", false, "same as -L")
 	noOverwrite := fs.Bool("no-overwrite", false, "fail when the destination exists")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 2 {
-		return errdefs.Errorf(errdefs.ErrInvalidArgument, cpUsage)
+	pos, err := parseArgs(fs, args, true)
+	if err != nil {
+		return err
 	}
-	srcBox, src := boxPath(fs.Arg(0))
-	dstBox, dst := boxPath(fs.Arg(1))
+	if len(pos) != 2 {
+		return usageError("cp", "want SRC DST, one of them BOX:PATH")
+	}
+	srcBox, src := boxPath(pos[0])
+	dstBox, dst := boxPath(pos[1])
 	if (srcBox == "") == (dstBox == "") {
-		return errdefs.Errorf(errdefs.ErrInvalidArgument, "cp: exactly one of SRC and DST is BOX:PATH\n%s", cpUsage)
+		return usageError("cp", "exactly one of SRC and DST is BOX:PATH")
 	}
 	opts := boxlite.CopyOptions{FollowSymlinks: *follow, NoOverwrite: *noOverwrite}
 	return eachBox([]string{srcBox + dstBox}, func(b backend.Box) error {

@@ -78,17 +78,17 @@ type boxFlags struct {
 
 func addBoxFlags(fs *flag.FlagSet) *boxFlags {
 	f := &boxFlags{
-		name:       fs.String("name", "", "box name"),
-		memory:     fs.Int("memory", 512, "guest memory in MiB"),
-		cpus:       fs.Int("cpus", 1, "vCPUs"),
-		disk:       fs.Int("disk-size", 4, "writable disk size in GB (sparse)"),
-		network:    fs.String("network", "", "enabled (default) or disabled (only lo)"),
-		entrypoint: fs.String("entrypoint", "", "override the image's entrypoint (and drop its cmd)"),
+		name:       fs.String("name", "", "box `NAME`"),
+		memory:     fs.Int("memory", 512, "guest memory in `MIB`"),
+		cpus:       fs.Int("cpus", 1, "`N` vCPUs"),
+		disk:       fs.Int("disk-size", 4, "writable disk size in `GB` (sparse)"),
+		network:    fs.String("network", "", "`enabled` (default) or disabled (only lo)"),
+		entrypoint: fs.String("entrypoint", "", "override the image's entrypoint with `EXEC` (and drop its cmd)"),
 	}
-	fs.Var(&f.allowNet, "allow-net", "where the box may connect: names, *.wildcards, IPs, CIDRs, with :port (repeatable or comma-separated)")
-	fs.Var(&f.ports, "p", "publish a port: [[IP:]HOST:]GUEST[/tcp|udp] (repeatable; HOST 0 or none picks one)")
-	fs.Var(&f.vol, "v", "volume HOST:GUEST[:ro|:rw][,size=N[k|m|g|t]] (repeatable)")
-	fs.Var(&f.secrets, "secret", "a secret the box never holds: NAME=VALUE@HOST[,HOST] (NAME@HOST: VALUE from $NAME); repeatable")
+	fs.Var(&f.allowNet, "allow-net", "`ENTRY`: where the box may connect: names, *.wildcards, IPs, CIDRs, with :port (repeatable or comma-separated)")
+	fs.Var(&f.ports, "p", "publish a `PORT`: [[IP:]HOST:]GUEST[/tcp|udp] (repeatable; HOST 0 or none picks one)")
+	fs.Var(&f.vol, "v", "`VOLUME` HOST:GUEST[:ro|:rw][,size=N[k|m|g|t]] (repeatable)")
+	fs.Var(&f.secrets, "secret", "a `SECRET` the box never holds: NAME=VALUE@HOST[,HOST] (NAME@HOST: VALUE from $NAME); repeatable")
 	return f
 }
 
@@ -162,13 +162,13 @@ type execFlags struct {
 
 func addExecFlags(fs *flag.FlagSet) *execFlags {
 	f := &execFlags{
-		workdir: fs.String("w", "", "working directory in the box"),
-		user:    fs.String("u", "", "user (name, uid or uid:gid)"),
-		timeout: fs.Float64("timeout", 0, "kill the command after SECONDS (TERM, then KILL 2s later)"),
+		workdir: fs.String("w", "", "working `DIR` in the box"),
+		user:    fs.String("u", "", "`USER` (name, uid or uid:gid)"),
+		timeout: fs.Float64("timeout", 0, "kill the command after `SECONDS` (TERM, then KILL 2s later)"),
 		stdin:   fs.Bool("i", false, "forward standard input"),
 		tty:     fs.Bool("t", false, "run the command on a terminal (with -i on a terminal: raw mode, size followed)"),
 	}
-	fs.Var(&f.env, "e", "environment KEY=VALUE (repeatable)")
+	fs.Var(&f.env, "e", "environment `KEY=VALUE` (repeatable)")
 	return f
 }
 

@@ -4,7 +4,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -116,12 +115,45 @@ func progressLine(ev image.Progress) string {
 	return fmt.Sprintf("%.19s: %.1f / %.1f MB", ev.Layer, float64(ev.Done)/1e6, float64(ev.Total)/1e6)
 }
 
+// imageArgs are the arguments of each image subcommand: their usage and
+// how many (max -1: any number).
+var imageArgs = map[string]struct {
+	usage    string
+	min, max int
+}{
+	"load": {"PATH", 1, 1}, "ls": {"no argument", 0, 0}, "pull": {"IMAGE", 1, 1},
+	"rm": {"IMAGE...", 1, -1}, "prune": {"no argument", 0, 0},
+}
+
+// cmdPull is `boxlite pull IMAGE` (image pull).
+func cmdPull(args []string) error { return imageCommand("pull", "pull", args) }
+
 func cmdImage(args []string) error {
-	if len(args) == 0 {
-		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite image load PATH | pull IMAGE | ls | rm IMAGE... | prune [-a]")
+	sub, err := subcommand("image", args, "load", "ls", "pull", "rm", "prune")
+	if err != nil {
+		return err
+	}
+	return imageCommand("image "+sub, sub, args[1:])
+}
+
+// imageCommand runs image subcommand sub, as command cmd.
+func imageCommand(cmd, sub string, args []string) error {
+	want := imageArgs[sub]
+	fs := newFlags(cmd)
+	all := new(bool)
+	if sub == "prune" {
+		all = fs.Bool("a", false, "remove every image that no box uses, named or not")
+		fs.BoolVar(all, "all", false, "same as -a")
+	}
+	args, err := parseArgs(fs, args, true)
+	if err != nil {
+		return err
+	}
+	if len(args) < want.min || (want.max >= 0 && len(args) > want.max) {
+		return usageError(cmd, "want %s", want.usage)
 	}
 	if remote() {
-		return cmdImageRemote(args)
+		return imageRemote(cmd, sub, args)
 	}
 	rt, err := boxlite.NewRuntime()
 	if err != nil {
@@ -129,12 +161,9 @@ func cmdImage(args []string) error {
 	}
 	defer rt.Close()
 	store := rt.Images()
-	switch args[0] {
+	switch sub {
 	case "load":
-		if len(args) != 2 {
-			return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite image load PATH")
-		}
-		imgs, err := store.Load(context.Background(), args[1])
+		imgs, err := store.Load(context.Background(), args[0])
 		if err != nil {
 			return err
 		}
@@ -154,17 +183,11 @@ func cmdImage(args []string) error {
 		}
 		return tw.Flush()
 	case "pull":
-		if len(args) != 2 {
-			return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite pull IMAGE")
-		}
-		_, err := pull(rt, args[1], os.Stdout)
+		_, err := pull(rt, args[0], os.Stdout)
 		return err
 	case "rm":
-		if len(args) < 2 {
-			return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite image rm IMAGE...")
-		}
 		var errs []error
-		for _, ref := range args[1:] {
+		for _, ref := range args {
 			if err := rt.RemoveImage(ref); err != nil {
 				errs = append(errs, err)
 			} else {
@@ -172,42 +195,31 @@ func cmdImage(args []string) error {
 			}
 		}
 		return errors.Join(errs...)
-	case "prune":
-		fs := flag.NewFlagSet("image prune", flag.ContinueOnError)
-		all := fs.Bool("a", false, "remove every image that no box uses, named or not")
-		if err := fs.Parse(args[1:]); err != nil || fs.NArg() != 0 {
-			return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite image prune [-a]")
-		}
-		res, err := rt.PruneImages(context.Background(), *all)
-		if err != nil {
-			return err
-		}
-		for _, n := range res.Images {
-			fmt.Printf("Removed %s\n", n)
-		}
-		fmt.Printf("Freed %.1f MB: %d blobs, %d ext4 layers\n", float64(res.Bytes)/1e6, res.Blobs, res.Layers)
-		return nil
 	}
-	return errdefs.Errorf(errdefs.ErrInvalidArgument, "image: unknown subcommand %q", args[0])
+	res, err := rt.PruneImages(context.Background(), *all)
+	if err != nil {
+		return err
+	}
+	for _, n := range res.Images {
+		fmt.Printf("Removed %s\n", n)
+	}
+	fmt.Printf("Freed %.1f MB: %d blobs, %d ext4 layers\n", float64(res.Bytes)/1e6, res.Blobs, res.Layers)
+	return nil
 }
 
-// cmdImageRemote is image ls and pull over --url (the server's store); the
+// imageRemote is image ls and pull over --url (the server's store); the
 // other image commands are its host's.
-func cmdImageRemote(args []string) error {
-	switch {
-	case args[0] == "ls" && len(args) == 1, args[0] == "pull" && len(args) == 2:
-	case args[0] == "ls" || args[0] == "pull":
-		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite image ls | pull IMAGE")
-	default:
-		return notOverURL("image " + safetext.Line(args[0]))
+func imageRemote(cmd, sub string, args []string) error {
+	if sub != "ls" && sub != "pull" {
+		return notOverURL(cmd)
 	}
 	rt, _, err := openRuntime()
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
-	if args[0] == "pull" {
-		img, err := rt.ImagePull(context.Background(), args[1])
+	if sub == "pull" {
+		img, err := rt.ImagePull(context.Background(), args[0])
 		if err == nil {
 			fmt.Printf("Pulled %s (%s) on the server\n", safetext.Line(img.Name), safetext.Line(img.Digest))
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +17,17 @@ import (
 // lifecycle runs create, start, stop, restart, pause, resume, exec and logs.
 func lifecycle(op string, args []string) (int, error) {
 	ctx := context.Background()
+	switch op {
+	case "start", "stop", "restart", "pause", "resume":
+		names, err := parseArgs(newFlags(op), args, true)
+		if err == nil && len(names) == 0 {
+			err = usageError(op, "no BOX given")
+		}
+		if err != nil {
+			return 0, err
+		}
+		args = names
+	}
 	switch op {
 	case "create":
 		return 0, cmdCreate(args)
@@ -67,7 +77,7 @@ func lifecycle(op string, args []string) (int, error) {
 	case "logs":
 		return 0, cmdLogs(args)
 	}
-	return 2, errdefs.Errorf(errdefs.ErrInvalidArgument, "unknown command %q", op)
+	return 0, errdefs.Errorf(errdefs.ErrInvalidArgument, "unknown command %q", op)
 }
 
 // detached refuses to boot, for op, a box that would stop when this command
@@ -83,19 +93,20 @@ func detached(b backend.Box, op string) error {
 // is detached, as docker's are: a later start or exec boots a VM that
 // outlives the CLI.
 func cmdCreate(args []string) error {
-	fs := flag.NewFlagSet("create", flag.ContinueOnError)
+	fs := newFlags("create")
 	fs.Bool("d", true, "detached (always: a CLI box outlives the CLI)")
 	fs.Bool("detach", true, "same as -d")
 	rm := fs.Bool("rm", false, "remove the box when it stops")
 	bf := addBoxFlags(fs)
-	workdir := fs.String("w", "", "default working directory of the box's processes")
-	user := fs.String("u", "", "default user of the box's processes")
+	workdir := fs.String("w", "", "default working `DIR` of the box's processes")
+	user := fs.String("u", "", "default `USER` of the box's processes")
 	var env multi
-	fs.Var(&env, "e", "environment KEY=VALUE of every process of the box (repeatable)")
-	if err := fs.Parse(splitShortFlags(fs, args)); err != nil {
-		return errdefs.Errorf(errdefs.ErrInvalidArgument, "create: %v", err)
+	fs.Var(&env, "e", "environment `KEY=VALUE` of every process of the box (repeatable)")
+	pos, err := parseArgs(fs, args, false)
+	if err != nil {
+		return err
 	}
-	imageRef, argv, err := imageAndCommand("create", fs.Args())
+	imageRef, argv, err := imageAndCommand("create", pos)
 	if err != nil {
 		return err
 	}
@@ -137,14 +148,15 @@ func cmdCreate(args []string) error {
 // cmdExec runs a command in a box (started first when configured or
 // stopped) and exits with its exit code, 128+N when signal N ended it.
 func cmdExec(args []string) (int, error) {
-	fs := flag.NewFlagSet("exec", flag.ContinueOnError)
+	fs := newFlags("exec")
 	ef := addExecFlags(fs)
-	if err := fs.Parse(splitShortFlags(fs, args)); err != nil {
-		return 2, nil
+	pos, err := parseArgs(fs, args, false)
+	if err != nil {
+		return 0, err
 	}
-	name, argv, err := imageAndCommand("exec", fs.Args())
+	name, argv, err := imageAndCommand("exec", pos)
 	if err != nil || len(argv) == 0 {
-		return 0, errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite exec [-i] [-t] [-e K=V]... [-w DIR] [-u USER] [--timeout S] BOX [--] CMD [ARGS...]")
+		return 0, usageError("exec", "want BOX [--] CMD [ARGS...]")
 	}
 	cmd, err := ef.command(argv)
 	if err != nil {
@@ -255,12 +267,17 @@ func runDetached(ctx context.Context, b backend.Box, cmd boxlite.Command, argv [
 // the box directory keeps at most two console files), then with -f follows
 // them until the box stops or ^C.
 func cmdLogs(args []string) error {
-	fs := flag.NewFlagSet("logs", flag.ContinueOnError)
+	fs := newFlags("logs")
 	follow := fs.Bool("f", false, "follow until the box stops or ^C")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
-		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite logs [-f] BOX")
+	fs.BoolVar(follow, "follow", false, "same as -f")
+	pos, err := parseArgs(fs, args, true)
+	if err != nil {
+		return err
 	}
-	return eachBox(fs.Args(), func(bb backend.Box) error {
+	if len(pos) != 1 {
+		return usageError("logs", "want one BOX")
+	}
+	return eachBox(pos, func(bb backend.Box) error {
 		b := backend.LocalBox(bb) // logs is refused over --url
 		for _, l := range b.Logs(1 << 20) {
 			fmt.Fprintf(os.Stderr, "==> %s <==\n", l.Name)

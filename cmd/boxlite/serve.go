@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/boxlite/boxlite"
-	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/internal/e2b"
 	"github.com/boxlite/boxlite/internal/restapi"
 	"github.com/boxlite/boxlite/internal/serve"
@@ -33,23 +31,24 @@ func cmdServe(args []string) error {
 	if len(args) > 0 && args[0] == "key" {
 		return cmdServeKey(args[1:])
 	}
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	listen := fs.String("listen", serve.DefaultListen, "host:port to listen on")
-	cert := fs.String("tls-cert", "", "TLS certificate (PEM)")
-	key := fs.String("tls-key", "", "TLS private key (PEM)")
+	fs := newFlags("serve")
+	listen := fs.String("listen", serve.DefaultListen, "`HOST:PORT` to listen on")
+	cert := fs.String("tls-cert", "", "TLS certificate `FILE` (PEM)")
+	key := fs.String("tls-key", "", "TLS private key `FILE` (PEM)")
 	insecure := fs.Bool("insecure-no-tls", false, "allow a non-loopback --listen without TLS (a TLS proxy in front)")
-	keys := fs.String("keys", defaultKeysFile(), "key file (boxlite serve key create)")
-	accessLog := fs.String("access-log", "-", "access log file (JSON lines; - is stderr, empty: none)")
-	boxes := fs.Int("max-boxes-per-key", restapi.DefaultBoxesPerKey, "boxes one key may have")
-	mem := fs.Int("max-memory-mib-per-key", restapi.DefaultMemoryMiBPerKey, "memory (MiB) one key's boxes may be given")
-	execs := fs.Int("max-execs-per-key", restapi.DefaultExecsPerKey, "executions of one key that may run at once")
-	transfer := fs.Int64("max-transfer-bytes", restapi.DefaultTransferBytes, "largest upload, download or import")
-	templates := fs.String("e2b-templates", "", "E2B template table: TEMPLATE-ID IMAGE a line (default: base alpine:latest, code-interpreter-v1 python:slim; docs/e2b.md)")
-	if err := fs.Parse(args); err != nil {
-		return errdefs.Errorf(errdefs.ErrInvalidArgument, "serve: %v", err)
+	keys := fs.String("keys", defaultKeysFile(), "key `FILE` (boxlite serve key create)")
+	accessLog := fs.String("access-log", "-", "access log `FILE` (JSON lines; - is stderr, empty: none)")
+	boxes := fs.Int("max-boxes-per-key", restapi.DefaultBoxesPerKey, "`N` boxes one key may have")
+	mem := fs.Int("max-memory-mib-per-key", restapi.DefaultMemoryMiBPerKey, "memory (`MIB`) one key's boxes may be given")
+	execs := fs.Int("max-execs-per-key", restapi.DefaultExecsPerKey, "`N` executions of one key that may run at once")
+	transfer := fs.Int64("max-transfer-bytes", restapi.DefaultTransferBytes, "largest upload, download or import (`BYTES`)")
+	templates := fs.String("e2b-templates", "", "E2B template table `FILE`: TEMPLATE-ID IMAGE a line (default: base alpine:latest, code-interpreter-v1 python:slim; docs/e2b.md)")
+	pos, err := parseArgs(fs, args, true)
+	if err == nil {
+		err = noArgs("serve", pos)
 	}
-	if fs.NArg() > 0 {
-		return errdefs.Errorf(errdefs.ErrInvalidArgument, "serve: unexpected argument %q", fs.Arg(0))
+	if err != nil {
+		return err
 	}
 	cfg := serve.Config{Listen: *listen, TLSCert: *cert, TLSKey: *key, InsecureNoTLS: *insecure, KeysFile: *keys,
 		Limits: restapi.Limits{BoxesPerKey: *boxes, MemoryMiBPerKey: *mem, ExecsPerKey: *execs, TransferBytes: *transfer}}
@@ -94,19 +93,24 @@ func cmdServe(args []string) error {
 }
 
 func cmdServeKey(args []string) error {
-	if len(args) == 0 {
-		return errdefs.Errorf(errdefs.ErrInvalidArgument, "serve key: want create, ls or rm")
+	if _, err := subcommand("serve key", args, "create", "ls", "rm"); err != nil {
+		return err
 	}
-	fs := flag.NewFlagSet("serve key "+args[0], flag.ContinueOnError)
-	keys := fs.String("keys", defaultKeysFile(), "key file")
-	name := fs.String("name", "", "the key's name (create; default key-N)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return errdefs.Errorf(errdefs.ErrInvalidArgument, "serve key: %v", err)
+	cmd := "serve key " + args[0]
+	fs := newFlags(cmd)
+	keys := fs.String("keys", defaultKeysFile(), "key `FILE`")
+	var name *string
+	if args[0] == "create" {
+		name = fs.String("name", "", "the key's `NAME` (default key-N)")
+	}
+	pos, err := parseArgs(fs, args[1:], true)
+	if err != nil {
+		return err
 	}
 	switch args[0] {
 	case "create":
-		if fs.NArg() > 0 {
-			return errdefs.Errorf(errdefs.ErrInvalidArgument, "serve key create: unexpected argument %q (the name goes in --name)", fs.Arg(0))
+		if len(pos) > 0 {
+			return usageError(cmd, "unexpected argument %q (the name goes in --name)", pos[0])
 		}
 		value, k, err := serve.CreateKey(*keys, *name)
 		if err != nil {
@@ -115,8 +119,8 @@ func cmdServeKey(args []string) error {
 		fmt.Fprintf(os.Stderr, "key %q added to %s; it is shown once, here:\n", k.Name, *keys)
 		fmt.Println(value)
 	case "ls":
-		if fs.NArg() > 0 {
-			return errdefs.Errorf(errdefs.ErrInvalidArgument, "serve key ls: unexpected argument %q", fs.Arg(0))
+		if err := noArgs(cmd, pos); err != nil {
+			return err
 		}
 		ks, err := serve.ReadKeys(*keys)
 		if err != nil {
@@ -129,12 +133,10 @@ func cmdServeKey(args []string) error {
 		}
 		return tw.Flush()
 	case "rm":
-		if fs.NArg() != 1 {
-			return errdefs.Errorf(errdefs.ErrInvalidArgument, "serve key rm: want one NAME")
+		if len(pos) != 1 {
+			return usageError(cmd, "want one NAME")
 		}
-		return serve.RemoveKey(*keys, fs.Arg(0))
-	default:
-		return errdefs.Errorf(errdefs.ErrInvalidArgument, "serve key %q: want create, ls or rm", args[0])
+		return serve.RemoveKey(*keys, pos[0])
 	}
 	return nil
 }

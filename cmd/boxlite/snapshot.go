@@ -2,46 +2,40 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"text/tabwriter"
 	"time"
 
 	"github.com/boxlite/boxlite"
-	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/internal/abi/convert"
 	"github.com/boxlite/boxlite/internal/backend"
 )
 
-const snapshotUsage = "usage: boxlite snapshot create BOX [NAME] | ls BOX | rm BOX NAME | restore BOX NAME"
-
-// parseAnywhere parses fs's flags wherever they are among args (BOX --name N
-// as well as --name N BOX) and returns the other arguments, in order.
-func parseAnywhere(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return pos, nil
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-}
-
-// cmdSnapshot manages snapshots of a stopped box's disk.
+// cmdSnapshot manages snapshots of a box: its disk, and with create
+// --memory its memory too.
 func cmdSnapshot(args []string) error {
-	if len(args) < 2 {
-		return errdefs.Errorf(errdefs.ErrInvalidArgument, snapshotUsage)
+	if _, err := subcommand("snapshot", args, "create", "ls", "list", "rm", "remove", "restore"); err != nil {
+		return err
 	}
-	sub, box, rest := args[0], args[1], args[2:]
+	cmd := "snapshot " + args[0]
+	fs := newFlags(cmd)
+	var memory *bool
+	if args[0] == "create" {
+		memory = fs.Bool("memory", false, "keep the box's memory too (a running or paused box); a restore brings it back paused")
+	}
+	pos, err := parseArgs(fs, args[1:], true)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usageError(cmd, "no BOX given")
+	}
+	sub, box, rest := args[0], pos[0], pos[1:]
 	ctx := context.Background()
 	need := func(n int) error {
 		if len(rest) != n {
-			return errdefs.Errorf(errdefs.ErrInvalidArgument, snapshotUsage)
+			return usageError(cmd, "want %s", map[int]string{0: "BOX", 1: "BOX NAME"}[n])
 		}
 		return nil
 	}
@@ -49,14 +43,14 @@ func cmdSnapshot(args []string) error {
 	switch sub {
 	case "create":
 		if len(rest) > 1 {
-			return errdefs.Errorf(errdefs.ErrInvalidArgument, snapshotUsage)
+			return usageError(cmd, "want BOX [NAME]")
 		}
 		name := ""
 		if len(rest) == 1 {
 			name = rest[0]
 		}
 		op = func(b backend.Box) error {
-			si, err := b.CreateSnapshot(ctx, name)
+			si, err := b.CreateSnapshotWith(ctx, name, boxlite.SnapshotOptions{Memory: *memory})
 			if err == nil {
 				fmt.Printf("%s\t%s\n", si.Name, si.ID)
 			}
@@ -72,10 +66,14 @@ func cmdSnapshot(args []string) error {
 				return err
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tID\tCREATED\tSIZE\tDISK")
+			fmt.Fprintln(tw, "NAME\tID\tCREATED\tSIZE\tDISK\tMEMORY")
 			for _, s := range all {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f MB\t%.1f GB\n", s.Name, s.ID, time.Unix(s.CreatedAt, 0).Local().Format(time.DateTime),
-					float64(s.SizeBytes)/1e6, float64(s.ContainerDiskBytes)/(1<<30))
+				mem := "-"
+				if s.Memory {
+					mem = fmt.Sprintf("%.1f MB", float64(s.MemoryBytes)/1e6)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f MB\t%.1f GB\t%s\n", s.Name, s.ID, time.Unix(s.CreatedAt, 0).Local().Format(time.DateTime),
+					float64(s.SizeBytes)/1e6, float64(s.ContainerDiskBytes)/(1<<30), mem)
 			}
 			return tw.Flush()
 		}
@@ -89,20 +87,22 @@ func cmdSnapshot(args []string) error {
 			return err
 		}
 		op = func(b backend.Box) error { return b.RestoreSnapshot(ctx, rest[0]) }
-	default:
-		return errdefs.Errorf(errdefs.ErrInvalidArgument, "snapshot: unknown subcommand %q\n%s", sub, snapshotUsage)
 	}
 	return eachBox([]string{box}, op)
 }
 
-// cmdClone makes a stopped copy of a stopped box; it prints the new id.
+// cmdClone makes a stopped copy of a stopped box (or a paused one of a
+// memory snapshot); it prints the new id.
 func cmdClone(args []string) error {
-	fs := flag.NewFlagSet("clone", flag.ContinueOnError)
-	name := fs.String("name", "", "the clone's name")
-	snap := fs.String("snapshot", "", "clone this snapshot of BOX instead of its disk")
-	pos, err := parseAnywhere(fs, args)
-	if err != nil || len(pos) != 1 {
-		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite clone BOX [--name N] [--snapshot S]")
+	fs := newFlags("clone")
+	name := fs.String("name", "", "the clone's `NAME`")
+	snap := fs.String("snapshot", "", "clone `SNAPSHOT` of BOX instead of its disk")
+	pos, err := parseArgs(fs, args, true)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError("clone", "want one BOX")
 	}
 	return eachBox(pos, func(b backend.Box) error {
 		c, err := b.Clone(context.Background(), boxlite.CloneOptions{Name: *name, Snapshot: *snap})
@@ -115,13 +115,16 @@ func cmdClone(args []string) error {
 
 // cmdFork makes running boxes from a running box's state; it prints their ids.
 func cmdFork(args []string) error {
-	fs := flag.NewFlagSet("fork", flag.ContinueOnError)
-	n := fs.Int("n", 1, "how many forks")
+	fs := newFlags("fork")
+	n := fs.Int("n", 1, "how many forks (`N`)")
 	var names multi
-	fs.Var(&names, "name", "a fork's name (repeatable; the first forks get them)")
-	pos, err := parseAnywhere(fs, args)
-	if err != nil || len(pos) != 1 {
-		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite fork [-n N] [--name N]... BOX")
+	fs.Var(&names, "name", "a fork's `NAME` (repeatable; the first forks get them)")
+	pos, err := parseArgs(fs, args, true)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError("fork", "want one BOX")
 	}
 	return eachBox(pos, func(b backend.Box) error {
 		forks, err := b.Fork(context.Background(), *n, names)
@@ -134,8 +137,12 @@ func cmdFork(args []string) error {
 
 // cmdExport writes a stopped box to an archive; it prints the archive's path.
 func cmdExport(args []string) error {
+	args, err := parseArgs(newFlags("export"), args, true)
+	if err != nil {
+		return err
+	}
 	if len(args) != 2 {
-		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite export BOX FILE|DIR")
+		return usageError("export", "want BOX FILE|DIR")
 	}
 	return eachBox(args[:1], func(b backend.Box) error {
 		p, err := b.Export(context.Background(), args[1])
@@ -152,12 +159,15 @@ func cmdExport(args []string) error {
 // working directory); its resources, network and published ports come from
 // these flags (create's), else the defaults, never from the archive.
 func cmdImport(args []string) error {
-	fs := flag.NewFlagSet("import", flag.ContinueOnError)
+	fs := newFlags("import")
 	bf := addBoxFlags(fs)
 	rm := fs.Bool("rm", false, "remove the box when it stops")
-	pos, err := parseAnywhere(fs, args)
-	if err != nil || len(pos) != 1 {
-		return errdefs.Errorf(errdefs.ErrInvalidArgument, "usage: boxlite import [--name N] [box options as create] FILE")
+	pos, err := parseArgs(fs, args, true)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError("import", "want one FILE")
 	}
 	o, err := bf.options("")
 	if err != nil {

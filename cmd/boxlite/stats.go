@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -24,11 +23,12 @@ type boxStats struct {
 // cmdStats prints the metrics of the named boxes, or of every running box,
 // once (docker stats --no-stream; there is no streaming mode).
 func cmdStats(args []string) error {
-	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
+	fs := newFlags("stats")
 	asJSON := fs.Bool("json", false, "print a JSON array of {id, name, metrics}")
 	once := fs.Bool("no-stream", true, "print once (the only mode; accepted as docker's)")
-	if err := fs.Parse(args); err != nil {
-		return errdefs.Errorf(errdefs.ErrInvalidArgument, "stats: %v", err)
+	names, err := parseArgs(fs, args, true)
+	if err != nil {
+		return err
 	}
 	if !*once {
 		return errdefs.Errorf(errdefs.ErrUnsupported, "stats: streaming is not implemented; stats prints once")
@@ -39,7 +39,6 @@ func cmdStats(args []string) error {
 	}
 	defer rt.Close()
 	ctx := context.Background()
-	names := fs.Args()
 	if len(names) == 0 {
 		infos, err := rt.List(ctx)
 		if err != nil {

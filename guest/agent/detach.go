@@ -135,6 +135,9 @@ func (s *server) startAttach(f protocol.Frame) {
 		s.sendError(id, err)
 		return
 	}
+	if req.Live {
+		s.forgetEnded(req.ID)
+	}
 	s.mu.Lock()
 	e := s.detached[req.ID]
 	_, inUse := s.execs[id]
@@ -170,6 +173,25 @@ func (s *server) startAttach(f protocol.Frame) {
 		return
 	}
 	s.cfg.Logf("exec %s (pid %d): attached to stream %d", req.ID, e.boxPid, id)
+}
+
+// forgetEnded forgets the detachable exec id if it ended while detached:
+// an attach that wants a live one (protocol.Attach.Live) does not get it.
+func (s *server) forgetEnded(id string) {
+	s.mu.Lock()
+	e := s.detached[id]
+	s.mu.Unlock()
+	if e == nil {
+		return
+	}
+	s.wmu.Lock()
+	ended := e.ended != nil && e.gone
+	s.wmu.Unlock()
+	if ended {
+		s.mu.Lock()
+		s.forgetLocked(e)
+		s.mu.Unlock()
+	}
 }
 
 // register records a detachable exec before it runs; an id in use or too

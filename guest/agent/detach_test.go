@@ -4,6 +4,7 @@ package agent
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -263,5 +264,57 @@ func TestAttachAfterAttachedExit(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantErr(t, res, errdefs.ErrNotFound, "ended")
+	}
+}
+
+// An attach that wants a live exec (Attach.Live) does not get one that
+// ended while detached: the agent forgets it, and its id is free for a new
+// exec (a named session starting its process again).
+func TestAttachLiveForgetsTheEnded(t *testing.T) {
+	h, _ := serve(t, Config{})
+	req := sh("sleep 1; exit 5")
+	req.Detach = "named-1"
+	s, err := h.Exec(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started(t, s)
+	if err := s.Send(protocol.TCancel, nil); err != nil {
+		t.Fatal(err)
+	}
+	h.Forget(s)
+	liveAttach := func() *testhost.Stream {
+		a := h.Open(0)
+		if err := a.Send(protocol.TAttach, protocol.Attach{ID: "named-1", Live: true}); err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	// It runs on, detached: a live attach takes it.
+	a := liveAttach()
+	started(t, a)
+	if err := a.Send(protocol.TCancel, nil); err != nil { // detached again; it exits meanwhile
+		t.Fatal(err)
+	}
+	h.Forget(a)
+	deadline := time.Now().Add(wait)
+	for {
+		res, err := liveAttach().Collect(wait, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if errors.Is(res.Err, errdefs.ErrNotFound) {
+			break // ended and forgotten
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a live attach still finds the exec that ended: %+v", res)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The id is free again.
+	req.Argv = []string{"/bin/sh", "-c", "exit 6"}
+	res := run(t, h, req)
+	if res.Exit == nil || res.Exit.Code != 6 {
+		t.Fatalf("a new exec under the ended one's id: %+v", res)
 	}
 }

@@ -158,6 +158,50 @@ const bootIDPath = "/proc/sys/kernel/random/boot_id"
 // /etc/machine-id. It works in the sandbox's mount namespace, on a thread
 // of its own that dies after.
 func setMachineOf(pid int, bootID, machineID string) error {
+	return inMountNSOf(pid, func() error {
+		// The file lives on the sandbox's /dev (a tmpfs of its own)
+		// only until it is bound: the mount keeps it.
+		tmp := "/dev/.boxlite-boot_id"
+		if err := os.WriteFile(tmp, []byte(bootID+"\n"), 0o444); err != nil {
+			return err
+		}
+		defer os.Remove(tmp)
+		// A box given an identity before (a fork of a fork, a restored
+		// memory snapshot of a restored box) has its file bound there
+		// already, unlinked: a mount over it fails (ENOENT). Drop it.
+		for range 4 {
+			if unix.Unmount(bootIDPath, unix.MNT_DETACH) != nil {
+				break // EINVAL: nothing bound there
+			}
+		}
+		if err := unix.Mount(tmp, bootIDPath, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind the boot id: %w", err)
+		}
+		if err := unix.Mount("", bootIDPath, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+			return fmt.Errorf("the boot id read-only: %w", err)
+		}
+		if machineID == "" {
+			return nil
+		}
+		var st unix.Stat_t
+		if unix.Lstat("/etc/machine-id", &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			return nil // none, or not a plain file: left alone
+		}
+		f, err := os.OpenFile("/etc/machine-id", os.O_WRONLY|os.O_TRUNC|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			return fmt.Errorf("machine id: %w", err)
+		}
+		_, err = f.WriteString(machineID + "\n")
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
+}
+
+// inMountNSOf runs fn in the mount namespace of pid (the sandbox's), on a
+// thread of its own that dies after (it is never unlocked).
+func inMountNSOf(pid int, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		lockOffMainThread() // the thread is not unlocked: it ends with the goroutine
@@ -173,35 +217,7 @@ func setMachineOf(pid int, bootID, machineID string) error {
 			if err := unix.Setns(fd, unix.CLONE_NEWNS); err != nil {
 				return fmt.Errorf("join the mount namespace: %w", err)
 			}
-			// The file lives on the sandbox's /dev (a tmpfs of its own)
-			// only until it is bound: the mount keeps it.
-			tmp := "/dev/.boxlite-boot_id"
-			if err := os.WriteFile(tmp, []byte(bootID+"\n"), 0o444); err != nil {
-				return err
-			}
-			defer os.Remove(tmp)
-			if err := unix.Mount(tmp, bootIDPath, "", unix.MS_BIND, ""); err != nil {
-				return fmt.Errorf("bind the boot id: %w", err)
-			}
-			if err := unix.Mount("", bootIDPath, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-				return fmt.Errorf("the boot id read-only: %w", err)
-			}
-			if machineID == "" {
-				return nil
-			}
-			var st unix.Stat_t
-			if unix.Lstat("/etc/machine-id", &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-				return nil // none, or not a plain file: left alone
-			}
-			f, err := os.OpenFile("/etc/machine-id", os.O_WRONLY|os.O_TRUNC|unix.O_NOFOLLOW, 0)
-			if err != nil {
-				return fmt.Errorf("machine id: %w", err)
-			}
-			_, err = f.WriteString(machineID + "\n")
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			return err
+			return fn()
 		}()
 	}()
 	return <-errc

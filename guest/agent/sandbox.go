@@ -84,6 +84,9 @@ type sandboxGen struct {
 	stop    chan struct{} // closed once the init died or the sandbox closed
 	once    sync.Once
 	exited  chan struct{} // closed when the forking thread's goroutine returned
+
+	rootsMu sync.Mutex
+	roots   map[string]bool // container roots readied in this sandbox (execroot.go)
 }
 
 type forkReq struct {

@@ -20,7 +20,7 @@ import (
 var Version = "dev"
 
 // features are what this agent adds to protocol version 1 (Hello.Features).
-var features = []string{protocol.FeatureTTY, protocol.FeatureNetwork, protocol.FeatureCopy, protocol.FeatureIdentity, protocol.FeaturePark, protocol.FeatureSignalGroup, protocol.FeatureExecDetach, protocol.FeatureClock, protocol.FeatureTrustCA, protocol.FeatureTunnel, protocol.FeatureWatch}
+var features = []string{protocol.FeatureTTY, protocol.FeatureNetwork, protocol.FeatureCopy, protocol.FeatureIdentity, protocol.FeaturePark, protocol.FeatureSignalGroup, protocol.FeatureExecDetach, protocol.FeatureClock, protocol.FeatureTrustCA, protocol.FeatureTunnel, protocol.FeatureWatch, protocol.FeatureExecRoot}
 
 // DefaultMaxExecs caps the execs one connection may run at once.
 const DefaultMaxExecs = 1024
@@ -264,6 +264,8 @@ func (s *server) handle(f protocol.Frame) (shutdown bool) {
 		s.startCopy(f)
 	case protocol.TWatch:
 		s.startWatch(f)
+	case protocol.TReleaseRoot:
+		s.releaseRoot(f)
 	case protocol.TIdentity:
 		s.applyIdentity(f)
 	case protocol.TClock:

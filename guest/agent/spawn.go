@@ -49,6 +49,14 @@ func validateExec(req *protocol.Exec) error {
 	case req.GraceMs < 0:
 		return bad("negative grace_ms %d", req.GraceMs)
 	}
+	if req.Root != "" {
+		if err := checkRoot(req.Root); err != nil {
+			return err
+		}
+	}
+	if err := checkRootBinds(req); err != nil {
+		return err
+	}
 	if req.Tty {
 		if _, _, err := termSize(req.Rows, req.Cols); err != nil {
 			return fmt.Errorf("exec: %w", err)
@@ -100,6 +108,17 @@ func (s *server) spawn(id uint32, req protocol.Exec) (*execution, error) {
 		}
 		cwdRoot = gen.root()
 	}
+	chroot := ""
+	if req.Root != "" {
+		if gen == nil {
+			return nil, errdefs.Errorf(errdefs.ErrUnsupported, "exec: a root of its own needs the box sandbox")
+		}
+		var err error
+		if root, chroot, err = gen.containerRoot(req.Root, req.RootBinds); err != nil {
+			return nil, err
+		}
+		cwdRoot = root
+	}
 	cwd := path.Clean("/" + req.Cwd)
 	hostCwd, err := cwdRoot, error(nil)
 	if gen == nil || cwd != "/" { // the sandbox's / is a directory
@@ -139,7 +158,7 @@ func (s *server) spawn(id uint32, req protocol.Exec) (*execution, error) {
 		return nil, err
 	}
 
-	sys := &syscall.SysProcAttr{Setpgid: true, Credential: cred}
+	sys := &syscall.SysProcAttr{Setpgid: true, Credential: cred, Chroot: chroot}
 	dir := cwd
 	if gen == nil && root != "/" {
 		// Development mode with a box root but no sandbox: run the files

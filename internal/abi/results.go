@@ -82,4 +82,10 @@ type SnapshotInfo struct {
 	// ContainerDiskBytes is the disk's logical size; 0 when the box had no
 	// disk yet (never booted): restoring such a snapshot empties the box.
 	ContainerDiskBytes int64 `json:"container_disk_bytes" doc:"the disk's size; 0 when the box had no disk yet"`
+	// Memory: the snapshot keeps the box's memory and devices with its
+	// disk (a running or paused box's); restoring it brings the box back
+	// paused at that instant, its processes as they were.
+	Memory bool `json:"memory" doc:"the box's memory is kept too: a restore brings its processes back"`
+	// MemoryBytes is what the saved memory and devices take on the host.
+	MemoryBytes int64 `json:"memory_bytes,omitempty" doc:"host bytes of the saved memory; 0 without memory"`
 }

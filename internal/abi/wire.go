@@ -210,6 +210,12 @@ type SessionOptions struct {
 	User        string            `json:"user,omitempty" doc:"name, uid or uid:gid; default: the box's"`
 	GraceSecs   *Seconds          `json:"grace_secs,omitempty" doc:"how long an interrupted cell or command has to stop before its interpreter or shell is killed and restarted: default {DEFAULT_SESSION_GRACE_SECS}, more than 0"`
 	OutputLimit int64             `json:"output_limit_bytes,omitempty" doc:"output kept per stream of a result; default: the runtime's"`
+	Name        string            `json:"name,omitempty" doc:"1-48 of [A-Za-z0-9_-]: the session's process outlives its client, and a later session of that kind and name in the box (another process, after a pause, in a fork) takes it over with its state; local runtimes only"`
+}
+
+// SnapshotOptions are a snapshot's (boxlite_box_snapshot_create_with).
+type SnapshotOptions struct {
+	Memory bool `json:"memory,omitempty" doc:"keep the box's memory and devices too (a running or paused box): restoring the snapshot brings the box back paused, its processes as they were"`
 }
 
 // ShellCommand runs a command on a shell session (boxlite_session_exec).

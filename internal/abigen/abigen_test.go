@@ -36,16 +36,17 @@ func TestANewKindReachesEveryEdge(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"include/boxlite.h":                 "#define BOXLITE_ERR_QUOTA_EXCEEDED 42",
-		"bindings/python/boxlite/_cdef.py":  "#define BOXLITE_ERR_QUOTA_EXCEEDED 42",
-		"capi/errors_gen.go":                "C.BOXLITE_ERR_QUOTA_EXCEEDED,",
-		"bindings/python/boxlite/errors.py": `code, status = "quota_exceeded", 42`,
-		"bindings/python/README.md":         "`QuotaExceededError`",
-		"bindings/node/src/addon.c":         `"ERR_QUOTA_EXCEEDED", BOXLITE_ERR_QUOTA_EXCEEDED`,
-		"bindings/node/lib/errors.js":       "'quota_exceeded'",
-		"bindings/node/lib/index.d.ts":      "| 'quota_exceeded'",
-		"bindings/node/README.md":           "`quota_exceeded`",
-		"README.md":                         "`BOXLITE_ERR_QUOTA_EXCEEDED` (42)",
+		"include/boxlite.h":                         "#define BOXLITE_ERR_QUOTA_EXCEEDED 42",
+		"bindings/python/boxlite/_cdef.py":          "#define BOXLITE_ERR_QUOTA_EXCEEDED 42",
+		"bindings/rust/boxlite-sys/src/bindings.rs": "pub const BOXLITE_ERR_QUOTA_EXCEEDED: c_int = 42;",
+		"capi/errors_gen.go":                        "C.BOXLITE_ERR_QUOTA_EXCEEDED,",
+		"bindings/python/boxlite/errors.py":         `code, status = "quota_exceeded", 42`,
+		"bindings/python/README.md":                 "`QuotaExceededError`",
+		"bindings/node/src/addon.c":                 `"ERR_QUOTA_EXCEEDED", BOXLITE_ERR_QUOTA_EXCEEDED`,
+		"bindings/node/lib/errors.js":               "'quota_exceeded'",
+		"bindings/node/lib/index.d.ts":              "| 'quota_exceeded'",
+		"bindings/node/README.md":                   "`quota_exceeded`",
+		"README.md":                                 "`BOXLITE_ERR_QUOTA_EXCEEDED` (42)",
 	}
 	for _, f := range files {
 		w, ok := want[f.path]

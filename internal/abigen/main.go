@@ -105,6 +105,11 @@ func render(root string, kinds []errdefs.KindSpec) ([]file, error) {
 		return nil, err
 	}
 	out = append(out, file{"bindings/python/boxlite/_calls.py", []byte(calls)})
+	rs, err := rustBindings(header)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, file{"bindings/rust/boxlite-sys/src/bindings.rs", []byte(rs)})
 	out = append(out, file{"bindings/python/boxlite/_defaults.py", []byte(pythonDefaults())})
 	out = append(out, file{"bindings/node/lib/defaults.js", []byte(nodeDefaults())})
 	out = append(out, file{"bindings/node/lib/types.d.ts", []byte("// Code " + notice + "\n" +
@@ -154,6 +159,7 @@ var wireBlocks = []struct {
 	{"shell command", reflect.TypeFor[abi.ShellCommand](), true},
 	{"image info", reflect.TypeFor[abi.ImageInfo](), false},
 	{"snapshot info", reflect.TypeFor[abi.SnapshotInfo](), false},
+	{"snapshot options", reflect.TypeFor[abi.SnapshotOptions](), true},
 	{"box metrics", reflect.TypeFor[abi.BoxMetrics](), false},
 	{"runtime metrics", reflect.TypeFor[abi.RuntimeMetrics](), false},
 	{"cell result", reflect.TypeFor[abi.CellResult](), false},

@@ -47,8 +47,8 @@ type Box interface {
 	Start(ctx context.Context) error
 	Stop(ctx context.Context) error
 	// Pause saves the running box with its memory and ends its processes;
-	// Resume restores it (see boxlite.Box.Pause). A server's box refuses
-	// both (errdefs.ErrUnsupported) until its REST API has them.
+	// Resume restores it (see boxlite.Box.Pause); a server's box through
+	// its routes.
 	Pause(ctx context.Context) (boxlite.PauseInfo, error)
 	Resume(ctx context.Context) error
 	Remove(ctx context.Context, force bool) error
@@ -57,6 +57,7 @@ type Box interface {
 	CopyOut(ctx context.Context, boxSrc, hostDst string, opts boxlite.CopyOptions) error
 	Metrics(ctx context.Context) (boxlite.BoxMetrics, error)
 	CreateSnapshot(ctx context.Context, name string) (boxlite.SnapshotInfo, error)
+	CreateSnapshotWith(ctx context.Context, name string, opts boxlite.SnapshotOptions) (boxlite.SnapshotInfo, error)
 	Snapshots(ctx context.Context) ([]boxlite.SnapshotInfo, error)
 	Snapshot(ctx context.Context, name string) (boxlite.SnapshotInfo, error)
 	RemoveSnapshot(ctx context.Context, name string) error
@@ -68,7 +69,7 @@ type Box interface {
 	Exec(ctx context.Context, cmd boxlite.Command) (Execution, error)
 	Clone(ctx context.Context, opts boxlite.CloneOptions) (Box, error)
 	// Fork makes running boxes from the running box's state (see
-	// boxlite.Box.Fork); a server's box refuses it (ErrUnsupported).
+	// boxlite.Box.Fork).
 	Fork(ctx context.Context, count int, names []string) ([]Box, error)
 	// DialTunnel and ForwardTunnel reach a TCP port on the box's loopback
 	// (see boxlite.Box.DialTunnel); a server's box refuses them

@@ -95,16 +95,16 @@ func (b restBox) Clone(ctx context.Context, opts boxlite.CloneOptions) (Box, err
 	return restBox{c}, nil
 }
 
-func (b restBox) Pause(context.Context) (boxlite.PauseInfo, error) {
-	return boxlite.PauseInfo{}, errdefs.Errorf(errdefs.ErrUnsupported, "pause of a box on a REST runtime (the server has no pause route yet)")
-}
-
-func (b restBox) Resume(context.Context) error {
-	return errdefs.Errorf(errdefs.ErrUnsupported, "resume of a box on a REST runtime (the server has no resume route yet)")
-}
-
-func (b restBox) Fork(context.Context, int, []string) ([]Box, error) {
-	return nil, errdefs.Errorf(errdefs.ErrUnsupported, "fork of a box on a REST runtime (the server has no fork route yet)")
+func (b restBox) Fork(ctx context.Context, count int, names []string) ([]Box, error) {
+	fs, err := b.Box.Fork(ctx, count, names)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Box, len(fs))
+	for i, f := range fs {
+		out[i] = restBox{f}
+	}
+	return out, nil
 }
 
 func (b restBox) DialTunnel(context.Context, int) (TunnelConn, error) {

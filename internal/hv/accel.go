@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/kvmhost"
 )
 
 // Accel is how QEMU runs guest code.
@@ -27,8 +28,8 @@ const (
 const EnvAccel = "BOXLITE_ACCEL"
 
 const (
-	procCPUInfo = "/proc/cpuinfo"
-	devKVM      = "/dev/kvm"
+	procCPUInfo = kvmhost.CPUInfo
+	devKVM      = kvmhost.DevKVM
 )
 
 // DetectAccel picks KVM only when the CPU flags in /proc/cpuinfo have vmx or
@@ -51,13 +52,7 @@ func DetectAccel() (accel Accel, reason string, err error) {
 		// Without the flags we cannot tell hardware from software KVM.
 		return TCG, fmt.Sprintf("tcg: cannot read %s (%v)", procCPUInfo, err), nil
 	}
-	var kvmErr error
-	if f, err := os.OpenFile(devKVM, os.O_RDWR, 0); err != nil {
-		kvmErr = err
-	} else {
-		f.Close()
-	}
-	a, reason := detect(string(info), kvmErr, isDir("/sys/module/kvm_pvm"))
+	a, reason := detect(string(info), kvmhost.OpenKVM(devKVM), isDir("/sys/module/kvm_pvm"))
 	return a, reason, nil
 }
 
@@ -75,19 +70,14 @@ func ParseAccel(s string) (Accel, error) {
 // of /proc/cpuinfo, kvmErr the result of opening /dev/kvm read-write, pvm
 // whether the kvm_pvm module is loaded.
 func detect(cpuinfo string, kvmErr error, pvm bool) (Accel, string) {
-	flags := cpuFlags(cpuinfo)
-	hw := ""
-	switch {
-	case flags["vmx"]:
-		hw = "VMX"
-	case flags["svm"]:
-		hw = "SVM"
-	}
+	hw := kvmhost.HardwareVirt(cpuinfo)
 	switch {
 	case hw != "" && kvmErr == nil:
 		return KVM, fmt.Sprintf("kvm: %s present and %s usable", hw, devKVM)
 	case hw != "" && errors.Is(kvmErr, os.ErrNotExist):
 		return TCG, fmt.Sprintf("tcg: %s present but there is no %s (kvm module not loaded?)", hw, devKVM)
+	case hw != "" && errors.Is(kvmErr, os.ErrPermission):
+		return TCG, fmt.Sprintf("tcg: %s present but %s is not usable: %v; %s", hw, devKVM, kvmErr, kvmhost.GroupFix)
 	case hw != "":
 		return TCG, fmt.Sprintf("tcg: %s present but %s is not usable: %v", hw, devKVM, kvmErr)
 	case pvm:
@@ -97,22 +87,6 @@ func detect(cpuinfo string, kvmErr error, pvm bool) (Accel, string) {
 	default:
 		return TCG, fmt.Sprintf("tcg: CPU has no VMX/SVM and no usable %s", devKVM)
 	}
-}
-
-// cpuFlags returns the flags of the first processor in /proc/cpuinfo text.
-func cpuFlags(cpuinfo string) map[string]bool {
-	flags := map[string]bool{}
-	for _, line := range strings.Split(cpuinfo, "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok || strings.TrimSpace(k) != "flags" {
-			continue
-		}
-		for _, f := range strings.Fields(v) {
-			flags[f] = true
-		}
-		break
-	}
-	return flags
 }
 
 func isDir(path string) bool {
@@ -147,7 +121,7 @@ func hostTSCkHz() (int, error) {
 	info, _ := os.ReadFile(procCPUInfo)
 	listed := cpuMHzkHz(string(info))
 	measured, ok := 0, false
-	if flags := cpuFlags(string(info)); len(flags) == 0 || flags["constant_tsc"] {
+	if flags := kvmhost.CPUFlags(string(info)); len(flags) == 0 || flags["constant_tsc"] {
 		measured, ok = measureTSCkHz()
 	}
 	return pickTSC(listed, measured, ok)

@@ -43,6 +43,10 @@ const (
 // Attach asks to resume the detachable exec ID on the stream it arrives on.
 type Attach struct {
 	ID string `msgpack:"id"`
+	// Live: only an exec that still runs. One that ended while detached is
+	// then forgotten and the attach is refused as if it never ran (a named
+	// session taking over its process starts a new one instead).
+	Live bool `msgpack:"live,omitempty"`
 }
 
 // ValidDetachID reports whether s may name a detachable exec: 1 to

@@ -114,6 +114,11 @@ const (
 	// TCopyDone when the directory itself went, TError when the watch
 	// failed.
 	TWatch Type = 37
+	// TReleaseRoot (needs FeatureExecRoot): ReleaseRoot, undo what the
+	// agent mounted into a process root (Exec.Root: the box's /proc, /dev,
+	// /sys, the RootBinds) and forget it; its processes should have ended.
+	// The agent answers TCopyDone (an empty one) or TError, on the stream.
+	TReleaseRoot Type = 38
 
 	// Host to shim, answered by the shim on the same stream.
 	TInfo Type = 32 // request: no body; reply: Info
@@ -130,7 +135,7 @@ const (
 	// TFork asks the shim to save the box for a fork (Box.Fork): the VM is
 	// stopped, saved with its memory and its writable disk copied into the
 	// box directory (shimapi.ForkStateFile, ForkDiskFile, ForkRecordFile),
-	// then runs on. No body; the answer is Paused, or TError.
+	// then runs on. Body: none, or ForkSave; the answer is Paused, or TError.
 	TFork Type = 35
 	// TNetwork asks the shim to replace the box's outbound network policy
 	// while it runs (update_outbound): NetPolicy. The shim answers with
@@ -146,7 +151,7 @@ const (
 	// differs) and lifecycle settings, then answers with the HandOver it
 	// applied, or TError (the box is then no one's to hand over: the
 	// runtime removes it).
-	THandOver Type = 38
+	THandOver Type = 39
 )
 
 var typeNames = map[Type]string{
@@ -156,7 +161,8 @@ var typeNames = map[Type]string{
 	TCopyDone: "copy-done", TCopyIn: "copy-in", TCopyOut: "copy-out", TIdentity: "identity",
 	TLane: "lane", TLaneFree: "lane-free",
 	TPark: "park", TParked: "parked", TAttach: "attach", TPause: "pause", TClock: "clock", THold: "hold", TFork: "fork",
-	TTunnel: "tunnel", TEOF: "eof", TNetwork: "network", TWatch: "watch", THandOver: "hand-over",
+	TTunnel: "tunnel", TEOF: "eof", TNetwork: "network", TWatch: "watch", TReleaseRoot: "release-root",
+	THandOver: "hand-over",
 }
 
 // Last reports whether a frame of type t from the agent ends its stream.
@@ -199,6 +205,9 @@ const (
 	FeatureTunnel = "tunnel"
 	// FeatureWatch: TWatch is implemented.
 	FeatureWatch = "watch"
+	// FeatureExecRoot: Exec.Root, Exec.RootBinds and TReleaseRoot are
+	// implemented.
+	FeatureExecRoot = "exec-root"
 )
 
 // The lane is a raw disk of the box that a copy's bulk data crosses: QEMU
@@ -403,7 +412,37 @@ type Exec struct {
 	// keeps running and TAttach with this id resumes it. See detach.go;
 	// ValidDetachID says what an id may be.
 	Detach string `msgpack:"detach,omitempty"`
+	// Root, when set (needs FeatureExecRoot; an older agent would ignore
+	// it and run the process in the box's own root), is a directory of the
+	// box (an absolute path as the box's processes see it, not "/") that
+	// becomes the process's root: a container's root file system shared
+	// into the box (the containerd shim's). The agent binds the box's
+	// /proc, /dev and /sys onto its proc, dev and sys directories (where
+	// they are directories) the first time a root is used, resolves User,
+	// Cwd and Argv[0] in it, and chroots the process there.
+	Root string `msgpack:"root,omitempty"`
+	// RootBinds (with Root) are directories and files of the box bound
+	// into the root the first time it is used, after /proc, /dev and /sys
+	// (a container's volumes: emptyDirs, configmaps, secrets, its hosts
+	// file); a later exec in the same root has them already. At most
+	// MaxRootBinds.
+	RootBinds []RootBind `msgpack:"root_binds,omitempty"`
 }
+
+// RootBind is one bind into an Exec.Root.
+type RootBind struct {
+	Source   string `msgpack:"source"` // a path of the box (a directory or a file)
+	Target   string `msgpack:"target"` // where in the root; made if missing
+	ReadOnly bool   `msgpack:"read_only,omitempty"`
+}
+
+// ReleaseRoot is TReleaseRoot's body: the Exec.Root to release.
+type ReleaseRoot struct {
+	Root string `msgpack:"root"`
+}
+
+// MaxRootBinds bounds Exec.RootBinds.
+const MaxRootBinds = 64
 
 // MaxTermSize bounds Exec.Rows/Cols and Resize (the kernel keeps them in 16 bits).
 const MaxTermSize = 65535
@@ -598,6 +637,15 @@ type Hold struct {
 }
 
 // Paused is the shim's answer to TPause: the box's state is saved.
+// ForkSave is TFork's body. DiskOnly saves only the disk at that instant
+// (a snapshot of a running box's disk: ForkDiskFile), not the memory. Into
+// is a directory of the box directory, made by the client, that the files
+// go into (shimapi.ValidSaveDir); empty: the box directory.
+type ForkSave struct {
+	DiskOnly bool   `msgpack:"disk_only,omitempty"`
+	Into     string `msgpack:"into,omitempty"`
+}
+
 type Paused struct {
 	StateBytes int64   `msgpack:"state_bytes"` // the saved state's size on disk
 	SaveMs     float64 `msgpack:"save_ms"`     // VM stopped to state synced

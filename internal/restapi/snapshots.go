@@ -16,7 +16,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func snapshot(s boxlite.SnapshotInfo) wire.Snapshot {
 	return wire.Snapshot{ID: s.ID, BoxID: s.BoxID, Name: s.Name, CreatedAt: s.CreatedAt,
-		ContainerDiskBytes: s.ContainerDiskBytes, SizeBytes: s.SizeBytes}
+		ContainerDiskBytes: s.ContainerDiskBytes, SizeBytes: s.SizeBytes, Memory: s.Memory, MemoryBytes: s.MemoryBytes}
 }
 
 func (a *API) createSnapshot(w http.ResponseWriter, r *http.Request) error {
@@ -28,7 +28,7 @@ func (a *API) createSnapshot(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s, err := b.CreateSnapshot(r.Context(), req.Name)
+	s, err := b.CreateSnapshotWith(r.Context(), req.Name, boxlite.SnapshotOptions{Memory: req.Memory})
 	if err != nil {
 		return err
 	}

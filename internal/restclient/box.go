@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
@@ -68,6 +69,47 @@ func (b *Box) Start(ctx context.Context) error {
 	return nil
 }
 
+// Pause saves the running box with its memory on the server (a boxlite
+// server's route, beyond BoxLite's API).
+func (b *Box) Pause(ctx context.Context) (boxlite.PauseInfo, error) {
+	var w wire.PauseResponse
+	if err := b.c.do(ctx, request{method: "POST", path: b.path("/pause")}, &w); err != nil {
+		return boxlite.PauseInfo{}, err
+	}
+	at, err := time.Parse(time.RFC3339Nano, w.SavedAt)
+	if err != nil {
+		return boxlite.PauseInfo{}, errdefs.Errorf(errdefs.ErrInternal, "pause: the server's saved_at %q: %v", w.SavedAt, err)
+	}
+	b.mu.Lock()
+	b.last.State = boxlite.StatePaused
+	b.mu.Unlock()
+	return boxlite.PauseInfo{SavedAt: at, StateBytes: w.StateBytes, SaveMs: w.SaveMs}, nil
+}
+
+// Resume restores the paused box on the server.
+func (b *Box) Resume(ctx context.Context) error {
+	var w wire.Box
+	if err := b.c.do(ctx, request{method: "POST", path: b.path("/resume")}, &w); err != nil {
+		return err
+	}
+	b.note(w)
+	return nil
+}
+
+// Fork makes count running boxes on the server from the running box's
+// state at one instant.
+func (b *Box) Fork(ctx context.Context, count int, names []string) ([]*Box, error) {
+	var w wire.ForkBoxResponse
+	if err := b.c.do(ctx, request{method: "POST", path: b.path("/fork"), json: wire.ForkBoxRequest{Count: count, Names: names}}, &w); err != nil {
+		return nil, err
+	}
+	out := make([]*Box, len(w.Boxes))
+	for i, x := range w.Boxes {
+		out[i] = b.c.box(x)
+	}
+	return out, nil
+}
+
 // Stop stops the box, and removes it if it was created with AutoRemove.
 func (b *Box) Stop(ctx context.Context) error {
 	var w wire.Box
@@ -116,10 +158,16 @@ func (b *Box) Metrics(ctx context.Context) (boxlite.BoxMetrics, error) {
 	return m, nil
 }
 
-// CreateSnapshot snapshots the stopped box's disk.
+// CreateSnapshot snapshots the box's disk.
 func (b *Box) CreateSnapshot(ctx context.Context, name string) (boxlite.SnapshotInfo, error) {
+	return b.CreateSnapshotWith(ctx, name, boxlite.SnapshotOptions{})
+}
+
+// CreateSnapshotWith snapshots the box, with its memory if asked (a
+// boxlite server's extension of BoxLite's API).
+func (b *Box) CreateSnapshotWith(ctx context.Context, name string, opts boxlite.SnapshotOptions) (boxlite.SnapshotInfo, error) {
 	var w wire.Snapshot
-	err := b.c.do(ctx, request{method: "POST", path: b.path("/snapshots"), json: wire.CreateSnapshotRequest{Name: name}}, &w)
+	err := b.c.do(ctx, request{method: "POST", path: b.path("/snapshots"), json: wire.CreateSnapshotRequest{Name: name, Memory: opts.Memory}}, &w)
 	return snapshot(w), err
 }
 
@@ -155,7 +203,7 @@ func (b *Box) RestoreSnapshot(ctx context.Context, name string) error {
 
 func snapshot(w wire.Snapshot) boxlite.SnapshotInfo {
 	return boxlite.SnapshotInfo{ID: w.ID, BoxID: w.BoxID, Name: w.Name, CreatedAt: w.CreatedAt,
-		SizeBytes: w.SizeBytes, ContainerDiskBytes: w.ContainerDiskBytes}
+		SizeBytes: w.SizeBytes, ContainerDiskBytes: w.ContainerDiskBytes, Memory: w.Memory, MemoryBytes: w.MemoryBytes}
 }
 
 // Clone makes a stopped copy of the stopped box on the server. A clone of

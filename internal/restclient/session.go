@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/boxlite/boxlite"
+	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/internal/session"
 )
 
@@ -43,6 +44,9 @@ func (b *Box) sessionDefaults(o boxlite.SessionOptions) boxlite.SessionOptions {
 
 func (b *Box) starter() session.Starter {
 	return func(ctx context.Context, argv []string, o session.Options) (session.Process, error) {
+		if o.Name != "" {
+			return nil, errdefs.Errorf(errdefs.ErrUnsupported, "session name %q: named sessions need a local runtime (BoxLite's REST API has no executions that outlive their client)", o.Name)
+		}
 		e, err := b.Exec(ctx, boxlite.Command{Argv: argv, Env: o.Env, Cwd: o.Cwd, User: o.User, Stdin: true})
 		if err != nil {
 			return nil, err

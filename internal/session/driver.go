@@ -144,6 +144,16 @@ func runRequest(id int, code string, rich bool, env map[string]string) ([]byte, 
 	return append(msg, req...), nil
 }
 
+// helloRequest asks a running driver to send its magic and hello again:
+// a named session taking over an interpreter (Options.Name) reads past what
+// the last client left unread to it.
+func helloRequest() []byte {
+	req := []byte(`{"op":"hello"}`)
+	msg := make([]byte, 4, 4+len(req))
+	binary.BigEndian.PutUint32(msg, uint32(len(req)))
+	return append(msg, req...)
+}
+
 // readHello skips what the interpreter printed before the driver's magic,
 // then reads the hello frame.
 func readHello(br *bufio.Reader, h *driverHello) error {

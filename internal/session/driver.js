@@ -215,6 +215,7 @@
         continue;
       }
       if (msg && msg.op === "run") await run(msg);
+      else if (msg && msg.op === "hello") hello();
       else sendJSON("X", { message: "unknown op " + stringify(msg && msg.op) });
     }
     busy = false;
@@ -237,6 +238,11 @@
     process.exit(0);
   });
 
-  writeAll(MAGIC);
-  sendJSON("H", { version: 1, pid: process.pid, python: process.version, executable: process.execPath });
+  // The magic and hello: at the start, and again when a session that takes
+  // over this interpreter asks (op "hello").
+  function hello() {
+    writeAll(MAGIC);
+    sendJSON("H", { version: 1, pid: process.pid, python: process.version, executable: process.execPath });
+  }
+  hello();
 })();

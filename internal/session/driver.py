@@ -11,6 +11,8 @@
 #
 # Host -> driver (stdin): frames of a 4-byte big-endian length and a JSON
 #   object: {"op": "run", "id": N, "code": "...", "rich": bool, "env": {...}}.
+#   {"op": "hello"} asks for MAGIC and the hello again (a session taking over
+#   the interpreter: Options.Name).
 #   A rich cell (a code context's) also sends its results as D frames: the
 #   value of its trailing expression, display() calls and the matplotlib
 #   figures open at its end, as MIME bundles; lines starting with "!" run in
@@ -366,10 +368,15 @@ def main(state):
         with lock:
             send_json(b"R", result)
 
-    with lock:
-        _write_all(proto, MAGIC)
-        send_json(b"H", {"version": VERSION, "pid": os.getpid(), "python": sys.version.split()[0],
-                         "executable": sys.executable})
+    def hello():
+        # At the start, and again when a session that takes over this
+        # interpreter asks (op "hello").
+        with lock:
+            _write_all(proto, MAGIC)
+            send_json(b"H", {"version": VERSION, "pid": os.getpid(), "python": sys.version.split()[0],
+                             "executable": sys.executable})
+
+    hello()
     while True:
         hdr = _read_exact(req, 4)
         if hdr is None:
@@ -391,6 +398,8 @@ def main(state):
             continue
         if op == "run":
             run(msg)
+        elif op == "hello":
+            hello()
         else:
             with lock:
                 send_json(b"X", {"message": "unknown op %r" % (op,)})

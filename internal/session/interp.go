@@ -91,6 +91,16 @@ func (p *interp) stop(err error) {
 	p.p.Kill()
 }
 
+// detach lets go of a named session's interpreter, which runs on.
+func (p *interp) detach(err error) {
+	p.mu.Lock()
+	if p.stopped == nil {
+		p.stopped = err
+	}
+	p.mu.Unlock()
+	detachOrKill(p.p)
+}
+
 // fail kills an interpreter the session can no longer talk to.
 func (p *interp) fail(err error) {
 	p.mu.Lock()

@@ -23,6 +23,7 @@ import (
 	"github.com/boxlite/boxlite/errdefs"
 
 	"github.com/boxlite/boxlite/internal/abi"
+	"github.com/boxlite/boxlite/internal/protocol"
 )
 
 // ErrRestarted is wrapped, with ErrTimeout, by the error of a cell or
@@ -54,6 +55,28 @@ type Options struct {
 	// shell command's result keeps; the rest is dropped and the result is
 	// marked truncated. Default: the runtime's (DefaultOutputLimit, 64 MiB).
 	OutputLimit int64
+	// Name makes the session's process outlive its client: Close leaves it
+	// running in the box, and a later session of the same kind and name in
+	// the same box (from any process, after a pause, in a fork of the box)
+	// takes it over with its state instead of starting a new one. While a
+	// client holds it, another gets ErrAlreadyExists. Reset and a killed or
+	// restarted process start a fresh one under the name. 1 to MaxNameLen of
+	// [A-Za-z0-9_-]. Default: none (the process ends with its session).
+	Name string
+}
+
+// MaxNameLen bounds Options.Name: with its kind's prefix it is an
+// execution id (at most 64 bytes).
+const MaxNameLen = 48
+
+// qualified is the name of the session's process as the Starter gets it:
+// its kind, a dash and Options.Name ("python-main", "shell-main"), so that
+// sessions of two kinds never take each other's process.
+func (o Options) qualified(kind string) Options {
+	if o.Name != "" {
+		o.Name = kind + "-" + o.Name
+	}
+	return o
 }
 
 func (o Options) grace() time.Duration {
@@ -70,6 +93,9 @@ func (o Options) check(what string) error {
 	if o.OutputLimit < 0 {
 		return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s: negative output limit", what)
 	}
+	if o.Name != "" && !validName(o.Name) {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s: name %q: want 1 to %d of [A-Za-z0-9_-]", what, o.Name, MaxNameLen)
+	}
 	return checkEnv(what, o.Env)
 }
 
@@ -84,4 +110,9 @@ func checkEnv(what string, env map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// validName: a name the box can hold as part of an execution id.
+func validName(s string) bool {
+	return len(s) <= MaxNameLen && protocol.ValidDetachID(s)
 }

@@ -29,8 +29,35 @@ type Process interface {
 }
 
 // Starter starts argv as a session's process with o's Env, Cwd and User, its
-// stdin open.
+// stdin open. With o.Name (the session's, qualified by its kind), it first
+// looks for the process of that name the box still runs and returns it
+// adopted (Adopter), else starts argv under that name; a Starter that
+// cannot keep processes by name refuses a name (ErrUnsupported).
 type Starter func(ctx context.Context, argv []string, o Options) (Process, error)
+
+// Adopter is a Process that may be one a named session left running
+// (Options.Name): Adopted reports whether it is, and Detach leaves it
+// running for the next session of that name instead of killing it.
+type Adopter interface {
+	Process
+	Adopted() bool
+	Detach() error
+}
+
+// adopted reports whether p is a named session's process taken over.
+func adopted(p Process) bool {
+	a, ok := p.(Adopter)
+	return ok && a.Adopted()
+}
+
+// detachOrKill leaves a named session's process running, else kills it.
+func detachOrKill(p Process) {
+	if a, ok := p.(Adopter); ok {
+		a.Detach()
+		return
+	}
+	p.Kill()
+}
 
 // ExitStatus is how a session's process ended. Code is 128+Signal when a
 // signal killed it.

@@ -53,6 +53,7 @@ func newDriverSession(ctx context.Context, lang string, start Starter, opts Opti
 	}
 	s := &Python{lang: lang, start: start, opts: opts, grace: opts.grace()}
 	s.sup = newSupervisor(what, "cell", s.launch, onBusy)
+	s.sup.keep = opts.Name != ""
 	if _, err := s.sup.ensure(ctx); err != nil {
 		return nil, err
 	}
@@ -236,9 +237,17 @@ func (s *Python) launchOne(ctx context.Context, python string) (*interp, error) 
 	if s.lang == "javascript" {
 		argv = JavaScriptArgv()
 	}
-	sp, err := s.start(ctx, argv, s.opts)
+	sp, err := s.start(ctx, argv, s.opts.qualified(s.lang))
 	if err != nil {
 		return nil, fmt.Errorf("%s: start %s: %w", s.kind(), python, err)
+	}
+	if adopted(sp) {
+		// A named session's interpreter, running since an earlier client:
+		// it says hello again, after whatever that client left unread.
+		if _, err := sp.Stdin().Write(helloRequest()); err != nil {
+			detachOrKill(sp)
+			return nil, fmt.Errorf("%s: take over %s: %w", s.kind(), s.opts.Name, err)
+		}
 	}
 	p := &interp{s: s, p: sp, gone: make(chan struct{}), errTail: &tail{max: stderrTailBytes}, errDone: make(chan struct{})}
 	go func() {

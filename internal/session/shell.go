@@ -77,6 +77,7 @@ func NewShell(ctx context.Context, start Starter, opts Options, onBusy BusyFunc)
 	}
 	s := &Shell{start: start, opts: opts, grace: opts.grace()}
 	s.sup = newSupervisor("shell session", "command", s.launch, onBusy)
+	s.sup.keep = opts.Name != ""
 	if _, err := s.sup.ensure(ctx); err != nil {
 		return nil, err
 	}
@@ -296,7 +297,7 @@ func (s *Shell) launch(ctx context.Context) (*shProc, error) {
 	var tok [16]byte
 	rand.Read(tok[:])
 	token := "bxs" + hex.EncodeToString(tok[:])
-	sp, err := s.start(ctx, []string{shell}, s.opts)
+	sp, err := s.start(ctx, []string{shell}, s.opts.qualified("shell"))
 	if err != nil {
 		return nil, fmt.Errorf("shell session: start %s: %w", shell, err)
 	}
@@ -366,6 +367,18 @@ func (p *shProc) stop(err error) {
 	}
 	p.mu.Unlock()
 	p.p.Kill()
+	p.out.abandon()
+	p.err.abandon()
+}
+
+// detach lets go of a named session's shell, which runs on.
+func (p *shProc) detach(err error) {
+	p.mu.Lock()
+	if p.stopped == nil {
+		p.stopped = err
+	}
+	p.mu.Unlock()
+	detachOrKill(p.p)
 	p.out.abandon()
 	p.err.abandon()
 }

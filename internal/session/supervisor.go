@@ -15,6 +15,10 @@ type instance interface {
 	dead() bool
 	// stop kills the process on purpose: what runs in it fails with err.
 	stop(err error)
+	// detach lets go of a named session's process, which runs on for the
+	// next session of its name (Options.Name); what runs in it here fails
+	// with err.
+	detach(err error)
 }
 
 // supervisor keeps the process of a session of any kind: it starts one when
@@ -25,6 +29,7 @@ type supervisor[P instance] struct {
 	what   string // "python session", for errors
 	work   string // "cell", "command": what runs one at a time
 	launch func(ctx context.Context) (P, error)
+	keep   bool          // a named session: close detaches the process
 	busy   chan struct{} // holds one token while a cell or command runs
 	onBusy BusyFunc      // told when a turn is taken and ended; may be nil
 
@@ -177,7 +182,12 @@ func (s *supervisor[P]) close() error {
 	s.closed, s.cur = true, zero
 	s.mu.Unlock()
 	if p != zero {
-		p.stop(errdefs.Errorf(errdefs.ErrClosed, "%s: closed", s.what))
+		err := errdefs.Errorf(errdefs.ErrClosed, "%s: closed", s.what)
+		if s.keep {
+			p.detach(err)
+		} else {
+			p.stop(err)
+		}
 	}
 	return nil
 }

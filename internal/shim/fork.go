@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -17,10 +18,11 @@ import (
 )
 
 // fork serves TFork: the box is saved for forks at one instant (its VM
-// stopped: memory, devices and writable disk), then runs on; its streams
-// stay open (they only stall while the VM is stopped).
-func (s *shim) fork(c *client, stream uint32) {
-	res, err := s.saveFork()
+// stopped: memory, devices and writable disk; with req.DiskOnly the disk
+// alone), then runs on; its streams stay open (they only stall while the
+// VM is stopped).
+func (s *shim) fork(c *client, stream uint32, req protocol.ForkSave) {
+	res, err := s.saveFork(req)
 	if err != nil {
 		log.Printf("fork failed: %v", err)
 		c.queueError(stream, err)
@@ -31,9 +33,20 @@ func (s *shim) fork(c *client, stream uint32) {
 	log.Printf("saved for a fork: state of %d bytes and the disk in %.0f ms", res.StateBytes, res.SaveMs)
 }
 
-func (s *shim) saveFork() (protocol.Paused, error) {
+func (s *shim) saveFork(req protocol.ForkSave) (protocol.Paused, error) {
 	var none protocol.Paused
-	if len(s.cfg.Volumes) > 0 {
+	diskOnly, dir := req.DiskOnly, s.cfg.Dir
+	if req.Into != "" {
+		if !shimapi.ValidSaveDir(req.Into) {
+			return none, errdefs.Errorf(errdefs.ErrInvalidArgument, "fork box %s: save into %q: not a save directory", s.cfg.BoxID, req.Into)
+		}
+		dir = filepath.Join(s.cfg.Dir, req.Into)
+		if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+			return none, errdefs.Errorf(errdefs.ErrInvalidArgument, "fork box %s: save into %q: no such directory", s.cfg.BoxID, req.Into)
+		}
+	}
+	at := func(f string) string { return filepath.Join(dir, f) }
+	if len(s.cfg.Volumes) > 0 && !diskOnly {
 		return none, errdefs.Errorf(errdefs.ErrUnsupported,
 			"fork box %s: it has volumes, and QEMU 7.2's virtio-fs device (vhost-user-fs) cannot be saved", s.cfg.BoxID)
 	}
@@ -47,6 +60,9 @@ func (s *shim) saveFork() (protocol.Paused, error) {
 		return none, fmt.Errorf("fork box %s: %w", s.cfg.BoxID, err)
 	}
 	need := int64(s.cfg.MemoryMiB)<<20 + shimapi.PauseOverheadBytes + dst.Blocks*512
+	if diskOnly {
+		need = dst.Blocks * 512
+	}
 	if free := int64(st.Bavail) * int64(st.Bsize); free < need {
 		return none, errdefs.Errorf(errdefs.ErrLimit, "fork box %s: %d MiB free on the disk of its directory, a fork's save needs up to %d MiB",
 			s.cfg.BoxID, free>>20, need>>20)
@@ -71,14 +87,14 @@ func (s *shim) saveFork() (protocol.Paused, error) {
 	s.mu.Unlock()
 	files := []string{shimapi.ForkStateFile, shimapi.ForkDiskFile, shimapi.ForkRecordFile}
 	for _, f := range files {
-		os.Remove(s.cfg.Path(f))
-		os.Remove(s.cfg.Path(f) + ".tmp")
+		os.Remove(at(f))
+		os.Remove(at(f) + ".tmp")
 	}
 	done := func(err error) (protocol.Paused, error) {
 		if err != nil {
 			for _, f := range files {
-				os.Remove(s.cfg.Path(f))
-				os.Remove(s.cfg.Path(f) + ".tmp")
+				os.Remove(at(f))
+				os.Remove(at(f) + ".tmp")
 			}
 		}
 		if rerr := s.vm.Resume(); rerr != nil {
@@ -103,7 +119,23 @@ func (s *shim) saveFork() (protocol.Paused, error) {
 	if err := s.vm.Stop(); err != nil {
 		return done(err)
 	}
-	path := s.cfg.Path(shimapi.ForkStateFile)
+	if diskOnly {
+		// QEMU drained and flushed the disk when it stopped the vCPUs: the
+		// copy is the disk of that instant, as after a power cut (ext4's
+		// journal makes it whole on the next mount).
+		ctx, cancel := context.WithTimeout(context.Background(), pauseSaveTimeout)
+		err := sparse.Copy(ctx, disk, at(shimapi.ForkDiskFile))
+		cancel()
+		if err != nil {
+			return done(err)
+		}
+		saveMs := float64(time.Since(t0).Microseconds()) / 1000
+		if _, err := done(nil); err != nil {
+			return none, err
+		}
+		return protocol.Paused{SaveMs: saveMs}, nil
+	}
+	path := at(shimapi.ForkStateFile)
 	f, err := os.OpenFile(path+".tmp", os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
 	if err != nil {
 		return done(err)
@@ -122,7 +154,7 @@ func (s *shim) saveFork() (protocol.Paused, error) {
 	// QEMU flushed the disk when the save completed and the vCPUs are
 	// stopped: the copy is the disk of that instant.
 	ctx, cancel := context.WithTimeout(context.Background(), pauseSaveTimeout)
-	err = sparse.Copy(ctx, disk, s.cfg.Path(shimapi.ForkDiskFile))
+	err = sparse.Copy(ctx, disk, at(shimapi.ForkDiskFile))
 	cancel()
 	if err != nil {
 		return done(err)
@@ -135,13 +167,24 @@ func (s *shim) saveFork() (protocol.Paused, error) {
 	if err := os.Rename(path+".tmp", path); err != nil {
 		return done(err)
 	}
-	if err := writeSynced(s.cfg.Path(shimapi.ForkRecordFile), b); err != nil {
+	if err := writeSynced(at(shimapi.ForkRecordFile), b); err != nil {
 		return done(err)
 	}
 	if _, err := done(nil); err != nil {
 		return none, err
 	}
 	return protocol.Paused{StateBytes: fi.Size(), SaveMs: saveMs}, nil
+}
+
+// sweepSaves removes the save directories (protocol.ForkSave.Into) of a
+// fork or snapshot whose client crashed: none runs while the box starts.
+func sweepSaves(dir string) {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if shimapi.ValidSaveDir(e.Name()) {
+			os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // forkIdentity makes a VM restored from another box's state (a fork) a
@@ -166,7 +209,11 @@ func (s *shim) forkIdentity(r *protocol.Reader, rec shimapi.Paused, start time.T
 	s.mu.Lock()
 	s.next = max(s.next, last+1) // the agent may know those ids still
 	s.mu.Unlock()
-	f, err := protocol.Encode(protocol.TIdentity, 0, newIdentity(s.cfg.Hostname, true))
+	id := newIdentity(s.cfg.Hostname, true)
+	if rec.Restored { // a snapshot of the box itself keeps its machine id
+		id.MachineID = ""
+	}
+	f, err := protocol.Encode(protocol.TIdentity, 0, id)
 	if err == nil {
 		err = s.sendAgent(f)
 	}

@@ -304,7 +304,7 @@ func (s *shim) resumeVM(vmcfg hv.Config, start time.Time) (protocol.Hello, *prot
 	s.agent = s.vm.Channel()
 	s.w = protocol.NewWriter(s.agent)
 	r := protocol.NewReader(s.agent)
-	if rec.Fork {
+	if rec.Fork || rec.Restored {
 		if err := s.forkIdentity(r, rec, start); err != nil {
 			s.vm.Kill()
 			return rec.Hello, nil, noRetry{fmt.Errorf("resume a fork: %w", err)}

@@ -19,7 +19,7 @@ const maxStrayFrames = 4096
 
 // flow is the shim's account of one stream's flow control.
 type flow struct {
-	kind    protocol.Type // the request that opened the stream: TExec, TCopyIn, TCopyOut, TTunnel, TWatch
+	kind    protocol.Type // the request that opened the stream: TExec, TCopyIn, TCopyOut, TTunnel, TWatch, TReleaseRoot
 	unread  [3]int        // bytes of fd 1 and 2 the agent sent that the client has not credited
 	stdin   int           // bytes of stdin the client sent that the agent has not credited
 	started bool
@@ -33,7 +33,7 @@ type flow struct {
 
 // fromAgent checks an agent frame for the stream fl accounts for.
 func (fl *flow) fromAgent(f protocol.Frame) error {
-	if fl.kind == protocol.TCopyIn || fl.kind == protocol.TCopyOut || fl.kind == protocol.TWatch {
+	if fl.kind == protocol.TCopyIn || fl.kind == protocol.TCopyOut || fl.kind == protocol.TWatch || fl.kind == protocol.TReleaseRoot {
 		return fl.fromCopyAgent(f)
 	}
 	if fl.kind == protocol.TTunnel {
@@ -80,7 +80,7 @@ func (fl *flow) fromAgent(f protocol.Frame) error {
 // the client's data (TStdin) and credits it like an exec's stdin; a copy
 // out sends its data as TStdout within the same window as an exec's output.
 // Either ends with TCopyDone or TError, and has no other frames. A watch's
-// events are a copy out's data.
+// events are a copy out's data. A root's release has only its end.
 func (fl *flow) fromCopyAgent(f protocol.Frame) error {
 	switch {
 	case f.Type == protocol.TStdout && (fl.kind == protocol.TCopyOut || fl.kind == protocol.TWatch):

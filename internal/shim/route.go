@@ -133,7 +133,14 @@ func (s *shim) serveClient(c *client) {
 			go s.pause(c, f.Stream)
 			continue
 		case protocol.TFork:
-			go s.fork(c, f.Stream)
+			var req protocol.ForkSave
+			if len(f.Payload) > 0 {
+				if err := protocol.Decode(f, &req); err != nil {
+					c.queueError(f.Stream, err)
+					continue
+				}
+			}
+			go s.fork(c, f.Stream, req)
 			continue
 		case protocol.TNetwork:
 			go s.updateNetwork(c, f.Stream, f)
@@ -147,7 +154,7 @@ func (s *shim) serveClient(c *client) {
 		}
 		s.mu.Lock()
 		global, ok := c.streams[f.Stream]
-		if f.Type == protocol.TExec || f.Type == protocol.TAttach || f.Type == protocol.TCopyIn || f.Type == protocol.TCopyOut || f.Type == protocol.TTunnel || f.Type == protocol.TWatch {
+		if f.Type == protocol.TExec || f.Type == protocol.TAttach || f.Type == protocol.TCopyIn || f.Type == protocol.TCopyOut || f.Type == protocol.TTunnel || f.Type == protocol.TWatch || f.Type == protocol.TReleaseRoot {
 			if s.pausing { // no new stream into a VM being saved: its stream would end with the save
 				s.mu.Unlock()
 				s.counters.refused(f.Type)

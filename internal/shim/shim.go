@@ -319,6 +319,7 @@ func (s *shim) boot() error {
 	s.vmcfg = vmcfg
 	os.Truncate(vmcfg.ConsoleLog, 0)
 	os.Remove(vmcfg.ConsoleLog + ".1")
+	sweepSaves(s.cfg.Dir)
 	start := time.Now()
 	h, r, how, err := s.startVM(vmcfg, start)
 	if err != nil {

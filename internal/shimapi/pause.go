@@ -2,6 +2,7 @@ package shimapi
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/boxlite/boxlite/internal/protocol"
@@ -29,6 +30,26 @@ const (
 	ForkDiskFile   = "fork.disk"  // the writable disk (DiskFile) at that instant
 	ForkRecordFile = "fork.json"  // the Paused record, as PausedFile
 )
+
+// SaveDirPrefix starts the name of a directory of the box directory that
+// a client makes for one save of the running box (protocol.ForkSave.Into):
+// a fork's or a snapshot's files, apart from any other save's.
+const SaveDirPrefix = ".save-"
+
+// ValidSaveDir reports whether name may be a ForkSave.Into: SaveDirPrefix
+// and 1 to 32 lowercase hex digits, no path.
+func ValidSaveDir(name string) bool {
+	rest, ok := strings.CutPrefix(name, SaveDirPrefix)
+	if !ok || len(rest) == 0 || len(rest) > 32 {
+		return false
+	}
+	for _, c := range []byte(rest) {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // PauseOverheadBytes is what a saved state may need beyond the guest's
 // memory (device state, the stream's page headers); a pause checks for the
@@ -61,6 +82,11 @@ type Paused struct {
 	// in it, as if their clients had gone.
 	Fork   bool     `json:"fork,omitempty"`
 	Cancel []uint32 `json:"cancel,omitempty"`
+	// Restored: the state is one of the box's own memory snapshots
+	// (Box.RestoreSnapshot), which may be restored many times: as a fork's,
+	// its streams at the save are cancelled and it gets the host's clock,
+	// fresh entropy and a boot id, but it keeps its hostname and machine id.
+	Restored bool `json:"restored,omitempty"`
 }
 
 // MaxForkStreams bounds Paused.Cancel.

@@ -17,9 +17,11 @@
 //
 // Run it with `make bench`; `bench -mem` is the memory rows alone, with the
 // guest's free lists and QEMU's largest mappings; `bench -pause` is pause and
-// resume against cold and template starts (pause.go); `bench -idle [N]` is
-// the CPU of idle boxes and exec among N idle boxes (idle.go, default 20);
-// `bench -pool` is a warm pool's hand-over against a template start.
+// resume against cold and template starts (pause.go); `bench -paused N`
+// puts N boxes to sleep and resumes random ones among them (paused.go);
+// `bench -idle [N]` is the CPU of idle boxes and exec among N idle boxes
+// (idle.go, default 20); `bench -pool` is a warm pool's hand-over against a
+// template start.
 package main
 
 import (
@@ -77,12 +79,18 @@ func main() {
 				return fmt.Errorf("-idle %q: want a count of boxes", os.Args[2])
 			}
 			f, mode = func() error { return idle(n) }, "idle-"+os.Args[2]
+		case len(os.Args) == 3 && os.Args[1] == "-paused": // N boxes put to sleep, and resumes among them
+			n, err := strconv.Atoi(os.Args[2])
+			if err != nil || n < 1 {
+				return fmt.Errorf("-paused %q: want a count", os.Args[2])
+			}
+			f, mode = func() error { return pausedBench(n) }, "paused-"+os.Args[2]
 		case len(os.Args) == 2 && modes[os.Args[1]] != nil:
 			f, mode = modes[os.Args[1]], os.Args[1][1:]
 		case len(os.Args) == 1:
 			f = run
 		default:
-			return fmt.Errorf("usage: bench [-many N | -idle [N] | -net | -volumes | -copy | -spin | -mem | -warm | -pool | -rest | -pause | -tunnel]")
+			return fmt.Errorf("usage: bench [-many N | -paused N | -idle [N] | -net | -volumes | -copy | -spin | -mem | -warm | -pool | -rest | -pause | -tunnel]")
 		}
 		var err error
 		if rec, err = newRecorder(mode); err != nil {

@@ -26,10 +26,7 @@ func pauseBench() error {
 		return err
 	}
 	defer done()
-	exec := func(b *boxlite.Box) error {
-		_, err := b.Run(ctx, boxlite.Command{Argv: []string{"true"}})
-		return err
-	}
+	exec := func(b *boxlite.Box) error { return runTrue(ctx, b) }
 	first, err := rt.Create(ctx, "alpine:latest") // makes the template
 	if err != nil {
 		return err
@@ -131,6 +128,13 @@ func pauseBench() error {
 	rec.vs("disk of a paused box's state", medianF(stateMiB), "MiB", "guest RAM the VMM had mapped (Rss)", medianF(touchedMiB), nil)
 	rec.vs("disk of a paused box's state ", medianF(stateMiB), "MiB", "guest's MemTotal - MemFree", medianF(guestUsedMiB), nil)
 	return nil
+}
+
+// runTrue runs `true` in b: an exec's round trip, or the first exec
+// result after a start or resume.
+func runTrue(ctx context.Context, b *boxlite.Box) error {
+	_, err := b.Run(ctx, boxlite.Command{Argv: []string{"true"}})
+	return err
 }
 
 // forkToExec forks b n times and runs exec in every fork at once: the time

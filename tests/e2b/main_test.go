@@ -70,7 +70,7 @@ func run(m *testing.M) int {
 		<-done
 	}
 	// What the tests left behind goes with the home.
-	if out, err := boxlite("ls", "-q"); err == nil {
+	if out, err := boxlite("ls", "-aq"); err == nil {
 		for _, id := range strings.Fields(out) {
 			boxlite("rm", "-f", id)
 		}

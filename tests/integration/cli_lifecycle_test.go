@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -72,10 +73,20 @@ func TestCLILifecycleAndDetach(t *testing.T) {
 	const name = "cli-detached"
 	id := strings.TrimSpace(mustCLI(t, "create", "--name", name, "--memory", "256", "alpine:latest"))
 	t.Cleanup(func() { cli(t, "rm", "-f", name) })
-	if ls := mustCLI(t, "ls"); !strings.Contains(ls, id) || !strings.Contains(ls, "configured") {
-		t.Fatalf("ls after create:\n%s", ls)
+	// ls is docker ps: a configured box only with -a; -q prints ids.
+	if ls := mustCLI(t, "ls", "-a"); !strings.Contains(ls, id) || !strings.Contains(ls, "configured") {
+		t.Fatalf("ls -a after create:\n%s", ls)
+	}
+	if ls := mustCLI(t, "ls"); strings.Contains(ls, id) {
+		t.Fatalf("ls (running boxes) after create:\n%s", ls)
+	}
+	if ids := strings.Fields(mustCLI(t, "ls", "-aq")); !slices.Contains(ids, id) || slices.ContainsFunc(ids, func(s string) bool { return len(s) != 12 }) {
+		t.Fatalf("ls -aq: %q, want ids only, %s among them", ids, id)
 	}
 	mustCLI(t, "start", name)
+	if ids := strings.Fields(mustCLI(t, "ls", "-q")); !slices.Contains(ids, id) {
+		t.Fatalf("ls -q after start: %q, want %s", ids, id)
+	}
 	out := mustCLI(t, "exec", name, "--", "sh", "-c", "echo in-ram > /dev/shm/mark; sleep 1000 >/dev/null 2>&1 & echo $!")
 	sleepPid := strings.TrimSpace(out)
 
@@ -116,8 +127,11 @@ func TestCLILifecycleAndDetach(t *testing.T) {
 
 	mustCLI(t, "stop", name)
 	awaitGone(t, "shim", shimPid)
-	if ls := mustCLI(t, "ls"); !strings.Contains(ls, "stopped") {
-		t.Fatalf("ls after stop:\n%s", ls)
+	if ls := mustCLI(t, "ls", "-a"); !strings.Contains(ls, "stopped") {
+		t.Fatalf("ls -a after stop:\n%s", ls)
+	}
+	if ids := strings.Fields(mustCLI(t, "ls", "-q")); slices.Contains(ids, id) {
+		t.Fatalf("ls -q after stop: %q lists the stopped box", ids)
 	}
 	if out := mustCLI(t, "exec", name, "--", "sh", "-c", "cat /dev/shm/mark 2>/dev/null; echo booted"); out != "booted\n" {
 		t.Errorf("exec on the stopped box: %q (a RAM file survived the stop?)", out)

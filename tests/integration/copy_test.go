@@ -238,7 +238,7 @@ func TestCopy(t *testing.T) {
 		if _, stderr, code := cli(t, "cp", "shared:/no/such", back); code != 125 || !strings.Contains(stderr, "/no/such") {
 			t.Fatalf("missing: exit %d: %s", code, stderr)
 		}
-		if _, _, code := cli(t, "cp", f, back); code != 2 {
+		if _, _, code := cli(t, "cp", f, back); code != 125 {
 			t.Fatalf("host to host: exit %d", code)
 		}
 	})

@@ -1,9 +1,7 @@
 package integration
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/boxlite/boxlite"
+	"github.com/boxlite/boxlite/internal/cmdrun"
 	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
@@ -44,20 +43,7 @@ func needPython(t *testing.T) {
 // cli runs the boxlite CLI with the test's home and returns its stdout, stderr and exit code.
 func cli(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(repo, "build", "boxlite"), args...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("boxlite %q: %v", args, err)
-	}
-	return out.String(), errOut.String(), code
+	return cmdrun.Cmd{Timeout: 2 * time.Minute}.Run(t, filepath.Join(repo, "build", "boxlite"), args...)
 }
 
 func TestPythonCLI(t *testing.T) {

@@ -125,7 +125,7 @@ func TestHostileArchiveImportsAsANewBox(t *testing.T) {
 		t.Fatalf("import of an image name with escapes: %v", err)
 	}
 	_, errOut, code := cli(t, "import", escName)
-	if code != 2 || !strings.Contains(errOut, `\x1b]0;pwned`) {
+	if code != 125 || !strings.Contains(errOut, `\x1b]0;pwned`) {
 		t.Fatalf("CLI import of an image name with escapes: exit %d, %q", code, errOut)
 	}
 	noEscapes(t, "import's error", errOut)
@@ -171,7 +171,7 @@ func TestHostileArchiveImportsAsANewBox(t *testing.T) {
 	must(t, err)
 	rec = bytes.Replace(rec, []byte(`"image": "alpine:latest"`), []byte(`"image": "\u001b]0;pwned\u0007\u001b[2J\u009b31malpine"`), 1)
 	must(t, os.WriteFile(recPath, rec, 0o600))
-	ls := mustCLI(t, "ls")
+	ls := mustCLI(t, "ls", "-a")
 	noEscapes(t, "ls", ls)
 	if !strings.Contains(ls, "imported-hostile") || !strings.Contains(ls, "?]0;pwned??[2J?31malpine") {
 		t.Fatalf("ls:\n%s", ls)
@@ -361,7 +361,7 @@ func TestRunRmEndsOnSIGTERM(t *testing.T) {
 	if running(shim) {
 		t.Errorf("the box's shim (pid %d) outlived run --rm", shim)
 	}
-	if ls := mustCLI(t, "ls"); strings.Contains(ls, name) {
+	if ls := mustCLI(t, "ls", "-a"); strings.Contains(ls, name) {
 		t.Fatalf("run --rm left its box:\n%s", ls)
 	}
 }

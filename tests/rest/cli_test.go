@@ -1,15 +1,14 @@
 package rest
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/boxlite/boxlite/internal/cmdrun"
 )
 
 // cliRun runs the CLI with a client home of its own (not the server's: a
@@ -17,20 +16,8 @@ import (
 // returns its stdout, stderr and exit code, within three minutes.
 func cliRun(t *testing.T, clientHome, stdin string, env []string, args ...string) (string, string, int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(repo, "build", "boxlite"), args...)
-	cmd.Env = append(os.Environ(), "BOXLITE_HOME="+clientHome, "BOXLITE_REST_URL=", "BOXLITE_API_KEY=")
-	cmd.Env = append(cmd.Env, env...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		t.Fatalf("boxlite %q: %v", args, err)
-	}
-	return out.String(), errOut.String(), cmd.ProcessState.ExitCode()
+	full := append(append(os.Environ(), "BOXLITE_HOME="+clientHome, "BOXLITE_REST_URL=", "BOXLITE_API_KEY="), env...)
+	return cmdrun.Cmd{Env: full, Stdin: stdin, Timeout: 3 * time.Minute}.Run(t, filepath.Join(repo, "build", "boxlite"), args...)
 }
 
 // TestCLIOverURL drives the CLI against the server: auth login (a refused
@@ -82,7 +69,7 @@ func TestCLIOverURL(t *testing.T) {
 	if len(id) != 12 {
 		t.Fatalf("create printed %q", id)
 	}
-	if out := must("", nil, append(prof, "ls")...); !strings.Contains(out, id) || !strings.Contains(out, "cli-url") {
+	if out := must("", nil, append(prof, "ls", "-a")...); !strings.Contains(out, id) || !strings.Contains(out, "cli-url") {
 		t.Errorf("ls: %q", out)
 	}
 
@@ -119,11 +106,11 @@ func TestCLIOverURL(t *testing.T) {
 	}
 
 	// run --rm: the output, and no box left behind.
-	before := must("", env, append(url, "ls")...)
+	before := must("", env, append(url, "ls", "-a")...)
 	if out := must("", env, append(url, "run", "--rm", "--memory", "256", "alpine:latest", "--", "echo", "ran")...); out != "ran\n" {
 		t.Errorf("run --rm: %q", out)
 	}
-	if after := must("", env, append(url, "ls")...); strings.Count(after, "\n") != strings.Count(before, "\n") {
+	if after := must("", env, append(url, "ls", "-a")...); strings.Count(after, "\n") != strings.Count(before, "\n") {
 		t.Errorf("run --rm left a box:\n%s\nbefore:\n%s", after, before)
 	}
 
@@ -154,11 +141,11 @@ func TestCLIOverURL(t *testing.T) {
 		t.Errorf("info after stop: %s", out)
 	}
 	must("", env, append(url, "rm", "cli-url")...)
-	if out := must("", env, append(url, "ls")...); strings.Contains(out, id) {
+	if out := must("", env, append(url, "ls", "-a")...); strings.Contains(out, id) {
 		t.Errorf("ls after rm: %q", out)
 	}
 	// Nothing ran on this side: the client home has no box.
-	if out := must("", nil, "ls"); strings.Count(out, "\n") != 1 {
+	if out := must("", nil, "ls", "-a"); strings.Count(out, "\n") != 1 {
 		t.Errorf("the client's own home has boxes:\n%s", out)
 	}
 

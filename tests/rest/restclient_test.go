@@ -335,3 +335,60 @@ func TestRestClientPausedReader(t *testing.T) {
 		}
 	}
 }
+
+// TestRestClientPauseFork: boxlite's pause, resume and fork routes through
+// the client: a paused box says so and comes back as the same machine by
+// an exec; forks run with the source's files, each a machine of its own.
+func TestRestClientPauseFork(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := restClient(t)
+	b, err := c.Create(ctx, abi.BoxOptions{Image: "alpine:latest", Name: "restclient-pause"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Remove(context.Background(), true)
+	run := func(b *restclient.Box, script string) string {
+		t.Helper()
+		res, err := b.Run(ctx, boxlite.Command{Argv: []string{"sh", "-c", script}})
+		if err != nil || res.Code != 0 {
+			t.Fatalf("run %q: %+v %v", script, res, err)
+		}
+		return string(res.Stdout)
+	}
+	boot := run(b, "echo kept > /tmp/f; cat /proc/sys/kernel/random/boot_id")
+	p, err := b.Pause(ctx)
+	if err != nil || p.StateBytes <= 0 || p.SavedAt.IsZero() {
+		t.Fatalf("pause: %+v %v", p, err)
+	}
+	if got, err := c.Get(ctx, "restclient-pause"); err != nil || got.Info().State != boxlite.StatePaused {
+		t.Fatalf("after pause: %v %v", got.Info().State, err)
+	}
+	if got := run(b, "cat /tmp/f /proc/sys/kernel/random/boot_id"); got != "kept\n"+boot {
+		t.Fatalf("after the resume by an exec: %q", got)
+	}
+	if _, err := b.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Resume(ctx); err != nil || b.Info().State != boxlite.StateRunning {
+		t.Fatalf("resume: %v %v", b.Info().State, err)
+	}
+	if status, body := call(t, "POST", "/v1/boxes/restclient-pause/fork", key, strings.NewReader(`{"count": 65}`), "application/json"); status != 400 {
+		t.Fatalf("a fork of 65: %d %s", status, body)
+	}
+	forks, err := b.Fork(ctx, 2, []string{"restclient-fork-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range forks {
+		defer f.Remove(context.Background(), true)
+	}
+	if len(forks) != 2 || forks[0].Info().Name != "restclient-fork-a" {
+		t.Fatalf("forks: %d, first %q", len(forks), forks[0].Info().Name)
+	}
+	for i, f := range forks {
+		if got := run(f, "cat /tmp/f /proc/sys/kernel/random/boot_id"); !strings.HasPrefix(got, "kept\n") || got == "kept\n"+boot {
+			t.Fatalf("fork %d: %q", i, got)
+		}
+	}
+}

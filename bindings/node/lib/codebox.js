@@ -6,16 +6,32 @@ const { execOptions, checkArgs, checkString, isPlainObject } = require('./option
 const { PythonSession, CellStream, truncationMarker } = require('./session');
 const { CodeContext, normalizeLanguage, runOptions } = require('./code');
 
+// The name of run()'s session in the box (options.sessionName; null: none).
+const DEFAULT_SESSION_NAME = 'codebox';
+
 class CodeBox extends SimpleBox {
   /**
-   * new CodeBox({ image = 'python:slim', ...SimpleBox options })
+   * new CodeBox({ image = 'python:slim', sessionName = 'codebox', ...SimpleBox options })
    *
    * run() talks to one long-lived Python interpreter in the box (a session):
    * variables, imports and definitions of one call are there for the next.
    */
   constructor(options = {}) {
+    let sessionName = DEFAULT_SESSION_NAME;
+    if (isPlainObject(options) && 'sessionName' in options) {
+      const { sessionName: n, ...rest } = options;
+      if (n === null) sessionName = null;
+      else if (n !== undefined) sessionName = checkString(n, 'options.sessionName');
+      options = rest;
+    }
     // A box started from a template finds run()'s interpreter started.
     super(isPlainObject(options) && options.prestart === undefined ? { ...options, prestart: ['python'] } : options);
+    this._sessionName = sessionName;
+    this._initSessions();
+  }
+
+  /** @internal Fresh session state (the constructor's, a fork's). */
+  _initSessions() {
     this._session = null; // Promise of the default session
     this._sessions = [];
     this._contexts = new Map(); // language -> Promise of its default code context
@@ -28,7 +44,11 @@ class CodeBox extends SimpleBox {
   /** The default session that run() uses, started on first use. */
   session() {
     if (!this._session) {
-      this._session = this.newSession();
+      // run()'s interpreter is a named session on a local runtime: it
+      // outlives this object, so a CodeBox on the same box in another
+      // process, after a pause or in a fork takes it over with its state.
+      const name = this._sessionName !== null && !this._runtime._remote ? this._sessionName : undefined;
+      this._session = this.newSession(name === undefined ? undefined : { name });
       this._session.catch(() => {
         this._session = null; // a later call tries again
       });

@@ -442,10 +442,17 @@ export interface JsSnapshotInfo {
   containerDiskBytes: number;
   /** Bytes the snapshot takes on the host (sparse or copy-on-write). */
   sizeBytes: number;
+  /** The snapshot keeps the box's memory (restore brings its processes back). */
+  memory: boolean;
+  /** Host bytes of the saved memory; 0 without memory. */
+  memoryBytes: number;
 }
 
 /** Options of snapshot.create (none yet, as in BoxLite). */
-export type JsSnapshotOptions = Record<string, never>;
+/** Options of snapshot.create: memory keeps the running or paused box's memory too. */
+export interface JsSnapshotOptions {
+  memory?: boolean | null;
+}
 /** Options of cloneBox: snapshot clones that snapshot of the box instead of its disk as it is. */
 export interface JsCloneOptions {
   snapshot?: string | null;
@@ -659,6 +666,8 @@ export declare class SimpleBox implements AsyncDisposable {
   pause(): Promise<PauseInfo>;
   /** Resumes a paused box (JsBox.resume); rejects before the box exists. */
   resume(): Promise<void>;
+  /** count running copies of this box at one instant, each wrapped as this class (a CodeBox's fork runs run() in its copy of the interpreter). */
+  fork(count?: number, names?: string[]): Promise<this[]>;
   exec(cmd: string, ...args: string[]): Promise<ExecResult>;
   exec(cmd: string, ...argsThenEnv: [...string[], Record<string, string>]): Promise<ExecResult>;
   exec(cmd: string, args: string[], env?: EnvInput | null, options?: ExecOptions): Promise<ExecResult>;
@@ -668,7 +677,10 @@ export declare class SimpleBox implements AsyncDisposable {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
-export type CodeBoxOptions = SimpleBoxOptions;
+export interface CodeBoxOptions extends SimpleBoxOptions {
+  /** The name of run()'s session in the box (default 'codebox'; null: an unnamed session, which ends with this object). */
+  sessionName?: string | null;
+}
 
 // ---- persistent sessions ----
 
@@ -708,6 +720,8 @@ export interface SessionOptions {
   user?: string;
   /** How long an interrupted cell or command has to stop before the interpreter or shell is killed and restarted. Default 3. */
   graceSecs?: number;
+  /** 1-48 of [A-Za-z0-9_-], local runtimes only: the process outlives the session, and a later session of that kind and name in the box (another process, after a pause, a fork) takes it over with its state. */
+  name?: string;
 }
 
 /** A running cell: its output while it runs, then its result. */

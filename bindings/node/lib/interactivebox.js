@@ -7,6 +7,9 @@ const { checkString, isPlainObject, typeOf } = require('./options');
 const { ShellSession } = require('./session');
 const { forwardTerminal } = require('./terminal');
 
+// The name of exec()'s shell session in the box.
+const SHELL_SESSION_NAME = 'interactive';
+
 class InteractiveBox extends SimpleBox {
   /**
    * new InteractiveBox({ shell = '/bin/sh', tty, ...SimpleBox options })
@@ -33,6 +36,11 @@ class InteractiveBox extends SimpleBox {
     this._tty = onTty;
     this._execution = null;
     this._forwarding = null; // Promise of the terminal hand-over, with tty
+    this._initSessions();
+  }
+
+  /** @internal Fresh session state (the constructor's, a fork's). */
+  _initSessions() {
     this._sh = null; // Promise of the shell session exec() runs in
   }
 
@@ -44,7 +52,10 @@ class InteractiveBox extends SimpleBox {
   /** The live shell that exec() runs in, started on first use. */
   shellSession() {
     if (!this._sh) {
-      this._sh = this._ensureBox().then((box) => ShellSession._start(box, { shell: this._shell }));
+      // A named session on a local runtime: an InteractiveBox on the same box
+      // (another process, after a pause, a fork) takes the shell over.
+      const named = this._runtime._remote ? {} : { name: SHELL_SESSION_NAME };
+      this._sh = this._ensureBox().then((box) => ShellSession._start(box, { shell: this._shell, ...named }));
       this._sh.catch(() => {
         this._sh = null;
       });

@@ -1,7 +1,7 @@
 'use strict';
 // The raw layer: native/boxlite.node, one function per function of
 // include/boxlite.h (see src/calls.c). The friendly layer (index.js) calls
-// only this; programs may use it directly through require('boxlite/raw').
+// only this; programs may use it directly through require('boxlite-go/raw').
 const path = require('node:path');
 
 let raw;

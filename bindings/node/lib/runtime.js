@@ -83,6 +83,7 @@ class JsBoxlite {
     const json = options._json(); // checked now; the key is kept out of the object's fields
     const rt = new JsBoxlite({ outputLimitBytes: options.outputLimitBytes ?? undefined });
     Object.defineProperty(rt, '_open', { value: () => native.runtimeNewRest(json), enumerable: false });
+    Object.defineProperty(rt, '_remote', { value: true, enumerable: false }); // sessions cannot be named
     return rt;
   }
 

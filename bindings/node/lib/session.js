@@ -10,11 +10,16 @@ const raw = require('./raw');
 const { CellStream, cellResult, truncationMarker, call, convert, closed } = require('./cell');
 const { checkArgs, checkSeconds, checkString, execOptions, normalizeEnv, isPlainObject, typeOf } = require('./options');
 
-/** Session options {env, cwd, user, graceSecs} (+ python or shell) as the C ABI's JSON. */
+/**
+ * Session options {env, cwd, user, graceSecs, name} (+ python or shell) as
+ * the C ABI's JSON. name (1-48 of [A-Za-z0-9_-], local runtimes only): the
+ * session's process outlives it, and a later session of that kind and name
+ * in the box (another process, after a pause, a fork) takes it over.
+ */
 function sessionOptions(o, where, extra) {
   if (o === undefined || o === null) return null;
   if (!isPlainObject(o)) throw new TypeError(`${where} must be an object, got ${typeOf(o)}`);
-  const known = ['env', 'cwd', 'user', 'graceSecs', extra];
+  const known = ['env', 'cwd', 'user', 'graceSecs', 'name', extra];
   for (const k of Object.keys(o)) {
     if (!known.includes(k)) throw new TypeError(`${where}.${k} is not a known option (${known.join(', ')})`);
   }
@@ -24,6 +29,7 @@ function sessionOptions(o, where, extra) {
   if (o.cwd != null) c.cwd = checkString(o.cwd, `${where}.cwd`);
   if (o.user != null) c.user = checkString(o.user, `${where}.user`);
   if (o.graceSecs != null) c.grace_secs = checkSeconds(o.graceSecs, `${where}.graceSecs`); // the library refuses <= 0
+  if (o.name != null) c.name = checkString(o.name, `${where}.name`);
   if (o[extra] != null) c[extra] = checkString(o[extra], `${where}.${extra}`);
   return JSON.stringify(c);
 }

@@ -145,6 +145,31 @@ class SimpleBox {
   }
 
   /**
+   * count running copies of this box at one instant (JsBox.fork), each
+   * wrapped as this class: a CodeBox's fork runs run() in its copy of the
+   * interpreter (the same variables), an InteractiveBox's in its copy of the
+   * shell. Each fork is stopped (removed, with autoRemove) by its own stop().
+   */
+  async fork(count = 1, names = []) {
+    const box = await this._ensureBox();
+    const boxes = await box.fork(count, names);
+    return boxes.map((b) => {
+      const f = Object.assign(Object.create(Object.getPrototypeOf(this)), this);
+      f._box = b;
+      f._boxPromise = Promise.resolve(b);
+      f._name = b.name ?? undefined;
+      f._created = true;
+      f._stopped = false;
+      f._stopping = null;
+      f._initSessions();
+      return f;
+    });
+  }
+
+  /** @internal Fresh session state for a fork; CodeBox and InteractiveBox keep theirs. */
+  _initSessions() {}
+
+  /**
    * Runs a command and collects its output: {exitCode, stdout, stderr,
    * stdoutTruncated, stderrTruncated}. A non-zero exit is a result, not an
    * error; a command that does not exist rejects with code "not_found"; a

@@ -16,6 +16,8 @@ function snapshotInfo(d) {
     createdAt: d.created_at,
     containerDiskBytes: d.container_disk_bytes,
     sizeBytes: d.size_bytes,
+    memory: !!d.memory,
+    memoryBytes: d.memory_bytes ?? 0,
   };
 }
 
@@ -45,11 +47,25 @@ class SnapshotHandle {
     this._box = box;
   }
 
-  /** Saves the box's disk as snapshot `name` (null: named by its id). */
+  /**
+   * Saves the box's disk as snapshot `name` (null: named by its id). A
+   * running box is saved at one instant (it stops only for the save; sync
+   * runs in the box first, where the image has it). options: { memory: true } keeps its memory too (a
+   * running or paused box): restore() then brings it back paused at that
+   * instant, its processes and sessions as they were.
+   */
   async create(name, options) {
     if (name !== undefined && name !== null) checkString(name, 'name');
-    checkEmptyOptions(options, 'snapshot options');
-    return snapshotInfo(JSON.parse(await native.boxSnapshotCreate(this._box._handle('snapshot.create'), name ?? null)));
+    const o = {};
+    if (options !== undefined && options !== null) {
+      if (!isPlainObject(options)) throw new TypeError('snapshot options must be an object');
+      for (const [k, v] of Object.entries(options)) {
+        if (k !== 'memory') throw new TypeError(`unknown snapshot options key ${JSON.stringify(k)} (memory)`);
+        if (v !== undefined && v !== null && typeof v !== 'boolean') throw new TypeError('snapshot options.memory must be a boolean');
+        if (v) o.memory = true;
+      }
+    }
+    return snapshotInfo(JSON.parse(await native.boxSnapshotCreateWith(this._box._handle('snapshot.create'), name ?? null, JSON.stringify(o))));
   }
 
   /** The box's snapshots, newest first. */
@@ -74,7 +90,7 @@ class SnapshotHandle {
     await native.boxSnapshotRemove(this._box._handle('snapshot.remove'), name);
   }
 
-  /** Replaces the box's disk with the snapshot's; the box must be stopped. */
+  /** Replaces the box's disk with the snapshot's; the box must not be running. A snapshot with memory leaves the box paused at its instant. */
   async restore(name) {
     checkString(name, 'name');
     await native.boxSnapshotRestore(this._box._handle('snapshot.restore'), name);

@@ -1,15 +1,17 @@
 #!/usr/bin/env node
-// npm's install script: copies libboxlite.so, boxlite-shim, boxlite-net, virtiofsd and guest/ from the
-// Go build into native/, then compiles src/*.c into native/boxlite.node
-// with plain gcc against node-api-headers (no node-gyp, no header download).
-// The addon links libboxlite.so with an rpath of $ORIGIN, and libboxlite.so
-// finds boxlite-shim and guest/ beside itself, so the installed package is
-// self-contained.
+// npm's install script. The package needs native/: libboxlite.so, boxlite-shim, boxlite-net,
+// virtiofsd, guest/{vmlinuz,initramfs.cpio} and the addon boxlite.node, which links
+// libboxlite.so with an rpath of $ORIGIN (the library finds the shim and guest beside itself,
+// so the installed package is self-contained).
 //
-// Where the build comes from, first match wins:
-//   $BOXLITE_BUILD_DIR             the Go build directory (make build)
-//   ../../build                    this package inside the boxlite repository
-//   native/ already populated      a packed copy of a package installed before
+// What it does, first match wins:
+//   $BOXLITE_BUILD_DIR set         copy that Go build (make build) into native/, compile the addon
+//   native/PREBUILT, addon loads   nothing: the released package (make dist) carries a prebuilt
+//                                  addon for linux-x64 glibc; no compiler is needed
+//   ../../build complete           this package inside the boxlite repository: copy, compile
+//   native/ has the assets         compile the addon only (the prebuilt one did not load)
+// Compiling uses plain gcc ($CC) against the N-API headers in src/napi/: no node-gyp, nothing
+// downloaded. Without a compiler it stops saying which one it needs.
 'use strict';
 
 const fs = require('node:fs');
@@ -18,35 +20,17 @@ const { execFileSync } = require('node:child_process');
 
 const pkg = path.resolve(__dirname, '..');
 const native = path.join(pkg, 'native');
+const name = require(path.join(pkg, 'package.json')).name;
 const ASSETS = ['libboxlite.so', 'boxlite-shim', 'boxlite-net', 'virtiofsd', 'guest/vmlinuz', 'guest/initramfs.cpio'];
+const BUILD_HINT = 'Build them in the boxlite repository first:\n  make build';
 
 function fail(msg) {
-  process.stderr.write(`\nboxlite: ${msg}\n\n`);
+  process.stderr.write(`\n${name}: ${msg}\n\n`);
   process.exit(1);
 }
 
-function complete(dir) {
-  return ASSETS.every((a) => fs.existsSync(path.join(dir, a)));
-}
-
-function findBuild() {
-  if (process.env.BOXLITE_BUILD_DIR) {
-    const dir = path.resolve(process.env.BOXLITE_BUILD_DIR);
-    if (!complete(dir)) {
-      const missing = ASSETS.filter((a) => !fs.existsSync(path.join(dir, a)));
-      fail(`BOXLITE_BUILD_DIR=${dir} lacks ${missing.join(', ')}.\n` +
-        `Build them in the boxlite repository first:\n` +
-        `  make build && go build -buildmode=c-shared -o build/libboxlite.so ./capi`);
-    }
-    return dir;
-  }
-  const dir = path.resolve(pkg, '..', '..', 'build');
-  if (complete(dir)) return dir;
-  if (complete(native)) return null; // a packed package that carries its assets
-  fail(`cannot find the boxlite build (libboxlite.so, boxlite-shim, guest/) in ${dir}.\n` +
-    `Build them in the boxlite repository first:\n` +
-    `  make build && go build -buildmode=c-shared -o build/libboxlite.so ./capi\n` +
-    `or point BOXLITE_BUILD_DIR at a directory that has them.`);
+function missingIn(dir) {
+  return ASSETS.filter((a) => !fs.existsSync(path.join(dir, a)));
 }
 
 function copy(src, dst) {
@@ -57,6 +41,22 @@ function copy(src, dst) {
   fs.renameSync(tmp, dst); // a running process keeps its old copy
 }
 
+// Why the prebuilt addon cannot be used here, or null when it loads.
+function prebuiltProblem() {
+  const addon = path.join(native, 'boxlite.node');
+  if (!fs.existsSync(path.join(native, 'PREBUILT')) || !fs.existsSync(addon)) return 'no prebuilt addon in this package';
+  const missing = missingIn(native);
+  if (missing.length) return `the package lacks ${missing.join(', ')}`;
+  try {
+    // In a child: loading starts the library's runtime, which this script need not keep.
+    execFileSync(process.execPath, ['-e', `require(${JSON.stringify(addon)})`], { stdio: 'pipe' });
+    return null;
+  } catch (e) {
+    return `the prebuilt addon (${fs.readFileSync(path.join(native, 'PREBUILT'), 'utf8').trim()}) does not load here: ` +
+      (String(e.stderr || e.message).split('\n').find((l) => /Error|error/.test(l)) || 'unknown error');
+  }
+}
+
 function findHeader(build) {
   const candidates = [];
   if (process.env.BOXLITE_INCLUDE_DIR) candidates.push(path.join(process.env.BOXLITE_INCLUDE_DIR, 'boxlite.h'));
@@ -65,25 +65,20 @@ function findHeader(build) {
   return candidates.find((c) => fs.existsSync(c));
 }
 
-function main() {
-  if (process.platform !== 'linux') fail(`boxlite runs on Linux only (this is ${process.platform}).`);
-  const build = findBuild();
-  if (build) {
-    for (const a of ASSETS) copy(path.join(build, a), path.join(native, a));
-  }
+function compile(build, why) {
   const header = findHeader(build);
   if (header) copy(header, path.join(native, 'include', 'boxlite.h'));
   else if (!fs.existsSync(path.join(native, 'include', 'boxlite.h'))) {
     fail('cannot find include/boxlite.h (set BOXLITE_INCLUDE_DIR to the directory that has it).');
   }
-
-  let napiInclude;
-  try {
-    napiInclude = require('node-api-headers').include_dir;
-  } catch {
-    fail('the node-api-headers package is missing (it is a dependency: run npm install).');
-  }
   const cc = process.env.CC || 'gcc';
+  try {
+    execFileSync(cc, ['--version'], { stdio: 'ignore' });
+  } catch {
+    fail(`${why ? `${why}, so ` : ''}the addon must be compiled here, which needs a C compiler: ` +
+      `\`${cc}\` was not found.\nInstall gcc (Debian/Ubuntu: apt-get install gcc) or set CC to a C compiler, ` +
+      'then run npm install again.');
+  }
   const srcDir = path.join(pkg, 'src');
   const sources = fs.readdirSync(srcDir).filter((f) => f.endsWith('.c')).sort().map((f) => path.join(srcDir, f));
   const out = path.join(native, 'boxlite.node');
@@ -91,7 +86,7 @@ function main() {
   const args = [
     '-shared', '-fPIC', '-O2', '-g', '-std=gnu11', '-Wall', '-Wextra', '-Wno-unused-parameter',
     '-fvisibility=hidden',
-    '-I', napiInclude, '-I', path.join(native, 'include'),
+    '-I', path.join(srcDir, 'napi'), '-I', path.join(native, 'include'),
     ...sources,
     '-L', native, '-lboxlite', '-lpthread',
     '-Wl,-rpath,$ORIGIN', '-Wl,--as-needed',
@@ -103,8 +98,38 @@ function main() {
     fail(`compiling src/*.c failed (${cc} ${args.join(' ')})`);
   }
   fs.renameSync(tmp, out);
-  process.stdout.write(`boxlite: built ${path.relative(process.cwd(), out) || out}` +
+  fs.rmSync(path.join(native, 'PREBUILT'), { force: true }); // this addon was built here
+  process.stdout.write(`${name}: built ${path.relative(process.cwd(), out) || out}` +
     (build ? ` with the library and assets of ${build}\n` : ' with the packaged library\n'));
+}
+
+function fromBuild(dir) {
+  for (const a of ASSETS) copy(path.join(dir, a), path.join(native, a));
+  compile(dir, '');
+}
+
+function main() {
+  if (process.platform !== 'linux') fail(`boxlite runs on Linux only (this is ${process.platform}).`);
+  if (process.env.BOXLITE_BUILD_DIR) {
+    const dir = path.resolve(process.env.BOXLITE_BUILD_DIR);
+    const missing = missingIn(dir);
+    if (missing.length) fail(`BOXLITE_BUILD_DIR=${dir} lacks ${missing.join(', ')}.\n${BUILD_HINT}`);
+    return fromBuild(dir);
+  }
+  const why = prebuiltProblem();
+  if (why === null) {
+    process.stdout.write(`${name}: using the prebuilt addon (${fs.readFileSync(path.join(native, 'PREBUILT'), 'utf8').trim()})\n`);
+    return;
+  }
+  const repoBuild = path.resolve(pkg, '..', '..', 'build');
+  if (missingIn(repoBuild).length === 0) return fromBuild(repoBuild);
+  const missing = missingIn(native);
+  if (missing.length === 0) {
+    if (process.arch !== 'x64') fail(`this package carries native parts for linux-x64 only (this is ${process.arch}); build boxlite from source.`);
+    return compile(null, why);
+  }
+  fail(`cannot find the boxlite build (${ASSETS.join(', ')}) in ${repoBuild}.\n${BUILD_HINT}\n` +
+    'or point BOXLITE_BUILD_DIR at a directory that has them.');
 }
 
 main();

@@ -114,6 +114,8 @@ static int handle_id(work_t *w, const char *id) {
   /* snapshots, clones, archives (disk copies: they block) */                                                 \
   X(boxSnapshotCreate,  ASYNC, 0,      r_string,    boxlite_box_snapshot_create(H, S0, OUT_STR, err),         \
     BOX, STR_OR_NULL("name"))                                                                                 \
+  X(boxSnapshotCreateWith, ASYNC, 0,   r_string,    boxlite_box_snapshot_create_with(H, S0, S1, OUT_STR, err), \
+    BOX, STR_OR_NULL("name"), STR_OR_NULL("optionsJson"))                                                     \
   X(boxSnapshotList,    ASYNC, 0,      r_string,    boxlite_box_snapshot_list(H, OUT_STR, err), BOX)          \
   X(boxSnapshotGet,     ASYNC, 0,      r_string,    boxlite_box_snapshot_get(H, S0, OUT_STR, err),            \
     BOX, STR("name"))                                                                                         \

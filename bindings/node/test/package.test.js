@@ -18,13 +18,13 @@ test('npm install from another project, CommonJS and ESM, both package names', {
     npm('install', `@boxlite-ai/boxlite@file:${pkg}`);
     const node = (args) => execFileSync(process.execPath, args, { cwd: proj, encoding: 'utf8' });
     const names = ['SimpleBox', 'CodeBox', 'InteractiveBox', 'JsBoxlite', 'Boxlite', 'ExecError', 'TimeoutError', 'BoxliteError', 'ParseError'];
-    for (const name of ['boxlite', '@boxlite-ai/boxlite']) {
+    for (const name of ['boxlite-go', '@boxlite-ai/boxlite']) {
       const cjs = node(['-e', `const b = require('${name}'); console.log(${JSON.stringify(names)}.filter((n) => typeof b[n] !== 'function').join(',') + '|' + b.version())`]);
       assert.equal(cjs.trim(), '|0.1.0');
       const esm = node(['--input-type=module', '-e', `import { ${names.join(', ')}, version } from '${name}'; console.log([${names.join(', ')}].every((f) => typeof f === 'function'), version())`]);
       assert.equal(esm.trim(), 'true 0.1.0');
     }
-    const raw = node(['-e', "const r = require('boxlite/raw'); console.log(r.statusName(r.ERR_CLOSED))"]);
+    const raw = node(['-e', "const r = require('boxlite-go/raw'); console.log(r.statusName(r.ERR_CLOSED))"]);
     assert.equal(raw.trim(), 'closed');
   } finally {
     fs.rmSync(proj, { recursive: true, force: true });

@@ -73,4 +73,5 @@ __all__ = [
     "SyncBoxlite", "SyncBox", "SyncSnapshotHandle", "SyncExecution", "SyncExecStdout", "SyncExecStderr",
     "SyncSimpleBox", "SyncCodeBox", "SyncInteractiveBox",
     "library_version",
-] + _errors.__all__
+]
+__all__ += _errors.__all__  # the form type checkers read (mypy: no implicit re-export)

@@ -50,6 +50,7 @@ CALLS = {
     "box_update_outbound": ("status", (("box", "handle", "box"), ("spec_json", "str", ""))),
     "box_update_inbound": ("status", (("box", "handle", "box"), ("spec_json", "str", ""))),
     "box_snapshot_create": ("status", (("box", "handle", "box"), ("name", "str_or_null", ""), ("out_json", "out_string", ""))),
+    "box_snapshot_create_with": ("status", (("box", "handle", "box"), ("name", "str", ""), ("options_json", "str_or_null", ""), ("out_json", "out_string", ""))),
     "box_snapshot_list": ("status", (("box", "handle", "box"), ("out_json", "out_string", ""))),
     "box_snapshot_get": ("status", (("box", "handle", "box"), ("name", "str", ""), ("out_json", "out_string", ""))),
     "box_snapshot_remove": ("status", (("box", "handle", "box"), ("name", "str", ""))),

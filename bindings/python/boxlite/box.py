@@ -6,7 +6,7 @@ import json
 import os
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import _copy
 from . import _ffi as raw
@@ -243,6 +243,9 @@ class BoxInfo:
 # ---- the box handle ------------------------------------------------------------------------
 
 
+_Bx = TypeVar("_Bx", bound="Box")  # `with` gives back the subclass
+
+
 class Box:
     """A handle on a box (from ``Boxlite.create`` or ``Boxlite.get``).
 
@@ -340,7 +343,9 @@ class Box:
 
     async def clone_box(self, *, options: Optional["CloneOptions"] = None, name: Optional[str] = None) -> "Box":
         """A new, stopped box with this box's config, image and a copy of its
-        disk (or of the snapshot ``options.snapshot``). The box must not be running."""
+        disk (or of the snapshot ``options.snapshot``; a memory snapshot's
+        clone is paused at its instant, a fork of it). A running box's disk is
+        saved at one instant (synced, the VM stopped only for the copy)."""
         from .runtime import _discard_box  # (runtime imports this module)
 
         opts = clone_options_json(options, name)
@@ -352,7 +357,7 @@ class Box:
         return await fork_box(self, count, names)
 
     async def export(self, *, dest: Any, options: Optional["ExportOptions"] = None) -> str:
-        """Writes the box (not running) to one archive: its config, its disk
+        """Writes the box (a running one's disk saved at one instant) to one archive: its config, its disk
         (sparse) and its image. ``dest`` is a file, or a directory in which the
         archive is ``<name or id>.boxlite``. Returns the archive's path."""
         if options is not None and not isinstance(options, ExportOptions):
@@ -365,7 +370,7 @@ class Box:
             ex.close()
         self._h.close()
 
-    async def __aenter__(self) -> "Box":
+    async def __aenter__(self: _Bx) -> _Bx:
         if self.info().status != "running":
             await self.start()
         return self

@@ -13,6 +13,9 @@ from .simplebox import SimpleBox
 
 __all__ = ["CodeBox"]
 
+# The name of run()'s session in the box (CodeBox(session_name=...)).
+DEFAULT_SESSION_NAME = "codebox"
+
 
 class CodeBox(SimpleBox):
     """A box for running Python code: ``async with CodeBox() as cb: print(await cb.run(code))``.
@@ -35,13 +38,27 @@ class CodeBox(SimpleBox):
         memory_mib: Optional[int] = None,
         cpus: Optional[int] = None,
         runtime: Optional[Boxlite] = None,
+        session_name: Optional[str] = DEFAULT_SESSION_NAME,
         **kwargs: Any,
     ):
         # A box started from a template finds run()'s interpreter started.
         kwargs.setdefault("prestart", ["python"])
         super().__init__(image=image, memory_mib=memory_mib, cpus=cpus, runtime=runtime, **kwargs)
-        self._sessions = _Sessions(lambda **kw: PythonSession.start(self._require(), **kw))
+        self._session_name = None if session_name is None else check_str(session_name, "session_name")
+        self._init_sessions()
+
+    def _init_sessions(self) -> None:
+        # run()'s interpreter is a named session (on a local runtime): it
+        # outlives this object, so a CodeBox on the same box in another
+        # process, after a pause or in a fork takes it over with its state.
+        self._sessions = _Sessions(lambda **kw: PythonSession.start(self._require(), **kw), self._default_session_name)
         self._contexts: Dict[str, _Sessions] = {}  # language -> its default code context
+
+    def _default_session_name(self) -> Optional[str]:
+        rt = self._runtime
+        if self._session_name is None or (rt is not None and getattr(rt, "_remote", False)):
+            return None
+        return self._session_name
 
     async def run_code(self, code: str, language: Optional[str] = None, *, context: Optional[CodeContext] = None,
                        timeout: Optional[float] = None, envs: Optional[Dict[str, str]] = None) -> CodeExecution:

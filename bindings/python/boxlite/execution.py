@@ -17,7 +17,7 @@ import asyncio
 import codecs
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, AsyncIterator, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, AsyncIterator, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import _defaults
 from . import _ffi as raw
@@ -88,6 +88,9 @@ class _CallableId(str):
 
     def __call__(self) -> str:
         return str(self)
+
+
+_E = TypeVar("_E", bound="Execution")  # `with` gives back the subclass
 
 
 class Execution:
@@ -237,7 +240,7 @@ class Execution:
         if self._exit is None and self._exit_error is None:
             self._set_exit(None, err)
 
-    async def __aenter__(self) -> "Execution":
+    async def __aenter__(self: _E) -> _E:
         return self
 
     async def __aexit__(self, *exc) -> None:

@@ -8,7 +8,7 @@ import os
 import shutil
 import signal
 import sys
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, TypeVar
 
 from ._aio import blocking
 from ._checks import check_argv, check_str, check_timeout
@@ -21,6 +21,12 @@ from .session import ShellSession, _Sessions
 from .simplebox import SimpleBox
 
 __all__ = ["InteractiveBox"]
+
+# The name of exec()'s shell session in the box.
+SHELL_SESSION_NAME = "interactive"
+
+
+_I = TypeVar("_I", bound="InteractiveBox")  # `with` gives back the subclass
 
 
 class InteractiveBox(SimpleBox):
@@ -36,7 +42,10 @@ class InteractiveBox(SimpleBox):
 
     Each argument is quoted as one word, never joined into a script; stdin is
     /dev/null. ``exec(..., user=..., cwd=...)`` runs outside the shell, as
-    SimpleBox does. ``wait()`` ends the shell.
+    SimpleBox does. ``wait()`` lets go of the shell. On a local runtime the
+    shell is the box's session named "interactive": it outlives this object,
+    and an InteractiveBox on the same box (another process, after a pause, a
+    fork) takes it over with its working directory and variables.
 
     With ``tty=True`` (or ``tty=None`` when stdin is a terminal) the shell
     runs on a terminal in the box, sized like the local one, and ``await
@@ -73,11 +82,20 @@ class InteractiveBox(SimpleBox):
                          auto_remove=auto_remove, **kwargs)
         self._shell = check_str(shell, "shell")
         self._tty = tty
-        self._shells = _Sessions(lambda: ShellSession.start(self._require(), shell=self._shell))
+        self._init_sessions()
         self._term: Optional[Execution] = None
         self._term_status: Optional[ExitStatus] = None
 
-    async def __aenter__(self) -> "InteractiveBox":
+    def _init_sessions(self) -> None:
+        # exec()'s shell is a named session (on a local runtime): an
+        # InteractiveBox on the same box in another process, after a pause or
+        # in a fork takes it over with its working directory and variables.
+        def name() -> Optional[str]:
+            rt = self._runtime
+            return None if rt is not None and getattr(rt, "_remote", False) else SHELL_SESSION_NAME
+        self._shells = _Sessions(lambda **kw: ShellSession.start(self._require(), shell=self._shell, **kw), name)
+
+    async def __aenter__(self: _I) -> _I:
         if self._started:
             return self
         await super().__aenter__()
@@ -154,7 +172,7 @@ class InteractiveBox(SimpleBox):
     async def wait(self) -> None:
         """With tty=True: connects the local terminal to the box's shell and
         returns when the shell exits (``exit_status`` tells how). Otherwise:
-        ends the shell."""
+        lets go of the shell (it runs on in the box until the box stops)."""
         term = self._term
         if term is not None:
             try:

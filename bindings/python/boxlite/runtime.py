@@ -8,7 +8,7 @@ import os
 import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, TypeVar
 
 from . import _ffi as raw
 from ._aio import blocking
@@ -249,6 +249,9 @@ def _split_ref(ref: str) -> Tuple[str, str]:
     return name, ""
 
 
+_R = TypeVar("_R", bound="Boxlite")  # `with` gives back the subclass
+
+
 class Boxlite:
     """The BoxLite runtime.
 
@@ -268,6 +271,7 @@ class Boxlite:
         if not isinstance(options, Options):
             raise TypeError(f"options must be boxlite.Options, not {type(options).__name__}")
         self._h = raw.runtime_new(options.to_json())
+        self._remote = False
         self._output_limit = options.output_limit_bytes or DEFAULT_OUTPUT_LIMIT
         self._boxes: "weakref.WeakSet[Box]" = weakref.WeakSet()
         self.images = ImageHandle(self)
@@ -281,6 +285,7 @@ class Boxlite:
             raise TypeError(f"options must be boxlite.BoxliteRestOptions, not {type(options).__name__}")
         rt = Boxlite.__new__(Boxlite)
         rt._h = raw.runtime_new_rest(options.to_json())
+        rt._remote = True
         rt._output_limit = options.output_limit_bytes or DEFAULT_OUTPUT_LIMIT
         rt._boxes = weakref.WeakSet()
         rt.images = ImageHandle(rt)
@@ -413,13 +418,13 @@ class Boxlite:
         if job in done:
             job.result()
 
-    def __enter__(self) -> "Boxlite":
+    def __enter__(self: _R) -> _R:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
 
-    async def __aenter__(self) -> "Boxlite":
+    async def __aenter__(self: _R) -> _R:
         return self
 
     async def __aexit__(self, *exc) -> None:

@@ -12,11 +12,11 @@ import asyncio
 import codecs
 import json
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, Optional, Tuple, TypeVar
 
 from . import _ffi as raw
 from ._aio import blocking
-from ._checks import check_argv, check_env_dict, check_optional_str, check_output_limit, check_timeout, command_json
+from ._checks import check_argv, check_env_dict, check_optional_str, check_output_limit, check_str, check_timeout, command_json
 from .errors import BoxliteError, ClosedError, TimeoutError
 from .exec import ExecResult
 
@@ -272,6 +272,9 @@ class CellStream:
         self.close()
 
 
+_S = TypeVar("_S", bound="Session")  # `with` gives back the subclass
+
+
 class Session:
     """A live interpreter or shell in a box, of a kind: ``"python"``
     (PythonSession: cells) or ``"shell"`` (ShellSession: commands). What
@@ -287,8 +290,10 @@ class Session:
 
     @classmethod
     async def _start(cls, box: "Box", program: Optional[str], *, env: Optional[Dict[str, str]],
-                     cwd: Optional[str], user: Optional[str], grace: Optional[float]):
+                     cwd: Optional[str], user: Optional[str], grace: Optional[float], name: Optional[str] = None):
         opts = _session_options(env=env, cwd=cwd, user=user, grace=grace)
+        if name is not None:
+            opts["name"] = check_str(name, "name")
         if program is not None:
             opts[cls.kind] = check_optional_str(program, cls.kind)
         h = await blocking(raw.session_new, box._handle(), cls.kind, json.dumps(opts),
@@ -317,7 +322,7 @@ class Session:
         """Stops the interpreter or shell. Idempotent."""
         self._h.close()
 
-    async def __aenter__(self):
+    async def __aenter__(self: _S) -> _S:
         return self
 
     async def __aexit__(self, *exc) -> None:
@@ -332,9 +337,14 @@ class PythonSession(Session):
     @classmethod
     async def start(cls, box: "Box", *, python: Optional[str] = None, env: Optional[Dict[str, str]] = None,
                     cwd: Optional[str] = None, user: Optional[str] = None,
-                    grace: Optional[float] = None) -> "PythonSession":
-        """Starts an interpreter in ``box`` (NotFoundError if it has no Python 3)."""
-        return await cls._start(box, python, env=env, cwd=cwd, user=user, grace=grace)
+                    grace: Optional[float] = None, name: Optional[str] = None) -> "PythonSession":
+        """Starts an interpreter in ``box`` (NotFoundError if it has no Python 3).
+        With ``name`` (1-48 of ``[A-Za-z0-9_-]``, local runtimes only) the
+        interpreter outlives this session: ``close()`` leaves it running, and
+        a later session of that name in the box (another process, after a
+        pause, in a fork) takes it over with its variables; while one holds
+        it, another gets AlreadyExistsError."""
+        return await cls._start(box, python, env=env, cwd=cwd, user=user, grace=grace, name=name)
 
     async def run(self, code: str, timeout: Optional[float] = None, *,
                   output_limit_bytes: Optional[int] = None) -> str:
@@ -373,9 +383,11 @@ class ShellSession(Session):
     @classmethod
     async def start(cls, box: "Box", *, shell: Optional[str] = None, env: Optional[Dict[str, str]] = None,
                     cwd: Optional[str] = None, user: Optional[str] = None,
-                    grace: Optional[float] = None) -> "ShellSession":
-        """Starts a shell in ``box`` (default /bin/sh)."""
-        return await cls._start(box, shell, env=env, cwd=cwd, user=user, grace=grace)
+                    grace: Optional[float] = None, name: Optional[str] = None) -> "ShellSession":
+        """Starts a shell in ``box`` (default /bin/sh). ``name``: as
+        PythonSession.start's (the shell, its working directory and variables
+        outlive the session)."""
+        return await cls._start(box, shell, env=env, cwd=cwd, user=user, grace=grace, name=name)
 
     async def exec(self, cmd: str, *args: str, env: Optional[Dict[str, str]] = None,
                    timeout: Optional[float] = None, output_limit_bytes: Optional[int] = None) -> ExecResult:
@@ -426,8 +438,10 @@ class _Sessions:
     one, started on first use (again after it was closed), and others; all
     are closed with the helper."""
 
-    def __init__(self, start: Callable[..., Awaitable[Session]]):
+    def __init__(self, start: Callable[..., Awaitable[Session]],
+                 default_name: Optional[Callable[[], Optional[str]]] = None):
         self._start = start
+        self._default_name = default_name  # the default session's name, asked at its start
         self._default: Optional[Session] = None
         self._lock: Optional[asyncio.Lock] = None
         self._others: List[Session] = []
@@ -446,7 +460,8 @@ class _Sessions:
             self._lock = asyncio.Lock()
         async with self._lock:
             if self.current is None:
-                self._default = await self._start()
+                name = self._default_name() if self._default_name is not None else None
+                self._default = await (self._start(name=name) if name is not None else self._start())
         return self._default  # type: ignore[return-value]
 
     async def new(self, **kwargs: Any) -> Session:

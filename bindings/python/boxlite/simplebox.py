@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Dict, Optional
+import copy
+from typing import Any, Dict, List, Optional, Sequence, TypeVar
 
 from ._copy import CopyOptions
 from .box import Box, BoxInfo, BoxOptions
@@ -13,6 +14,9 @@ from ._defaults import DEFAULT_AUTO_REMOVE
 from .exec import ExecResult
 from .network import BoxTunnel, NetworkHandle
 from .runtime import Boxlite
+
+# A subclass's own type: `async with CodeBox() as cb` gives a CodeBox to type checkers.
+_S = TypeVar("_S", bound="SimpleBox")
 
 __all__ = ["SimpleBox"]
 
@@ -64,7 +68,7 @@ class SimpleBox:
 
     # ---- lifecycle ----
 
-    async def __aenter__(self) -> "SimpleBox":
+    async def __aenter__(self: _S) -> _S:
         if self._started:
             return self
         rt = self._runtime if self._runtime is not None else Boxlite.default()
@@ -82,7 +86,7 @@ class SimpleBox:
         self._started = True
         return self
 
-    async def start(self) -> "SimpleBox":
+    async def start(self: _S) -> _S:
         """Creates and boots the box (what ``async with`` does on entry)."""
         return await self.__aenter__()
 
@@ -132,6 +136,25 @@ class SimpleBox:
     async def resume(self) -> None:
         """Restores a paused box (``Box.resume``)."""
         await self._require().resume()
+
+    async def fork(self: _S, count: int = 1, names: Optional[Sequence[str]] = None) -> List[_S]:
+        """``count`` running copies of this box at one instant (``Box.fork``),
+        each wrapped as this class: a CodeBox's fork runs ``run()`` in its
+        copy of the interpreter (the same variables), an InteractiveBox's in
+        its copy of the shell. Each fork is stopped (and removed, with
+        auto_remove) by its own ``stop()`` or ``async with``."""
+        boxes = await self._require().fork(count, names)
+        forks: List[_S] = []
+        for b in boxes:
+            f = copy.copy(self)
+            f._box, f._name, f._started, f._created = b, b.name, True, True
+            f._init_sessions()
+            forks.append(f)
+        return forks
+
+    def _init_sessions(self) -> None:
+        """Fresh session state (a fork's, which owes nothing to the source's
+        objects); CodeBox and InteractiveBox keep theirs."""
 
     @property
     def network(self) -> NetworkHandle:

@@ -26,7 +26,8 @@ __all__ = ["SnapshotInfo", "SnapshotHandle", "SnapshotOptions", "CloneOptions", 
 class SnapshotInfo:
     """A snapshot: ``created_at`` in unix seconds, ``size_bytes`` what it
     takes on the host, ``container_disk_bytes`` the disk's size (0 when the
-    box had no disk yet)."""
+    box had no disk yet), ``memory`` whether it keeps the box's memory
+    (``memory_bytes`` of it on the host)."""
 
     id: str
     box_id: str
@@ -34,16 +35,22 @@ class SnapshotInfo:
     created_at: int
     size_bytes: int
     container_disk_bytes: int
+    memory: bool = False
+    memory_bytes: int = 0
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "SnapshotInfo":
         return cls(id=d["id"], box_id=d["box_id"], name=d["name"], created_at=int(d["created_at"]),
-                   size_bytes=int(d.get("size_bytes", 0)), container_disk_bytes=int(d.get("container_disk_bytes", 0)))
+                   size_bytes=int(d.get("size_bytes", 0)), container_disk_bytes=int(d.get("container_disk_bytes", 0)),
+                   memory=bool(d.get("memory", False)), memory_bytes=int(d.get("memory_bytes", 0)))
 
 
 @dataclass(frozen=True)
 class SnapshotOptions:
-    """Options of ``snapshot.create`` (none yet, as in BoxLite)."""
+    """Options of ``snapshot.create``: ``memory`` keeps the running or paused
+    box's memory and devices too (see ``SnapshotHandle.create``)."""
+
+    memory: bool = False
 
 
 @dataclass(frozen=True)
@@ -72,13 +79,27 @@ class SnapshotHandle:
     def __init__(self, box: "Box"):
         self._box = box
 
-    async def create(self, name: Optional[str] = None, *, options: Optional[SnapshotOptions] = None) -> SnapshotInfo:
-        """Saves the box's disk as snapshot ``name`` (None: named by its id)."""
+    async def create(self, name: Optional[str] = None, *, options: Optional[SnapshotOptions] = None,
+                     memory: Optional[bool] = None) -> SnapshotInfo:
+        """Saves the box's disk as snapshot ``name`` (None: named by its id).
+        A running box is saved at one instant (it stops only for the save;
+        ``sync`` runs in the box first, where the image has it). ``memory=True`` (or
+        ``SnapshotOptions(memory=True)``) keeps its memory too: the box must
+        be running or paused, and ``restore`` then brings it back paused at
+        that instant, its processes and sessions as they were."""
         if name is not None:
             name = _check_name(name)
         if options is not None and not isinstance(options, SnapshotOptions):
             raise TypeError(f"options must be boxlite.SnapshotOptions, not {type(options).__name__}")
-        return SnapshotInfo.from_json(json.loads(await blocking(raw.box_snapshot_create, self._box._handle(), name)))
+        if memory is not None and not isinstance(memory, bool):
+            raise TypeError(f"memory must be bool, not {type(memory).__name__}")
+        if memory is not None and options is not None:
+            raise ValueError("give memory or options, not both")
+        mem = memory if memory is not None else (options.memory if options is not None else False)
+        if not isinstance(mem, bool):
+            raise TypeError(f"options.memory must be bool, not {type(mem).__name__}")
+        opts = json.dumps({"memory": True} if mem else {})
+        return SnapshotInfo.from_json(json.loads(await blocking(raw.box_snapshot_create_with, self._box._handle(), name, opts)))
 
     async def list(self) -> List[SnapshotInfo]:
         """The box's snapshots, newest first."""
@@ -97,7 +118,9 @@ class SnapshotHandle:
         await blocking(raw.box_snapshot_remove, self._box._handle(), _check_name(name))
 
     async def restore(self, name: str) -> None:
-        """Replaces the box's disk with the snapshot's; the box must be stopped."""
+        """Replaces the box's disk with the snapshot's; the box must not be
+        running. A snapshot with memory leaves the box paused at its instant
+        (the next call resumes it); a paused box takes only such a one."""
         await blocking(raw.box_snapshot_restore, self._box._handle(), _check_name(name))
 
     def __repr__(self) -> str:

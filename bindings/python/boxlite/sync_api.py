@@ -22,17 +22,18 @@ import asyncio
 import functools
 import inspect
 import threading
-from typing import Any, Coroutine, Dict, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Coroutine, Dict, Iterator, Optional, TypeVar
 
 from ._defaults import DEFAULT_AUTO_REMOVE
 from .box import Box
 from .code import CodeContext
 from .codebox import CodeBox
 from .errors import ClosedError, InvalidStateError
+from .exec import ExecResult
 from .execution import ExecStderr, ExecStdin, ExecStdout, Execution
 from .interactivebox import InteractiveBox
 from .runtime import Boxlite, ImageHandle, Options
-from .session import CellChunk, CellStream, PythonSession, ShellSession
+from .session import CellChunk, CellResult, CellStream, PythonSession, ShellSession
 from .simplebox import SimpleBox
 from .network import BoxConnection, BoxTunnel, NetworkHandle, TunnelForwarder
 from .snapshot import SnapshotHandle
@@ -133,6 +134,9 @@ def _written(cls: type, name: str) -> bool:
     return False
 
 
+_S = TypeVar("_S", bound="_Sync")  # `with SyncCodeBox() as cb` gives a SyncCodeBox
+
+
 class _Sync:
     """A blocking view of an async SDK object. ``class SyncX(_Sync, of=X)``
     delegates every public method and property of X that the sync class does
@@ -165,9 +169,15 @@ class _Sync:
         view._async = obj
         return view
 
-    def __enter__(self):
+    def __enter__(self: _S) -> _S:
         _run(self._async.__aenter__())
         return self
+
+    if TYPE_CHECKING:
+        # For type checkers: what _Sync delegates is there, typed Any where a
+        # class below does not declare it (tests/install/sync_types.py checks
+        # that each declaration matches the async method it stands for).
+        def __getattr__(self, name: str) -> Any: ...
 
     def __exit__(self, *exc) -> None:
         _run(self._async.__aexit__(*exc))
@@ -330,6 +340,11 @@ class SyncSimpleBox(_Sync, of=SimpleBox):
                                    runtime=_async_runtime(runtime), name=name, auto_remove=auto_remove,
                                    reuse_existing=reuse_existing, **kwargs))
 
+    if TYPE_CHECKING:
+        def exec(self, cmd: str, *args: str, env: Optional[Dict[str, str]] = None, user: Optional[str] = None,
+                 timeout: Optional[float] = None, cwd: Optional[str] = None,
+                 output_limit_bytes: Optional[int] = None) -> ExecResult: ...
+
 
 class SyncCodeBox(SyncSimpleBox, of=CodeBox):
     """CodeBox, synchronously; same parameters."""
@@ -349,6 +364,13 @@ class SyncCodeBox(SyncSimpleBox, of=CodeBox):
                                      name=name, auto_remove=auto_remove, reuse_existing=reuse_existing, **kwargs))
 
     stream = _stream
+
+    if TYPE_CHECKING:
+        def run(self, code: str, timeout: Optional[float] = None, *,
+                output_limit_bytes: Optional[int] = None) -> str: ...
+
+        def run_cell(self, code: str, timeout: Optional[float] = None, *,
+                     output_limit_bytes: Optional[int] = None) -> CellResult: ...
 
 
 class SyncInteractiveBox(SyncSimpleBox, of=InteractiveBox):

@@ -198,7 +198,7 @@ func CopyOptions(o abi.CopyOptions) (boxlite.CopyOptions, time.Duration, error) 
 
 // SessionOptions are o for boxlite.
 func SessionOptions(o abi.SessionOptions) (boxlite.SessionOptions, error) {
-	opts := boxlite.SessionOptions{Python: o.Python, Shell: o.Shell, Env: o.Env, Cwd: o.Cwd, User: o.User, OutputLimit: o.OutputLimit}
+	opts := boxlite.SessionOptions{Python: o.Python, Shell: o.Shell, Env: o.Env, Cwd: o.Cwd, User: o.User, OutputLimit: o.OutputLimit, Name: o.Name}
 	if o.GraceSecs != nil {
 		var err error
 		if opts.Grace, err = o.GraceSecs.Positive("session options: grace_secs"); err != nil {
@@ -206,6 +206,11 @@ func SessionOptions(o abi.SessionOptions) (boxlite.SessionOptions, error) {
 		}
 	}
 	return opts, nil
+}
+
+// SnapshotOptions is o in Go.
+func SnapshotOptions(o abi.SnapshotOptions) boxlite.SnapshotOptions {
+	return boxlite.SnapshotOptions{Memory: o.Memory}
 }
 
 // ShellCommand is c's timeout (0: none), after checking c.

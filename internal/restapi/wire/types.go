@@ -167,11 +167,16 @@ type Snapshot struct {
 	GuestDiskBytes     int64  `json:"guest_disk_bytes"`
 	ContainerDiskBytes int64  `json:"container_disk_bytes"`
 	SizeBytes          int64  `json:"size_bytes"`
+	// boxlite's: the box's memory is kept too (memory snapshots).
+	Memory      bool  `json:"memory,omitempty"`
+	MemoryBytes int64 `json:"memory_bytes,omitempty"`
 }
 
 // CreateSnapshotRequest names a new snapshot.
 type CreateSnapshotRequest struct {
 	Name string `json:"name" schema:"min=1,max=128"`
+	// boxlite's: keep the running or paused box's memory too.
+	Memory bool `json:"memory,omitempty"`
 }
 
 // ListSnapshotsResponse is GET /boxes/{id}/snapshots.
@@ -182,6 +187,24 @@ type ListSnapshotsResponse struct {
 // CloneBoxRequest names a clone.
 type CloneBoxRequest struct {
 	Name string `json:"name,omitempty" schema:"max=128"`
+}
+
+// PauseResponse is POST /boxes/{id}/pause (boxlite's): the saved state.
+type PauseResponse struct {
+	SavedAt    string  `json:"saved_at" doc:"RFC 3339"`
+	StateBytes int64   `json:"state_bytes" doc:"host bytes of the saved memory and devices"`
+	SaveMs     float64 `json:"save_ms" doc:"VM stopped to state synced"`
+}
+
+// ForkBoxRequest is POST /boxes/{id}/fork (boxlite's).
+type ForkBoxRequest struct {
+	Count int      `json:"count,omitempty" schema:"min=1,max=64" doc:"default 1"`
+	Names []string `json:"names,omitempty" doc:"at most count; the first forks get them"`
+}
+
+// ForkBoxResponse is the forks, running.
+type ForkBoxResponse struct {
+	Boxes []Box `json:"boxes"`
 }
 
 // ExportBoxRequest has no fields yet.

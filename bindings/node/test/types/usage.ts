@@ -6,7 +6,7 @@ import {
   BoxliteError, ExecError, TimeoutError, errorCode, version,
   type BoxliteErrorCode, type ExitStatus, type ExecResult, type JsBoxInfo, type CellResult,
   type BoxMetrics, type RuntimeMetrics, type JsSnapshotInfo, Secret,
-} from 'boxlite';
+} from 'boxlite-go';
 
 export async function simple(): Promise<string> {
   const box = new SimpleBox({ image: 'alpine:latest', memoryMib: 256, cpus: 1, autoRemove: true });
