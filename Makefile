@@ -175,6 +175,8 @@ test-rest-sdk: node python $(TEST_IMAGES)
 # The kill soak: SOAK_CYCLES creators SIGKILLed at random points of a box's
 # creation, each checked to leave nothing behind (make test runs 5).
 SOAK_CYCLES ?= 200
+# bench -idle: the count of idle boxes exec is timed among.
+IDLE_BOXES ?= 20
 soak: build $(ALPINE_IMAGE)
 	BOXLITE_SOAK_CYCLES=$(SOAK_CYCLES) $(GO) test -count=1 -timeout 60m -run 'TestKilledCreatorLeavesNothing|TestShimKilledMeansStopped|TestConcurrentExecs' -v ./tests/integration
 
@@ -188,6 +190,8 @@ bench: build $(TEST_IMAGES) node python
 	$(GO) run ./tests/bench -volumes
 	$(GO) run ./tests/bench -copy
 	$(GO) run ./tests/bench -warm
+	$(GO) run ./tests/bench -pool
+	$(GO) run ./tests/bench -idle $(IDLE_BOXES)
 	$(GO) run ./tests/bench -mem
 	$(GO) run ./tests/bench -rest
 	$(GO) run ./tests/bench -pause

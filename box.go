@@ -82,6 +82,11 @@ type Box struct {
 	lastUsed atomic.Int64
 	// capAdmitted: its start under way fits under the running-memory cap.
 	capAdmitted atomic.Bool
+	// handedOver: the box came from a warm pool (pool.go) in this process.
+	handedOver bool
+	// inPool: a warm pool's box, not handed over; its start makes no room
+	// under the running-memory cap (the pools have their own budget).
+	inPool atomic.Bool
 }
 
 // BoxInfo describes a box.
@@ -113,9 +118,10 @@ type BoxRuntimeInfo struct {
 	ShimPid       int     `json:"shim_pid"`
 	VMMPid        int     `json:"vmm_pid"`
 	// Start is how the VM came up: "boot", "template" (restored from the
-	// template of its shape: a warm start) or "new-template" (the box made
-	// that template first); StartNote says why a box that could have
-	// started from a template booted.
+	// template of its shape: a warm start), "new-template" (the box made
+	// that template first) or "pool" (handed over from a warm pool, where
+	// it was restored from its template); StartNote says why a box that
+	// could have started from a template booted.
 	Start     string `json:"start,omitempty"`
 	StartNote string `json:"start_note,omitempty"`
 	// Warnings name what weakens the box's isolation (TCG, a confinement
@@ -181,6 +187,9 @@ func (b *Box) Info() BoxInfo {
 		bi.Runtime = &BoxRuntimeInfo{Accel: b.info.Accel, AccelReason: b.info.AccelReason, Kernel: h.Kernel,
 			BootMs: b.info.BootMs, GuestKernelMs: h.KernelMs, GuestReadyMs: h.ReadyMs, ShimPid: b.info.ShimPid, VMMPid: b.info.VMMPid,
 			Warnings: b.info.Warnings, Network: b.info.Network, Start: b.info.Start, StartNote: b.info.StartNote}
+		if b.handedOver {
+			bi.Runtime.Start = "pool"
+		}
 		if ms := b.info.StartedAtMs; ms > 0 {
 			bi.Runtime.StartedAt = time.UnixMilli(ms).UTC()
 		}

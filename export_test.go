@@ -41,11 +41,30 @@ func testRuntime(t *testing.T) *Runtime {
 // 1 GiB disk holding data at a few offsets.
 func testBox(t *testing.T, r *Runtime) *Box {
 	t.Helper()
-	img, err := random.Image(4096, 2)
+	dir, _ := randomLayout(t, 2)
+	imgs, err := r.Images().Load(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
+	cfg := defaultBoxConfig(imgs[0].Digest)
+	cfg.DiskSizeGB = 1
+	b, err := r.register(cfg, imgs[0].Digest, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeDisk(t, b.path(shimapi.DiskFile), "v1")
+	return b
+}
+
+// randomLayout writes an OCI layout of a random image of layers layers
+// and returns its directory and the image's digest.
+func randomLayout(t *testing.T, layers int64) (dir, digest string) {
+	t.Helper()
+	img, err := random.Image(4096, layers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
 	p, err := layout.Write(dir, emptyIndex())
 	if err != nil {
 		t.Fatal(err)
@@ -53,18 +72,11 @@ func testBox(t *testing.T, r *Runtime) *Box {
 	if err := p.AppendImage(img); err != nil {
 		t.Fatal(err)
 	}
-	imgs, err := r.Images().Load(context.Background(), dir)
+	d, err := img.Digest()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := defaultBoxConfig(imgs[0].Digest)
-	cfg.DiskSizeGB = 1
-	b, err := r.register(cfg, imgs[0].Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeDisk(t, b.path(shimapi.DiskFile), "v1")
-	return b
+	return dir, d.String()
 }
 
 // writeDisk makes a sparse 1 GiB file with tag at 0, 100 MiB and 900 MiB.

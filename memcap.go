@@ -31,7 +31,7 @@ func (b *Box) idle() bool {
 // the box fits under the cap along with those running and those starting
 // that were admitted; memMu makes each start's count and pauses one step.
 func (r *Runtime) makeRoom(ctx context.Context, b *Box) error {
-	if r.memCap == 0 {
+	if r.memCap == 0 || b.inPool.Load() {
 		return nil
 	}
 	r.memMu.Lock()

@@ -29,9 +29,11 @@ type runtimeOptions struct {
 	qemu       string
 	requireKVM bool
 	maxBoots   int
-	memReserve int64 // MiB; 0: defaultMemoryReserveMiB
-	noTemplate *bool // nil: from the environment
-	memCap     int64 // MiB; 0: no cap (WithRunningMemoryCapMiB)
+	memReserve int64      // MiB; 0: defaultMemoryReserveMiB
+	noTemplate *bool      // nil: from the environment
+	memCap     int64      // MiB; 0: no cap (WithRunningMemoryCapMiB)
+	pools      []poolSpec // WithWarmPool (pool.go)
+	poolMemMiB int64      // 0: no bound (WithWarmPoolMemoryMiB)
 }
 
 // WithHome sets the runtime's home directory. Default: $BOXLITE_HOME, else ~/.boxlite.

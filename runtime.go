@@ -40,6 +40,7 @@ type Runtime struct {
 	memMu sync.Mutex // one start at a time makes room under memCap
 
 	counters runtimeCounters // RuntimeMetrics (metrics.go)
+	pools    pools           // warm pools (pool.go)
 
 	mu     sync.Mutex
 	boxes  map[string]*Box // handles opened by this runtime, by id
@@ -96,9 +97,11 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 	if o.output == 0 {
 		o.output = DefaultOutputLimit
 	}
-	return &Runtime{home: home, assets: findAssets(o.assets), images: images, pull: pull, outputLimit: o.output,
+	r := &Runtime{home: home, assets: findAssets(o.assets), images: images, pull: pull, outputLimit: o.output,
 		qemu: o.qemu, requireKVM: o.requireKVM, maxBoots: o.maxBoots, memReserve: o.memReserve, memCap: o.memCap, templates: !*o.noTemplate,
-		boxes: map[string]*Box{}}, nil
+		boxes: map[string]*Box{}}
+	r.startPools(o.pools, o.poolMemMiB)
+	return r, nil
 }
 
 // defaultHome is $BOXLITE_HOME, else ~/.boxlite. There is no fallback to a
@@ -222,6 +225,9 @@ func (r *Runtime) Close() error {
 		return nil
 	}
 	r.closed = true
+	r.mu.Unlock()
+	r.closePools()
+	r.mu.Lock()
 	boxes := make([]*Box, 0, len(r.boxes))
 	for _, b := range r.boxes {
 		boxes = append(boxes, b)
@@ -316,7 +322,11 @@ func (r *Runtime) Create(ctx context.Context, imageRef string, opts ...BoxOption
 	if err != nil {
 		return nil, fmt.Errorf("create box: %w", err)
 	}
-	b, err := r.register(cfg, img.Digest)
+	if b := r.takeFromPool(ctx, cfg, img.Digest); b != nil {
+		r.counters.created.Add(1)
+		return b, nil
+	}
+	b, err := r.register(cfg, img.Digest, false)
 	if err != nil {
 		return nil, err
 	}
@@ -326,7 +336,8 @@ func (r *Runtime) Create(ctx context.Context, imageRef string, opts ...BoxOption
 
 // register writes a new box's directory under the home lock, so that names
 // stay unique across processes.
-func (r *Runtime) register(cfg BoxConfig, digest string) (*Box, error) {
+// A pool box (pool.go) is hidden from List and Get until handed over.
+func (r *Runtime) register(cfg BoxConfig, digest string, pool bool) (*Box, error) {
 	unlock, err := r.lock()
 	if err != nil {
 		return nil, err
@@ -341,7 +352,7 @@ func (r *Runtime) register(cfg BoxConfig, digest string) (*Box, error) {
 			return nil, errdefs.Errorf(errdefs.ErrAlreadyExists, "create box: name %q is taken", cfg.Name)
 		}
 	}
-	rec := record{ID: newID(), Config: cfg, ImageDigest: digest, CreatedAt: time.Now().UTC()}
+	rec := record{ID: newID(), Config: cfg, ImageDigest: digest, CreatedAt: time.Now().UTC(), Pool: pool}
 	dir := filepath.Join(r.home, "boxes", rec.ID)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, err
@@ -363,6 +374,8 @@ type record struct {
 	Config      BoxConfig `json:"config"`
 	ImageDigest string    `json:"image_digest"`
 	CreatedAt   time.Time `json:"created_at"`
+	// Pool: a warm pool's box, not yet handed over (hidden from List and Get).
+	Pool bool `json:"pool,omitempty"`
 }
 
 func (r *Runtime) handle(rec record) *Box {
@@ -425,6 +438,9 @@ func (r *Runtime) find(idOrName string) (record, error) {
 	}
 	var matches []record
 	for _, rec := range recs {
+		if rec.Pool {
+			continue
+		}
 		if rec.ID == idOrName || rec.Config.Name == idOrName {
 			return rec, nil
 		}
@@ -449,6 +465,9 @@ func (r *Runtime) List(ctx context.Context) ([]BoxInfo, error) {
 	}
 	infos := make([]BoxInfo, 0, len(recs))
 	for _, rec := range recs {
+		if rec.Pool {
+			continue
+		}
 		b := r.handle(rec)
 		b.refresh()
 		infos = append(infos, b.Info())

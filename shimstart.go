@@ -130,7 +130,7 @@ func (b *Box) boot(ctx context.Context) (*conn, protocol.Info, error) {
 		BootTimeout: cfg.BootTimeout, StopTimeout: 10 * time.Second, OwnerUID: os.Getuid(),
 		AutoRemove: cfg.AutoRemove, Detach: cfg.Detach, Network: cfg.shimNetwork(), Netstack: b.rt.assets.netstack(),
 		KernelArgs: cfg.KernelArgs, Hostname: firstNonEmpty(cfg.Hostname, DefaultHostname), AutoPause: cfg.AutoPause,
-		Secrets: len(cfg.Secrets) > 0 && cfg.Network.Mode != NetworkDisabled}
+		Secrets: len(cfg.Secrets) > 0 && cfg.Network.Mode != NetworkDisabled, Pool: b.inPool.Load()}
 	if len(cfg.Volumes) > 0 {
 		sc.Volumes, sc.Virtiofsd = cfg.Volumes, b.rt.assets.virtiofsd()
 	} else if firstStart && b.rt.templates && !resume && len(cfg.Secrets) == 0 {

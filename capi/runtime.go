@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -80,6 +81,16 @@ func boxlite_runtime_new(optsJSON *C.cchar_t, out **C.boxlite_runtime_t, cerr **
 	}
 	if o.MemoryCap != 0 {
 		opts = append(opts, boxlite.WithRunningMemoryCapMiB(o.MemoryCap))
+	}
+	for _, p := range o.WarmPools {
+		bo, err := convert.BoxOptions(p.Box)
+		if err != nil {
+			return status(fmt.Errorf("warm pool: %w", err), cerr)
+		}
+		opts = append(opts, boxlite.WithWarmPool(p.Size, p.Box.Image, bo...))
+	}
+	if o.PoolMemory != 0 {
+		opts = append(opts, boxlite.WithWarmPoolMemoryMiB(o.PoolMemory))
 	}
 	assets := o.Assets
 	if assets == "" && os.Getenv("BOXLITE_ASSETS") == "" {

@@ -57,10 +57,11 @@ type BoxMetrics struct {
 	// its hello (modules, disks, overlay root), by the guest's clock as the
 	// guest reports it.
 	StageContainerInitMs *float64 `json:"stage_container_init_ms" doc:"the agent's own setup, by the guest's clock"`
-	// CPUPercent is the VMM's CPU use over the shim's last 1 s sample, in
-	// percent of one host CPU (up to 100 per vCPU); MemoryBytes its resident
+	// CPUPercent is the VMM's CPU use since the shim's latest sample at
+	// least 1 s old (it samples when asked, never on a timer), in percent of
+	// one host CPU (up to 100 per vCPU); MemoryBytes its resident
 	// memory. Nil from a shim too old to report them.
-	CPUPercent  *float64 `json:"cpu_percent" doc:"the VMM's CPU over the shim's last 1 s sample, in percent of one host CPU (up to 100 per vCPU)"`
+	CPUPercent  *float64 `json:"cpu_percent" doc:"the VMM's CPU since the shim's latest sample at least 1 s old (taken when asked), in percent of one host CPU (up to 100 per vCPU)"`
 	MemoryBytes *uint64  `json:"memory_bytes" doc:"the VMM's resident memory"`
 	// Network counters (protocol.NetworkStats); nil without a network.
 	// NetworkTCPConnections counts the connections opened, not those open.

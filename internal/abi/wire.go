@@ -324,10 +324,18 @@ type CellOptions struct {
 
 // RuntimeOptions open a local runtime (boxlite_runtime_new).
 type RuntimeOptions struct {
-	Home        string `json:"home,omitempty" doc:"the runtime's directory: default $BOXLITE_HOME, else ~/.boxlite"`
-	Assets      string `json:"assets,omitempty" doc:"where boxlite-shim and guest/ are: default $BOXLITE_ASSETS, else next to libboxlite.so"`
-	OutputLimit int64  `json:"output_limit_bytes,omitempty" doc:"more than 0: what a collected result keeps per stream (boxlite_box_run, session results; the rest is read and dropped, the result says truncated): default {DEFAULT_OUTPUT_LIMIT_BYTES}"`
-	MemoryCap   int64  `json:"running_memory_cap_mib,omitempty" doc:"more than 0: the guest memory (MiB) this runtime's running boxes may hold together; a start or resume past it pauses the least recently used idle ones first, else fails with limit_exceeded; default 0: no cap"`
+	Home        string     `json:"home,omitempty" doc:"the runtime's directory: default $BOXLITE_HOME, else ~/.boxlite"`
+	Assets      string     `json:"assets,omitempty" doc:"where boxlite-shim and guest/ are: default $BOXLITE_ASSETS, else next to libboxlite.so"`
+	OutputLimit int64      `json:"output_limit_bytes,omitempty" doc:"more than 0: what a collected result keeps per stream (boxlite_box_run, session results; the rest is read and dropped, the result says truncated): default {DEFAULT_OUTPUT_LIMIT_BYTES}"`
+	MemoryCap   int64      `json:"running_memory_cap_mib,omitempty" doc:"more than 0: the guest memory (MiB) this runtime's running boxes may hold together; a start or resume past it pauses the least recently used idle ones first, else fails with limit_exceeded; default 0: no cap"`
+	WarmPools   []WarmPool `json:"warm_pools,omitempty" doc:"pools of boxes kept started and idle; a create of a pool's shape is handed one (box info's start is pool)"`
+	PoolMemory  int64      `json:"warm_pool_memory_mib,omitempty" doc:"more than 0: the guest memory (MiB) all warm pools' boxes may hold together; default 0: no bound"`
+}
+
+// WarmPool is one warm pool of a runtime (RuntimeOptions.WarmPools).
+type WarmPool struct {
+	Size int        `json:"size" doc:"boxes kept ready, 1 to 256"`
+	Box  BoxOptions `json:"box" doc:"the shape, as box options (image required; volumes, ports, secrets, detach and a name cannot be pooled: invalid_argument)"`
 }
 
 // CloneOptions make a box's clone (boxlite_box_clone).

@@ -38,7 +38,10 @@ func buildArgs(cfg Config, tscKHz, qmpFD, agentFD, consoleFD, netFD int, diskFDs
 	// rtc=on: without the CMOS RTC the guest spends about 1.2 s more
 	// booting (and has no wall clock). acpi=on: the guest finds the
 	// virtio-mmio devices and the IOAPIC through ACPI; the Debian kernel
-	// has neither virtio_mmio.device= support nor MP tables.
+	// has neither virtio_mmio.device= support nor MP tables. The PIT stays
+	// (pit=off made guest boots hang, docs/NOTES.md): the agent stops it
+	// once the kernel is up, as QEMU resets it into a mode that wakes its
+	// main loop every 27 ms for nobody (guest/agent/pit_amd64.go).
 	machine := "microvm,x-option-roms=off,isa-serial=on,rtc=on,acpi=on"
 	ram := ramArgs(cfg)
 	if ram != nil {
@@ -55,9 +58,15 @@ func buildArgs(cfg Config, tscKHz, qmpFD, agentFD, consoleFD, netFD int, diskFDs
 		a = append(a, "-accel", "kvm", "-cpu", "host")
 	default:
 		// qemu64 plus the x86-64-v2 extensions, so userlands built for
-		// x86-64-v2 run; "-cpu max" would boot about 0.3 s slower.
+		// x86-64-v2 run; "-cpu max" would boot about 0.3 s slower. +arat
+		// (the APIC timer keeps running in deep C-states, as QEMU's does):
+		// without it the guest's local APIC timer needs a broadcast timer
+		// to stop its tick when idle, and with none it never stops, so an
+		// idle guest took 250 timer interrupts a second (HZ); with it, 2-4
+		// (an idle box's QEMU: 2.6% of a core before, 0.1% with the PIT
+		// stopped too; docs/NOTES.md, "Idle boxes").
 		a = append(a, "-accel", "tcg,tb-size="+strconv.Itoa(tbSizeMiB),
-			"-cpu", "qemu64,+ssse3,+sse4.1,+sse4.2,+popcnt,+cx16")
+			"-cpu", "qemu64,+ssse3,+sse4.1,+sse4.2,+popcnt,+cx16,+arat")
 	}
 	a = append(a, ram...)
 	if cfg.Incoming != nil {

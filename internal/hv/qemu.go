@@ -49,6 +49,7 @@ type VM struct {
 	nospace  string // the disk whose write found the host file system full
 
 	ram       *RAM
+	accel     Accel
 	cmdMu     sync.Mutex    // one QMP command at a time (see command)
 	cmdSeq    uint64        // the last command's number, under cmdMu
 	pending   chan qmpReply // the running command's answer, under mu
@@ -175,6 +176,7 @@ func Start(cfg Config) (*VM, error) {
 		done:    make(chan struct{}),
 		qmpDone: make(chan struct{}),
 		ram:     cfg.RAM,
+		accel:   cfg.Accel,
 	}
 	if console != nil {
 		go logw.copyFrom(console)

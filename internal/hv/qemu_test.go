@@ -291,7 +291,7 @@ func TestBuildArgs(t *testing.T) {
 	for _, want := range []string{
 		"-M microvm,x-option-roms=off,isa-serial=on,rtc=on,acpi=on",
 		"-nodefaults -no-user-config -display none -no-reboot",
-		"-accel tcg,tb-size=32",
+		"-accel tcg,tb-size=32 -cpu qemu64,+ssse3,+sse4.1,+sse4.2,+popcnt,+cx16,+arat",
 		"-m 512 -smp 2 -kernel /k/vmlinuz -initrd /k/initrd",
 		"-append console=ttyS0 quiet panic=-1 reboot=t cryptomgr.notests initcall_blacklist=crypto_kdf108_init tsc_early_khz=2300000 tsc=reliable foo=1 ",
 		"-chardev socket,id=con,fd=5 -serial chardev:con",

@@ -149,6 +149,15 @@ const (
 	// without a NIC: ErrUnsupported). New connections and names follow
 	// it; open connections are kept.
 	TNetwork Type = 36
+	// THandOver hands a warm pool's running box to its new owner
+	// (Runtime.Create with a pool of its shape): HandOver. The box's
+	// machine is its own already (a pool box gets a fresh Identity with a
+	// boot id and a machine id, as a fork's, when it enters the pool); the
+	// shim gives it the owner's hostname (a new Identity, only when it
+	// differs) and lifecycle settings, then answers with the HandOver it
+	// applied, or TError (the box is then no one's to hand over: the
+	// runtime removes it).
+	THandOver Type = 40
 )
 
 var typeNames = map[Type]string{
@@ -159,7 +168,7 @@ var typeNames = map[Type]string{
 	TLane: "lane", TLaneFree: "lane-free",
 	TPark: "park", TParked: "parked", TAttach: "attach", TPause: "pause", TClock: "clock", THold: "hold", TFork: "fork",
 	TTunnel: "tunnel", TEOF: "eof", TNetwork: "network", TWatch: "watch", TReleaseRoot: "release-root",
-	TRootUsage: "root-usage",
+	TRootUsage: "root-usage", THandOver: "hand-over",
 }
 
 // Last reports whether a frame of type t from the agent ends its stream.
@@ -721,16 +730,19 @@ type ShimMetrics struct {
 	// the stdout and stderr bytes execs sent back (copies are not counted).
 	StdinBytes  uint64 `msgpack:"stdin_bytes"`
 	OutputBytes uint64 `msgpack:"output_bytes"`
-	// CPUPercent is the CPU time the VMM used in the shim's last sampling
-	// interval (CPUSampleInterval), in percent of one host CPU: up to
-	// 100 times the box's vCPUs, as top and docker stats count.
+	// CPUPercent is the CPU time the VMM used, in percent of one host CPU
+	// (up to 100 times the box's vCPUs, as top and docker stats count),
+	// from the shim's latest sample at least CPUSampleInterval old to now.
+	// The shim samples when metrics are asked for, not on a timer (an idle
+	// box costs no wake-ups): asked every second, it is the last second's;
+	// asked once, the average since the VMM started.
 	CPUPercent float64 `msgpack:"cpu_percent"`
 	// MemoryBytes is the VMM's resident memory (VmRSS): the guest RAM it
 	// has touched plus QEMU's own.
 	MemoryBytes uint64 `msgpack:"memory_bytes"`
 }
 
-// CPUSampleInterval is how often a shim samples its VMM's CPU time.
+// CPUSampleInterval is the shortest window of ShimMetrics.CPUPercent.
 const CPUSampleInterval = time.Second
 
 // NetPolicy is TNetwork's body: the outbound policy from now on.

@@ -209,18 +209,9 @@ func (s *shim) forkIdentity(r *protocol.Reader, rec shimapi.Paused, start time.T
 	s.mu.Lock()
 	s.next = max(s.next, last+1) // the agent may know those ids still
 	s.mu.Unlock()
-	id := protocol.Identity{UnixNano: time.Now().UnixNano(), Seed: make([]byte, 64), Hostname: s.cfg.Hostname}
-	if id.Hostname == "" {
-		id.Hostname = "boxlite"
-	}
-	rand.Read(id.Seed)
-	var u [16]byte
-	rand.Read(u[:])
-	u[6], u[8] = u[6]&0x0f|0x40, u[8]&0x3f|0x80 // a version 4 UUID, as the kernel makes
-	id.BootID = fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
-	if !rec.Restored { // a snapshot of the box itself keeps its machine id
-		rand.Read(u[:])
-		id.MachineID = fmt.Sprintf("%x", u[:])
+	id := newIdentity(s.cfg.Hostname, true)
+	if rec.Restored { // a snapshot of the box itself keeps its machine id
+		id.MachineID = ""
 	}
 	f, err := protocol.Encode(protocol.TIdentity, 0, id)
 	if err == nil {
@@ -230,4 +221,27 @@ func (s *shim) forkIdentity(r *protocol.Reader, rec shimapi.Paused, start time.T
 		return err
 	}
 	return s.awaitAmidStrays(r, start, protocol.TIdentity)
+}
+
+// newIdentity is what makes a VM a machine of its own (protocol.Identity):
+// the host's clock, fresh entropy and the hostname; with machine, also a new
+// boot id and machine id, for a VM whose kernel may have made its boot id
+// already (a fork of a running box; a warm pool's box, whose identity is
+// made when it enters the pool, unseen until its hand-over).
+func newIdentity(hostname string, machine bool) protocol.Identity {
+	id := protocol.Identity{UnixNano: time.Now().UnixNano(), Seed: make([]byte, 64), Hostname: hostname}
+	if id.Hostname == "" {
+		id.Hostname = "boxlite" // a runtime that predates Config.Hostname
+	}
+	rand.Read(id.Seed)
+	if !machine {
+		return id
+	}
+	var u [16]byte
+	rand.Read(u[:])
+	u[6], u[8] = u[6]&0x0f|0x40, u[8]&0x3f|0x80 // a version 4 UUID, as the kernel makes
+	id.BootID = fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+	rand.Read(u[:])
+	id.MachineID = fmt.Sprintf("%x", u[:])
+	return id
 }

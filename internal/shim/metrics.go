@@ -20,8 +20,17 @@ import (
 type counters struct {
 	execs, execErrors, stdin, output atomic.Uint64
 
+	// Samples of the VMM's CPU time, taken when metrics are asked for,
+	// never on a timer (an idle box's shim does not wake): last is the
+	// latest, prev the one before it (at least CPUSampleInterval older).
 	mu         sync.Mutex
-	cpuPercent float64 // the VMM's, over the last CPUSampleInterval
+	prev, last cpuSample
+}
+
+// cpuSample is the CPU time the VMM had used at a moment.
+type cpuSample struct {
+	cpu time.Duration
+	at  time.Time
 }
 
 // newFlow opens the account of a stream a client opened with a request of
@@ -68,45 +77,43 @@ func (c *counters) outputBytes(n int) {
 // metrics is what the shim reports in its info now.
 func (s *shim) metrics() *protocol.ShimMetrics {
 	c := &s.counters
-	c.mu.Lock()
-	cpu := c.cpuPercent
-	c.mu.Unlock()
 	return &protocol.ShimMetrics{Execs: c.execs.Load(), ExecErrors: c.execErrors.Load(),
 		StdinBytes: c.stdin.Load(), OutputBytes: c.output.Load(),
-		CPUPercent: cpu, MemoryBytes: residentBytes(s.vm.Pid())}
+		CPUPercent: s.cpuPercent(), MemoryBytes: residentBytes(s.vm.Pid())}
 }
 
-// sampleCPU keeps counters.cpuPercent current until the VMM exits: every
-// CPUSampleInterval, the CPU time the VMM used in the interval over its
-// length. Until the first interval ends it is the boot's average (the CPU
-// the VMM used over the wall time of its boot).
-func (s *shim) sampleCPU() {
-	last, at := s.vm.CPUTime(), time.Now()
-	if s.info.BootMs > 0 {
-		s.setCPU(last, time.Duration(s.info.BootMs*float64(time.Millisecond)))
-	}
-	tick := time.NewTicker(protocol.CPUSampleInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-s.vm.Done():
-			s.setCPU(0, 1)
-			return
-		case now := <-tick.C:
-			cpu := s.vm.CPUTime()
-			s.setCPU(max(cpu-last, 0), now.Sub(at))
-			last, at = cpu, now
-		}
-	}
-}
-
-func (s *shim) setCPU(used, wall time.Duration) {
-	if wall <= 0 {
-		return
-	}
+// startCPUSamples seeds the CPU samples with the VMM's start (no CPU used
+// yet), so the first figure is the average since then.
+func (s *shim) startCPUSamples() {
+	start := cpuSample{at: time.Now().Add(-time.Duration(s.info.BootMs * float64(time.Millisecond)))}
 	s.counters.mu.Lock()
-	s.counters.cpuPercent = float64(used) / float64(wall) * 100
+	s.counters.prev, s.counters.last = start, start
 	s.counters.mu.Unlock()
+}
+
+// cpuPercent is the CPU time the VMM used from the latest sample at least
+// CPUSampleInterval old to now, over that wall time (protocol.ShimMetrics);
+// now becomes a sample when the latest is that old. 0 once the VMM exited.
+func (s *shim) cpuPercent() float64 {
+	select {
+	case <-s.vm.Done():
+		return 0
+	default:
+	}
+	now := cpuSample{cpu: s.vm.CPUTime(), at: time.Now()}
+	c := &s.counters
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	base := c.prev
+	if now.at.Sub(c.last.at) >= protocol.CPUSampleInterval {
+		base = c.last
+		c.prev, c.last = c.last, now
+	}
+	wall := now.at.Sub(base.at)
+	if wall <= 0 {
+		return 0
+	}
+	return float64(max(now.cpu-base.cpu, 0)) / float64(wall) * 100
 }
 
 // residentBytes is a process's VmRSS from /proc; 0 when it cannot be read

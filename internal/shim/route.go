@@ -45,6 +45,9 @@ func (s *shim) serveAgent() {
 			s.violation(fmt.Errorf("stream %d: %w", f.Stream, err))
 			return
 		}
+		if !ok && s.controlFrame(f) {
+			continue
+		}
 		if !ok {
 			if stray++; stray == 1 || stray == maxStrayFrames {
 				log.Printf("agent: %s frame on stream %d, which is not open (%d so far)", f.Type, f.Stream, stray)
@@ -144,6 +147,9 @@ func (s *shim) serveClient(c *client) {
 			continue
 		case protocol.THold:
 			s.hold(c, f)
+			continue
+		case protocol.THandOver:
+			go s.handOver(c, f.Stream, f)
 			continue
 		}
 		s.mu.Lock()

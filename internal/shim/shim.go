@@ -67,7 +67,7 @@ func Run(cfg shimapi.Config, ready io.WriteCloser, parent io.Reader) error {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	go func() { sig := <-sigs; s.stop("shim received " + sig.String()) }()
 	go s.serveAgent()
-	go s.sampleCPU()
+	s.startCPUSamples()
 	go s.accept()
 	go s.watchIdle()
 	<-s.vm.Done()
@@ -80,13 +80,16 @@ func Run(cfg shimapi.Config, ready io.WriteCloser, parent io.Reader) error {
 	}
 	// Nobody is left to remove an auto-remove box that ended because its
 	// creator died, or a detached one that ended on its own.
+	s.mu.Lock()
+	autoRemove := s.cfg.AutoRemove // a hand-over may have changed it
+	s.mu.Unlock()
 	select {
 	case <-orphaned:
-		if cfg.AutoRemove {
+		if autoRemove {
 			os.RemoveAll(cfg.Dir)
 		}
 	default:
-		if cfg.AutoRemove && parent == nil {
+		if autoRemove && parent == nil {
 			os.RemoveAll(cfg.Dir)
 		}
 	}
@@ -169,6 +172,9 @@ type shim struct {
 	pausing  bool // a pause is saving the VM (pause.go)
 	// lastActive is the box's last activity, for auto-pause (idle.go).
 	lastActive time.Time
+	// control receives the agent's next stream-0 frame while a hand-over
+	// waits for its answer (handover.go); nil otherwise.
+	control chan protocol.Frame
 }
 
 type route struct {

@@ -2,7 +2,6 @@ package shim
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -83,6 +82,7 @@ func (s *shim) coldBoot(vmcfg hv.Config, start time.Time) (protocol.Hello, *prot
 	r := protocol.NewReader(s.agent)
 	h, err := s.readHello(s.vm, r, vmcfg.ConsoleLog, start)
 	if err == nil {
+		s.stopPIT(s.vm)
 		err = s.identify(s.vm, r, h, start)
 		if err != nil {
 			err = s.bootFailed(s.vm, vmcfg.ConsoleLog, "identity", start, err)
@@ -93,6 +93,14 @@ func (s *shim) coldBoot(vmcfg hv.Config, start time.Time) (protocol.Hello, *prot
 		return h, nil, err
 	}
 	return h, r, nil
+}
+
+// stopPIT stops the VM's unused PIT once its kernel is up (hv.StopPIT); a
+// failure only costs an idle box more wake-ups, so it is logged.
+func (s *shim) stopPIT(vm *hv.VM) {
+	if err := vm.StopPIT(); err != nil {
+		log.Printf("%v (an idle box wakes its VMM 36 times a second)", err)
+	}
 }
 
 // readHello reads and checks the agent's hello (a noRetry error if
@@ -133,17 +141,13 @@ func (s *shim) identify(vm *hv.VM, r *protocol.Reader, h protocol.Hello, start t
 	if !h.Has(protocol.FeatureIdentity) {
 		return nil
 	}
-	id := protocol.Identity{UnixNano: time.Now().UnixNano(), Seed: make([]byte, 64), Hostname: s.cfg.Hostname}
-	if id.Hostname == "" {
-		id.Hostname = "boxlite" // a runtime that predates Config.Hostname
-	}
+	id := newIdentity(s.cfg.Hostname, s.cfg.Pool) // a pool box's machine is its owner's (handover.go)
 	if s.trustCA != "" {
 		if !h.Has(protocol.FeatureTrustCA) {
 			return fmt.Errorf("secrets: the guest agent cannot install the box's CA (no %q feature)", protocol.FeatureTrustCA)
 		}
 		id.TrustCA = s.trustCA
 	}
-	rand.Read(id.Seed)
 	f, err := protocol.Encode(protocol.TIdentity, 0, id)
 	if err == nil {
 		err = s.sendAgent(f)
@@ -154,6 +158,11 @@ func (s *shim) identify(vm *hv.VM, r *protocol.Reader, h protocol.Hello, start t
 	if f, err = s.awaitFrame(vm, r, start); err != nil {
 		return err
 	}
+	return identityAnswer(f)
+}
+
+// identityAnswer is the agent's answer f to an identity: nil when it took it.
+func identityAnswer(f protocol.Frame) error {
 	switch f.Type {
 	case protocol.TIdentity:
 		return nil
@@ -251,6 +260,7 @@ func (s *shim) buildTemplate(dir string, vmcfg hv.Config, start time.Time) (temp
 		return template.Built{}, errdefs.Errorf(errdefs.ErrUnsupported, "the agent cannot take an identity (an older agent)")
 	}
 	bootMs := float64(time.Since(start).Microseconds()) / 1000
+	s.stopPIT(vm) // saved so: the boxes restored from it inherit a stopped PIT
 	if err := s.park(vm, r, h, start); err != nil {
 		return template.Built{}, err
 	}

@@ -110,6 +110,9 @@ type Config struct {
 	// answer) once it has been idle this long; 0: never. See
 	// internal/shim/idle.go for what counts as activity.
 	AutoPause time.Duration `json:"auto_pause,omitempty"`
+	// Pool: a warm pool's box, which its runtime hands over once
+	// (protocol.THandOver); the shim refuses a hand-over of any other box.
+	Pool bool `json:"pool,omitempty"`
 }
 
 // Network is a box's network: where it may connect (AllowNet, as

@@ -18,7 +18,10 @@
 // Run it with `make bench`; `bench -mem` is the memory rows alone, with the
 // guest's free lists and QEMU's largest mappings; `bench -pause` is pause and
 // resume against cold and template starts (pause.go); `bench -paused N`
-// puts N boxes to sleep and resumes random ones among them (paused.go).
+// puts N boxes to sleep and resumes random ones among them (paused.go);
+// `bench -idle [N]` is the CPU of idle boxes and exec among N idle boxes
+// (idle.go, default 20); `bench -pool` is a warm pool's hand-over against a
+// template start.
 package main
 
 import (
@@ -51,7 +54,12 @@ var modes = map[string]func() error{
 	"-rest":    restBench,
 	"-pause":   pauseBench,
 	"-tunnel":  tunnelBench,
+	"-pool":    poolBench,
+	"-idle":    func() error { return idle(defaultIdleBoxes) },
 }
+
+// defaultIdleBoxes is -idle's count of idle boxes (-idle N sets it).
+const defaultIdleBoxes = 20
 
 func main() {
 	jail.Main() // the jailed bare boots re-execute this binary
@@ -65,6 +73,12 @@ func main() {
 				return err
 			}
 			f, mode = func() error { return many(n) }, "many-"+os.Args[2]
+		case len(os.Args) == 3 && os.Args[1] == "-idle": // idle CPU, and exec among N idle boxes
+			n, err := strconv.Atoi(os.Args[2])
+			if err != nil || n < 1 {
+				return fmt.Errorf("-idle %q: want a count of boxes", os.Args[2])
+			}
+			f, mode = func() error { return idle(n) }, "idle-"+os.Args[2]
 		case len(os.Args) == 3 && os.Args[1] == "-paused": // N boxes put to sleep, and resumes among them
 			n, err := strconv.Atoi(os.Args[2])
 			if err != nil || n < 1 {
@@ -76,7 +90,7 @@ func main() {
 		case len(os.Args) == 1:
 			f = run
 		default:
-			return fmt.Errorf("usage: bench [-many N | -paused N | -net | -volumes | -copy | -spin | -mem | -warm | -rest | -pause | -tunnel]")
+			return fmt.Errorf("usage: bench [-many N | -paused N | -idle [N] | -net | -volumes | -copy | -spin | -mem | -warm | -pool | -rest | -pause | -tunnel]")
 		}
 		var err error
 		if rec, err = newRecorder(mode); err != nil {

@@ -132,6 +132,10 @@ export interface JsOptions {
   outputLimitBytes?: number;
   /** MiB of guest memory this runtime's running boxes may hold together: a start or resume past it pauses the least recently used idle boxes first, else fails (limit_exceeded). Default 0: no cap. */
   runningMemoryCapMib?: number;
+  /** Boxes kept started and idle, per shape (box: create's options; volumes, ports, secrets, detach and a name cannot be pooled): a create of that shape is handed one at once. Default: none. */
+  warmPools?: Array<{ size: number; box: JsBoxOptions }>;
+  /** MiB of guest memory all warm pools' boxes may hold together. Default 0: no bound. */
+  warmPoolMemoryMib?: number;
   /** Not supported yet: only an empty array is accepted. */
   imageRegistries?: never[];
 }
@@ -224,7 +228,7 @@ export interface BoxMetrics {
   stageBoxSpawnMs: number | null;
   /** The guest agent's own setup, by the guest's clock. */
   stageContainerInitMs: number | null;
-  /** The VMM's CPU over the shim's last 1 s sample, percent of one host CPU (up to 100 per vCPU). */
+  /** The VMM's CPU since the shim's latest sample at least 1 s old (taken when asked), percent of one host CPU (up to 100 per vCPU). */
   cpuPercent: number | null;
   /** The VMM's resident memory. */
   memoryBytes: number | null;

@@ -21,9 +21,17 @@ function runtimeJson(o) {
     else if (k === 'assets' || k === 'assetsDir') c.assets = checkString(v, `options.${k}`);
     else if (k === 'outputLimitBytes') c.output_limit_bytes = checkOutputLimit(v, `options.${k}`); // absent: the library's 64 MiB
     else if (k === 'runningMemoryCapMib') c.running_memory_cap_mib = checkInt(v, `options.${k}`); // the library range-checks it
+    else if (k === 'warmPoolMemoryMib') c.warm_pool_memory_mib = checkInt(v, `options.${k}`); // the library range-checks it
+    else if (k === 'warmPools') {
+      if (!Array.isArray(v)) throw new TypeError(`options.warmPools must be an array of {size, box}, got ${typeOf(v)}`);
+      c.warm_pools = v.map((p, i) => {
+        if (!isPlainObject(p)) throw new TypeError(`options.warmPools[${i}] must be an object {size, box}, got ${typeOf(p)}`);
+        return { size: checkInt(p.size, `options.warmPools[${i}].size`), box: boxOptions(p.box, `options.warmPools[${i}].box`) };
+      });
+    }
     else if (k === 'imageRegistries') {
       if (!Array.isArray(v) || v.length) throw unsupported('options.imageRegistries: registry settings are not supported yet (images come from the local store)');
-    } else throw new TypeError(`options.${k} is not a known option (homeDir, assets, outputLimitBytes, runningMemoryCapMib)`);
+    } else throw new TypeError(`options.${k} is not a known option (homeDir, assets, outputLimitBytes, runningMemoryCapMib, warmPools, warmPoolMemoryMib)`);
   }
   return JSON.stringify(c);
 }
@@ -34,7 +42,9 @@ class JsBoxlite {
    * defaults to $BOXLITE_HOME, else ~/.boxlite. outputLimitBytes (default 64 MiB) caps the
    * output collected per stream of a command run to completion. runningMemoryCapMib (default
    * 0: none) caps the guest memory of the running boxes: past it the least recently used idle
-   * ones are paused.
+   * ones are paused. warmPools ([{size, box}], box as create's options) keeps boxes of each
+   * shape started and idle: a create of that shape is handed one at once (runtime start
+   * "pool"); warmPoolMemoryMib bounds the guest memory of all pools' boxes.
    */
   constructor(options = {}) {
     this._json = runtimeJson(options);

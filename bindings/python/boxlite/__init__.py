@@ -27,7 +27,7 @@ from .metrics import BoxMetrics, RuntimeMetrics
 from .network import (BoxConnection, BoxTunnel, InboundNetworkInfo, InboundNetworkSpec, NetworkHandle, OutboundNetworkInfo,
                       OutboundNetworkSpec, SocketAddress, TunnelForwarder)
 from .rest import ApiKeyCredential, BoxliteRestOptions
-from .runtime import Boxlite, ImageDetail, ImageHandle, ImageInfo, ImagePullResult, ImageVersion, Options
+from .runtime import Boxlite, ImageDetail, ImageHandle, ImageInfo, ImagePullResult, ImageVersion, Options, WarmPool
 from .session import CellChunk, CellError, CellResult, CellStream, PythonSession, ShellSession
 from .secret import Secret, SecretInfo
 from .simplebox import SimpleBox
@@ -59,7 +59,7 @@ def library_version() -> str:
 
 
 __all__ = [
-    "Boxlite", "Options", "ImageHandle", "ImageInfo", "ImageDetail", "ImageVersion", "ImagePullResult", "BoxliteRestOptions", "ApiKeyCredential",
+    "Boxlite", "Options", "WarmPool", "ImageHandle", "ImageInfo", "ImageDetail", "ImageVersion", "ImagePullResult", "BoxliteRestOptions", "ApiKeyCredential",
     "Box", "BoxOptions", "BoxInfo", "Secret", "SecretInfo", "BoxStateInfo", "CopyOptions", "NetworkSpec", "NetworkInfo", "PortMapping",
     "BoxMetrics", "RuntimeMetrics",
     "OutboundNetworkSpec", "InboundNetworkSpec", "OutboundNetworkInfo", "InboundNetworkInfo",

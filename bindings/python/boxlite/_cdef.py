@@ -116,6 +116,76 @@ void boxlite_string_free(char *s);
  *   "running_memory_cap_mib": integer: more than 0: the guest memory (MiB) this runtime's
  *       running boxes may hold together; a start or resume past it pauses the least recently
  *       used idle ones first, else fails with limit_exceeded; default 0: no cap
+ *   "warm_pools": [{...}]: pools of boxes kept started and idle; a create of a pool's shape is
+ *       handed one (box info's start is pool)
+ *     "size": integer: boxes kept ready, 1 to 256
+ *     "box": {...}: the shape, as box options (image required; volumes, ports, secrets, detach
+ *         and a name cannot be pooled: invalid_argument)
+ *       "image": string, required: an image in the store or a registry, e.g. "alpine:latest"
+ *       "name": string: 1-64 of [a-zA-Z0-9_.-], starting with a letter or digit
+ *       "memory_mib": integer: guest memory: default 512, 64..65536
+ *       "cpus": integer: virtual CPUs: default 1, 1..64
+ *       "disk_size_gb": integer: writable disk (sparse): default 4, 1..1024
+ *       "env": {string: string}: added to the image's
+ *       "working_dir": string: default: the image's
+ *       "user": string: name, uid or uid:gid; default: the image's
+ *       "boot_timeout_secs": number: VM start to agent ready: default 60, more than 0, at most
+ *           600
+ *       "auto_remove": boolean: remove the box when it stops (never while only configured):
+ *           default true
+ *       "detach": boolean: the box outlives the process that starts it: closing the runtime
+ *           leaves it running, any process reattaches by id or name; default false
+ *       "entrypoint": [string]: overrides the image's (and drops its cmd, as docker's
+ *           --entrypoint does): what an exec with no argv runs
+ *       "cmd": [string]: overrides the image's
+ *       "network": {...}: default: enabled, no allow-list
+ *         "mode": "enabled" | "disabled": the flat form's outbound mode: enabled (default: NAT
+ *             to the host's network) or disabled (no NIC, only lo)
+ *         "allow_net": [string]: the flat form's: where an enabled box may connect: host names,
+ *             *.wildcards, IPv4 addresses or CIDRs, each optionally with :port; empty:
+ *             anywhere. The host's 127.0.0.1 is host.boxlite.internal in the box (with a list,
+ *             only when listed)
+ *         "outbound": {...}: BoxLite's split form: mode and allow_net as the flat form's
+ *           "mode": "enabled" | "disabled", required
+ *           "allow_net": [string]: outbound: where the box may connect, as the flat allow_net;
+ *               inbound: must be empty
+ *         "inbound": {...}: BoxLite's split form: the inbound mode (kept and reported: a local
+ *             box has no public side); a non-empty allow_net is unsupported, as in BoxLite
+ *           "mode": "enabled" | "disabled", required
+ *           "allow_net": [string]: outbound: where the box may connect, as the flat allow_net;
+ *               inbound: must be empty
+ *       "ports": [{...}]: box ports published on the host; a host port in use is already_exists
+ *         "protocol": "tcp" | "udp": default tcp
+ *         "host_ip": string: the host address to bind: default 127.0.0.1
+ *         "host_port": integer: 0 (or absent) picks a free port; info shows the one bound
+ *         "guest_port": integer, required: the port in the box
+ *       "volumes": [{...}]: host folders or files in the box, over virtio-fs
+ *         "host_path": string, required: a host folder or file
+ *         "guest_path": string, required: where the box sees it
+ *         "read_only": boolean: default false
+ *         "size_limit_bytes": integer: what the box may store in a read-write folder (a
+ *             watcher, see docs/SECURITY.md); 0: no limit
+ *       "hostname": string: a DNS label: default "boxlite"
+ *       "auto_pause_secs": number: pause the box (with its memory, as boxlite_box_pause) after
+ *           this long with no exec, copy or session call: a stream that stays open holds it
+ *           awake, except a detachable exec's (a session's interpreter, an interactive shell)
+ *           that sent nothing either way for that long; the next call resumes it. 0 (default):
+ *           never. At least 1, at most 2592000; not with volumes
+ *       "prestart": [string]: sessions a box started from a template finds started: "python",
+ *           "shell" or "shell:/ABSOLUTE/PATH"; its first session of that kind with default
+ *           options takes over the one the template VM started
+ *       "secrets": [{...}]: credentials the box uses without holding them: it sees each one's
+ *           placeholder (env BOXLITE_SECRET_<NAME>), the host puts the value in HTTPS requests
+ *           to its hosts; at most 32, see docs/secrets.md
+ *         "name": string, required: names the env variable BOXLITE_SECRET_<NAME> (upper case)
+ *         "value": string, required: the real value, 1 to 16384 bytes without line breaks;
+ *             never in box info
+ *         "hosts": [string], required: host names or *.wildcards, optionally :port (default
+ *             443), where HTTPS requests get the value; each is reachable on that port even
+ *             when allow_net does not list it
+ *         "placeholder": string: what the box sees: default "<BOXLITE_SECRET:NAME>"
+ *   "warm_pool_memory_mib": integer: more than 0: the guest memory (MiB) all warm pools' boxes
+ *       may hold together; default 0: no bound
  * END GENERATED: runtime options
  */
 int boxlite_runtime_new(const char *options_json, boxlite_runtime_t **out, boxlite_error_t **err);
@@ -412,8 +482,8 @@ void boxlite_box_free(boxlite_box_t *box);
  *   "stage_boot_queue_ms": number or null: wait for a boot slot
  *   "stage_box_spawn_ms": number or null: shim start to ready, the guest boot included
  *   "stage_container_init_ms": number or null: the agent's own setup, by the guest's clock
- *   "cpu_percent": number or null: the VMM's CPU over the shim's last 1 s sample, in percent of
- *       one host CPU (up to 100 per vCPU)
+ *   "cpu_percent": number or null: the VMM's CPU since the shim's latest sample at least 1 s
+ *       old (taken when asked), in percent of one host CPU (up to 100 per vCPU)
  *   "memory_bytes": integer or null: the VMM's resident memory
  *   "network_bytes_sent": integer or null: host to guest
  *   "network_bytes_received": integer or null: guest to host

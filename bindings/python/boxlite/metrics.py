@@ -65,8 +65,8 @@ class BoxMetrics:
         self.stage_box_spawn_ms: Optional[float] = data.get("stage_box_spawn_ms")
         #: The guest agent's own setup (modules, disks, root), by the guest's clock.
         self.stage_container_init_ms: Optional[float] = data.get("stage_container_init_ms")
-        #: The VMM's CPU over the shim's last 1 s sample, in percent of one
-        #: host CPU (up to 100 per vCPU).
+        #: The VMM's CPU since the shim's latest sample at least 1 s old
+        #: (taken when asked), in percent of one host CPU (up to 100 per vCPU).
         self.cpu_percent: Optional[float] = data.get("cpu_percent")
         #: The VMM's resident memory.
         self.memory_bytes: Optional[int] = data.get("memory_bytes")

@@ -18,7 +18,7 @@ from .errors import BoxliteError, ClosedError, InvalidArgumentError, NotFoundErr
 from .metrics import RuntimeMetrics
 from .rest import BoxliteRestOptions
 
-__all__ = ["Boxlite", "Options", "ImageHandle", "ImageInfo", "ImageDetail", "ImageVersion", "ImagePullResult"]
+__all__ = ["Boxlite", "Options", "WarmPool", "ImageHandle", "ImageInfo", "ImageDetail", "ImageVersion", "ImagePullResult"]
 
 
 @dataclass
@@ -33,13 +33,20 @@ class Options:
     its own. ``running_memory_cap_mib`` (default None: no cap) bounds the
     guest memory this runtime's running boxes hold together: a start or a
     resume past it pauses the least recently used idle boxes first, else
-    fails with ``LimitExceededError``."""
+    fails with ``LimitExceededError``. ``warm_pools`` keeps boxes started
+    and idle (``WarmPool(size, BoxOptions)``): a create of a pool's shape is
+    handed one at once (its ``info().runtime["start"]`` is ``"pool"``); boxes
+    with volumes, ports, secrets or detach are never pooled.
+    ``warm_pool_memory_mib`` (default None: no bound) bounds the guest
+    memory of all pools' boxes together."""
 
     home_dir: Optional[str] = None
     image_registries: List[Any] = field(default_factory=list)
     assets_dir: Optional[str] = None
     output_limit_bytes: Optional[int] = None
     running_memory_cap_mib: Optional[int] = None
+    warm_pools: List["WarmPool"] = field(default_factory=list)
+    warm_pool_memory_mib: Optional[int] = None
 
     def to_json(self) -> Optional[str]:
         if self.image_registries:
@@ -58,7 +65,35 @@ class Options:
         cap = check_optional_int(self.running_memory_cap_mib, "Options.running_memory_cap_mib")
         if cap is not None:
             o["running_memory_cap_mib"] = cap  # the library range-checks it
+        pools = []
+        for i, p in enumerate(self.warm_pools):
+            if not isinstance(p, WarmPool):
+                raise TypeError(f"Options.warm_pools[{i}] must be a WarmPool, not {type(p).__name__}")
+            pools.append(p.to_dict(f"Options.warm_pools[{i}]."))
+        if pools:
+            o["warm_pools"] = pools
+        pool_mem = check_optional_int(self.warm_pool_memory_mib, "Options.warm_pool_memory_mib")
+        if pool_mem is not None:
+            o["warm_pool_memory_mib"] = pool_mem  # the library range-checks it
         return json.dumps(o) if o else None
+
+
+@dataclass
+class WarmPool:
+    """A warm pool (``Options.warm_pools``): ``size`` boxes of the shape
+    ``box`` gives (its image, memory, CPUs, disk size, network, kernel
+    arguments and prestarted sessions) kept started and idle."""
+
+    size: int
+    box: BoxOptions
+
+    def to_dict(self, what: str = "WarmPool.") -> Dict[str, Any]:
+        size = check_optional_int(self.size, f"{what}size")
+        if size is None:
+            raise InvalidArgumentError(f"{what}size is required")
+        if not isinstance(self.box, BoxOptions):
+            raise TypeError(f"{what}box must be a BoxOptions, not {type(self.box).__name__}")
+        return {"size": size, "box": json.loads(self.box.to_json(what=f"{what}box."))}
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,16 @@ def test_constructor_types():
         boxlite.Boxlite(boxlite.Options(image_registries=["r.example"]))
 
 
+def test_warm_pool_options(tmp_path):
+    with pytest.raises(TypeError, match=r"warm_pools\[0\] must be a WarmPool"):
+        boxlite.Boxlite(boxlite.Options(home_dir=str(tmp_path), warm_pools=[(2, "alpine:latest")]))
+    with pytest.raises(boxlite.InvalidArgumentError, match="published ports cannot be pooled"):
+        boxlite.Boxlite(boxlite.Options(home_dir=str(tmp_path), warm_pools=[boxlite.WarmPool(
+            1, boxlite.BoxOptions(image="alpine:latest", ports=[(8080, 80)]))]))
+    with pytest.raises(boxlite.InvalidArgumentError, match="size"):
+        boxlite.Boxlite(boxlite.Options(home_dir=str(tmp_path), warm_pools=[boxlite.WarmPool(0, boxlite.BoxOptions(image="alpine:latest"))]))
+
+
 def test_not_started():
     box = boxlite.SimpleBox(image="alpine:latest")
     with pytest.raises(boxlite.InvalidStateError, match="not started"):
