@@ -34,7 +34,7 @@ func TestREADMEProgramInItsOwnModule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := readme.Snippet("## From Go", "go")
+	src, err := readme.Snippet("go-module")
 	if err != nil {
 		t.Fatal(err)
 	}
