@@ -191,7 +191,9 @@ func TestGoFragments(t *testing.T) {
 			t.Fatalf("go %s failed; the program:\n%s", strings.Join(args, " "), program)
 		}
 	}
-	out, code := runLogged(t, cmdrun.Cmd{Env: userEnv(t, home), Dir: mod}, "the Go fragments", filepath.Join(mod, "fragments"))
+	// A program of the user's outside the checkout: the assets named, as the README says.
+	env := append(userEnv(t, home), "BOXLITE_ASSETS="+filepath.Join(readme.Root(), "build"))
+	out, code := runLogged(t, cmdrun.Cmd{Env: env, Dir: mod}, "the Go fragments", filepath.Join(mod, "fragments"))
 	if code != 0 {
 		t.Fatalf("the Go fragments: exit %d; the program:\n%s", code, program)
 	}

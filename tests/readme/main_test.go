@@ -115,6 +115,15 @@ func runLogged(t *testing.T, c cmdrun.Cmd, what string, name string, args ...str
 	}
 	start := time.Now()
 	stdout, stderr, code := c.Run(t, name, args...)
-	t.Logf("%s: exit %d in %v\n%s%s", what, code, time.Since(start).Round(time.Millisecond), stdout, stderr)
+	t.Logf("%s: exit %d in %v\n%s%s", what, code, time.Since(start).Round(time.Millisecond), tail(stdout), tail(stderr))
 	return stdout, code
+}
+
+// tail is the end of a program's output, for the log.
+func tail(s string) string {
+	const max = 4000
+	if len(s) <= max {
+		return s
+	}
+	return "[...]" + s[len(s)-max:]
 }
