@@ -49,7 +49,7 @@ func TestCLIBlocks(t *testing.T) {
 		c.Run(t, "sh", "-c", "build/boxlite ls -aq | xargs -r build/boxlite rm -f")
 	})
 	start := time.Now()
-	for _, b := range named(t, "cli") {
+	for _, b := range blocks(t)(readme.Named("cli")) {
 		ls, at := lines(b)
 		for i, l := range ls {
 			want := 0
@@ -70,7 +70,7 @@ func TestCLIBlocks(t *testing.T) {
 // address, then stop on SIGTERM.
 func TestServeBlock(t *testing.T) {
 	images(t)
-	for _, b := range named(t, "cli-serve") {
+	for _, b := range blocks(t)(readme.Named("cli-serve")) {
 		ls, at := lines(b)
 		env := userEnv(t, filepath.Join(t.TempDir(), "home"))
 		for i, l := range ls[:len(ls)-1] {
@@ -144,7 +144,7 @@ func TestServeBlock(t *testing.T) {
 // exist and their prerequisites resolve). Running them is the suites' own
 // business (make test running itself would recurse).
 func TestMakeBlocks(t *testing.T) {
-	for _, b := range named(t, "make-dry-run") {
+	for _, b := range blocks(t)(readme.Named("make-dry-run")) {
 		ls, at := lines(b)
 		for i, l := range ls {
 			cmdline := strings.TrimSpace(strings.SplitN(l, "#", 2)[0])

@@ -90,7 +90,7 @@ func runPython(t *testing.T, where, program string) string {
 // TestPythonFragments runs the blocks marked python-async-fragment, each
 // the body of `async def main()` (pyAsync).
 func TestPythonFragments(t *testing.T) {
-	for _, b := range named(t, "python-async-fragment") {
+	for _, b := range blocks(t)(readme.Named("python-async-fragment")) {
 		runPython(t, fmt.Sprintf("README.md:%d", b.Line), pyAsync(b.Text))
 	}
 }
@@ -100,7 +100,7 @@ func TestPythonFragments(t *testing.T) {
 // the rest in a second, each the body of `async def main()` (pyAsync); the
 // second prints the first's 42.
 func TestPythonTwoProcesses(t *testing.T) {
-	for _, b := range named(t, "python-async-two-processes") {
+	for _, b := range blocks(t)(readme.Named("python-async-two-processes")) {
 		i := strings.Index(b.Text, "# process 1 exits")
 		if i < 0 {
 			t.Fatalf("README.md:%d: no line says `# process 1 exits`", b.Line)
@@ -173,8 +173,14 @@ func TestGoFragments(t *testing.T) {
 	home := fragmentHome(t)
 	var calls, funcs strings.Builder
 	n := 0
-	for _, kind := range []struct{ name, wrapper string }{{"go-runtime-fragment", goRuntimeFragment}, {"go-box-fragment", goBoxFragment}} {
-		for _, b := range named(t, kind.name) {
+	for _, kind := range []struct {
+		blocks  []readme.Block
+		wrapper string
+	}{
+		{blocks(t)(readme.Named("go-runtime-fragment")), goRuntimeFragment},
+		{blocks(t)(readme.Named("go-box-fragment")), goBoxFragment},
+	} {
+		for _, b := range kind.blocks {
 			fmt.Fprintf(&calls, "\tfragment%d(ctx, rt)\n", n)
 			fmt.Fprintf(&funcs, kind.wrapper, fmt.Sprintf("README.md:%d", b.Line), n, indent(b.Text, "\t"))
 			n++
@@ -211,7 +217,7 @@ func TestNodeFragments(t *testing.T) {
 		t.Fatalf("needs the Node addon (make node): %v", err)
 	}
 	home := fragmentHome(t)
-	for _, b := range named(t, "node-esm-fragment") {
+	for _, b := range blocks(t)(readme.Named("node-esm-fragment")) {
 		dir := t.TempDir()
 		must(t, os.MkdirAll(filepath.Join(dir, "node_modules"), 0o755))
 		must(t, os.Symlink(pkg, filepath.Join(dir, "node_modules", "boxlite-go")))

@@ -97,14 +97,16 @@ func userEnv(t *testing.T, home string) []string {
 	return append(env, "BOXLITE_HOME="+home, "BOXLITE_REGISTRY_MIRRORS="+mirror(t))
 }
 
-// named is the blocks marked name, failing t when there are none.
-func named(t *testing.T, name string) []readme.Block {
-	t.Helper()
-	blocks, err := readme.Named(name)
-	if err != nil {
-		t.Fatal(err)
+// blocks(t)(readme.Named(name)) is the blocks marked name, failing t when
+// there are none (TestEveryBlockIsRun finds a block's test by that call).
+func blocks(t *testing.T) func([]readme.Block, error) []readme.Block {
+	return func(bs []readme.Block, err error) []readme.Block {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bs
 	}
-	return blocks
 }
 
 // runLogged runs a program of a block and logs what it wrote and how long it took.
