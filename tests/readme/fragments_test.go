@@ -208,25 +208,34 @@ func TestGoFragments(t *testing.T) {
 	}
 }
 
-// TestNodeFragments runs the blocks marked node-esm-fragment, each as an ES
-// module that imports SimpleBox from boxlite-go (bindings/node, built by
-// `make node`) and stops `box` after it.
-func TestNodeFragments(t *testing.T) {
+// runNode runs an ES module that imports from boxlite-go (bindings/node,
+// built by `make node`) in the fragments' home.
+func runNode(t *testing.T, where, program string) {
+	t.Helper()
 	pkg := filepath.Join(readme.Root(), "bindings", "node")
 	if _, err := os.Stat(filepath.Join(pkg, "native", "boxlite.node")); err != nil {
 		t.Fatalf("needs the Node addon (make node): %v", err)
 	}
-	home := fragmentHome(t)
+	dir := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(dir, "node_modules"), 0o755))
+	must(t, os.Symlink(pkg, filepath.Join(dir, "node_modules", "boxlite-go")))
+	must(t, os.WriteFile(filepath.Join(dir, "fragment.mjs"), []byte(program), 0o644))
+	if _, code := runLogged(t, cmdrun.Cmd{Env: userEnv(t, fragmentHome(t)), Dir: dir}, where, "node", "fragment.mjs"); code != 0 {
+		t.Fatalf("%s: exit %d; the program:\n%s", where, code, program)
+	}
+}
+
+// TestNodeFragments runs README.md's blocks marked node-esm-fragment, each
+// as an ES module that imports SimpleBox from boxlite-go and stops `box`
+// after it; and bindings/node/README.md's marked node-box-fragment, the
+// same with `box` a SimpleBox of alpine:latest made before it.
+func TestNodeFragments(t *testing.T) {
 	for _, b := range blocks(t)(readme.Named("node-esm-fragment")) {
-		dir := t.TempDir()
-		must(t, os.MkdirAll(filepath.Join(dir, "node_modules"), 0o755))
-		must(t, os.Symlink(pkg, filepath.Join(dir, "node_modules", "boxlite-go")))
-		program := "import { SimpleBox } from 'boxlite-go';\n" + b.Text + "await box.stop();\n"
-		must(t, os.WriteFile(filepath.Join(dir, "fragment.mjs"), []byte(program), 0o644))
-		where := fmt.Sprintf("README.md:%d", b.Line)
-		if _, code := runLogged(t, cmdrun.Cmd{Env: userEnv(t, home), Dir: dir}, where, "node", "fragment.mjs"); code != 0 {
-			t.Fatalf("%s: exit %d; the program:\n%s", where, code, program)
-		}
+		runNode(t, fmt.Sprintf("README.md:%d", b.Line), "import { SimpleBox } from 'boxlite-go';\n"+b.Text+"await box.stop();\n")
+	}
+	for _, b := range blocks(t)(readme.NamedIn("bindings/node/README.md", "node-box-fragment")) {
+		runNode(t, fmt.Sprintf("bindings/node/README.md:%d", b.Line), "import { SimpleBox } from 'boxlite-go';\n"+
+			"const box = new SimpleBox({ image: 'alpine:latest' });\ntry {\n"+indent(b.Text, "  ")+"} finally {\n  await box.stop();\n}\n")
 	}
 }
 

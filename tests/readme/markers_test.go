@@ -14,13 +14,12 @@ import (
 	"github.com/boxlite/boxlite/tests/internal/readme"
 )
 
-// The READMEs whose markers must each have a test; README.md's every block
-// must also carry a marker.
+// The READMEs whose every block carries a marker, each test marker with its test.
 var markedFiles = []string{"README.md", "bindings/python/README.md", "bindings/node/README.md"}
 
-// TestEveryBlockIsRun fails when a block of README.md has no marker, or when
-// a marker of a README names a test that does not run it: no runner source
-// takes that name from that file (a Go test's readme.Snippet/readme.Named,
+// TestEveryBlockIsRun fails when a block of the READMEs has no marker, or when
+// a marker names a test that does not run it: no runner source takes that
+// name from that file (a Go test's readme.Snippet/Named/NamedIn,
 // a script's `snippet "$repo/FILE" NAME`, tests/rust/build.rs's snippet).
 func TestEveryBlockIsRun(t *testing.T) {
 	root := readme.Root()
@@ -36,8 +35,8 @@ func TestEveryBlockIsRun(t *testing.T) {
 				if !runs(runners, rel, b.Test) {
 					t.Errorf("%s:%d: <!-- test: %s --> but no test takes %q from %s", rel, b.Line, b.Test, b.Test, rel)
 				}
-			case rel == "README.md" && b.NotRun == "":
-				t.Errorf("README.md:%d: a ```%s block with neither <!-- test: NAME --> nor <!-- not run: REASON --> before it", b.Line, b.Lang)
+			case b.NotRun == "":
+				t.Errorf("%s:%d: a ```%s block with neither <!-- test: NAME --> nor <!-- not run: REASON --> before it", rel, b.Line, b.Lang)
 			}
 		}
 	}
@@ -46,7 +45,8 @@ func TestEveryBlockIsRun(t *testing.T) {
 // runs reports whether a runner source takes block name from file rel.
 func runs(runners map[string]string, rel, name string) bool {
 	q := regexp.QuoteMeta(name)
-	pats := []string{`snippet "\$repo/` + regexp.QuoteMeta(rel) + `" ` + q + `\b`}
+	pats := []string{`snippet "\$repo/` + regexp.QuoteMeta(rel) + `" ` + q + `\b`,
+		`readme\.NamedIn\("` + regexp.QuoteMeta(rel) + `", "` + q + `"\)`}
 	if rel == "README.md" {
 		pats = append(pats, `readme\.(Snippet|Named)\("`+q+`"\)`, `snippet\(&\w+, "`+q+`"\)`)
 	}

@@ -14,7 +14,7 @@
 // A NAME may mark several blocks (a kind of fragment and the wrapper its test
 // puts around them, e.g. python-async-fragment: the body of an async def main
 // with boxlite imported); Named returns them all. A test runs a marked block
-// by calling Snippet or Named with its name (Go), `snippet "$repo/FILE" NAME`
+// by calling Snippet, Named or NamedIn with its name (Go), `snippet "$repo/FILE" NAME`
 // (tests/install's scripts, tests/c), or snippet(&readme, "NAME")
 // (tests/rust/build.rs); tests/readme checks that every marker has its test.
 package readme
@@ -113,8 +113,12 @@ func isMarker(line string) bool {
 
 // Named is every block of README.md marked `<!-- test: name -->`, in order;
 // none is an error.
-func Named(name string) ([]Block, error) {
-	blocks, err := Parse(Path())
+func Named(name string) ([]Block, error) { return NamedIn("README.md", name) }
+
+// NamedIn is Named for another Markdown file of the checkout (rel: its path
+// from the top, e.g. "bindings/node/README.md").
+func NamedIn(rel, name string) ([]Block, error) {
+	blocks, err := Parse(filepath.Join(Root(), rel))
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +129,7 @@ func Named(name string) ([]Block, error) {
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("README.md has no block marked <!-- test: %s -->", name)
+		return nil, fmt.Errorf("%s has no block marked <!-- test: %s -->", rel, name)
 	}
 	return out, nil
 }
