@@ -1,8 +1,6 @@
 package readme
 
 import (
-	"io"
-	"log"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -11,12 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
-
 	"github.com/boxlite/boxlite/internal/cmdrun"
+	"github.com/boxlite/boxlite/tests/internal/boxtest"
 	"github.com/boxlite/boxlite/tests/internal/readme"
 )
 
@@ -59,19 +53,8 @@ func mirror(t *testing.T) string {
 	t.Helper()
 	_, python := images(t)
 	regOnce.Do(func() {
-		regSrv = httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-		host := strings.TrimPrefix(regSrv.URL, "http://")
-		img, err := tarball.ImageFromPath(python, nil)
-		if err != nil {
-			regErr = err
-			return
-		}
-		ref, err := name.ParseReference(host+"/library/python:slim", name.Insecure)
-		if err != nil {
-			regErr = err
-			return
-		}
-		regErr = remote.Write(ref, img)
+		regSrv = boxtest.NewRegistry()
+		_, regErr = boxtest.PushImage(python, strings.TrimPrefix(regSrv.URL, "http://"), "library/python:slim")
 	})
 	if regErr != nil {
 		t.Fatal(regErr)
