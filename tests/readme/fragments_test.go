@@ -95,6 +95,19 @@ func TestPythonFragments(t *testing.T) {
 	}
 }
 
+// TestPythonPrograms runs README.md's whole Python programs with the
+// checkout's bindings too (the install tests run them against the wheel).
+func TestPythonPrograms(t *testing.T) {
+	for _, name := range []string{"python-codebox", "python-simplebox"} {
+		src, err := readme.Snippet(name)
+		must(t, err)
+		out := runPython(t, "README.md: "+name, src)
+		if name == "python-codebox" && !strings.HasPrefix(out, "42\n") {
+			t.Errorf("README.md's python-codebox printed %q; its comment says 42 first", out)
+		}
+	}
+}
+
 // TestPythonTwoProcesses runs the blocks marked python-async-two-processes:
 // the lines through the one that says `# process 1 exits` in one process,
 // the rest in a second, each the body of `async def main()` (pyAsync); the
@@ -208,9 +221,10 @@ func TestGoFragments(t *testing.T) {
 	}
 }
 
-// runNode runs an ES module that imports from boxlite-go (bindings/node,
-// built by `make node`) in the fragments' home.
-func runNode(t *testing.T, where, program string) {
+// runNode runs a program (file: its name, .mjs for an ES module, .cjs for
+// CommonJS) that imports from boxlite-go (bindings/node, built by `make
+// node`) in the fragments' home.
+func runNode(t *testing.T, where, file, program string) {
 	t.Helper()
 	pkg := filepath.Join(readme.Root(), "bindings", "node")
 	if _, err := os.Stat(filepath.Join(pkg, "native", "boxlite.node")); err != nil {
@@ -219,8 +233,8 @@ func runNode(t *testing.T, where, program string) {
 	dir := t.TempDir()
 	must(t, os.MkdirAll(filepath.Join(dir, "node_modules"), 0o755))
 	must(t, os.Symlink(pkg, filepath.Join(dir, "node_modules", "boxlite-go")))
-	must(t, os.WriteFile(filepath.Join(dir, "fragment.mjs"), []byte(program), 0o644))
-	if _, code := runLogged(t, cmdrun.Cmd{Env: userEnv(t, fragmentHome(t)), Dir: dir}, where, "node", "fragment.mjs"); code != 0 {
+	must(t, os.WriteFile(filepath.Join(dir, file), []byte(program), 0o644))
+	if _, code := runLogged(t, cmdrun.Cmd{Env: userEnv(t, fragmentHome(t)), Dir: dir}, where, "node", file); code != 0 {
 		t.Fatalf("%s: exit %d; the program:\n%s", where, code, program)
 	}
 }
@@ -231,12 +245,16 @@ func runNode(t *testing.T, where, program string) {
 // same with `box` a SimpleBox of alpine:latest made before it.
 func TestNodeFragments(t *testing.T) {
 	for _, b := range blocks(t)(readme.Named("node-esm-fragment")) {
-		runNode(t, fmt.Sprintf("README.md:%d", b.Line), "import { SimpleBox } from 'boxlite-go';\n"+b.Text+"await box.stop();\n")
+		runNode(t, fmt.Sprintf("README.md:%d", b.Line), "fragment.mjs", "import { SimpleBox } from 'boxlite-go';\n"+b.Text+"await box.stop();\n")
 	}
 	for _, b := range blocks(t)(readme.NamedIn("bindings/node/README.md", "node-box-fragment")) {
-		runNode(t, fmt.Sprintf("bindings/node/README.md:%d", b.Line), "import { SimpleBox } from 'boxlite-go';\n"+
+		runNode(t, fmt.Sprintf("bindings/node/README.md:%d", b.Line), "fragment.mjs", "import { SimpleBox } from 'boxlite-go';\n"+
 			"const box = new SimpleBox({ image: 'alpine:latest' });\ntry {\n"+indent(b.Text, "  ")+"} finally {\n  await box.stop();\n}\n")
 	}
+	// README.md's whole CommonJS program too (the install tests run it against the npm package).
+	src, err := readme.Snippet("node-cjs")
+	must(t, err)
+	runNode(t, "README.md: node-cjs", "program.cjs", src)
 }
 
 // noFail is the testing.TB of cleanups run after the tests: it records nothing.
