@@ -143,7 +143,8 @@ export BOXLITE_TEST_IMAGE        := $(ALPINE_IMAGE)
 export BOXLITE_TEST_PYTHON_IMAGE := $(PYTHON_IMAGE)
 test: vet test-go test-c test-rust test-node test-python test-rest-sdk test-install
 
-test-go: build $(TEST_IMAGES)
+# tests/readme runs the README's blocks, its Node fragment with bindings/node (hence node).
+test-go: build node $(TEST_IMAGES)
 	BOXLITE_GUEST_KERNEL=$(GUEST)/kernel BOXLITE_STOCK_KERNEL=$(DEBIAN_KERNEL) $(GO) test -count=1 -timeout 20m ./...
 
 test-c: build $(ALPINE_IMAGE)

@@ -58,9 +58,9 @@ $(NPM_TGZ): $(NATIVE_PARTS) $(wildcard bindings/node/lib/* bindings/node/scripts
 # Install tests: as users install, from the artifacts (boot boxes: they need build/ and the images).
 INSTALL_ENV := BOXLITE_DIST=$(DIST) BOXLITE_DISTBUILD=$(DISTBUILD) DISTVENV=$(DISTVENV) PYTHON_IMAGE=$(PYTHON_IMAGE) ALPINE_IMAGE=$(ALPINE_IMAGE)
 test-install: test-install-snippets test-install-python test-install-node test-install-cleanroot
-# Every README snippet marked `<!-- test: NAME -->` is run by one of the tests below.
+# Every README snippet marked `<!-- test: NAME -->` is run by its test (these below among them).
 test-install-snippets:
-	python3 tests/install/snippet.py --check README.md bindings/python/README.md bindings/node/README.md
+	$(GO) test -count=1 -run TestEveryBlockIsRun ./tests/readme
 test-install-python: dist-python $(TEST_IMAGES) $(DISTVENV)/.complete
 	$(INSTALL_ENV) tests/install/python.sh
 test-install-node: dist-node $(TEST_IMAGES)

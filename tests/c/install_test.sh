@@ -40,10 +40,12 @@ echo "$out"
 [ "$(echo "$out" | head -n1)" = "from the host" ] || fail "the box read '$out' from the volume"
 [ "$(cat "$tmp/vol/out.txt" 2>/dev/null)" = "written in the box" ] || fail "the box's write did not reach the host"
 
-# The README's C quick start: its ```c block of "## From C, C++ or Rust",
-# in the home install_check loaded the image into.
-awk '/^## From C, C\+\+ or Rust$/ {s=1; next} s && /^## / {exit} s && /^```c$/ {c=1; next} c && /^```$/ {exit} c {print}' "$readme" >"$tmp/hello.c"
-[ -s "$tmp/hello.c" ] || fail "no C program in the README's From C section"
+# The README's C quick start: the block marked <!-- test: c-program -->
+# (tests/internal/readme), in the home install_check loaded the image into.
+snippet() { awk -v m="<!-- test: $2 -->" 'f && /^```/ {exit} f {print} p && /^```/ {f=1} {p = ($0 == m)}' "$1"; }
+repo=$(dirname "$readme")
+snippet "$repo/README.md" c-program >"$tmp/hello.c"
+[ -s "$tmp/hello.c" ] || fail "no block marked <!-- test: c-program --> in the README"
 cc -Wall -Werror -o "$tmp/hello" "$tmp/hello.c" $(pkg-config --cflags --libs boxlite) || fail "the README's C program does not build"
 out=$(env -u BOXLITE_ASSETS -u LD_LIBRARY_PATH BOXLITE_HOME="$tmp/home" "$tmp/hello") || fail "the README's C program failed: $out"
 case $out in "Linux "*) ;; *) fail "the README's C program printed '$out'" ;; esac

@@ -7,6 +7,7 @@ package gomodule
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -34,7 +35,7 @@ func TestREADMEProgramInItsOwnModule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := readme.Snippet("## From Go", "go")
+	src, err := readme.Snippet("go-module")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,25 +127,36 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// `go get` takes the module from the proxy directory internal/gomodproxy
-// writes (dist/goproxy), the commit's files: a program using it builds.
+// The README's block marked go-get: each of its two ways (split at `# or`),
+// run with sh in a new module whose program prints boxlite.Version, then
+// `go run .`. /path/to/boxlite, the placeholder for the user's copy, is a
+// copy with the proxy directory internal/gomodproxy writes (dist/goproxy,
+// the commit's files) for the first way, this checkout for the second.
 func TestGoGetFromTheDistProxy(t *testing.T) {
 	repo, err := filepath.Abs(filepath.Join("..", ".."))
 	must(t, err)
+	block, err := readme.Snippet("go-get")
+	must(t, err)
+	ways := regexp.MustCompile(`(?m)^# or\n`).Split(block, -1)
+	if len(ways) != 2 || !strings.Contains(ways[0], "go get ") || !strings.Contains(ways[1], "-replace ") {
+		t.Fatalf("the README's go-get block is not `go get ...` # or `go mod edit -replace ...`:\n%s", block)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	tmp := t.TempDir()
-	proxy := filepath.Join(tmp, "goproxy")
-	run(t, ctx, repo, os.Environ(), "go", "run", "./internal/gomodproxy", "-o", proxy)
-	mod := filepath.Join(tmp, "src")
-	must(t, os.MkdirAll(mod, 0o755))
-	must(t, os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module example.com/getter\n\ngo 1.22\n"), 0o644))
-	must(t, os.WriteFile(filepath.Join(mod, "main.go"), []byte("package main\n\nimport (\n\t\"fmt\"\n\n\t\"github.com/boxlite/boxlite\"\n)\n\n"+
-		"func main() { fmt.Println(boxlite.Version) }\n"), 0o644))
-	upstream := strings.TrimSpace(run(t, ctx, mod, os.Environ(), "go", "env", "GOPROXY"))
-	env := append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "GOPROXY=file://"+proxy+","+upstream, "GONOSUMDB=github.com/boxlite/boxlite")
-	run(t, ctx, mod, env, "go", "get", "github.com/boxlite/boxlite@v"+boxlite.Version)
-	if out := run(t, ctx, mod, env, "go", "run", "."); out != boxlite.Version+"\n" {
-		t.Fatalf("the program printed %q", out)
+	userCopy := filepath.Join(tmp, "boxlite")
+	run(t, ctx, repo, os.Environ(), "go", "run", "./internal/gomodproxy", "-o", filepath.Join(userCopy, "dist", "goproxy"))
+	for i, placeholder := range []string{userCopy, repo} {
+		mod := filepath.Join(tmp, fmt.Sprintf("src%d", i))
+		must(t, os.MkdirAll(mod, 0o755))
+		must(t, os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module example.com/getter\n\ngo 1.22\n"), 0o644))
+		must(t, os.WriteFile(filepath.Join(mod, "main.go"), []byte("package main\n\nimport (\n\t\"fmt\"\n\n\t\"github.com/boxlite/boxlite\"\n)\n\n"+
+			"func main() { fmt.Println(boxlite.Version) }\n"), 0o644))
+		env := append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+		script := strings.ReplaceAll(ways[i], "/path/to/boxlite", placeholder)
+		run(t, ctx, mod, env, "sh", "-e", "-c", script)
+		if out := run(t, ctx, mod, env, "go", "run", "."); out != boxlite.Version+"\n" {
+			t.Fatalf("way %d of the README's go-get block: the program printed %q", i+1, out)
+		}
 	}
 }

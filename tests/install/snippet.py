@@ -3,12 +3,9 @@
 `<!-- test: NAME -->` in FILE (a README), so that a test runs the README's own text. Fails when
 the marker, or a fence right after it, is missing.
 
-tests/install/snippet.py --check FILE...: fails unless every marker in the FILEs is run by one
-of the install tests (tests/install/*.sh name it), so that no marked snippet goes untested."""
+The markers are tests/internal/readme's; tests/readme's TestEveryBlockIsRun fails when a marker
+names a test that does not run its block (these scripts' `snippet "$repo/FILE" NAME`)."""
 
-import glob
-import os
-import re
 import sys
 
 
@@ -29,22 +26,5 @@ def snippet(path: str, name: str) -> str:
     raise SystemExit("%s: no %r" % (path, marker))
 
 
-def check(paths: list) -> None:
-    here = os.path.dirname(os.path.abspath(__file__))
-    scripts = "".join(open(f).read() for f in glob.glob(os.path.join(here, "*.sh")))
-    unrun = []
-    for path in paths:
-        for name in re.findall(r"^<!-- test: (\S+) -->$", open(path, encoding="utf-8").read(), re.M):
-            snippet(path, name)  # a fence follows
-            rel = os.path.relpath(os.path.abspath(path), os.path.dirname(os.path.dirname(here)))
-            if not re.search(r'snippet "\$repo/%s" %s\b' % (re.escape(rel), re.escape(name)), scripts):
-                unrun.append("%s: %s" % (path, name))
-    if unrun:
-        raise SystemExit("marked snippets no install test runs:\n  " + "\n  ".join(unrun))
-
-
 if __name__ == "__main__":
-    if sys.argv[1] == "--check":
-        check(sys.argv[2:])
-    else:
-        sys.stdout.write(snippet(sys.argv[1], sys.argv[2]))
+    sys.stdout.write(snippet(sys.argv[1], sys.argv[2]))

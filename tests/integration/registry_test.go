@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -15,21 +12,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
-
 	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/tests/internal/boxtest"
 )
 
-// startRegistry serves go-containerregistry's in-process registry over plain
-// HTTP on 127.0.0.1 and returns its host:port.
+// startRegistry serves an in-process registry on 127.0.0.1 for the test
+// and returns its host:port.
 func startRegistry(tb testing.TB) string {
 	tb.Helper()
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	srv := boxtest.NewRegistry()
 	tb.Cleanup(srv.Close)
 	return strings.TrimPrefix(srv.URL, "http://")
 }
@@ -37,22 +29,11 @@ func startRegistry(tb testing.TB) string {
 // pushTestImage pushes the busybox test image to host/repoTag and returns its digest.
 func pushTestImage(tb testing.TB, host, repoTag string) string {
 	tb.Helper()
-	img, err := tarball.ImageFromPath(os.Getenv("BOXLITE_TEST_IMAGE"), nil)
+	d, err := boxtest.PushImage(os.Getenv("BOXLITE_TEST_IMAGE"), host, repoTag)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ref, err := name.ParseReference(host+"/"+repoTag, name.Insecure)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := remote.Write(ref, img); err != nil {
-		tb.Fatal(err)
-	}
-	d, err := img.Digest()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return d.String()
+	return d
 }
 
 // storeFiles lists the files of the runtime's image store with their sizes
