@@ -87,7 +87,7 @@ func boxlite_runtime_new(optsJSON *C.cchar_t, out **C.boxlite_runtime_t, cerr **
 		if err != nil {
 			return status(fmt.Errorf("warm pool: %w", err), cerr)
 		}
-		opts = append(opts, boxlite.WithWarmPool(p.Size, p.Box.Image, bo...))
+		opts = append(opts, boxlite.WithWarmPool(p.Boxes, p.Box.Image, bo...))
 	}
 	if o.PoolMemory != 0 {
 		opts = append(opts, boxlite.WithWarmPoolMemoryMiB(o.PoolMemory))

@@ -179,7 +179,7 @@ void boxlite_string_free(char *s);
  *       used idle ones first, else fails with limit_exceeded; default 0: no cap
  *   "warm_pools": [{...}]: pools of boxes kept started and idle; a create of a pool's shape is
  *       handed one (box info's start is pool)
- *     "size": integer: boxes kept ready, 1 to 256
+ *     "boxes": integer: boxes kept ready, 1 to 256
  *     "box": {...}: the shape, as box options (image required; volumes, ports, secrets, detach
  *         and a name cannot be pooled: invalid_argument)
  *       "image": string, required: an image in the store or a registry, e.g. "alpine:latest"

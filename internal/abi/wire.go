@@ -334,8 +334,8 @@ type RuntimeOptions struct {
 
 // WarmPool is one warm pool of a runtime (RuntimeOptions.WarmPools).
 type WarmPool struct {
-	Size int        `json:"size" doc:"boxes kept ready, 1 to 256"`
-	Box  BoxOptions `json:"box" doc:"the shape, as box options (image required; volumes, ports, secrets, detach and a name cannot be pooled: invalid_argument)"`
+	Boxes int        `json:"boxes" doc:"boxes kept ready, 1 to 256"`
+	Box   BoxOptions `json:"box" doc:"the shape, as box options (image required; volumes, ports, secrets, detach and a name cannot be pooled: invalid_argument)"`
 }
 
 // CloneOptions make a box's clone (boxlite_box_clone).

@@ -6,7 +6,7 @@ const native = require('./native');
 const { BoxliteError, errorCode, unsupported } = require('./errors');
 const { Box } = require('./box');
 const { BoxliteRestOptions } = require('./rest');
-const { boxOptions, boxInfo, camelize, checkSeconds, checkString, checkInt, checkOutputLimit, isPlainObject, typeOf, DEFAULT_OUTPUT_LIMIT } = require('./options');
+const { boxOptions, boxInfo, camelize, checkSeconds, checkString, checkInt, checkKeys, checkOutputLimit, isPlainObject, typeOf, DEFAULT_OUTPUT_LIMIT } = require('./options');
 
 let defaultRuntime = null;
 let defaultOptions = {};
@@ -26,7 +26,8 @@ function runtimeJson(o) {
       if (!Array.isArray(v)) throw new TypeError(`options.warmPools must be an array of {size, box}, got ${typeOf(v)}`);
       c.warm_pools = v.map((p, i) => {
         if (!isPlainObject(p)) throw new TypeError(`options.warmPools[${i}] must be an object {size, box}, got ${typeOf(p)}`);
-        return { size: checkInt(p.size, `options.warmPools[${i}].size`), box: boxOptions(p.box, `options.warmPools[${i}].box`) };
+        checkKeys(p, ['size', 'box'], `options.warmPools[${i}]`);
+        return { boxes: checkInt(p.size, `options.warmPools[${i}].size`), box: boxOptions(p.box, `options.warmPools[${i}].box`) };
       });
     }
     else if (k === 'imageRegistries') {

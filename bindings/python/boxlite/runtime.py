@@ -93,7 +93,7 @@ class WarmPool:
             raise InvalidArgumentError(f"{what}size is required")
         if not isinstance(self.box, BoxOptions):
             raise TypeError(f"{what}box must be a BoxOptions, not {type(self.box).__name__}")
-        return {"size": size, "box": json.loads(self.box.to_json(what=f"{what}box."))}
+        return {"boxes": size, "box": json.loads(self.box.to_json(what=f"{what}box."))}
 
 
 @dataclass(frozen=True)
