@@ -41,6 +41,7 @@ test('an unknown option is a TypeError naming it, at every depth', async () => {
   assert.throws(() => new JsBoxlite({ homeDirr: '/tmp' }), /homeDirr is not a known option/);
   assert.throws(() => new JsBoxlite({ warmPools: [{ size: 1, box: { image, imagee: 'x' } }] }), /options.warmPools\[0\].box.imagee is not a known option/);
   assert.throws(() => new JsBoxlite({ warmPools: { size: 1 } }), /options.warmPools must be an array/);
+  assert.throws(() => new JsBoxlite({ warmPools: [{ size: 1, box: { image }, sise: 2 }] }), /options.warmPools\[0\].sise is not a known option/);
   assert.throws(() => new BoxliteRestOptions({ url: 'http://127.0.0.1:1', retries: 3 }), /retries is not a known option/);
   // Both network forms at once: which would win is not obvious.
   assert.throws(() => new SimpleBox({ image, network: { mode: 'enabled', outbound: { mode: 'enabled' } } }), /cannot mix outbound\/inbound with the deprecated mode\/allowNet/);
