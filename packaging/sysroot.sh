@@ -19,6 +19,7 @@ dir=$1
 [ -f "$dir/.complete" ] && exit 0
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 rm -rf "$dir" "$dir.tmp"
+mkdir -p "$(dirname "$dir")"
 debootstrap --variant=minbase --include=libc6-dev,libseccomp-dev,libcap-ng-dev,linux-libc-dev \
   bullseye "$dir.tmp" "$mirror" >"$dir.log" 2>&1 || { tail -20 "$dir.log"; echo "sysroot: debootstrap bullseye failed (log: $dir.log)" >&2; exit 1; }
 rm -rf "$dir.tmp/var/cache/apt/archives"/*.deb
