@@ -8,6 +8,7 @@ dir=$1
 [ -f "$dir/.complete" ] && exit 0
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 rm -rf "$dir" "$dir.tmp"
+mkdir -p "$(dirname "$dir")"
 log=$dir.log
 debootstrap --variant=minbase bookworm "$dir.tmp" "$mirror" >"$log" 2>&1 ||
   { tail -20 "$log"; echo "mkroot: debootstrap bookworm failed (log: $log)" >&2; exit 1; }
