@@ -51,17 +51,23 @@ func (r *reaper) loop(ch <-chan os.Signal) {
 func (r *reaper) reapAll() {
 	for {
 		var ws unix.WaitStatus
+		// Reaped under the lock: a spawn under way (which holds it) still
+		// finds its child, zombie or not, when it reads the child's pid in
+		// the sandbox's namespace; reaped, the child would have none.
+		r.mu.Lock()
 		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		var fn func(unix.WaitStatus)
+		if err == nil && pid > 0 {
+			fn = r.waiting[pid]
+			delete(r.waiting, pid)
+		}
+		r.mu.Unlock()
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil || pid <= 0 {
 			return
 		}
-		r.mu.Lock()
-		fn := r.waiting[pid]
-		delete(r.waiting, pid)
-		r.mu.Unlock()
 		if fn != nil {
 			fn(ws)
 		}
