@@ -186,6 +186,7 @@ bench: build $(TEST_IMAGES) node python
 	$(GO) run ./tests/bench -many 10
 	$(GO) run ./tests/bench -many 20
 	$(GO) run ./tests/bench -many 50
+	$(GO) run ./tests/bench -many 100
 	$(GO) run ./tests/bench -spin
 	$(GO) run ./tests/bench -net
 	$(GO) run ./tests/bench -volumes

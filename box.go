@@ -105,6 +105,9 @@ type BoxInfo struct {
 	Runtime *BoxRuntimeInfo `json:"runtime,omitempty"`
 	// Paused describes the saved state of a paused box.
 	Paused *PauseInfo `json:"paused,omitempty"`
+	// Health is its health check's state (HealthNone without one or when
+	// not running); Info asks the shim, within healthRequestTimeout.
+	Health HealthStatus `json:"health"`
 }
 
 // BoxRuntimeInfo is what a running box reports about its VM.
@@ -160,6 +163,13 @@ func (b *Box) State() State {
 
 // Info describes the box.
 func (b *Box) Info() BoxInfo {
+	bi := b.info0()
+	// A failed question leaves HealthNone: info never fails.
+	bi.Health, _ = b.Health(context.Background())
+	return bi
+}
+
+func (b *Box) info0() BoxInfo {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	bi := BoxInfo{ID: b.rec.ID, Name: b.rec.Config.Name, Image: b.rec.Config.Image, State: b.state,

@@ -77,6 +77,9 @@ func (b *Box) Exec(ctx context.Context, cmd Command) (*Execution, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(req.Rlimits) > 0 && !hello.Has(protocol.FeatureExecRlimits) { // the box's security limits
+		return nil, errdefs.Errorf(errdefs.ErrUnsupported, "exec: box %s runs an agent without rlimits (%s); restart the box to update it", b.rec.ID, hello.Agent)
+	}
 	e := newExecution(c, hello, cmd.Argv, cmd.Tty, cmd.Stdin, cmd.Detachable)
 	e.timeout, e.limit = cmd.Timeout, cmd.OutputLimit
 	if cmd.ID != "" {
@@ -85,6 +88,7 @@ func (b *Box) Exec(ctx context.Context, cmd Command) (*Execution, error) {
 	if cmd.Detachable {
 		req.Detach = e.xid
 	}
+	e.allowLane(b, hello, &req)
 	if err := b.rt.counters.openExec(c, e, req); err != nil {
 		return nil, fmt.Errorf("exec %s: %w", quoteArgv(cmd.Argv), err)
 	}
@@ -220,6 +224,9 @@ func (b *Box) request(cmd Command) (protocol.Exec, error) {
 			return protocol.Exec{}, errdefs.Errorf(errdefs.ErrInvalidArgument, "exec: rlimit %s: soft %d above hard %d", r.Type, r.Soft, r.Hard)
 		}
 		req.Rlimits = append(req.Rlimits, protocol.Rlimit{Type: r.Type, Soft: r.Soft, Hard: r.Hard})
+	}
+	if cmd.Root == "" { // a container root's process has its own (the containerd shim's)
+		b.rec.Config.boxRlimits(&req)
 	}
 	if len(req.RootBinds) > protocol.MaxRootBinds {
 		return protocol.Exec{}, errdefs.Errorf(errdefs.ErrLimit, "exec: %d root binds, limit %d", len(req.RootBinds), protocol.MaxRootBinds)

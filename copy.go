@@ -52,6 +52,10 @@ type CopyOptions struct {
 	// ArchiveOneFile: CopyInArchive's archive holds one file, placed as
 	// CopyIn places one.
 	ArchiveOneFile bool
+	// ArchiveOneDir: CopyInArchive's archive holds one directory (its first
+	// entry) and what is under it, placed as CopyIn places a directory, by
+	// Layout (without it, the archive is extracted into boxDst).
+	ArchiveOneDir bool
 	// MaxBytes and MaxEntries cap the file data and the entries of one
 	// copy; past them it fails with ErrLimit. 0 means the default: for a
 	// copy out DefaultCopyOutMaxBytes and DefaultCopyOutMaxEntries, for a
@@ -433,16 +437,22 @@ func (s *copyStream) run(ctx context.Context, work func() error) error {
 		if err != nil {
 			return s.abandon(fmt.Errorf("%s: %w", s.what, err))
 		}
-		select {
-		case <-s.done:
-			return s.err
-		case <-ctx.Done():
-			return s.abandon(errdefs.Errorf(errdefs.ErrTimeout, "%s: %v", s.what, ctx.Err()))
-		}
+		return s.wait(ctx)
 	case <-ctx.Done():
 		err := s.abandon(errdefs.Errorf(errdefs.ErrTimeout, "%s: %v", s.what, ctx.Err()))
 		<-werr // its window is closed: it stops
 		return err
+	}
+}
+
+// wait waits for the box to end the stream (its error, or nil), or for
+// ctx (the stream is abandoned: ErrTimeout).
+func (s *copyStream) wait(ctx context.Context) error {
+	select {
+	case <-s.done:
+		return s.err
+	case <-ctx.Done():
+		return s.abandon(errdefs.Errorf(errdefs.ErrTimeout, "%s: %v", s.what, ctx.Err()))
 	}
 }
 

@@ -43,9 +43,23 @@ func (b *Box) CopyInArchive(ctx context.Context, r io.Reader, boxDst string, opt
 			return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s: the archive must hold one file at its top level, not %q", what, truncateName(h.Name))
 		}
 		first, req.Name = h, name
+	} else if opts.ArchiveOneDir {
+		h, err := tr.Next()
+		if err != nil {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s: the archive holds no directory: %v", what, err)
+		}
+		name, err := archiveName(h.Name)
+		name = strings.TrimSuffix(name, "/")
+		if err != nil || name == "." || strings.Contains(name, "/") || h.Typeflag != tar.TypeDir {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s: the archive must start with one directory at its top level, not %q", what, truncateName(h.Name))
+		}
+		first, req.Name = h, name
+		if opts.Layout == LayoutBoxLite && !strings.HasSuffix(boxDst, "/") {
+			req.Dest += "/" // the agent makes it and puts the directory inside
+		}
 	}
 	return b.sendArchive(ctx, what, req, func(w io.Writer) error {
-		return recodeArchive(w, tr, first, opts.limits(false), "the archive")
+		return recodeFrom(w, tr, first, opts.ArchiveOneFile, opts.limits(false), "the archive")
 	})
 }
 
@@ -77,15 +91,21 @@ func (b *Box) CopyOutArchive(ctx context.Context, boxSrc string, w io.Writer, op
 // lim, keeping files, directories and links with their modes and times.
 // With only (an entry read already), that entry is all the archive may hold.
 func recodeArchive(dst io.Writer, tr *tar.Reader, only *tar.Header, lim filecopy.Limits, whose string) error {
+	return recodeFrom(dst, tr, only, only != nil, lim, whose)
+}
+
+// recodeFrom is recodeArchive whose first entry, already read, is first
+// (nil: none read); with one, it must be the archive's only entry.
+func recodeFrom(dst io.Writer, tr *tar.Reader, first *tar.Header, one bool, lim filecopy.Limits, whose string) error {
 	tw := tar.NewWriter(dst)
 	var entries, bytes int64
 	for {
 		var h *tar.Header
 		var err error
 		switch {
-		case only != nil && entries == 0:
-			h = only
-		case only != nil:
+		case first != nil && entries == 0:
+			h = first
+		case one:
 			if _, err = tr.Next(); err == nil {
 				return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s holds more than the one file it should", whose)
 			}

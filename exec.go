@@ -142,6 +142,7 @@ type Execution struct {
 	xid     string // Execution.ID
 	// groupSignal: the agent signals process groups (FeatureSignalGroup).
 	groupSignal bool
+	lane        execLane // execlane.go
 
 	once   sync.Once
 	done   chan struct{}
@@ -168,6 +169,7 @@ func (e *Execution) finish(st ExitStatus, err error) {
 		if end == nil {
 			end = io.EOF
 		}
+		e.laneEnd(false)
 		close(e.done) // before the windows end, so whoever sees EOF sees Done
 		e.stdout.close(end)
 		e.stderr.close(end)
@@ -190,6 +192,10 @@ func (e *Execution) frame(f protocol.Frame) {
 		if err := e.stderr.push(f.Payload); err != nil {
 			e.conn.violation(fmt.Errorf("exec %s: stderr: %w", quoteArgv(e.argv), err))
 		}
+	case protocol.TLaneAsk:
+		e.onLaneAsk()
+	case protocol.TLane:
+		e.onLane(f)
 	case protocol.TCredit:
 		var c protocol.Credit
 		err := protocol.Decode(f, &c)
@@ -208,6 +214,7 @@ func (e *Execution) frame(f protocol.Frame) {
 			e.conn.violation(fmt.Errorf("exec %s: exit: %w", quoteArgv(e.argv), err))
 			return
 		}
+		e.laneEnd(true)
 		st := ExitStatus{Code: x.Code, Signal: x.Signal, TimedOut: x.TimedOut}
 		var err error
 		if x.TimedOut {

@@ -82,14 +82,13 @@ const MaxForwardedConns = 256
 // (Box.ForwardTunnel). A connection whose tunnel fails (nothing listens
 // in the box) is closed; the forwarder goes on.
 type TunnelForwarder struct {
-	box   *Box
-	port  int
+	dial  func(context.Context) (TunnelStream, error)
 	ln    net.Listener
 	addr  SocketAddress
 	slots chan struct{}
 
 	mu     sync.Mutex
-	conns  map[net.Conn]*TunnelConn
+	conns  map[net.Conn]TunnelStream
 	closed bool
 	err    error // why accepting stopped, when not Close
 	wg     sync.WaitGroup
@@ -114,7 +113,29 @@ func (b *Box) ForwardTunnel(ctx context.Context, port int, listen SocketAddress)
 	if !info.Hello.Has(protocol.FeatureTunnel) {
 		return nil, errdefs.Errorf(errdefs.ErrUnsupported, "tunnel: box %s runs an agent without tunnels (%s); restart the box to update it", b.rec.ID, info.Hello.Agent)
 	}
+	return NewTunnelForwarder(listen, func(ctx context.Context) (TunnelStream, error) {
+		ctx, cancel := context.WithTimeout(ctx, protocol.TunnelDialTimeout+hostMargin)
+		defer cancel()
+		return b.DialTunnel(ctx, port)
+	})
+}
+
+// TunnelStream is a byte stream to a port in a box with half-close: a
+// TunnelConn, or a REST runtime's tunnel.
+type TunnelStream interface {
+	io.ReadWriteCloser
+	CloseWrite() error
+}
+
+// NewTunnelForwarder listens on listen and carries each connection it
+// accepts over a stream dial opens (Box.ForwardTunnel's forwarder, for
+// streams from elsewhere: a REST runtime's tunnels).
+func NewTunnelForwarder(listen SocketAddress, dial func(context.Context) (TunnelStream, error)) (*TunnelForwarder, error) {
+	if err := listen.Check(); err != nil {
+		return nil, err
+	}
 	var ln net.Listener
+	var err error
 	if listen.Network == "unix" {
 		if _, err := os.Lstat(listen.Path); err == nil {
 			return nil, errdefs.Errorf(errdefs.ErrAlreadyExists, "tunnel listener %s: the file exists", listen.Path)
@@ -137,8 +158,8 @@ func (b *Box) ForwardTunnel(ctx context.Context, port int, listen SocketAddress)
 	if a, ok := ln.Addr().(*net.TCPAddr); ok {
 		addr.Port = a.Port
 	}
-	f := &TunnelForwarder{box: b, port: port, ln: ln, addr: addr, slots: make(chan struct{}, MaxForwardedConns),
-		conns: map[net.Conn]*TunnelConn{}, done: make(chan struct{})}
+	f := &TunnelForwarder{dial: dial, ln: ln, addr: addr, slots: make(chan struct{}, MaxForwardedConns),
+		conns: map[net.Conn]TunnelStream{}, done: make(chan struct{})}
 	go f.serve()
 	return f, nil
 }
@@ -191,9 +212,7 @@ func (f *TunnelForwarder) carry(c net.Conn) {
 		<-f.slots
 		f.wg.Done()
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), protocol.TunnelDialTimeout+hostMargin)
-	t, err := f.box.DialTunnel(ctx, f.port)
-	cancel()
+	t, err := f.dial(context.Background())
 	if err != nil {
 		log.Printf("boxlite: tunnel forwarder %s: %v", f.addr, err)
 		return
@@ -208,23 +227,7 @@ func (f *TunnelForwarder) carry(c net.Conn) {
 		t.Close()
 		return
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { // client to box
-		defer wg.Done()
-		if _, err := io.Copy(t, c); err == nil {
-			t.CloseWrite()
-		} else {
-			t.Close()
-		}
-	}()
-	_, err = io.Copy(c, t) // box to client
-	if cw, ok := c.(interface{ CloseWrite() error }); ok && err == nil {
-		cw.CloseWrite()
-	} else {
-		c.Close()
-	}
-	wg.Wait()
+	carry(c, nil, t)
 }
 
 // Done is closed once the forwarder has stopped and its connections ended.

@@ -103,9 +103,13 @@ type bootStages struct {
 type stagesRecord struct {
 	TotalMs        float64 `json:"total_ms"`
 	ImagePrepareMs float64 `json:"image_prepare_ms"`
-	BoxConfigMs    float64 `json:"box_config_ms"`
-	BootQueueMs    float64 `json:"boot_queue_ms"`
-	BoxSpawnMs     float64 `json:"box_spawn_ms"`
+	// GuestRootfsMs and FilesystemSetupMs: nil in a record written before
+	// they were split off image_prepare and box_config.
+	GuestRootfsMs     *float64 `json:"guest_rootfs_ms,omitempty"`
+	FilesystemSetupMs *float64 `json:"filesystem_setup_ms,omitempty"`
+	BoxConfigMs       float64  `json:"box_config_ms"`
+	BootQueueMs       float64  `json:"boot_queue_ms"`
+	BoxSpawnMs        float64  `json:"box_spawn_ms"`
 }
 
 const stagesFile = "stages.json"
@@ -120,6 +124,12 @@ func (t *bootStages) lap(stage *float64) {
 	now := time.Now()
 	*stage = ms(now.Sub(t.last))
 	t.last = now
+}
+
+// lapNew is lap for a stage a record may lack.
+func (t *bootStages) lapNew(stage **float64) {
+	*stage = new(float64)
+	t.lap(*stage)
 }
 
 // save records the stages of a start that has finished.
@@ -174,6 +184,7 @@ func (b *Box) Metrics(ctx context.Context) (BoxMetrics, error) {
 	var rec stagesRecord
 	if readJSON(b.path(stagesFile), &rec) == nil {
 		m.TotalCreateDurationMs, m.StageImagePrepareMs, m.StageBoxConfigMs = &rec.TotalMs, &rec.ImagePrepareMs, &rec.BoxConfigMs
+		m.StageGuestRootfsMs, m.StageFilesystemSetupMs = rec.GuestRootfsMs, rec.FilesystemSetupMs
 		m.StageBootQueueMs, m.StageBoxSpawnMs = &rec.BootQueueMs, &rec.BoxSpawnMs
 	}
 	return m, nil

@@ -25,7 +25,8 @@ type runtimeOptions struct {
 	mirrors    image.Mirrors // nil: from the environment
 	insecure   []string      // nil: from the environment
 	keychain   authn.Keychain
-	output     int64 // 0: DefaultOutputLimit
+	registries []ImageRegistry // WithImageRegistries (registries.go)
+	output     int64           // 0: DefaultOutputLimit
 	qemu       string
 	requireKVM bool
 	maxBoots   int
@@ -34,6 +35,9 @@ type runtimeOptions struct {
 	memCap     int64      // MiB; 0: no cap (WithRunningMemoryCapMiB)
 	pools      []poolSpec // WithWarmPool (pool.go)
 	poolMemMiB int64      // 0: no bound (WithWarmPoolMemoryMiB)
+	// pressure is the warm pools' source of memory pressure events (tests
+	// inject one); nil: the host's PSI (poolpressure.go).
+	pressure func() (pressureSource, error)
 }
 
 // WithHome sets the runtime's home directory. Default: $BOXLITE_HOME, else ~/.boxlite.
@@ -180,9 +184,13 @@ func (o *runtimeOptions) pullOptions() ([]image.PullOption, error) {
 			}
 		}
 	}
-	opts := []image.PullOption{image.WithMirrors(o.mirrors), image.WithInsecure(o.insecure...)}
-	if o.keychain != nil {
-		opts = append(opts, image.WithKeychain(o.keychain))
+	mirrors, insecure, keychain, err := o.registryPullOptions(o.mirrors, o.insecure, o.keychain)
+	if err != nil {
+		return nil, err
+	}
+	opts := []image.PullOption{image.WithMirrors(mirrors), image.WithInsecure(insecure...)}
+	if keychain != nil {
+		opts = append(opts, image.WithKeychain(keychain))
 	}
 	return opts, nil
 }
@@ -222,6 +230,11 @@ type BoxConfig struct {
 	// Secrets the box uses without holding them (secrets.go); their
 	// values are kept apart, in the box's secrets file.
 	Secrets []Secret `json:"secrets,omitempty"`
+	// Capabilities and Security: BoxLite's AdvancedBoxOptions (advanced.go);
+	// nil: the defaults. HealthCheck: health.go.
+	Capabilities *Capabilities    `json:"capabilities,omitempty"`
+	Security     *SecurityOptions `json:"security,omitempty"`
+	HealthCheck  *HealthCheck     `json:"health_check,omitempty"`
 }
 
 // DefaultHostname is a box's hostname unless WithHostname sets one, as in

@@ -31,6 +31,21 @@ type window struct {
 	err    error // set once no more data will come (io.EOF or a failure)
 	credit func(n int)
 	notify func() // optional: called after data or the end arrives
+
+	// Lane chunks (an exec's stdout through the lane, execlane.go): their
+	// bytes take no credit; each chunk's slot is freed (laneFree) once
+	// read through. read and pushed count bytes since the start.
+	read0, pushed int64
+	laneEnds      []laneSeg
+	chanUnread    int // unread bytes that came on the channel
+	laneFree      func()
+}
+
+// laneSeg is one lane chunk in the window: its bytes end at end, and
+// start at end-n.
+type laneSeg struct {
+	end int64
+	n   int
 }
 
 func newWindow(credit func(int)) *window {
@@ -39,14 +54,24 @@ func newWindow(credit func(int)) *window {
 	return w
 }
 
-func (w *window) push(p []byte) error {
+func (w *window) push(p []byte) error { return w.pushOf(p, false) }
+
+// pushOf appends p, a lane chunk's bytes with lane (the caller bounds
+// those by the lane's slots), else a channel frame's.
+func (w *window) pushOf(p []byte, lane bool) error {
 	w.mu.Lock()
-	if len(w.buf)+len(p) > protocol.InitialWindow {
-		n := len(w.buf)
+	if !lane && w.chanUnread+len(p) > protocol.InitialWindow {
+		n := w.chanUnread
 		w.mu.Unlock()
 		return errdefs.Errorf(errdefs.ErrLimit, "%d bytes of output beyond the window (%d unread, window %d)", len(p), n, protocol.InitialWindow)
 	}
 	w.buf = append(w.buf, p...)
+	w.pushed += int64(len(p))
+	if lane {
+		w.laneEnds = append(w.laneEnds, laneSeg{w.pushed, len(p)})
+	} else {
+		w.chanUnread += len(p)
+	}
 	notify := w.notify
 	w.mu.Unlock()
 	w.cond.Broadcast()
@@ -101,7 +126,9 @@ func (w *window) read(p []byte, block bool) (int, error) {
 	if len(w.buf) == 0 {
 		w.buf = nil // let the backing array go
 	}
-	w.owed += n
+	ch, freed := w.consumed(n)
+	w.owed += ch
+	w.chanUnread -= ch
 	give := 0
 	if w.owed >= w.batch && w.err == nil {
 		give, w.owed = w.owed, 0
@@ -110,7 +137,32 @@ func (w *window) read(p []byte, block bool) (int, error) {
 	if give > 0 {
 		w.credit(give)
 	}
+	for range freed {
+		w.laneFree()
+	}
 	return n, nil
+}
+
+// consumed accounts for n more bytes read: how many of them came on the
+// channel, and how many lane chunks were read through.
+func (w *window) consumed(n int) (ch, freed int) {
+	from := w.read0
+	w.read0 += int64(n)
+	ch = n
+	for len(w.laneEnds) > 0 {
+		s := w.laneEnds[0]
+		lo, hi := max(from, s.end-int64(s.n)), min(w.read0, s.end)
+		if lo >= hi && s.end > w.read0 {
+			break
+		}
+		ch -= int(max(hi-lo, 0))
+		if s.end > w.read0 {
+			break
+		}
+		w.laneEnds = w.laneEnds[1:]
+		freed++
+	}
+	return ch, freed
 }
 
 var _ io.Reader = (*window)(nil)

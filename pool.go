@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/boxlite/boxlite/errdefs"
@@ -107,6 +108,8 @@ func (c *BoxConfig) poolable() error {
 		return errors.New("published ports cannot be pooled: the network stack binds them when the box starts")
 	case len(c.Secrets) > 0:
 		return errors.New("secrets cannot be pooled: their CA and proxy are set up when the box starts")
+	case c.Capabilities != nil || c.Security != nil || c.HealthCheck != nil:
+		return errors.New("capabilities, security options and health checks cannot be pooled: pool boxes run with the defaults and no health check")
 	case c.Detach:
 		return errors.New("a detached box cannot be pooled: pool boxes are tied to the runtime's process from their start")
 	}
@@ -156,9 +159,11 @@ type pool struct {
 type pools struct {
 	list   []*pool
 	memMiB int64 // 0: no bound
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// pressed: the host is short of memory (poolpressure.go); no refills.
+	pressed atomic.Bool
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 
 	changedMu sync.Mutex
 	changed   chan struct{} // closed (and replaced) when a pool changes
@@ -186,9 +191,20 @@ func (ps *pools) changes() <-chan struct{} {
 
 // startPools starts a refill loop per pool; each fills at once if its image
 // is in the store.
-func (r *Runtime) startPools(specs []poolSpec, memMiB int64) {
+func (r *Runtime) startPools(specs []poolSpec, memMiB int64, pressure func() (pressureSource, error)) {
 	r.pools.memMiB = memMiB
 	r.pools.ctx, r.pools.cancel = context.WithCancel(context.Background())
+	if len(specs) > 0 {
+		if pressure == nil {
+			pressure = hostPressure
+		}
+		if src, err := pressure(); err != nil {
+			log.Printf("boxlite: warm pools: they will not shrink under host memory pressure: %v", err)
+		} else {
+			r.pools.wg.Add(1)
+			go func() { defer r.pools.wg.Done(); r.watchPressure(r.pools.ctx, src, pressureQuiet) }()
+		}
+	}
 	for _, s := range specs {
 		p := &pool{rt: r, spec: s, kick: make(chan struct{}, 1)}
 		r.pools.list = append(r.pools.list, p)
@@ -275,6 +291,9 @@ func (p *pool) refillLoop(ctx context.Context) {
 // wantsOne reports whether the pool has room for one more box, and if so
 // counts it as starting.
 func (p *pool) wantsOne() bool {
+	if p.rt.pools.pressed.Load() {
+		return false // the pressure's end kicks the refill
+	}
 	held := p.rt.poolHeldMiB()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -462,8 +481,12 @@ func (r *Runtime) WaitWarmPools(ctx context.Context) error {
 	}
 }
 
-// roomForOne: the memory budget leaves room for one more box of p.
+// roomForOne: the memory budget leaves room for one more box of p, and
+// the host is not short of memory.
 func (p *pool) roomForOne() bool {
+	if p.rt.pools.pressed.Load() {
+		return false
+	}
 	m := p.rt.pools.memMiB
 	return m == 0 || p.rt.poolHeldMiB()+int64(p.spec.cfg.MemoryMiB) <= m
 }

@@ -29,6 +29,7 @@ type Runtime struct {
 	assets      assets
 	images      *image.Store
 	pull        []image.PullOption // mirrors, insecure registries, keychain
+	search      []string           // registries unqualified names are looked up in (registries.go)
 	outputLimit int64              // per stream of a collected result
 	qemu        string             // the VMM binary; empty: the shim's default
 	requireKVM  bool
@@ -97,10 +98,10 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 	if o.output == 0 {
 		o.output = DefaultOutputLimit
 	}
-	r := &Runtime{home: home, assets: findAssets(o.assets), images: images, pull: pull, outputLimit: o.output,
+	r := &Runtime{home: home, assets: findAssets(o.assets), images: images, pull: pull, search: o.searchRegistries(), outputLimit: o.output,
 		qemu: o.qemu, requireKVM: o.requireKVM, maxBoots: o.maxBoots, memReserve: o.memReserve, memCap: o.memCap, templates: !*o.noTemplate,
 		boxes: map[string]*Box{}}
-	r.startPools(o.pools, o.poolMemMiB)
+	r.startPools(o.pools, o.poolMemMiB, o.pressure)
 	return r, nil
 }
 
@@ -158,7 +159,11 @@ func (r *Runtime) Pull(ctx context.Context, ref string, opts ...image.PullOption
 	if err := r.checkOpen("pull"); err != nil {
 		return image.PullResult{}, err
 	}
-	return r.images.Pull(ctx, ref, append(append([]image.PullOption{}, r.pull...), opts...)...)
+	all := append(append([]image.PullOption{}, r.pull...), opts...)
+	if res, searched, err := r.pullSearch(ctx, ref, all); searched {
+		return res, err
+	}
+	return r.images.Pull(ctx, ref, all...)
 }
 
 // PruneImages removes what no box of this home uses: images without a name
@@ -310,7 +315,7 @@ func (r *Runtime) Create(ctx context.Context, imageRef string, opts ...BoxOption
 	if err := r.assets.check(); err != nil {
 		return nil, fmt.Errorf("create box: %w", err)
 	}
-	img, err := r.images.Get(imageRef)
+	img, err := r.findImage(imageRef)
 	if errors.Is(err, errdefs.ErrNotFound) && !strings.HasPrefix(imageRef, "sha256:") {
 		var res image.PullResult
 		if res, err = r.Pull(ctx, imageRef); err == nil {

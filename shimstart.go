@@ -109,11 +109,12 @@ func (b *Box) boot(ctx context.Context) (*conn, protocol.Info, error) {
 	if err != nil {
 		return nil, none, fmt.Errorf("start box %s: %w", b.rec.ID, err)
 	}
+	stages.lap(&stages.rec.ImagePrepareMs)
 	layers, err := b.rt.images.Rootfs(ctx, img)
 	if err != nil {
 		return nil, none, fmt.Errorf("start box %s: %w", b.rec.ID, err)
 	}
-	stages.lap(&stages.rec.ImagePrepareMs)
+	stages.lapNew(&stages.rec.GuestRootfsMs)
 	_, err = os.Lstat(b.path(shimapi.DiskFile))
 	firstStart := errors.Is(err, fs.ErrNotExist)
 	if err := makeDisk(b.path(shimapi.DiskFile), cfg.DiskSizeGB); err != nil {
@@ -125,17 +126,24 @@ func (b *Box) boot(ctx context.Context) (*conn, protocol.Info, error) {
 		os.Remove(b.path(shimapi.StateFile) + ".tmp")
 	}
 	os.Remove(b.path(shimapi.ExitFile))
+	stages.lapNew(&stages.rec.FilesystemSetupMs)
 	sc := shimapi.Config{Resume: resume, BoxID: b.rec.ID, Dir: b.dir, Kernel: b.rt.assets.kernel(), Initrd: b.rt.assets.initrd(),
 		QEMU: b.rt.qemu, MemoryMiB: cfg.MemoryMiB, CPUs: cfg.CPUs, Layers: layers, RequireKVM: b.rt.requireKVM,
 		BootTimeout: cfg.BootTimeout, StopTimeout: 10 * time.Second, OwnerUID: os.Getuid(),
 		AutoRemove: cfg.AutoRemove, Detach: cfg.Detach, Network: cfg.shimNetwork(), Netstack: b.rt.assets.netstack(),
 		KernelArgs: cfg.KernelArgs, Hostname: firstNonEmpty(cfg.Hostname, DefaultHostname), AutoPause: cfg.AutoPause,
-		Secrets: len(cfg.Secrets) > 0 && cfg.Network.Mode != NetworkDisabled, Pool: b.inPool.Load()}
+		Secrets: len(cfg.Secrets) > 0 && cfg.Network.Mode != NetworkDisabled, Pool: b.inPool.Load(),
+		NoJail: !cfg.security().JailerEnabled}
+	sc.HealthCheck = cfg.HealthCheck
+	if sc.Sandbox, err = cfg.sandboxPolicy(); err != nil {
+		return nil, none, fmt.Errorf("start box %s: %w", b.rec.ID, err)
+	}
 	if len(cfg.Volumes) > 0 {
 		sc.Volumes, sc.Virtiofsd = cfg.Volumes, b.rt.assets.virtiofsd()
-	} else if firstStart && b.rt.templates && !resume && len(cfg.Secrets) == 0 {
+	} else if firstStart && b.rt.templates && !resume && len(cfg.Secrets) == 0 && cfg.Capabilities == nil && cfg.Security == nil {
 		// (A box with secrets boots: its CA goes into its own disk, never
-		// a template's that other boxes start from.)
+		// a template's that other boxes start from. A box with advanced
+		// options boots: templates are made with the defaults.)
 		// A template's disk replaces the fresh one; a disk that has
 		// been used keeps its data, so later starts boot.
 		sc.Templates = b.rt.templateDir(b.rec.ImageDigest)

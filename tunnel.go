@@ -250,3 +250,31 @@ func (t *TunnelConn) noDeadlines() error {
 }
 
 var _ net.Conn = (*TunnelConn)(nil)
+
+// Carry moves bytes between the client connection c and the tunnel until
+// both ways have ended: from (c when nil: a reader holding what was read
+// of c already, then c) to the box, the box's bytes to c; each side's end
+// of data is passed on as a half-close, a failure as a close.
+func (t *TunnelConn) Carry(c net.Conn, from io.Reader) { carry(c, from, t) }
+
+func carry(c net.Conn, from io.Reader, t TunnelStream) {
+	if from == nil {
+		from = c
+	}
+	done := make(chan struct{})
+	go func() { // client to box
+		defer close(done)
+		if _, err := io.Copy(t, from); err == nil {
+			t.CloseWrite()
+		} else {
+			t.Close()
+		}
+	}()
+	_, err := io.Copy(c, t) // box to client
+	if cw, ok := c.(interface{ CloseWrite() error }); ok && err == nil {
+		cw.CloseWrite()
+	} else {
+		c.Close()
+	}
+	<-done
+}

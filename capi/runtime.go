@@ -92,6 +92,9 @@ func boxlite_runtime_new(optsJSON *C.cchar_t, out **C.boxlite_runtime_t, cerr **
 	if o.PoolMemory != 0 {
 		opts = append(opts, boxlite.WithWarmPoolMemoryMiB(o.PoolMemory))
 	}
+	if len(o.Registries) > 0 {
+		opts = append(opts, boxlite.WithImageRegistries(convert.ImageRegistries(o.Registries)...))
+	}
 	assets := o.Assets
 	if assets == "" && os.Getenv("BOXLITE_ASSETS") == "" {
 		assets = libraryAssets()

@@ -74,6 +74,14 @@ type boxFlags struct {
 	network, entrypoint  *string
 	allowNet, ports, vol multi
 	secrets              multi
+	// Advanced options (docs/security-options.md), docker's flag names.
+	capAdd, capDrop multi
+	security        *string
+	healthCmd       *string
+	healthInterval  *float64
+	healthTimeout   *float64
+	healthRetries   *int
+	healthStart     *float64
 }
 
 func addBoxFlags(fs *flag.FlagSet) *boxFlags {
@@ -89,7 +97,74 @@ func addBoxFlags(fs *flag.FlagSet) *boxFlags {
 	fs.Var(&f.ports, "p", "publish a `PORT`: [[IP:]HOST:]GUEST[/tcp|udp] (repeatable; HOST 0 or none picks one)")
 	fs.Var(&f.vol, "v", "`VOLUME` HOST:GUEST[:ro|:rw][,size=N[k|m|g|t]] (repeatable)")
 	fs.Var(&f.secrets, "secret", "a `SECRET` the box never holds: NAME=VALUE@HOST[,HOST] (NAME@HOST: VALUE from $NAME); repeatable")
+	fs.Var(&f.capAdd, "cap-add", "add a Linux `CAPABILITY` to the box's processes (repeatable or comma-separated; ALL)")
+	fs.Var(&f.capDrop, "cap-drop", "drop a Linux `CAPABILITY` from the box's processes (repeatable or comma-separated; ALL)")
+	f.security = fs.String("security", "", "isolation `PRESET`: development, standard (default) or maximum (docs/security-options.md)")
+	f.healthCmd = fs.String("health-cmd", "", "a health check: `CMD` run with sh -c in the box by its shim; info's health_status reports it")
+	f.healthInterval = fs.Float64("health-interval", 0, "`SECONDS` between health checks (default 30)")
+	f.healthTimeout = fs.Float64("health-timeout", 0, "`SECONDS` a health check may take (default 10)")
+	f.healthRetries = fs.Int("health-retries", 0, "failed health checks in a row, `N`, that make the box unhealthy (default 3)")
+	f.healthStart = fs.Float64("health-start-period", -1, "`SECONDS` after the box is ready when failed checks do not count (default 60)")
 	return f
+}
+
+// advanced is the advanced options the flags give; nil: none.
+func (f *boxFlags) advanced() (*abi.Advanced, error) {
+	a := &abi.Advanced{}
+	split := func(m multi) []string {
+		var out []string
+		for _, v := range m {
+			for _, s := range strings.Split(v, ",") {
+				if s = strings.TrimSpace(s); s != "" {
+					out = append(out, s)
+				}
+			}
+		}
+		return out
+	}
+	if add, drop := split(f.capAdd), split(f.capDrop); len(add)+len(drop) > 0 {
+		a.Capabilities = &abi.Capabilities{Add: add, Drop: drop}
+	}
+	if *f.security != "" {
+		var s boxlite.SecurityOptions
+		switch *f.security {
+		case "development":
+			s = boxlite.SecurityDevelopment()
+		case "standard":
+			s = boxlite.SecurityStandard()
+		case "maximum":
+			s = boxlite.SecurityMaximum()
+		default:
+			return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "--security %q: want development, standard or maximum", *f.security)
+		}
+		a.Security = &abi.Security{JailerEnabled: &s.JailerEnabled, SeccompEnabled: &s.SeccompEnabled, MaxOpenFiles: s.MaxOpenFiles,
+			MaxFileSize: s.MaxFileSize, MaxProcesses: s.MaxProcesses, NetworkEnabled: &s.NetworkEnabled, CloseFDs: &s.CloseFDs}
+	}
+	health := *f.healthCmd != "" || *f.healthInterval != 0 || *f.healthTimeout != 0 || *f.healthRetries != 0 || *f.healthStart >= 0
+	if health {
+		if *f.healthCmd == "" {
+			return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "--health-interval, --health-timeout, --health-retries and --health-start-period need --health-cmd")
+		}
+		h := &abi.HealthCheck{Command: []string{"sh", "-c", *f.healthCmd}}
+		secs := func(v float64) *abi.Seconds { s := abi.Seconds(v); return &s }
+		if *f.healthInterval != 0 {
+			h.IntervalSecs = secs(*f.healthInterval)
+		}
+		if *f.healthTimeout != 0 {
+			h.TimeoutSecs = secs(*f.healthTimeout)
+		}
+		if *f.healthStart >= 0 {
+			h.StartPeriodSecs = secs(*f.healthStart)
+		}
+		if *f.healthRetries != 0 {
+			h.Retries = f.healthRetries
+		}
+		a.HealthCheck = h
+	}
+	if a.Capabilities == nil && a.Security == nil && a.HealthCheck == nil {
+		return nil, nil
+	}
+	return a, nil
 }
 
 // options are the flags as the create options of imageRef: the one form
@@ -117,6 +192,9 @@ func (f *boxFlags) options(imageRef string) (abi.BoxOptions, error) {
 			return abi.BoxOptions{}, err
 		}
 		o.Secrets = append(o.Secrets, sec)
+	}
+	if o.Advanced, err = f.advanced(); err != nil {
+		return abi.BoxOptions{}, err
 	}
 	return o, nil
 }

@@ -2,48 +2,18 @@ package main
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/boxlite/boxlite"
-	"github.com/boxlite/boxlite/errdefs"
 	"github.com/boxlite/boxlite/internal/abi"
+	"github.com/boxlite/boxlite/internal/protocol"
 )
 
-// parsePort reads a -p value as docker does: [[IP:]HOST:]GUEST[/PROTO]; an
-// absent or empty HOST is 0 (a free port). the runtime checks the ranges.
+// parsePort reads a -p value: [[IP:]HOST:]GUEST[/PROTO] (protocol.ParsePort).
 func parsePort(s string) (boxlite.Port, error) {
-	var p boxlite.Port
-	bad := func(why string) (boxlite.Port, error) {
-		return p, errdefs.Errorf(errdefs.ErrInvalidArgument, "-p %q: %s (want [[IP:]HOST:]GUEST[/tcp|udp])", s, why)
-	}
-	spec, proto, _ := strings.Cut(s, "/")
-	p.Protocol = proto
-	parts := strings.Split(spec, ":")
-	if len(parts) > 3 {
-		return bad("too many ':'")
-	}
-	num := func(v string, what string, empty bool) (int, error) {
-		if v == "" && empty {
-			return 0, nil
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return 0, fmt.Errorf("%s %q is not a number", what, v)
-		}
-		return n, nil
-	}
-	var err error
-	if p.GuestPort, err = num(parts[len(parts)-1], "guest port", false); err != nil {
-		return bad(err.Error())
-	}
-	if len(parts) >= 2 {
-		if p.HostPort, err = num(parts[len(parts)-2], "host port", true); err != nil {
-			return bad(err.Error())
-		}
-	}
-	if len(parts) == 3 {
-		p.HostIP = parts[0]
+	p, err := protocol.ParsePort(s)
+	if err != nil {
+		return p, fmt.Errorf("-p: %w", err)
 	}
 	return p, nil
 }

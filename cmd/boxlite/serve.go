@@ -42,6 +42,8 @@ func cmdServe(args []string) error {
 	mem := fs.Int("max-memory-mib-per-key", restapi.DefaultMemoryMiBPerKey, "memory (`MIB`) one key's boxes may be given")
 	execs := fs.Int("max-execs-per-key", restapi.DefaultExecsPerKey, "`N` executions of one key that may run at once")
 	transfer := fs.Int64("max-transfer-bytes", restapi.DefaultTransferBytes, "largest upload, download or import (`BYTES`)")
+	tunnelListen := fs.String("tunnel-listen", "", "`HOST:PORT` for BoxLite's tunnel CONNECTs (default: a free port on --listen's host)")
+	tunnelURL := fs.String("tunnel-url", "", "`URL` (http(s)://HOST[:PORT]) the tunnel descriptors name, when a proxy is in front of --tunnel-listen")
 	templates := fs.String("e2b-templates", "", "E2B template table `FILE`: TEMPLATE-ID IMAGE a line (default: base alpine:latest, code-interpreter-v1 python:slim; docs/e2b.md)")
 	pos, err := parseArgs(fs, args, true)
 	if err == nil {
@@ -51,6 +53,7 @@ func cmdServe(args []string) error {
 		return err
 	}
 	cfg := serve.Config{Listen: *listen, TLSCert: *cert, TLSKey: *key, InsecureNoTLS: *insecure, KeysFile: *keys,
+		TunnelListen: *tunnelListen, TunnelURL: *tunnelURL,
 		Limits: restapi.Limits{BoxesPerKey: *boxes, MemoryMiBPerKey: *mem, ExecsPerKey: *execs, TransferBytes: *transfer}}
 	if *templates != "" {
 		t, err := e2b.ReadTemplates(*templates)
@@ -86,7 +89,7 @@ func cmdServe(args []string) error {
 	if *cert != "" {
 		scheme = "https"
 	}
-	fmt.Fprintf(os.Stderr, "boxlite serve: listening on %s://%s (BoxLite REST API under /v1, E2B's under /e2b; keys in %s)\n", scheme, srv.Addr(), *keys)
+	fmt.Fprintf(os.Stderr, "boxlite serve: listening on %s://%s (BoxLite REST API under /v1, E2B's under /e2b; keys in %s); tunnels on %s\n", scheme, srv.Addr(), *keys, srv.TunnelAddr())
 	err = srv.Serve(ctx)
 	fmt.Fprintln(os.Stderr, "boxlite serve: stopped; its boxes keep running (they are detached)")
 	return err

@@ -6,7 +6,10 @@ var sections = []section{
       [-u USER] [-v HOST:GUEST[:ro|:rw][,size=N]]... [--timeout SECONDS] [-i] [-t]
       [--network enabled|disabled]
       [--allow-net ENTRY[,ENTRY]]... [-p [[IP:]HOST:]GUEST[/udp]]... [--entrypoint EXEC]
-      [--secret NAME=VALUE@HOST[,HOST]]... IMAGE [-- CMD [ARGS...]]
+      [--secret NAME=VALUE@HOST[,HOST]]... [--cap-add CAP]... [--cap-drop CAP]...
+      [--security development|standard|maximum] [--health-cmd CMD [--health-interval S]
+      [--health-timeout S] [--health-retries N] [--health-start-period S]]
+      IMAGE [-- CMD [ARGS...]]
                     boot a box from IMAGE, run CMD (default: the image's entrypoint
                     and cmd), stream its output and exit with its exit code;
                     -d boots a detached box instead, starts CMD (if any) in its
@@ -24,6 +27,10 @@ var sections = []section{
                     the host replaces with VALUE in HTTPS requests to HOST
                     (name, *.wildcard, :port; default 443); NAME@HOST takes
                     VALUE from $NAME (docs/secrets.md)
+                    --cap-add/--cap-drop change the capabilities of the box's
+                    processes, --security picks an isolation preset, --health-cmd
+                    runs a check in the box (inspect's health_status says how it
+                    went): docs/security-options.md
 `},
 	{[]string{"create"}, `  create [--rm] [-e K=V]... [-w DIR] [-u USER] [box options as run] IMAGE [CMD [ARGS...]]
                     register a box without booting it and print its id; CMD

@@ -11,42 +11,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// boxCaps is the capability bounding set of box processes: docker's default
-// set without CAP_MKNOD. Docker keeps MKNOD because its device cgroup decides
-// which nodes may be opened; a box has no device cgroup, so a root process
-// that could mknod could reach any device (the agent's virtio port, the raw
-// disks). Root in a box gets these caps; other users get them only through
-// setuid or file capabilities, bounded by the same set.
-var boxCaps = []struct {
-	name string
-	cap  int
-}{
-	{"CHOWN", unix.CAP_CHOWN},
-	{"DAC_OVERRIDE", unix.CAP_DAC_OVERRIDE},
-	{"FOWNER", unix.CAP_FOWNER},
-	{"FSETID", unix.CAP_FSETID},
-	{"KILL", unix.CAP_KILL},
-	{"SETGID", unix.CAP_SETGID},
-	{"SETUID", unix.CAP_SETUID},
-	{"SETPCAP", unix.CAP_SETPCAP},
-	{"NET_BIND_SERVICE", unix.CAP_NET_BIND_SERVICE},
-	{"NET_RAW", unix.CAP_NET_RAW},
-	{"SYS_CHROOT", unix.CAP_SYS_CHROOT},
-	{"AUDIT_WRITE", unix.CAP_AUDIT_WRITE},
-	{"SETFCAP", unix.CAP_SETFCAP},
-}
+// The default capability bounding set of box processes is
+// protocol.DefaultCaps: docker's default set without CAP_MKNOD (see there).
+// Root in a box gets these caps; other users get them only through setuid
+// or file capabilities, bounded by the same set. A box's options may add or
+// drop some (protocol.SandboxPolicy).
 
 // maxCap is above any capability a kernel has; PR_CAPBSET_DROP of a
 // capability the kernel does not know fails with EINVAL, which ends the loop.
 const maxCap = 63
-
-func boxCapsMask() uint64 {
-	var m uint64
-	for _, c := range boxCaps {
-		m |= 1 << c.cap
-	}
-	return m
-}
 
 // sysFunc is unix.RawSyscall6 (the calling thread) or
 // syscall.AllThreadsSyscall6 (every thread of the process).

@@ -62,6 +62,10 @@ type execution struct {
 	// over is set, under s.wmu, once the stream's last frame is written or the
 	// stream is cancelled; no frame is written for the stream after it.
 	over atomic.Bool
+	// started is the Started frame held back for startedHold (under
+	// s.wmu), nil once sent or dropped: see announce.
+	started      *protocol.Frame
+	startedTimer *time.Timer
 
 	mu       sync.Mutex
 	cond     *sync.Cond
@@ -78,6 +82,7 @@ type execution struct {
 	stdinBroken  bool
 
 	detached // detach.go: set for a detachable exec (Exec.Detach)
+	lane     execLane
 }
 
 // stdinChunk is host data for the process, with the epoch (detach.go) of
@@ -93,6 +98,7 @@ func newExecution(s *server, id uint32, req protocol.Exec) *execution {
 	e.win[1], e.win[2] = protocol.InitialWindow, protocol.InitialWindow
 	e.timeout = millis(req.TimeoutMs)
 	e.grace = defaultGrace
+	e.lane.ok = req.Lane && req.Detach == "" && !req.Tty && s.cfg.Lane != nil
 	if req.GraceMs > 0 {
 		e.grace = millis(req.GraceMs)
 	}
@@ -114,7 +120,7 @@ func (e *execution) onExit(ws unix.WaitStatus) {
 // run announces the process and starts moving its data.
 func (e *execution) run() {
 	if f, err := protocol.Encode(protocol.TStarted, 0, protocol.Started{Pid: e.boxPid}); err == nil {
-		e.send(f)
+		e.announce(f)
 	}
 	e.outputs.Add(1)
 	go e.pump(1, e.stdout, protocol.TStdout)
@@ -173,6 +179,7 @@ func (e *execution) send(f protocol.Frame) {
 	if e.over.Load() || e.gone {
 		return
 	}
+	e.flushStartedLocked()
 	f.Stream = e.id
 	_ = e.s.writeLocked(f)
 }
@@ -189,6 +196,7 @@ func (e *execution) sendHeaded(fd int, t protocol.Type, b []byte) {
 	if e.over.Load() || e.gone {
 		return
 	}
+	e.flushStartedLocked()
 	_ = e.s.writeHeadedLocked(t, e.id, b)
 }
 
@@ -208,6 +216,10 @@ func (e *execution) finish(f protocol.Frame) {
 	}
 	e.over.Store(true)
 	f.Stream = e.id
+	if started := e.takeStartedLocked(); started != nil {
+		_ = e.s.writeFramesLocked(*started, f) // one write for both
+		return
+	}
 	_ = e.s.writeLocked(f)
 }
 
@@ -235,6 +247,7 @@ func (e *execution) cancel() {
 func (e *execution) terminate() {
 	e.s.wmu.Lock()
 	e.over.Store(true)
+	e.takeStartedLocked()
 	e.s.wmu.Unlock()
 	e.abort()
 }
@@ -364,16 +377,21 @@ func (e *execution) credit(fd, n int) {
 }
 
 // waitWindow blocks until fd may send and returns how much; 0 means stop.
-func (e *execution) waitWindow(fd int) int {
+// With lane, the next chunk goes through the lane (execlane.go).
+func (e *execution) waitWindow(fd int) (n int, lane bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for e.win[fd] <= 0 && !e.released && !e.over.Load() {
+	for !e.released && !e.over.Load() {
+		if e.laneReadyLocked(fd) {
+			if e.lane.held < e.lane.slots {
+				return protocol.LaneSlot, true
+			}
+		} else if e.win[fd] > 0 {
+			return int(min(e.win[fd], outChunk)), false
+		}
 		e.cond.Wait()
 	}
-	if e.released || e.over.Load() {
-		return 0
-	}
-	return int(min(e.win[fd], outChunk))
+	return 0, false
 }
 
 // pump moves one output pipe to the host within the window. When the window
@@ -383,6 +401,9 @@ func (e *execution) waitWindow(fd int) int {
 // out without a copy.
 func (e *execution) pump(fd int, f *os.File, t protocol.Type) {
 	defer e.outputs.Done()
+	if fd == 1 {
+		defer e.laneEnd()
+	}
 	handedOff := false
 	defer func() {
 		if !handedOff {
@@ -397,26 +418,36 @@ func (e *execution) pump(fd int, f *os.File, t protocol.Type) {
 	probe := false // one read without waiting: is the pipe dry? (orphanio.go)
 	tail := exitTail{e: e, fd: fd, f: f}
 	for {
-		n := e.waitWindow(fd)
+		n, lane := e.waitWindow(fd)
 		if n == 0 {
 			return
 		}
+		if lane {
+			e.laneStart(rc)
+		}
 		var (
-			buf  *[]byte
-			k    int
-			rerr error
-			dry  bool
+			buf     *[]byte
+			k       int
+			rerr    error
+			dry     bool
+			spliced bool
 		)
 		err := rc.Read(func(sysfd uintptr) bool {
-			buf = bufPool.Get().(*[]byte)
-			for {
-				k, rerr = unix.Read(int(sysfd), (*buf)[protocol.HeaderSize:protocol.HeaderSize+n])
-				if rerr != unix.EINTR {
-					break
+			if lane {
+				k, spliced, rerr = e.laneRead(int(sysfd))
+			} else {
+				buf = bufPool.Get().(*[]byte)
+				for {
+					k, rerr = unix.Read(int(sysfd), (*buf)[protocol.HeaderSize:protocol.HeaderSize+n])
+					if rerr != unix.EINTR {
+						break
+					}
 				}
 			}
 			if rerr == unix.EAGAIN {
-				bufPool.Put(buf)
+				if buf != nil {
+					bufPool.Put(buf)
+				}
 				buf = nil
 				if probe {
 					dry = true
@@ -449,13 +480,24 @@ func (e *execution) pump(fd int, f *os.File, t protocol.Type) {
 			return
 		}
 		over := k > 0 && tail.read(k)
-		if k > 0 {
+		switch {
+		case k > 0 && lane:
+			if lerr := e.laneSend(k, spliced); lerr != nil {
+				e.fail(lerr)
+				return
+			}
+		case k > 0:
 			e.mu.Lock()
 			e.win[fd] -= int64(k)
 			e.mu.Unlock()
 			e.sendHeaded(fd, t, (*buf)[:protocol.HeaderSize+k])
+			if fd == 1 {
+				e.maybeAskLane(k)
+			}
 		}
-		bufPool.Put(buf)
+		if buf != nil {
+			bufPool.Put(buf)
+		}
 		if rerr != nil || k <= 0 {
 			return
 		}
@@ -463,104 +505,5 @@ func (e *execution) pump(fd int, f *os.File, t protocol.Type) {
 			handedOff = e.orphanOutput(f)
 			return
 		}
-	}
-}
-
-// sendCredit credits n bytes of stdin that the stream of epoch sent.
-func (e *execution) sendCredit(n int, epoch uint64) {
-	if n <= 0 {
-		return
-	}
-	f, err := protocol.Encode(protocol.TCredit, 0, protocol.Credit{Fd: 0, Bytes: n})
-	if err != nil {
-		return
-	}
-	e.s.wmu.Lock()
-	defer e.s.wmu.Unlock()
-	if e.over.Load() || e.gone || e.epoch != epoch {
-		return // the stream that sent the bytes is gone
-	}
-	f.Stream = e.id
-	_ = e.s.writeLocked(f)
-}
-
-// onStdin queues host data for the process. Data that cannot reach the
-// process (no stdin requested, closed, or the process stopped reading for
-// good) is dropped but still credited, so the host never stalls.
-func (e *execution) onStdin(data []byte) {
-	if len(data) == 0 {
-		return
-	}
-	e.mu.Lock()
-	epoch := e.epoch
-	if e.stdin == nil || e.stdinClosed || e.stdinBroken || e.released {
-		e.mu.Unlock()
-		e.sendCredit(len(data), epoch)
-		return
-	}
-	if e.stdinPending+len(data) > protocol.InitialWindow {
-		pending := e.stdinPending
-		e.mu.Unlock()
-		e.fail(errdefs.Errorf(errdefs.ErrLimit, "stdin: %d bytes sent with %d unacknowledged, window %d",
-			len(data), pending, protocol.InitialWindow))
-		return
-	}
-	e.stdinPending += len(data)
-	e.stdinQ = append(e.stdinQ, stdinChunk{data, epoch})
-	e.cond.Broadcast()
-	e.mu.Unlock()
-}
-
-func (e *execution) onStdinClose() {
-	e.mu.Lock()
-	e.stdinClosed = true
-	e.cond.Broadcast()
-	e.mu.Unlock()
-}
-
-// stdinLoop writes queued stdin into the process and credits each chunk back
-// once written; after TStdinClose drained the queue it closes the pipe or,
-// with a TTY, types the terminal's EOF character (the master stays open:
-// the output is still read through it and the size still set).
-func (e *execution) stdinLoop() {
-	if e.tty == nil {
-		defer e.stdin.Close()
-	}
-	defer e.guard("stdin")
-	for {
-		e.mu.Lock()
-		for len(e.stdinQ) == 0 && !e.stdinClosed && !e.released && !e.over.Load() {
-			e.cond.Wait()
-		}
-		if e.released || e.over.Load() {
-			e.mu.Unlock()
-			return
-		}
-		if len(e.stdinQ) == 0 { // closed by the host
-			broken := e.stdinBroken
-			e.mu.Unlock()
-			if e.tty != nil && !broken {
-				_, _ = e.stdin.Write([]byte{e.eofChar()})
-			}
-			return
-		}
-		chunk := e.stdinQ[0]
-		e.stdinQ[0] = stdinChunk{}
-		e.stdinQ = e.stdinQ[1:]
-		broken := e.stdinBroken
-		e.mu.Unlock()
-		if !broken {
-			if _, err := e.stdin.Write(chunk.data); err != nil {
-				e.mu.Lock()
-				e.stdinBroken = true
-				e.mu.Unlock()
-			}
-		}
-		e.mu.Lock()
-		if chunk.epoch == e.epoch {
-			e.stdinPending -= len(chunk.data)
-		}
-		e.mu.Unlock()
-		e.sendCredit(len(chunk.data), chunk.epoch)
 	}
 }

@@ -17,10 +17,11 @@ import (
 	"github.com/boxlite/boxlite/internal/protocol"
 )
 
-// A process with rlimits (protocol.Exec.Rlimits) starts as the exec gate:
+// A process with rlimits (protocol.Exec.Rlimits), or whose root has a
+// cgroup (cgroup.go), starts as the exec gate:
 // the agent binary run again (/proc/self/exe) in the box's sandbox, as
 // root, before the chroot and the change of user. It waits on its gate
-// pipe while the agent sets the limits on it (prlimit: the agent has
+// pipe while the agent moves it into the cgroup and sets the limits on it (prlimit: the agent has
 // CAP_SYS_RESOURCE, which box processes do not, so hard limits can be
 // raised as runc does before it drops capabilities), then chroots, changes
 // directory and user and executes the program: no instruction of the
@@ -91,17 +92,25 @@ func gateArgv(root, dir string, cred *syscall.Credential, argv0 string, argv []s
 		"g" + strings.Join(groups, ","), argv0}, argv...)
 }
 
-// openGate sets rlimits on the gate process pid and opens its gate, or
-// tells it why not (it then exits 127, saying so on its stderr).
-func openGate(gate *os.File, pid int, rlimits []protocol.Rlimit) error {
+// openGate moves the gate process pid into the cgroup directory cgroup
+// (when not ""), sets rlimits on it and opens its gate, or tells it why
+// not (it then exits 127, saying so on its stderr).
+func openGate(gate *os.File, pid int, rlimits []protocol.Rlimit, cgroup string) error {
 	defer gate.Close()
+	refuse := func(err error) error {
+		msg := err.Error()
+		_, _ = gate.WriteString(msg[:min(len(msg), execGateMsgMax)])
+		return err
+	}
+	if cgroup != "" {
+		if err := writeCgroup(cgroup, "cgroup.procs", strconv.Itoa(pid)); err != nil {
+			return refuse(fmt.Errorf("join cgroup %s: %w", cgroup, err))
+		}
+	}
 	for _, r := range rlimits {
 		lim := unix.Rlimit{Cur: r.Soft, Max: r.Hard}
 		if err := unix.Prlimit(pid, rlimitTypes[r.Type], &lim, nil); err != nil {
-			err = fmt.Errorf("set %s to %d:%d: %w", r.Type, r.Soft, r.Hard, err)
-			msg := err.Error()
-			_, _ = gate.WriteString(msg[:min(len(msg), execGateMsgMax)])
-			return err
+			return refuse(fmt.Errorf("set %s to %d:%d: %w", r.Type, r.Soft, r.Hard, err))
 		}
 	}
 	_, err := gate.WriteString(execGateOpen)

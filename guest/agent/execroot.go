@@ -253,12 +253,18 @@ func (sb *Sandbox) releaseRoot(root string) error {
 	sb.mu.Lock()
 	g := sb.gen
 	sb.mu.Unlock()
+	boxPath := path.Clean(root)
+	if g != nil && !g.down() {
+		if agentPath, err := resolveIn(g.root(), root); err == nil {
+			boxPath = g.boxPath(agentPath)
+		}
+	}
+	// Its cgroup goes first: what still runs there is killed.
+	if err := cgroups.remove(boxPath); err != nil {
+		return errdefs.Errorf(errdefs.ErrInternal, "release-root %q: %v", root, err)
+	}
 	if g == nil || g.down() {
 		return nil
-	}
-	boxPath := path.Clean(root)
-	if agentPath, err := resolveIn(g.root(), root); err == nil {
-		boxPath = g.boxPath(agentPath)
 	}
 	g.rootsMu.Lock()
 	defer g.rootsMu.Unlock()

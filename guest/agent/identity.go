@@ -52,6 +52,13 @@ func (s *server) applyIdentity(f protocol.Frame) {
 			err = errdefs.Errorf(errdefs.ErrInternal, "identity: %v", cerr)
 		}
 	}
+	if err == nil && id.Sandbox != nil {
+		if s.cfg.Sandbox == nil {
+			err = errdefs.Errorf(errdefs.ErrUnsupported, "identity: a sandbox policy for a guest without a box sandbox")
+		} else {
+			err = s.cfg.Sandbox.SetPolicy(*id.Sandbox)
+		}
+	}
 	if err == nil && id.BootID != "" && s.cfg.Sandbox != nil {
 		err = s.cfg.Sandbox.SetMachine(id.BootID, id.MachineID)
 	}

@@ -24,6 +24,7 @@ const laneWait = 5 * time.Second
 // the page cache (slow under TCG, and stale once the host rewrites a slot).
 type laneDev struct {
 	f     *os.File
+	fd    int // f's, for splice
 	slots int // whole protocol.LaneSlot slots on the device
 	busy  chan struct{}
 }
@@ -44,7 +45,7 @@ func openLane(node string) (*laneDev, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("lane %s: %d bytes, less than a slot", node, size)
 	}
-	return &laneDev{f: os.NewFile(uintptr(fd), node), slots: slots, busy: make(chan struct{}, 1)}, nil
+	return &laneDev{f: os.NewFile(uintptr(fd), node), fd: fd, slots: slots, busy: make(chan struct{}, 1)}, nil
 }
 
 // take holds the lane for one copy of slots slots; release gives it back.

@@ -28,6 +28,14 @@ type netConfig struct {
 	Gateway   netip.Addr
 	MTU       int
 	HostAlias bool // /etc/hosts names host.boxlite.internal
+	// Addrs6 and Gateway6: a dual-stack pod's IPv6 addresses and default
+	// gateway (invalid: none).
+	Addrs6   []netip.Prefix
+	Gateway6 netip.Addr
+	// MAC, when set, is the NIC's Ethernet address (a box with several
+	// NICs); Extra are the further NICs (a pod's further interfaces).
+	MAC   string
+	Extra []*netConfig
 }
 
 const (
@@ -35,12 +43,34 @@ const (
 	nicTimeout = 5 * time.Second
 )
 
-// parseNetConfig finds boxlite.net= in cmdline; nil when there is none.
+// parseNetConfig finds boxlite.net= in cmdline, with the further NICs of
+// boxlite.net1= ... (protocol.ExtraNetWord); nil when there is none.
 func parseNetConfig(cmdline string) (*netConfig, error) {
-	word, ok := protocol.NetConfig(splitCmdline(cmdline))
+	words := splitCmdline(cmdline)
+	word, ok := protocol.NetConfig(words)
 	if !ok || word == "" {
 		return nil, nil
 	}
+	c, err := parseNetWord(word, false)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range protocol.ExtraNetConfigs(words) {
+		x, err := parseNetWord(w, true)
+		if err != nil {
+			return nil, err
+		}
+		if x.MAC == "" {
+			return nil, fmt.Errorf("boxlite.net%d=%s: a further NIC needs mac=", len(c.Extra)+1, w)
+		}
+		c.Extra = append(c.Extra, x)
+	}
+	return c, nil
+}
+
+// parseNetWord parses IP/BITS,GATEWAY,MTU[,option]...; a further NIC's
+// gateway is "none".
+func parseNetWord(word string, extra bool) (*netConfig, error) {
 	f := strings.Split(word, ",")
 	if len(f) < 3 {
 		return nil, fmt.Errorf("boxlite.net=%s: want IP/BITS,GATEWAY,MTU", word)
@@ -50,41 +80,79 @@ func parseNetConfig(cmdline string) (*netConfig, error) {
 	if c.Addr, err = netip.ParsePrefix(f[0]); err != nil {
 		return nil, fmt.Errorf("boxlite.net address: %w", err)
 	}
-	if c.Gateway, err = netip.ParseAddr(f[1]); err != nil {
-		return nil, fmt.Errorf("boxlite.net gateway: %w", err)
+	if !extra || f[1] != "none" {
+		if c.Gateway, err = netip.ParseAddr(f[1]); err != nil {
+			return nil, fmt.Errorf("boxlite.net gateway: %w", err)
+		}
 	}
 	if c.MTU, err = strconv.Atoi(f[2]); err != nil || c.MTU < 576 || c.MTU > 65535 {
 		return nil, fmt.Errorf("boxlite.net mtu %q is not 576..65535", f[2])
 	}
 	for _, o := range f[3:] {
-		c.HostAlias = c.HostAlias || o == "hostalias"
+		k, v, _ := strings.Cut(o, "=")
+		switch k {
+		case "hostalias":
+			c.HostAlias = true
+		case "mac":
+			hw, err := net.ParseMAC(v)
+			if err != nil || len(hw) != 6 {
+				return nil, fmt.Errorf("boxlite.net mac %q: not an Ethernet address", v)
+			}
+			c.MAC = hw.String()
+		case "v6":
+			p, err := netip.ParsePrefix(v)
+			if err != nil || !p.Addr().Is6() || p.Addr().Is4In6() || len(c.Addrs6) == protocol.MaxNetAddrs6 {
+				return nil, fmt.Errorf("boxlite.net IPv6 address %q: not an IPv6 prefix, or more than %d", v, protocol.MaxNetAddrs6)
+			}
+			c.Addrs6 = append(c.Addrs6, p)
+		case "gw6":
+			if c.Gateway6, err = netip.ParseAddr(v); err != nil || !c.Gateway6.Is6() {
+				return nil, fmt.Errorf("boxlite.net IPv6 gateway %q: not an IPv6 address", v)
+			}
+		}
 	}
 	return c, nil
 }
 
 // up brings the virtio NIC up with the host's address, MTU and default
-// route. Static: the stack's DHCP would cost a round trip per boot.
+// route, and the further NICs with theirs. Static: the stack's DHCP would
+// cost a round trip per boot.
 func (c *netConfig) up() error {
-	var link netlink.Link
+	if err := c.upOne(); err != nil {
+		return err
+	}
+	for _, x := range c.Extra {
+		if err := x.upOne(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// link waits for the NIC: the one with c.MAC, else the first device.
+func (c *netConfig) link() (netlink.Link, error) {
 	deadline := time.Now().Add(nicTimeout)
 	for {
 		links, err := netlink.LinkList()
 		if err != nil {
-			return fmt.Errorf("list links: %w", err)
+			return nil, fmt.Errorf("list links: %w", err)
 		}
 		for _, l := range links {
-			if l.Type() == "device" && l.Attrs().Name != "lo" {
-				link = l
-				break
+			if l.Type() == "device" && l.Attrs().Name != "lo" && (c.MAC == "" || l.Attrs().HardwareAddr.String() == c.MAC) {
+				return l, nil
 			}
 		}
-		if link != nil {
-			break
-		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("no network device after %s (is virtio_net loaded?)", nicTimeout)
+			return nil, fmt.Errorf("no network device %s after %s (is virtio_net loaded?)", c.MAC, nicTimeout)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (c *netConfig) upOne() error {
+	link, err := c.link()
+	if err != nil {
+		return err
 	}
 	name := link.Attrs().Name
 	if err := netlink.LinkSetMTU(link, c.MTU); err != nil {
@@ -98,9 +166,25 @@ func (c *netConfig) up() error {
 	if err := netlink.LinkSetUp(link); err != nil {
 		return fmt.Errorf("%s: up: %w", name, err)
 	}
-	route := &netlink.Route{LinkIndex: link.Attrs().Index, Gw: net.IP(c.Gateway.AsSlice())}
-	if err := netlink.RouteAdd(route); err != nil {
-		return fmt.Errorf("%s: default route via %s: %w", name, c.Gateway, err)
+	if c.Gateway.IsValid() {
+		route := &netlink.Route{LinkIndex: link.Attrs().Index, Gw: net.IP(c.Gateway.AsSlice())}
+		if err := netlink.RouteAdd(route); err != nil {
+			return fmt.Errorf("%s: default route via %s: %w", name, c.Gateway, err)
+		}
+	}
+	// IPv6: the pod's addresses, without duplicate address detection (the
+	// pod's namespace did it; it would hold them back a second or more).
+	for _, p := range c.Addrs6 {
+		a := &netlink.Addr{IPNet: &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), 128)}, Flags: unix.IFA_F_NODAD}
+		if err := netlink.AddrAdd(link, a); err != nil {
+			return fmt.Errorf("%s: address %s: %w", name, p, err)
+		}
+	}
+	if c.Gateway6.IsValid() {
+		route := &netlink.Route{LinkIndex: link.Attrs().Index, Gw: net.IP(c.Gateway6.AsSlice())}
+		if err := netlink.RouteAdd(route); err != nil {
+			return fmt.Errorf("%s: IPv6 default route via %s: %w", name, c.Gateway6, err)
+		}
 	}
 	return nil
 }

@@ -85,6 +85,9 @@ func Main() {
 	if err := mountBase(); err != nil {
 		bootFailed(nil, fmt.Errorf("mount /dev, /proc, /sys: %w", err), nil)
 	}
+	if err := mountCgroups(); err != nil {
+		logf("cgroups: %v", err) // the box works, its containers without limits
+	}
 	cmdline, _ := os.ReadFile("/proc/cmdline")
 	if _, err := loadModules(ModulesDir, string(cmdline)); err != nil {
 		// Tell the host too if the channel's driver made it.

@@ -85,12 +85,14 @@ func envLookup(env []string, key string) (string, bool) {
 // relative names against cwd. It returns the path to pass to execve after
 // chroot (or in the sandbox), which is a box path.
 func lookPath(root, cwd, name string, env []string) (string, error) {
+	check := newExecCheck(root)
+	defer check.close()
 	if strings.Contains(name, "/") {
 		p := name
 		if !path.IsAbs(p) {
 			p = path.Join(cwd, p)
 		}
-		if err := checkExecutable(root, p); err != nil {
+		if err := check.executable(p); err != nil {
 			return "", fileErr(name, err)
 		}
 		return name, nil
@@ -108,7 +110,7 @@ func lookPath(root, cwd, name string, env []string) (string, error) {
 			dir = path.Join(cwd, dir)
 		}
 		cand := path.Join(dir, name)
-		err := checkExecutable(root, cand)
+		err := check.executable(cand)
 		if err == nil {
 			return cand, nil
 		}
@@ -124,22 +126,67 @@ func lookPath(root, cwd, name string, env []string) (string, error) {
 
 var errNotExecutable = errors.New("permission denied (not executable)")
 
-func checkExecutable(root, p string) error {
-	host, err := resolveIn(root, p)
+// execCheck looks for executables inside root. With openat2's
+// RESOLVE_IN_ROOT one call resolves a box path as the kernel would after
+// chroot(root), which resolveIn does with a call per component and link
+// (a lookup through PATH was some twenty calls, each dear under
+// emulation); without it (a kernel before 5.6), resolveIn.
+type execCheck struct {
+	root string
+	fd   int // root opened O_PATH; -1: resolveIn
+}
+
+func newExecCheck(root string) execCheck {
+	fd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
+		fd = -1
+	}
+	return execCheck{root: root, fd: fd}
+}
+
+func (c *execCheck) close() {
+	if c.fd >= 0 {
+		unix.Close(c.fd)
+		c.fd = -1
+	}
+}
+
+// executable checks that the box path p is an executable file (not a
+// directory, some execute bit set).
+func (c *execCheck) executable(p string) error {
+	var st unix.Stat_t
+	if err := c.stat(p, &st); err != nil {
 		return err
 	}
-	fi, err := os.Stat(host)
-	if err != nil {
-		return err
-	}
-	if fi.IsDir() {
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
 		return unix.EISDIR
 	}
-	if fi.Mode()&0o111 == 0 {
+	if st.Mode&0o111 == 0 {
 		return errNotExecutable
 	}
 	return nil
+}
+
+// stat stats the file the box path p resolves to, inside root.
+func (c *execCheck) stat(p string, st *unix.Stat_t) error {
+	if c.fd >= 0 {
+		fd, err := unix.Openat2(c.fd, p, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS})
+		if err == nil {
+			err = unix.Fstat(fd, st)
+			unix.Close(fd)
+			return err
+		}
+		if err != unix.ENOSYS && err != unix.EINVAL && err != unix.E2BIG {
+			return err
+		}
+		c.close() // no openat2 here: resolve by hand from now on
+	}
+	host, err := resolveIn(c.root, p)
+	if err != nil {
+		return err
+	}
+	return unix.Stat(host, st)
 }
 
 // fileErr turns a file-system error about the executable name into an error of

@@ -16,7 +16,8 @@ import (
 	"github.com/boxlite/boxlite/internal/protocol"
 )
 
-// The box has no cgroups (its kernel has none), so a process root's usage
+// A process root with a cgroup (TRootCgroup, cgroup.go) is measured from
+// it. Without one (or in a box whose kernel has no cgroups), its usage
 // is summed over the processes whose root directory is that root, read
 // from /proc: CPU time (of the live processes, with what their waited-for
 // children used), resident memory. A process whose parent ended and that
@@ -73,6 +74,10 @@ func (sb *Sandbox) rootUsage(root string) (protocol.RootUsage, error) {
 		return u, errdefs.Errorf(errdefs.ErrNotFound, "root-usage: root %q: %v", root, err)
 	}
 	readMeminfo(&u)
+	if dir := cgroups.of(g.boxPath(agentPath)); dir != "" {
+		readCgroupUsage(dir, &u)
+		return u, nil
+	}
 	d, err := os.Open("/proc")
 	if err != nil {
 		return u, errdefs.Errorf(errdefs.ErrInternal, "root-usage: %v", err)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/protocol"
 	"github.com/boxlite/boxlite/internal/seccomp"
 )
 
@@ -23,8 +25,8 @@ import (
 // sandbox init (the agent binary run again, see sandboxinit.go) is PID 1 of
 // new PID, mount, IPC and UTS namespaces whose root is the box's own, with
 // a /dev of harmless devices, its own /proc and a read-only /sys. One agent
-// thread joins those namespaces, drops its capability bounding set to
-// boxCaps and installs the box's seccomp filter on itself (no other thread
+// thread joins those namespaces, drops its capability bounding set to the
+// policy's (protocol.DefaultCaps unless the box's options change it) and installs the box's seccomp filter on itself (no other thread
 // of the agent is touched); every box process is forked from that thread,
 // so it inherits all of it, yet stays the agent's child: the reaper waits
 // for it, and signals and group kills use the agent's pids. The network
@@ -38,6 +40,9 @@ type Sandbox struct {
 	root string // the box root in the agent's mount namespace
 	logf func(string, ...any)
 	prog []unix.SockFilter
+
+	// policy is what the next sandbox started applies (SetPolicy).
+	policy protocol.SandboxPolicy
 
 	mu       sync.Mutex
 	gen      *sandboxGen
@@ -79,7 +84,8 @@ func (sb *Sandbox) SetHostname(name string) error {
 // exec starts a new one.
 type sandboxGen struct {
 	initPid int
-	tid     int // the forking thread
+	tid     int                    // the forking thread
+	policy  protocol.SandboxPolicy // what its forking thread applied
 	reqs    chan forkReq
 	stop    chan struct{} // closed once the init died or the sandbox closed
 	once    sync.Once
@@ -113,7 +119,7 @@ func StartSandbox(root string, logf func(string, ...any)) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	sb := &Sandbox{root: root, logf: logf, prog: prog}
+	sb := &Sandbox{root: root, logf: logf, prog: prog, policy: protocol.SandboxPolicy{Caps: protocol.DefaultCaps}}
 	if sb.gen, err = sb.start(); err != nil {
 		return nil, err
 	}
@@ -127,16 +133,32 @@ func (sb *Sandbox) Describe() string {
 	if sb.gen != nil {
 		pid = sb.gen.initPid
 	}
+	p := sb.policy
 	sb.mu.Unlock()
-	names := ""
-	for i, c := range boxCaps {
-		if i > 0 {
-			names += ","
-		}
-		names += c.name
+	filter := fmt.Sprintf("seccomp filter of %d instructions", len(sb.prog))
+	if p.NoSeccomp {
+		filter = "no seccomp filter"
 	}
-	return fmt.Sprintf("sandbox: pid, mount, ipc, uts namespaces (init pid %d); capabilities %s; seccomp filter of %d instructions",
-		pid, names, len(sb.prog))
+	return fmt.Sprintf("sandbox: pid, mount, ipc, uts namespaces (init pid %d); capabilities %s; %s",
+		pid, strings.Join(protocol.CapNames(p.Caps), ","), filter)
+}
+
+// SetPolicy makes p the policy of box processes: a live sandbox started
+// under another one is ended (with its processes; the host sends this
+// before it runs any) so that the next exec starts one under p.
+func (sb *Sandbox) SetPolicy(p protocol.SandboxPolicy) error {
+	if err := p.Check(); err != nil {
+		return err
+	}
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	sb.policy = p
+	if g := sb.gen; g != nil && !g.down() && g.policy != p {
+		_ = unix.Kill(g.initPid, unix.SIGKILL)
+		g.shut()
+		sb.logf("sandbox: policy changed (capabilities %s, seccomp %v): restarting it", strings.Join(protocol.CapNames(p.Caps), ","), !p.NoSeccomp)
+	}
+	return nil
 }
 
 // current returns the live sandbox, starting a new one if the last init
@@ -213,7 +235,12 @@ func (sb *Sandbox) start() (*sandboxGen, error) {
 		}
 	}
 	ready := make(chan error, 1)
-	go g.forkThread(func() error { return enterSandbox(pid, sb.prog) }, ready)
+	g.policy = sb.policy
+	prog := sb.prog
+	if g.policy.NoSeccomp {
+		prog = nil
+	}
+	go g.forkThread(func() error { return enterSandbox(pid, g.policy.Caps, prog) }, ready)
 	if err := <-ready; err != nil {
 		return fail(fmt.Errorf("enter the sandbox: %w", err))
 	}
@@ -327,10 +354,10 @@ func (g *sandboxGen) forkThread(enter func() error, ready chan<- error) {
 
 // enterSandbox moves the calling (locked) thread into the namespaces of
 // the sandbox init pid (the PID namespace applies to its children), limits
-// the capabilities its children can have and installs the box's seccomp
-// filter on it alone. It has CAP_SYS_ADMIN, so no no_new_privs is needed,
+// the capabilities its children can have to caps and installs the box's
+// seccomp filter prog (none when empty) on it alone. It has CAP_SYS_ADMIN, so no no_new_privs is needed,
 // and setuid programs keep working in the box.
-func enterSandbox(pid int, prog []unix.SockFilter) error {
+func enterSandbox(pid int, caps uint64, prog []unix.SockFilter) error {
 	nss := []struct {
 		name string
 		typ  int
@@ -361,8 +388,11 @@ func enterSandbox(pid int, prog []unix.SockFilter) error {
 	if err := unix.Chdir("/"); err != nil {
 		return err
 	}
-	if err := limitCaps(unix.RawSyscall6, boxCapsMask()); err != nil {
+	if err := limitCaps(unix.RawSyscall6, caps); err != nil {
 		return err
+	}
+	if len(prog) == 0 {
+		return nil
 	}
 	return seccomp.Install(prog, 0)
 }

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/boxlite/boxlite/internal/protocol"
 	"github.com/boxlite/boxlite/internal/seccomp"
 )
 
@@ -60,7 +61,7 @@ func TestForkThread(t *testing.T) {
 			if err := unix.Unshare(unix.CLONE_NEWPID); err != nil {
 				return err
 			}
-			if err := limitCaps(unix.RawSyscall6, boxCapsMask()); err != nil {
+			if err := limitCaps(unix.RawSyscall6, protocol.DefaultCaps); err != nil {
 				return err
 			}
 		} else if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
@@ -130,7 +131,7 @@ func TestForkThread(t *testing.T) {
 	for _, out := range outs {
 		want := []string{"Seccomp:\t2\n"}
 		if root {
-			bnd := fmt.Sprintf("%016x", boxCapsMask())
+			bnd := fmt.Sprintf("%016x", protocol.DefaultCaps)
 			want = append(want, "CapBnd:\t"+bnd+"\n", "CapEff:\t"+bnd+"\n", "NoNewPrivs:\t0\n")
 		} else {
 			want = append(want, "NoNewPrivs:\t1\n")

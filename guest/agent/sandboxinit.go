@@ -261,6 +261,14 @@ func mountContainerFS(root string) error {
 	); err != nil {
 		return err
 	}
+	// The box's cgroups, read-only, when its kernel has them: a
+	// container's processes read their limits and usage there.
+	if fi, err := os.Lstat(in("sys/fs/cgroup")); err == nil && fi.IsDir() {
+		err := unix.Mount("cgroup2", in("sys/fs/cgroup"), "cgroup2", nosuidNodevNoexec|unix.MS_RDONLY, "")
+		if err != nil && !errors.Is(err, unix.ENODEV) {
+			return fmt.Errorf("mount cgroup2 on %s: %w", in("sys/fs/cgroup"), err)
+		}
+	}
 	for _, p := range maskedPaths {
 		fi, err := os.Lstat(in(p))
 		if errors.Is(err, os.ErrNotExist) {

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/boxlite/boxlite/internal/protocol"
 	"github.com/boxlite/boxlite/internal/seccomp"
 )
 
@@ -74,21 +75,24 @@ func TestBoxCaps(t *testing.T) {
 	if docker != 0xa80425fb {
 		t.Fatalf("docker's set is %#x", docker)
 	}
-	if got, want := boxCapsMask(), uint64(docker&^(1<<unix.CAP_MKNOD)); got != want {
+	if got, want := protocol.DefaultCaps, uint64(docker&^(1<<unix.CAP_MKNOD)); got != want {
 		t.Fatalf("box caps %#x, want %#x", got, want)
 	}
-	names := map[string]bool{}
-	for _, c := range boxCaps {
-		if names[c.name] {
-			t.Errorf("%s twice", c.name)
+	for _, never := range []int{unix.CAP_SYS_ADMIN, unix.CAP_SYS_PTRACE, unix.CAP_SYS_MODULE, unix.CAP_MKNOD,
+		unix.CAP_SYS_RAWIO, unix.CAP_SYS_BOOT, unix.CAP_DAC_READ_SEARCH, unix.CAP_NET_ADMIN, unix.CAP_SYSLOG} {
+		if protocol.DefaultCaps&(1<<never) != 0 {
+			t.Errorf("box caps include capability %d", never)
 		}
-		names[c.name] = true
-		for _, never := range []int{unix.CAP_SYS_ADMIN, unix.CAP_SYS_PTRACE, unix.CAP_SYS_MODULE, unix.CAP_MKNOD,
-			unix.CAP_SYS_RAWIO, unix.CAP_SYS_BOOT, unix.CAP_DAC_READ_SEARCH, unix.CAP_NET_ADMIN, unix.CAP_SYSLOG} {
-			if c.cap == never {
-				t.Errorf("box caps include %s", c.name)
-			}
+	}
+	// The table's numbers are the kernel's.
+	for name, n := range map[string]int{"NET_ADMIN": unix.CAP_NET_ADMIN, "cap_sys_admin": unix.CAP_SYS_ADMIN,
+		"CHECKPOINT_RESTORE": unix.CAP_CHECKPOINT_RESTORE, "BPF": unix.CAP_BPF, "MKNOD": unix.CAP_MKNOD} {
+		if got, ok := protocol.CapNumber(name); !ok || got != n {
+			t.Errorf("CapNumber(%q) = %d, %v; want %d", name, got, ok, n)
 		}
+	}
+	if protocol.AllCaps != 1<<(unix.CAP_LAST_CAP+1)-1 {
+		t.Errorf("AllCaps %#x, kernel headers' last capability %d", protocol.AllCaps, unix.CAP_LAST_CAP)
 	}
 }
 

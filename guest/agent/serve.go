@@ -20,7 +20,7 @@ import (
 var Version = "dev"
 
 // features are what this agent adds to protocol version 1 (Hello.Features).
-var features = []string{protocol.FeatureTTY, protocol.FeatureNetwork, protocol.FeatureCopy, protocol.FeatureIdentity, protocol.FeaturePark, protocol.FeatureSignalGroup, protocol.FeatureExecDetach, protocol.FeatureClock, protocol.FeatureTrustCA, protocol.FeatureTunnel, protocol.FeatureWatch, protocol.FeatureExecRoot, protocol.FeatureExecRlimits, protocol.FeatureRootUsage}
+var features = []string{protocol.FeatureTTY, protocol.FeatureNetwork, protocol.FeatureCopy, protocol.FeatureIdentity, protocol.FeaturePark, protocol.FeatureSignalGroup, protocol.FeatureExecDetach, protocol.FeatureClock, protocol.FeatureTrustCA, protocol.FeatureTunnel, protocol.FeatureWatch, protocol.FeatureExecRoot, protocol.FeatureExecRlimits, protocol.FeatureRootUsage, protocol.FeatureSandboxPolicy}
 
 // DefaultMaxExecs caps the execs one connection may run at once.
 const DefaultMaxExecs = 1024
@@ -89,9 +89,12 @@ func Serve(rw io.ReadWriter, cfg Config) error {
 	cfg.Hello.Features = append(cfg.Hello.Features[:len(cfg.Hello.Features):len(cfg.Hello.Features)], features...)
 	if cfg.Sandbox != nil {
 		cfg.Hello.Features = append(cfg.Hello.Features, protocol.FeatureSandbox)
+		if haveCgroups() {
+			cfg.Hello.Features = append(cfg.Hello.Features, protocol.FeatureRootCgroup)
+		}
 	}
 	if cfg.Lane != nil {
-		cfg.Hello.Features = append(cfg.Hello.Features, protocol.FeatureLane)
+		cfg.Hello.Features = append(cfg.Hello.Features, protocol.FeatureLane, protocol.FeatureExecLane)
 	}
 	devNull, err := os.Open(os.DevNull)
 	if err != nil {
@@ -150,6 +153,14 @@ func (s *server) writeLocked(f protocol.Frame) error {
 		return s.werr
 	}
 	return s.wrote(s.w.WriteFrame(f))
+}
+
+// writeFramesLocked writes frames in one write (protocol.Writer.WriteFrames).
+func (s *server) writeFramesLocked(fs ...protocol.Frame) error {
+	if s.werr != nil {
+		return s.werr
+	}
+	return s.wrote(s.w.WriteFrames(fs...))
 }
 
 // writeHeadedLocked writes a frame whose payload is b[HeaderSize:] (see
@@ -268,6 +279,10 @@ func (s *server) handle(f protocol.Frame) (shutdown bool) {
 		s.releaseRoot(f)
 	case protocol.TRootUsage:
 		s.rootUsage(f)
+	case protocol.TRootCgroup:
+		s.rootCgroup(f)
+	case protocol.TRootOOM:
+		s.startRootOOM(f)
 	case protocol.TIdentity:
 		s.applyIdentity(f)
 	case protocol.TClock:
@@ -286,7 +301,7 @@ func (s *server) handle(f protocol.Frame) (shutdown bool) {
 		s.cfg.Logf("shutdown requested")
 		return true
 	case protocol.TStdin, protocol.TStdinClose, protocol.TSignal, protocol.TCancel, protocol.TCredit, protocol.TResize,
-		protocol.TLane, protocol.TLaneFree:
+		protocol.TLane, protocol.TLaneFree, protocol.TLaneGrant:
 		if c := s.lookupCopy(f.Stream); c != nil {
 			c.frame(f)
 			return false
@@ -334,6 +349,10 @@ func (s *server) streamFrame(e *execution, f protocol.Frame) {
 			return
 		}
 		e.credit(c.Fd, c.Bytes)
+	case protocol.TLaneGrant:
+		e.onLaneGrant(f)
+	case protocol.TLaneFree:
+		e.onLaneFree(f)
 	case protocol.TResize:
 		var r protocol.Resize
 		err := protocol.Decode(f, &r)

@@ -111,7 +111,7 @@ func (s *server) spawn(id uint32, req protocol.Exec) (*execution, error) {
 		}
 		cwdRoot = gen.root()
 	}
-	chroot := ""
+	chroot, cgroup := "", ""
 	if req.Root != "" {
 		if gen == nil {
 			return nil, errdefs.Errorf(errdefs.ErrUnsupported, "exec: a root of its own needs the box sandbox")
@@ -121,6 +121,7 @@ func (s *server) spawn(id uint32, req protocol.Exec) (*execution, error) {
 			return nil, err
 		}
 		cwdRoot = root
+		cgroup = cgroups.of(chroot)
 	}
 	cwd := path.Clean("/" + req.Cwd)
 	hostCwd, err := cwdRoot, error(nil)
@@ -181,7 +182,8 @@ func (s *server) spawn(id uint32, req protocol.Exec) (*execution, error) {
 
 	var gate *os.File
 	gateR := -1
-	if len(req.Rlimits) > 0 {
+	// The gate also puts the process in its root's cgroup (execgate.go).
+	if len(req.Rlimits) > 0 || cgroup != "" {
 		if gen == nil || cred == nil {
 			return nil, errdefs.Errorf(errdefs.ErrUnsupported, "exec: rlimits need the box sandbox")
 		}
@@ -255,7 +257,7 @@ func (s *server) spawn(id uint32, req protocol.Exec) (*execution, error) {
 		return nil, spawnErr(req.Argv[0], err)
 	}
 	if gate != nil {
-		if err := openGate(gate, pid, req.Rlimits); err != nil {
+		if err := openGate(gate, pid, req.Rlimits, cgroup); err != nil {
 			// The gate exits 127 and says why on the process's stderr.
 			s.cfg.Logf("exec %d: %v", id, err)
 		}

@@ -52,13 +52,40 @@ func (s *server) startWatch(f protocol.Frame) {
 		s.sendError(id, err)
 		return
 	}
+	s.startEventStream(f.Type, id, func(c *copyOp, root *os.File) error { return c.watch(root, req) })
+}
+
+// startEventStream runs work on a copy stream of its own (the copies'
+// registry, window and cancel) that sends events until it ends: TCopyDone
+// when work returns nil, TError otherwise.
+func (s *server) startEventStream(kind protocol.Type, id uint32, work func(c *copyOp, root *os.File) error) {
 	c := &copyOp{s: s, id: id, win: protocol.InitialWindow}
 	c.cond = sync.NewCond(&c.mu)
-	if err := s.addCopy(f.Type, c); err != nil {
+	if err := s.addCopy(kind, c); err != nil {
 		s.sendError(id, err)
 		return
 	}
-	go c.run(func(root *os.File) (filecopy.Stats, error) { return filecopy.Stats{}, c.watch(root, req) })
+	go c.run(func(root *os.File) (filecopy.Stats, error) { return filecopy.Stats{}, work(c, root) })
+}
+
+// readInotify reads events of the (non-blocking) inotify fd into buf once
+// there are some; 0 when the host cancelled the stream first. The wait
+// wakes every watchPoll only to look for the cancel.
+func (c *copyOp) readInotify(fd int, buf []byte) (int, error) {
+	for {
+		if c.stopped() {
+			return 0, nil
+		}
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		if n, err := unix.Poll(pfd, int(watchPoll/time.Millisecond)); n <= 0 || err != nil {
+			continue
+		}
+		n, err := unix.Read(fd, buf)
+		if err == unix.EAGAIN || err == unix.EINTR {
+			continue
+		}
+		return max(n, 0), err
+	}
 }
 
 // stopped reports whether the host cancelled the watch.
@@ -109,19 +136,12 @@ func (c *copyOp) watch(root *os.File, req protocol.Watch) error {
 	buf := make([]byte, 64<<10)
 	var out []byte
 	for {
-		if c.stopped() {
-			return nil
-		}
-		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		if n, err := unix.Poll(pfd, int(watchPoll/time.Millisecond)); n <= 0 || err != nil {
-			continue
-		}
-		n, err := unix.Read(fd, buf)
-		if err == unix.EAGAIN || err == unix.EINTR {
-			continue
-		}
+		n, err := c.readInotify(fd, buf)
 		if err != nil {
 			return errdefs.Errorf(errdefs.ErrInternal, "watch %s: read inotify: %v", top, err)
+		}
+		if n == 0 {
+			return nil // cancelled
 		}
 		out = out[:0]
 		gone := false

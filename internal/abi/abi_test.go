@@ -65,11 +65,13 @@ func TestMillisWait(t *testing.T) {
 var unitless = map[string]bool{
 	"cpus": true, "rows": true, "cols": true, "pid": true, "restarts": true, "exit_code": true, "execution_count": true,
 	"host_port": true, "guest_port": true, "shim_pid": true, "vmm_pid": true,
-	"tcp_connections": true, "udp_flows": true, "network_tcp_connections": true, "max_entries": true,
+	"tcp_connections": true, "udp_flows": true, "network_tcp_connections": true, "network_tcp_errors": true, "max_entries": true,
 	"boxes":             true, // a warm pool's count of boxes
 	"num_running_boxes": true, "num_paused_boxes": true, "total_commands_executed": true, "total_exec_errors": true,
 	// BoxLite's SnapshotInfo names it so (unix seconds, as documented).
 	"created_at": true,
+	// BoxLite's SecurityOptions and HealthCheckOptions (counts).
+	"max_open_files": true, "max_processes": true, "retries": true, "failures": true,
 }
 
 // Every quantity on the wire names its unit.

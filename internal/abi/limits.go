@@ -75,6 +75,15 @@ const (
 	MaxSecretPlaceholder = 256
 )
 
+// Health checks (BoxOptions.Advanced.HealthCheck): BoxLite's
+// HealthCheckOptions() defaults.
+const (
+	DefaultHealthInterval    = 30 * time.Second
+	DefaultHealthTimeout     = 10 * time.Second
+	DefaultHealthRetries     = 3
+	DefaultHealthStartPeriod = 60 * time.Second
+)
+
 // Constant is one default or limit as the generated edges name it: the
 // header's BOXLITE_<Name> macro, the SDKs' <Name> constants, the README's
 // table (internal/abigen).
@@ -119,5 +128,9 @@ var Constants = []Constant{
 	number("DEFAULT_COPY_OUT_MAX_ENTRIES", DefaultCopyOutMaxEntries, "the entries a copy out of a box may bring unless its options say otherwise"),
 	number("MAX_SECRETS", MaxSecrets, "the most secrets a box may have"),
 	number("MAX_SECRET_VALUE_BYTES", MaxSecretValueBytes, "the longest value a secret may have"),
+	number("DEFAULT_HEALTH_INTERVAL_SECS", int64(DefaultHealthInterval.Seconds()), "between a box's health checks"),
+	number("DEFAULT_HEALTH_TIMEOUT_SECS", int64(DefaultHealthTimeout.Seconds()), "how long a health check may take to pass"),
+	number("DEFAULT_HEALTH_RETRIES", DefaultHealthRetries, "failed health checks in a row that make a box unhealthy"),
+	number("DEFAULT_HEALTH_START_PERIOD_SECS", int64(DefaultHealthStartPeriod.Seconds()), "how long after a box is ready its failed health checks do not count"),
 	boolConstant("DEFAULT_AUTO_REMOVE", DefaultAutoRemove, "a box is removed when it stops unless its options say otherwise"),
 }

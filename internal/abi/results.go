@@ -40,13 +40,18 @@ type BoxMetrics struct {
 	// TotalCreateDurationMs is the box's last start, from Start (or
 	// Create's start) to the box being ready: the stages below. An image
 	// pull that Create makes first is not in it.
-	TotalCreateDurationMs *float64 `json:"total_create_duration_ms" doc:"the last start by this library, start to ready: the sum of the four stages after it"`
-	// StageImagePrepareMs: find the image and make its layers' ext4 disks
-	// (cached by digest: fast after the first box of an image).
-	StageImagePrepareMs *float64 `json:"stage_image_prepare_ms" doc:"image layers"`
-	// StageBoxConfigMs: make the box's writable disk (the first start) and
-	// write the shim's configuration.
-	StageBoxConfigMs *float64 `json:"stage_box_config_ms" doc:"disk, shim config"`
+	TotalCreateDurationMs *float64 `json:"total_create_duration_ms" doc:"the last start by this library, start to ready: the sum of the six stages after it"`
+	// StageImagePrepareMs: find the image in the store.
+	StageImagePrepareMs *float64 `json:"stage_image_prepare_ms" doc:"find the image in the store"`
+	// StageGuestRootfsMs: make the image's layers into the ext4 disks the
+	// guest mounts as its root (cached by digest: fast after the first box
+	// of an image). Nil for a start recorded before this stage was.
+	StageGuestRootfsMs *float64 `json:"stage_guest_rootfs_ms" doc:"the image's layers as the guest's root disks (cached per image)"`
+	// StageFilesystemSetupMs: make the box's writable disk (the first
+	// start) and clear what an earlier run left in its directory.
+	StageFilesystemSetupMs *float64 `json:"stage_filesystem_setup_ms" doc:"the box's writable disk and directory"`
+	// StageBoxConfigMs: write the shim's configuration.
+	StageBoxConfigMs *float64 `json:"stage_box_config_ms" doc:"the shim's configuration"`
 	// StageBootQueueMs: wait for a boot slot (see WithMaxConcurrentBoots).
 	StageBootQueueMs *float64 `json:"stage_boot_queue_ms" doc:"wait for a boot slot"`
 	// StageBoxSpawnMs: start the shim until its ready answer: the VMM's
@@ -68,6 +73,9 @@ type BoxMetrics struct {
 	NetworkBytesSent      *uint64 `json:"network_bytes_sent" doc:"host to guest"`
 	NetworkBytesReceived  *uint64 `json:"network_bytes_received" doc:"guest to host"`
 	NetworkTCPConnections *uint64 `json:"network_tcp_connections" doc:"TCP connections opened"`
+	// NetworkTCPErrors (BoxLite's) is not measured: the network stack
+	// counts no failed connections yet. Always nil.
+	NetworkTCPErrors *uint64 `json:"network_tcp_errors" doc:"not measured here: always null"`
 }
 
 // SnapshotInfo describes a snapshot of a box's disk, as BoxLite's does.

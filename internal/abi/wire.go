@@ -33,6 +33,7 @@ type BoxOptions struct {
 	AutoPauseSecs   *Seconds          `json:"auto_pause_secs,omitempty" doc:"pause the box (with its memory, as boxlite_box_pause) after this long with no exec, copy or session call: a stream that stays open holds it awake, except a detachable exec's (a session's interpreter, an interactive shell) that sent nothing either way for that long; the next call resumes it. 0 (default): never. At least 1, at most {MAX_AUTO_PAUSE_SECS}; not with volumes"`
 	Prestart        []string          `json:"prestart,omitempty" doc:"sessions a box started from a template finds started: \"python\", \"shell\" or \"shell:/ABSOLUTE/PATH\"; its first session of that kind with default options takes over the one the template VM started"`
 	Secrets         []Secret          `json:"secrets,omitempty" doc:"credentials the box uses without holding them: it sees each one's placeholder (env BOXLITE_SECRET_<NAME>), the host puts the value in HTTPS requests to its hosts; at most {MAX_SECRETS}, see docs/secrets.md"`
+	Advanced        *Advanced         `json:"advanced,omitempty" doc:"BoxLite's AdvancedBoxOptions: capabilities, security, health_check (docs/security-options.md); a box with capabilities or security boots (no template, no warm pool)"`
 }
 
 // Secret is a credential that never enters the box.
@@ -104,6 +105,7 @@ type BoxInfo struct {
 	Faulted       bool            `json:"faulted,omitempty" doc:"its last run ended in a fault (a crashed VMM, a protocol violation): exec does not start it again, start does"`
 	Runtime       *BoxRuntimeInfo `json:"runtime,omitempty" doc:"only while it runs"`
 	Network       BoxNetwork      `json:"network" doc:"the network policy now (update_outbound changes it)"`
+	HealthStatus  HealthStatus    `json:"health_status" doc:"its health check's state (BoxLite's)"`
 }
 
 // BoxConfig is what a box was created with, defaults applied.
@@ -129,6 +131,7 @@ type BoxConfig struct {
 	Prestart        []string          `json:"prestart,omitempty"`
 	AutoPauseSecs   Seconds           `json:"auto_pause_secs,omitempty" doc:"0: never"`
 	Secrets         []SecretInfo      `json:"secrets,omitempty" doc:"names, hosts and placeholders: never the values"`
+	Advanced        *Advanced         `json:"advanced,omitempty" doc:"as given (absent fields are the defaults)"`
 }
 
 // BoxRuntimeInfo is what a running box reports about its VM.
@@ -324,12 +327,27 @@ type CellOptions struct {
 
 // RuntimeOptions open a local runtime (boxlite_runtime_new).
 type RuntimeOptions struct {
-	Home        string     `json:"home,omitempty" doc:"the runtime's directory: default $BOXLITE_HOME, else ~/.boxlite"`
-	Assets      string     `json:"assets,omitempty" doc:"where boxlite-shim and guest/ are: default $BOXLITE_ASSETS, else next to libboxlite.so"`
-	OutputLimit int64      `json:"output_limit_bytes,omitempty" doc:"more than 0: what a collected result keeps per stream (boxlite_box_run, session results; the rest is read and dropped, the result says truncated): default {DEFAULT_OUTPUT_LIMIT_BYTES}"`
-	MemoryCap   int64      `json:"running_memory_cap_mib,omitempty" doc:"more than 0: the guest memory (MiB) this runtime's running boxes may hold together; a start or resume past it pauses the least recently used idle ones first, else fails with limit_exceeded; default 0: no cap"`
-	WarmPools   []WarmPool `json:"warm_pools,omitempty" doc:"pools of boxes kept started and idle; a create of a pool's shape is handed one (box info's start is pool)"`
-	PoolMemory  int64      `json:"warm_pool_memory_mib,omitempty" doc:"more than 0: the guest memory (MiB) all warm pools' boxes may hold together; default 0: no bound"`
+	Home        string          `json:"home,omitempty" doc:"the runtime's directory: default $BOXLITE_HOME, else ~/.boxlite"`
+	Assets      string          `json:"assets,omitempty" doc:"where boxlite-shim and guest/ are: default $BOXLITE_ASSETS, else next to libboxlite.so"`
+	OutputLimit int64           `json:"output_limit_bytes,omitempty" doc:"more than 0: what a collected result keeps per stream (boxlite_box_run, session results; the rest is read and dropped, the result says truncated): default {DEFAULT_OUTPUT_LIMIT_BYTES}"`
+	MemoryCap   int64           `json:"running_memory_cap_mib,omitempty" doc:"more than 0: the guest memory (MiB) this runtime's running boxes may hold together; a start or resume past it pauses the least recently used idle ones first, else fails with limit_exceeded; default 0: no cap"`
+	WarmPools   []WarmPool      `json:"warm_pools,omitempty" doc:"pools of boxes kept started and idle; a create of a pool's shape is handed one (box info's start is pool)"`
+	PoolMemory  int64           `json:"warm_pool_memory_mib,omitempty" doc:"more than 0: the guest memory (MiB) all warm pools' boxes may hold together; default 0: no bound"`
+	Registries  []ImageRegistry `json:"image_registries,omitempty" doc:"how pulls reach registries (BoxLite's ImageRegistry): transport, certificate checks, credentials, search order, mirrors; each host once"`
+}
+
+// ImageRegistry is one registry's settings for pulls (BoxLite 0.10's
+// ImageRegistry). Its credentials are sent only to its host and never
+// shown.
+type ImageRegistry struct {
+	Host        string   `json:"host" doc:"required: host or host:port (docker.io for Docker Hub)"`
+	Transport   string   `json:"transport,omitempty" enum:"https,http" doc:"default https; http (plain) for a registry on loopback"`
+	SkipVerify  bool     `json:"skip_verify,omitempty" doc:"TLS without checking the registry's certificate"`
+	Search      bool     `json:"search,omitempty" doc:"look unqualified image names (alpine, library/python) up here, in the order given, instead of docker.io"`
+	Username    string   `json:"username,omitempty" doc:"basic credentials, with password"`
+	Password    string   `json:"password,omitempty" doc:"never shown"`
+	BearerToken string   `json:"bearer_token,omitempty" doc:"instead of username and password; never shown"`
+	Mirrors     []string `json:"mirrors,omitempty" doc:"URLs tried before the registry, as BOXLITE_REGISTRY_MIRRORS's (http:// is plain HTTP)"`
 }
 
 // WarmPool is one warm pool of a runtime (RuntimeOptions.WarmPools).

@@ -114,7 +114,7 @@ func render(root string, kinds []errdefs.KindSpec) ([]file, error) {
 	out = append(out, file{"bindings/node/lib/defaults.js", []byte(nodeDefaults())})
 	out = append(out, file{"bindings/node/lib/types.d.ts", []byte("// Code " + notice + "\n" +
 		"// The option and info types of the C ABI's JSON (internal/abi), camelCased as the SDK takes and returns them.\n" +
-		"import type { EnvInput, Secret } from './index';\n\n" + ts)})
+		"import type { AdvancedBoxOptions, EnvInput, HealthCheckOptions, Secret, SecurityOptions } from './index';\n\n" + ts)})
 	gosrc, err := format.Source([]byte(capiCodes(kinds)))
 	if err != nil {
 		return nil, fmt.Errorf("capi/errors_gen.go: %w", err)

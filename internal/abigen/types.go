@@ -269,8 +269,11 @@ func tsTypes() (string, error) {
 				"env":     "env?: EnvInput;",
 				"network": "network?: NetworkSpec | 'enabled' | 'disabled';",
 				"secrets": "secrets?: (SecretSpec | Secret)[];",
+				// BoxLite's names (maxFileSize, interval, ...), not the wire's: the SDK maps them.
+				"advanced": "advanced?: AdvancedBoxOptions;",
 			},
-			extra: []string{"  /** BoxLite 0.10's: 0 keeps the box after stop, above 0 deletes it at stop (the SDK sets auto_remove); it takes precedence over autoRemove */\n  autoDelete?: number;\n"}},
+			extra: []string{"  /** BoxLite 0.10's: 0 keeps the box after stop, above 0 deletes it at stop (the SDK sets auto_remove); it takes precedence over autoRemove */\n  autoDelete?: number;\n",
+				"  /** BoxLite 0.10's place for them (or in advanced, not both) */\n  security?: SecurityOptions;\n  healthCheck?: HealthCheckOptions;\n"}},
 		{name: "NetworkSpec", doc: "A box's network (internal/abi.Network): BoxLite's split form or the flat one.", t: reflect.TypeFor[abi.Network](), input: true, names: in},
 		{name: "NetworkDirectionSpec", doc: "One direction of a box's network policy (internal/abi.NetworkDirection).", t: reflect.TypeFor[abi.NetworkDirection](), input: true, names: in},
 		{name: "NetworkDirectionInfo", doc: "One direction of a box's network policy as info reports it.", t: reflect.TypeFor[abi.NetworkDirection](), names: out},
@@ -283,7 +286,8 @@ func tsTypes() (string, error) {
 		{name: "NetworkStats", doc: "What a box's network did (internal/abi.NetworkStats).", t: reflect.TypeFor[abi.NetworkStats](), names: out},
 		{name: "NetworkInfo", doc: "A running box's network (internal/abi.NetworkInfo).", t: reflect.TypeFor[abi.NetworkInfo](), names: out},
 		{name: "BoxRuntimeInfo", doc: "What a running box reports about its VM (internal/abi.BoxRuntimeInfo).", t: reflect.TypeFor[abi.BoxRuntimeInfo](), names: out},
-		{name: "BoxConfig", doc: "What a box was created with, defaults applied (internal/abi.BoxConfig); JsBoxInfo has its fields.", t: reflect.TypeFor[abi.BoxConfig](), names: out},
+		{name: "BoxConfig", doc: "What a box was created with, defaults applied (internal/abi.BoxConfig); JsBoxInfo has its fields.", t: reflect.TypeFor[abi.BoxConfig](), names: out,
+			override: map[string]string{"advanced": "advanced?: AdvancedBoxOptions; // as given, in BoxLite's names"}},
 	}
 	var parts []string
 	for _, d := range decls {

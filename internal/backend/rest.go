@@ -107,12 +107,29 @@ func (b restBox) Fork(ctx context.Context, count int, names []string) ([]Box, er
 	return out, nil
 }
 
-func (b restBox) DialTunnel(context.Context, int) (TunnelConn, error) {
-	return nil, errdefs.Errorf(errdefs.ErrUnsupported, "tunnel to a box on a REST runtime (the server's tunnel route is not served yet)")
+func (b restBox) DialTunnel(ctx context.Context, port int) (TunnelConn, error) {
+	t, err := b.Box.DialTunnel(ctx, port)
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
-func (b restBox) ForwardTunnel(context.Context, int, boxlite.SocketAddress) (Forwarder, error) {
-	return nil, errdefs.Errorf(errdefs.ErrUnsupported, "tunnel to a box on a REST runtime (the server's tunnel route is not served yet)")
+func (b restBox) ForwardTunnel(_ context.Context, port int, listen boxlite.SocketAddress) (Forwarder, error) {
+	if port < 1 || port > 65535 {
+		return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "tunnel: port %d: want 1 to 65535", port)
+	}
+	f, err := boxlite.NewTunnelForwarder(listen, func(ctx context.Context) (boxlite.TunnelStream, error) {
+		t, err := b.Box.DialTunnel(ctx, port)
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
 }
 
 func (b restBox) UpdateOutbound(context.Context, string, []string) error {

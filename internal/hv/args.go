@@ -111,6 +111,13 @@ func buildArgs(cfg Config, tscKHz, qmpFD, agentFD, consoleFD, netFD int, diskFDs
 			"-device", "virtio-net-device,netdev=net0,mac="+cfg.NIC.MAC,
 		)
 	}
+	for i, fd := range cfg.extraNetFDs {
+		id := "net" + strconv.Itoa(i+1)
+		a = append(a,
+			"-netdev", "tap,id="+id+",fd="+strconv.Itoa(fd),
+			"-device", "virtio-net-device,netdev="+id+",mac="+cfg.ExtraNICs[i].MAC,
+		)
+	}
 	for i, d := range cfg.Disks {
 		// Each disk is an inherited descriptor in an fd set of its own.
 		id, set := "d"+strconv.Itoa(i), strconv.Itoa(i+1)

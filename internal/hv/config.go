@@ -98,6 +98,10 @@ type Config struct {
 	// the host's net.unix.max_dgram_qlen, 10 here).
 	// Default: no network device at all.
 	NIC *NIC
+	// ExtraNICs are further virtio-net devices after NIC (which they
+	// need), each on a tap (NIC.Tap): a pod's further interfaces
+	// (internal/podnet). At most MaxExtraNICs.
+	ExtraNICs []NIC
 	// Jail, when set, confines QEMU with package jail. Default: none.
 	Jail *Jail
 	// RAM, when set, is guest memory in the caller's file (see RAM), for
@@ -125,7 +129,12 @@ type Config struct {
 	CheckIncoming func(qemuVersion string) error
 
 	ramFD int // RAM.File as QEMU inherits it, set by Start
+	// extraNetFDs are ExtraNICs' taps as QEMU inherits them, set by Start.
+	extraNetFDs []int
 }
+
+// MaxExtraNICs bounds Config.ExtraNICs.
+const MaxExtraNICs = 7
 
 // NIC is the guest's network device.
 type NIC struct {
@@ -175,6 +184,14 @@ func prepare(cfg Config) (_ Config, bin string, tscKHz int, err error) {
 	if cfg.NIC != nil {
 		if hw, err := net.ParseMAC(cfg.NIC.MAC); err != nil || len(hw) != 6 {
 			return cfg, "", 0, fmt.Errorf("hv: Config.NIC.MAC %q is not a MAC address: %w", cfg.NIC.MAC, errdefs.ErrInvalidArgument)
+		}
+	}
+	if len(cfg.ExtraNICs) > 0 && (cfg.NIC == nil || len(cfg.ExtraNICs) > MaxExtraNICs) {
+		return cfg, "", 0, fmt.Errorf("hv: %d Config.ExtraNICs: they follow a NIC, at most %d: %w", len(cfg.ExtraNICs), MaxExtraNICs, errdefs.ErrInvalidArgument)
+	}
+	for _, n := range cfg.ExtraNICs {
+		if hw, err := net.ParseMAC(n.MAC); err != nil || len(hw) != 6 || n.Tap == nil {
+			return cfg, "", 0, fmt.Errorf("hv: Config.ExtraNICs: MAC %q, tap %v: want a MAC address and a tap: %w", n.MAC, n.Tap != nil, errdefs.ErrInvalidArgument)
 		}
 	}
 	if cfg.CPUs < 1 || cfg.CPUs > MaxCPUs {

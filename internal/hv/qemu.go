@@ -116,6 +116,14 @@ func Start(cfg Config) (*VM, error) {
 		}
 		parentEnds = append(parentEnds, network)
 	}
+	cfg.extraNetFDs = nil
+	for _, n := range cfg.ExtraNICs {
+		fd, err := fds.dupConn("tap", n.Tap)
+		if err != nil {
+			return fail(err)
+		}
+		cfg.extraNetFDs = append(cfg.extraNetFDs, fd)
+	}
 	var logw *consoleLog
 	if cfg.ConsoleLog != "" {
 		if logw, err = openConsoleLog(cfg.ConsoleLog); err != nil {

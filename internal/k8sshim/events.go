@@ -20,6 +20,7 @@ const (
 	topicCreate      = "/tasks/create"
 	topicStart       = "/tasks/start"
 	topicExit        = "/tasks/exit"
+	topicOOM         = "/tasks/oom"
 	topicDelete      = "/tasks/delete"
 	topicExecAdded   = "/tasks/exec-added"
 	topicExecStarted = "/tasks/exec-started"

@@ -46,17 +46,21 @@ type pod struct {
 
 // container is a task: its root, its init process and its execs.
 type container struct {
-	id, bundle string
-	pod        *pod
-	rootfs     string   // the host directory of its root file system
-	mounted    bool     // rootfs is the shim's mount
-	dir        string   // its directory in the pod's share
-	binds      []string // what the shim mounted in dir
-	boxRoot    string   // its root in the box
-	rootBinds  []boxlite.RootBind
-	memLimit   uint64 // its spec's memory limit (bytes; 0: none)
-	init       *proc
-	execs      map[string]*proc
+	id, bundle   string
+	pod          *pod
+	rootfs       string   // the host directory of its root file system
+	mounted      bool     // rootfs is the shim's mount
+	dir          string   // its directory in the pod's share
+	binds        []string // what the shim mounted in dir
+	boxRoot      string   // its root in the box
+	rootBinds    []boxlite.RootBind
+	memLimit     uint64                // its spec's memory limit (bytes; 0: none)
+	oom          *boxlite.RootOOMWatch // its cgroup's OOM watch (limits.go); nil: none
+	oomKills     uint64                // the OOM kills the box has told
+	oomPublished uint64                // ... of which TaskOOM events were published
+	oomAt        time.Time             // when the last TaskOOM was published
+	init         *proc
+	execs        map[string]*proc
 }
 
 // prepareRootfs mounts the snapshotter's mounts on bundle/rootfs (or takes
@@ -235,6 +239,10 @@ func (s *service) startBox(ctx context.Context, p *pod, sp *spec) error {
 	if err != nil {
 		return err
 	}
+	ports, err := sp.hostPorts()
+	if err != nil {
+		return fmt.Errorf("pod %s: %w", p.id, err)
+	}
 	mem, cpus := sp.boxShape()
 	opts := []boxlite.BoxOption{
 		boxlite.WithMemoryMiB(mem), boxlite.WithCPUs(cpus),
@@ -256,6 +264,11 @@ func (s *service) startBox(ctx context.Context, p *pod, sp *spec) error {
 		net = boxlite.NetworkSpec{Mode: boxlite.NetworkEnabled, NetNS: ns}
 	}
 	opts = append(opts, boxlite.WithNetwork(net))
+	if len(ports) > 0 {
+		// The network stack binds them as the box starts (a port in use
+		// fails the start, naming it) and closes them with the box.
+		opts = append(opts, boxlite.WithPorts(ports...))
+	}
 	if protocol.ValidHostname(sp.Hostname) {
 		opts = append(opts, boxlite.WithHostname(sp.Hostname))
 	}
@@ -270,7 +283,7 @@ func (s *service) startBox(ctx context.Context, p *pod, sp *spec) error {
 		return fmt.Errorf("pod %s: start its box: %w", p.id, err)
 	}
 	p.box = box
-	log.Printf("pod %s: box %s running (%d MiB, %d CPUs)", p.id, box.ID(), mem, cpus)
+	log.Printf("pod %s: box %s running (%d MiB, %d CPUs, %d host ports)", p.id, box.ID(), mem, cpus, len(ports))
 	return nil
 }
 

@@ -182,8 +182,12 @@ func (p *proc) start(ctx context.Context, box *boxlite.Box, onExit func(*proc)) 
 		}
 		p.stdinF = nil
 		p.mu.Unlock()
-		close(p.done)
+		// Wait answers after onExit has queued the exit's events: the CRI
+		// plugin marks a container exited from Wait, and a TaskOOM (which
+		// onExit asks the box for) queued later could reach it after a
+		// client read the reason.
 		onExit(p)
+		close(p.done)
 	}()
 	return p.pid, nil
 }
@@ -242,7 +246,18 @@ func (p *proc) resize(rows, cols int) error {
 	if e == nil || !e.Tty() {
 		return errdefs.Errorf(errdefs.ErrInvalidState, "resize: process %q has no terminal", p.id)
 	}
-	return e.Resize(rows, cols)
+	err := e.Resize(rows, cols)
+	select {
+	case <-e.Done():
+		// The process has exited and its terminal with it: nothing to
+		// resize. A quick process may end before its client's first
+		// resize (ctr exec -t sends it after Start), which is no error.
+		if errdefs.KindOf(err) == errdefs.KindInvalidState {
+			return nil
+		}
+	default:
+	}
+	return err
 }
 
 // snapshot is the process's state for State, Wait and Delete.

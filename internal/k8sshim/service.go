@@ -121,6 +121,12 @@ func (s *service) Create(ctx context.Context, r *taskapi.CreateTaskRequest) (_ *
 	if err != nil {
 		return nil, err
 	}
+	var limits boxlite.RootLimits
+	if sp.Linux != nil {
+		if limits, err = sp.Linux.Resources.limits(); err != nil {
+			return nil, err
+		}
+	}
 	s.createMu.Lock()
 	defer s.createMu.Unlock()
 	s.mu.Lock()
@@ -173,6 +179,18 @@ func (s *service) Create(ctx context.Context, r *taskapi.CreateTaskRequest) (_ *
 		return nil, err
 	}
 	c.pod = p
+	if err := s.applyLimits(ctx, c, limits, false); err != nil {
+		s.stopOOMWatch(c)
+		if !newBox {
+			rctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+			if rerr := p.box.ReleaseRoot(rctx, c.boxRoot); rerr != nil {
+				log.Printf("container %s: %v", c.id, rerr)
+			}
+			cancel()
+		}
+		c.unplace()
+		return nil, err
+	}
 	pr := sp.Process
 	cmd := c.command(pr, r.Terminal)
 	c.init = newProc("", cmd, r.Stdin, r.Stdout, r.Stderr)
@@ -238,6 +256,7 @@ func (s *service) exited(c *container, p *proc) {
 	id := p.id
 	if id == "" {
 		id = c.id
+		s.checkOOM(c)
 		for _, e := range s.execsOf(c) {
 			e.abandon()
 		}
@@ -275,6 +294,7 @@ func (s *service) Delete(ctx context.Context, r *taskapi.DeleteRequest) (_ *task
 		delete(s.pods, pd.id)
 	}
 	s.mu.Unlock()
+	s.stopOOMWatch(c)
 	if !last {
 		// The pod runs on: its agent lets go of the container's root.
 		rctx, cancel := context.WithTimeout(ctx, releaseTimeout)
@@ -465,10 +485,6 @@ func (s *service) Resume(context.Context, *taskapi.ResumeRequest) (*emptypb.Empt
 
 func (s *service) Checkpoint(context.Context, *taskapi.CheckpointTaskRequest) (*emptypb.Empty, error) {
 	return nil, unimplemented("checkpoint")
-}
-
-func (s *service) Update(context.Context, *taskapi.UpdateTaskRequest) (*emptypb.Empty, error) {
-	return nil, unimplemented("update")
 }
 
 // Close ends every box (the daemon ends): their containers are gone.

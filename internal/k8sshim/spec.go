@@ -52,15 +52,7 @@ type spec struct {
 	Mounts      []specMount       `json:"mounts"`
 	Annotations map[string]string `json:"annotations"`
 	Linux       *struct {
-		Resources *struct {
-			Memory *struct {
-				Limit *int64 `json:"limit"`
-			} `json:"memory"`
-			CPU *struct {
-				Quota  *int64  `json:"quota"`
-				Period *uint64 `json:"period"`
-			} `json:"cpu"`
-		} `json:"resources"`
+		Resources  *ociResources `json:"resources"`
 		Namespaces []struct {
 			Type string `json:"type"`
 			Path string `json:"path"`

@@ -17,9 +17,12 @@ const statsTimeout = 10 * time.Second
 
 // Stats answers a container's usage as cgroups v2 metrics
 // (io.containerd.cgroups.v2.Metrics, what ctr task metrics and the CRI
-// plugin read): its processes' CPU time, resident memory and count, summed
-// in the box (Box.RootUsage; the guest has no cgroups). The memory limit
-// is the container's own, else the box's memory.
+// plugin read). In a box with cgroups they are the container's cgroup's
+// (pids.current and pids.max, cpu.stat, memory.current, memory.stat,
+// memory.max, memory.events' oom_kill); otherwise its processes' CPU time,
+// resident memory and count, summed in the box (Box.RootUsage). The
+// memory limit is the cgroup's, else the container's own, else the box's
+// memory.
 func (s *service) Stats(ctx context.Context, r *taskapi.StatsRequest) (_ *taskapi.StatsResponse, err error) {
 	defer func() { err = rpcError(err) }()
 	c, _, err := s.lookup(r.ID, "")
@@ -35,15 +38,24 @@ func (s *service) Stats(ctx context.Context, r *taskapi.StatsRequest) (_ *taskap
 	if err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
 	limit := c.memLimit
+	s.mu.Unlock()
+	if u.Cgroup {
+		limit = u.MemoryMax
+	}
 	if limit == 0 {
 		limit = u.BoxMemory
 	}
 	m := &cgroupstats.Metrics{
-		Pids: &cgroupstats.PidsStat{Current: u.Pids},
-		CPU:  &cgroupstats.CPUStat{UsageUsec: u.UserUsec + u.SystemUsec, UserUsec: u.UserUsec, SystemUsec: u.SystemUsec},
+		Pids: &cgroupstats.PidsStat{Current: u.Pids, Limit: u.PidsMax},
+		CPU: &cgroupstats.CPUStat{UsageUsec: u.UserUsec + u.SystemUsec, UserUsec: u.UserUsec, SystemUsec: u.SystemUsec,
+			ThrottledUsec: u.ThrottledUsec},
 		Memory: &cgroupstats.MemoryStat{Usage: u.RSS, UsageLimit: limit, Anon: u.Anon, File: u.File, Shmem: u.Shmem,
 			MaxUsage: u.RSS},
+	}
+	if u.Cgroup {
+		m.MemoryEvents = &cgroupstats.MemoryEvents{OomKill: u.OOMKills}
 	}
 	any, err := typeurl.MarshalAny(m)
 	if err != nil {

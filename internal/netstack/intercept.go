@@ -25,7 +25,8 @@ import (
 // TLS ClientHello. If the server name is a secret's host, the stack ends the
 // box's TLS itself with a certificate from the box's CA, opens its own TLS
 // to the real server (verified against the host's roots for that name), and
-// passes HTTP/1.1 requests on with the placeholders of that host's secrets
+// passes HTTP/1.1 requests (or HTTP/2 ones, when the box's TLS chooses h2:
+// intercept_h2.go) on with the placeholders of that host's secrets
 // replaced by their values, in the request line, the headers and the body.
 // Anything else (another name, no TLS) goes on untouched to where it was
 // headed, with the bytes already read.
@@ -118,7 +119,7 @@ func (n *Stack) interceptTCP(r *tcp.ForwarderRequest, dst netip.Addr, port uint1
 			}
 			sni = strings.ToLower(h.ServerName)
 			pc.live()
-			return &tls.Config{Certificates: []tls.Certificate{*cert}, NextProtos: []string{"http/1.1"},
+			return &tls.Config{Certificates: []tls.Certificate{*cert}, NextProtos: []string{"h2", "http/1.1"},
 				MinVersion: tls.VersionTLS12}, nil
 		},
 	})
@@ -152,6 +153,10 @@ func (n *Stack) interceptTCP(r *tcp.ForwarderRequest, dst netip.Addr, port uint1
 	}
 	if err != nil {
 		n.logOnce("tls-in "+sni, "network: secrets: TLS with the box for %s failed: %v", truncate(sni, 253), err)
+		return
+	}
+	if negotiatedH2(guest) {
+		n.proxyH2(guest, sni, target, n.secrets.pairs(sni, port))
 		return
 	}
 	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: dialTimeout},

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+
 	"github.com/boxlite/boxlite/internal/boxnet"
 	"github.com/boxlite/boxlite/internal/netpolicy"
 	"github.com/boxlite/boxlite/internal/shimapi"
@@ -54,6 +56,26 @@ func testPKI(t *testing.T, name string) (rootsPEM []byte, cert tls.Certificate) 
 	return []byte(caPEM), *c
 }
 
+// secretGuest is a box's stack with one secret (placeholder ph, value)
+// for the host alias on port, the host trusting roots, and the box's CA
+// as a pool for its clients.
+func secretGuest(t *testing.T, ph, value string, port int, roots []byte) (*stack.Stack, *x509.CertPool) {
+	t.Helper()
+	caPEM, caKey, err := boxnet.NewCA("box")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec, err := ParseSecrets(shimapi.Secrets{CACertPEM: caPEM, CAKeyPEM: caKey, Secrets: []shimapi.Secret{
+		{Name: "api", Placeholder: ph, Value: value, Hosts: []string{fmt.Sprintf("%s:%d", netpolicy.HostAlias, port)}}}}, roots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := guest(t, Config{Secrets: sec})
+	boxRoots := x509.NewCertPool()
+	boxRoots.AppendCertsFromPEM([]byte(caPEM))
+	return g, boxRoots
+}
+
 func TestSecretSubstitution(t *testing.T) {
 	const ph, value = "<BOXLITE_SECRET:api>", "sk-real-value-123"
 	got := make(chan string, 8)
@@ -68,18 +90,7 @@ func TestSecretSubstitution(t *testing.T) {
 	defer srv.Close()
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
 
-	caPEM, caKey, err := boxnet.NewCA("box")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sec, err := ParseSecrets(shimapi.Secrets{CACertPEM: caPEM, CAKeyPEM: caKey, Secrets: []shimapi.Secret{
-		{Name: "api", Placeholder: ph, Value: value, Hosts: []string{fmt.Sprintf("%s:%d", netpolicy.HostAlias, port)}}}}, roots)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, _ := guest(t, Config{Secrets: sec})
-	boxRoots := x509.NewCertPool()
-	boxRoots.AppendCertsFromPEM([]byte(caPEM))
+	g, boxRoots := secretGuest(t, ph, value, port, roots)
 
 	do := func(serverName string, verify bool, req string) string {
 		t.Helper()

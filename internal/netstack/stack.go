@@ -14,7 +14,7 @@ import (
 
 	"github.com/boxlite/boxlite/internal/boxnet"
 
-	"github.com/containers/gvisor-tap-vsock/pkg/tap"
+	"github.com/boxlite/boxlite/internal/netstack/tap"
 	"github.com/containers/gvisor-tap-vsock/pkg/types"
 	"github.com/sirupsen/logrus"
 	"gvisor.dev/gvisor/pkg/tcpip"

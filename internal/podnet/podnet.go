@@ -17,6 +17,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -25,7 +26,8 @@ import (
 	"github.com/boxlite/boxlite/errdefs"
 )
 
-// TapName is the tap device made in the namespace.
+// TapName is the tap device made in the namespace for its main interface;
+// further interfaces' taps are boxlite1, boxlite2, ...
 const TapName = "boxlite0"
 
 // Link is what a box takes from the namespace.
@@ -34,9 +36,25 @@ type Link struct {
 	MAC     string   // the interface's
 	Addr    netip.Prefix
 	Gateway netip.Addr // the default route's
-	MTU     int
-	Iface   string // the interface's name in the namespace
+	// Addrs6 are the interface's global IPv6 addresses (a dual-stack
+	// pod's; at most MaxAddrs6), Gateway6 its IPv6 default route's
+	// gateway (invalid: none).
+	Addrs6   []netip.Prefix
+	Gateway6 netip.Addr
+	MTU      int
+	Iface    string // the interface's name in the namespace
+	// Extra are the namespace's further interfaces (a second network's),
+	// each a further NIC of the box on a tap of its own (boxlite1, ...),
+	// with no gateway; at most MaxExtra.
+	Extra []*Link
+	index int
 }
+
+// MaxAddrs6 bounds the IPv6 addresses a box takes of an interface.
+const MaxAddrs6 = 4
+
+// MaxExtra bounds the further interfaces a box takes.
+const MaxExtra = 7
 
 // Attach sets the redirect up in the namespace at path and returns the
 // tap. The tap is not persistent: it goes when its last descriptor
@@ -87,86 +105,128 @@ func Attach(path string) (*Link, error) {
 	return r.l, r.err
 }
 
-// attachHere works in the calling thread's namespace.
+// attachHere works in the calling thread's namespace: the interface with
+// the IPv4 default route (CNI's eth0) is the box's NIC; every other one
+// with an IPv4 address (a second network's, net1 or eth1) a further NIC.
 func attachHere() (_ *Link, err error) {
 	links, err := netlink.LinkList()
 	if err != nil {
 		return nil, err
 	}
-	// The interface: the one with an IPv4 address that is not lo (CNI's
-	// eth0). One only: a pod with several interfaces is not supported.
-	var iface netlink.Link
-	var addr netip.Prefix
+	var main *Link
+	var extra []*Link
+	defer func() {
+		if err != nil {
+			for _, l := range append(extra, main) {
+				if l != nil && l.Tap != nil {
+					l.Tap.Close() // the tap goes with it
+				}
+			}
+		}
+	}()
+	var ifaces []netlink.Link
 	for _, l := range links {
-		if l.Attrs().Flags&net.FlagLoopback != 0 || l.Attrs().Name == TapName {
+		if l.Attrs().Flags&net.FlagLoopback != 0 || strings.HasPrefix(l.Attrs().Name, TapName[:len(TapName)-1]) {
 			continue
 		}
-		addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
-		if err != nil || len(addrs) == 0 {
-			continue
+		if addrs, err := netlink.AddrList(l, netlink.FAMILY_V4); err == nil && len(addrs) > 0 {
+			ifaces = append(ifaces, l)
 		}
-		if iface != nil {
-			return nil, errdefs.Errorf(errdefs.ErrUnsupported, "interfaces %s and %s both have addresses: one only", iface.Attrs().Name, l.Attrs().Name)
-		}
-		iface = l
-		a, _ := netip.AddrFromSlice(addrs[0].IP.To4())
-		bits, _ := addrs[0].Mask.Size()
-		addr = netip.PrefixFrom(a, bits)
 	}
-	if iface == nil {
+	if len(ifaces) == 0 {
 		return nil, errdefs.Errorf(errdefs.ErrNotFound, "no interface with an IPv4 address")
 	}
-	if len(iface.Attrs().HardwareAddr) != 6 {
-		return nil, errdefs.Errorf(errdefs.ErrUnsupported, "interface %s has no Ethernet address", iface.Attrs().Name)
+	if len(ifaces) > MaxExtra+1 {
+		return nil, errdefs.Errorf(errdefs.ErrUnsupported, "%d interfaces with addresses, at most %d", len(ifaces), MaxExtra+1)
 	}
-	var gw netip.Addr
+	for _, iface := range ifaces {
+		l, err := describe(iface)
+		if err != nil {
+			return nil, err
+		}
+		if l.Gateway.IsValid() && main == nil {
+			main = l
+		} else {
+			extra = append(extra, l)
+		}
+	}
+	if main == nil {
+		return nil, errdefs.Errorf(errdefs.ErrNotFound, "interface %s: no default route", ifaces[0].Attrs().Name)
+	}
+	if err := main.attach(TapName); err != nil {
+		return nil, err
+	}
+	for i, l := range extra {
+		if err := l.attach(fmt.Sprintf("%s%d", TapName[:len(TapName)-1], i+1)); err != nil {
+			return nil, err
+		}
+	}
+	main.Extra = extra
+	return main, nil
+}
+
+// describe is what the box takes of iface: its MAC, first IPv4 address,
+// IPv4 default gateway (invalid: none), MTU and IPv6.
+func describe(iface netlink.Link) (*Link, error) {
+	name := iface.Attrs().Name
+	if len(iface.Attrs().HardwareAddr) != 6 {
+		return nil, errdefs.Errorf(errdefs.ErrUnsupported, "interface %s has no Ethernet address", name)
+	}
+	addrs, err := netlink.AddrList(iface, netlink.FAMILY_V4)
+	if err != nil || len(addrs) == 0 {
+		return nil, fmt.Errorf("%s: IPv4 addresses: %v", name, err)
+	}
+	a, _ := netip.AddrFromSlice(addrs[0].IP.To4())
+	bits, _ := addrs[0].Mask.Size()
+	l := &Link{MAC: iface.Attrs().HardwareAddr.String(), Addr: netip.PrefixFrom(a, bits), MTU: iface.Attrs().MTU, Iface: name, index: iface.Attrs().Index}
 	routes, err := netlink.RouteList(iface, netlink.FAMILY_V4)
 	if err != nil {
 		return nil, err
 	}
 	for _, r := range routes {
 		if (r.Dst == nil || r.Dst.IP.IsUnspecified()) && r.Gw != nil {
-			gw, _ = netip.AddrFromSlice(r.Gw.To4())
+			l.Gateway, _ = netip.AddrFromSlice(r.Gw.To4())
 		}
 	}
-	if !gw.IsValid() {
-		return nil, errdefs.Errorf(errdefs.ErrNotFound, "interface %s: no default route", iface.Attrs().Name)
+	if err := l.ipv6(iface); err != nil {
+		return nil, err
 	}
-	l := &Link{MAC: iface.Attrs().HardwareAddr.String(), Addr: addr, Gateway: gw, MTU: iface.Attrs().MTU, Iface: iface.Attrs().Name}
+	return l, nil
+}
 
-	tap := &netlink.Tuntap{LinkAttrs: netlink.LinkAttrs{Name: TapName, MTU: l.MTU}, Mode: netlink.TUNTAP_MODE_TAP,
+// attach makes the tap tapName and redirects l's interface to it and
+// back.
+func (l *Link) attach(tapName string) error {
+	tap := &netlink.Tuntap{LinkAttrs: netlink.LinkAttrs{Name: tapName, MTU: l.MTU}, Mode: netlink.TUNTAP_MODE_TAP,
 		Flags: netlink.TUNTAP_NO_PI, NonPersist: true, Queues: 1}
 	if err := netlink.LinkAdd(tap); err != nil {
-		return nil, fmt.Errorf("make tap %s: %w", TapName, err)
+		return fmt.Errorf("make tap %s: %w", tapName, err)
 	}
-	defer func() {
-		if err != nil {
-			for _, f := range tap.Fds {
-				f.Close() // the tap goes with it
-			}
-		}
-	}()
 	if len(tap.Fds) != 1 {
-		return nil, fmt.Errorf("tap %s: %d queues", TapName, len(tap.Fds))
-	}
-	tl, err := netlink.LinkByName(TapName)
-	if err != nil {
-		return nil, err
-	}
-	if err := netlink.LinkSetMTU(tl, l.MTU); err != nil {
-		return nil, fmt.Errorf("tap %s: mtu: %w", TapName, err)
-	}
-	if err := netlink.LinkSetUp(tl); err != nil {
-		return nil, fmt.Errorf("tap %s: up: %w", TapName, err)
-	}
-	if err := redirect(iface, tl); err != nil {
-		return nil, err
-	}
-	if err := redirect(tl, iface); err != nil {
-		return nil, err
+		for _, f := range tap.Fds {
+			f.Close()
+		}
+		return fmt.Errorf("tap %s: %d queues", tapName, len(tap.Fds))
 	}
 	l.Tap = tap.Fds[0]
-	return l, nil
+	tl, err := netlink.LinkByName(tapName)
+	if err != nil {
+		return err
+	}
+	if err := netlink.LinkSetMTU(tl, l.MTU); err != nil {
+		return fmt.Errorf("tap %s: mtu: %w", tapName, err)
+	}
+	if err := netlink.LinkSetUp(tl); err != nil {
+		return fmt.Errorf("tap %s: up: %w", tapName, err)
+	}
+	iface, err := netlink.LinkByIndex(l.index)
+	if err != nil {
+		return err
+	}
+	if err := redirect(iface, tl); err != nil {
+		return err
+	}
+	return redirect(tl, iface)
 }
 
 // redirect sends every frame arriving on from out of to: an ingress qdisc
@@ -188,6 +248,39 @@ func redirect(from, to netlink.Link) error {
 	}
 	if err := netlink.FilterAdd(filter); err != nil {
 		return fmt.Errorf("%s: redirect to %s: %w", from.Attrs().Name, to.Attrs().Name, err)
+	}
+	return nil
+}
+
+// ipv6 takes the interface's global IPv6 addresses (not link-local: the
+// box makes its own from the same MAC) and its IPv6 default gateway.
+func (l *Link) ipv6(iface netlink.Link) error {
+	addrs, err := netlink.AddrList(iface, netlink.FAMILY_V6)
+	if err != nil {
+		return fmt.Errorf("%s: IPv6 addresses: %w", l.Iface, err)
+	}
+	for _, a := range addrs {
+		ip, ok := netip.AddrFromSlice(a.IP)
+		if !ok || !ip.Is6() || ip.IsLinkLocalUnicast() || a.Scope != unix.RT_SCOPE_UNIVERSE {
+			continue
+		}
+		if len(l.Addrs6) == MaxAddrs6 {
+			return errdefs.Errorf(errdefs.ErrUnsupported, "interface %s: more than %d IPv6 addresses", l.Iface, MaxAddrs6)
+		}
+		bits, _ := a.Mask.Size()
+		l.Addrs6 = append(l.Addrs6, netip.PrefixFrom(ip, bits))
+	}
+	if len(l.Addrs6) == 0 {
+		return nil
+	}
+	routes, err := netlink.RouteList(iface, netlink.FAMILY_V6)
+	if err != nil {
+		return fmt.Errorf("%s: IPv6 routes: %w", l.Iface, err)
+	}
+	for _, r := range routes {
+		if (r.Dst == nil || r.Dst.IP.IsUnspecified()) && r.Gw != nil {
+			l.Gateway6, _ = netip.AddrFromSlice(r.Gw)
+		}
 	}
 	return nil
 }

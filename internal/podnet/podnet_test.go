@@ -38,6 +38,10 @@ func TestAttach(t *testing.T) {
 	run(t, "ip", "-n", ns, "link", "set", "eth0", "address", "aa:bb:cc:00:11:22", "up")
 	run(t, "ip", "-n", ns, "addr", "add", "10.99.7.5/24", "dev", "eth0")
 	run(t, "ip", "-n", ns, "route", "add", "default", "via", "10.99.7.1")
+	// Dual stack: a global IPv6 address and default route (the link-local
+	// address the kernel makes is not taken).
+	run(t, "ip", "-n", ns, "-6", "addr", "add", "fd00:99:7::5/64", "dev", "eth0", "nodad")
+	run(t, "ip", "-n", ns, "-6", "route", "add", "default", "via", "fd00:99:7::1")
 
 	l, err := Attach("/var/run/netns/" + ns)
 	if err != nil {
@@ -46,6 +50,9 @@ func TestAttach(t *testing.T) {
 	defer l.Tap.Close()
 	if l.MAC != "aa:bb:cc:00:11:22" || l.Addr.String() != "10.99.7.5/24" || l.Gateway.String() != "10.99.7.1" || l.MTU != 1450 || l.Iface != "eth0" {
 		t.Errorf("link %+v", l)
+	}
+	if fmt.Sprint(l.Addrs6) != "[fd00:99:7::5/64]" || l.Gateway6.String() != "fd00:99:7::1" {
+		t.Errorf("IPv6: addresses %v, gateway %v", l.Addrs6, l.Gateway6)
 	}
 	if out := run(t, "ip", "-n", ns, "-o", "link", "show", TapName); !strings.Contains(out, "mtu 1450") {
 		t.Errorf("tap: %s", out)
@@ -72,10 +79,25 @@ func TestAttach(t *testing.T) {
 		t.Errorf("eth0's ingress filters after a second attach:\n%s", out)
 	}
 	l2.Tap.Close()
-	// A second interface with an address is refused.
-	run(t, "ip", "-n", ns, "link", "add", "eth1", "type", "veth", "peer", "name", "peer1")
+	// A second interface with an address (a second network's): a further
+	// NIC on a tap of its own, redirected both ways.
+	run(t, "ip", "-n", ns, "link", "add", "eth1", "address", "aa:bb:cc:00:11:33", "type", "veth", "peer", "name", "peer1")
+	run(t, "ip", "-n", ns, "link", "set", "eth1", "up")
 	run(t, "ip", "-n", ns, "addr", "add", "10.99.8.5/24", "dev", "eth1")
-	if _, err := Attach("/var/run/netns/" + ns); !errors.Is(err, errdefs.ErrUnsupported) {
-		t.Errorf("two interfaces: %v, want unsupported", err)
+	l3, err := Attach("/var/run/netns/" + ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l3.Tap.Close()
+	if len(l3.Extra) != 1 || l3.Iface != "eth0" || l3.Extra[0].Iface != "eth1" || l3.Extra[0].Addr.String() != "10.99.8.5/24" ||
+		l3.Extra[0].MAC != "aa:bb:cc:00:11:33" || l3.Extra[0].Gateway.IsValid() {
+		t.Fatalf("two interfaces: %+v, extra %+v", l3, l3.Extra)
+	}
+	defer l3.Extra[0].Tap.Close()
+	for dev, to := range map[string]string{"eth1": "boxlite1", "boxlite1": "eth1"} {
+		out := run(t, "tc", "-n", ns, "filter", "show", "dev", dev, "ingress")
+		if !strings.Contains(out, "Redirect to device "+to) {
+			t.Errorf("%s's ingress filter does not redirect to %s:\n%s", dev, to, out)
+		}
 	}
 }

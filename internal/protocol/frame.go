@@ -47,13 +47,21 @@ func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
 
 // WriteFrame writes f in one Write call when w is unbuffered (header and
 // payload are joined).
-func (w *Writer) WriteFrame(f Frame) error {
-	if len(f.Payload) > MaxPayload {
-		return errdefs.Errorf(errdefs.ErrLimit, "frame %s: payload of %d bytes exceeds %d", f.Type, len(f.Payload), MaxPayload)
+func (w *Writer) WriteFrame(f Frame) error { return w.WriteFrames(f) }
+
+// WriteFrames writes fs in one Write call when w is unbuffered: a stream's
+// frames that are ready together (the agent's Started and Exit of a quick
+// process) cost the channel one write instead of one each.
+func (w *Writer) WriteFrames(fs ...Frame) error {
+	n := 0
+	for _, f := range fs {
+		if len(f.Payload) > MaxPayload {
+			return errdefs.Errorf(errdefs.ErrLimit, "frame %s: payload of %d bytes exceeds %d", f.Type, len(f.Payload), MaxPayload)
+		}
+		n += HeaderSize + len(f.Payload)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	n := HeaderSize + len(f.Payload)
 	buf := w.buf
 	switch {
 	case n <= cap(buf):
@@ -63,9 +71,12 @@ func (w *Writer) WriteFrame(f Frame) error {
 	default:
 		buf = make([]byte, n)
 	}
-	buf = buf[:n]
-	copy(buf[HeaderSize:], f.Payload)
-	putHeader(buf, f.Type, f.Stream, len(f.Payload))
+	buf = buf[:0]
+	for _, f := range fs {
+		var hdr [HeaderSize]byte
+		putHeader(hdr[:], f.Type, f.Stream, len(f.Payload))
+		buf = append(append(buf, hdr[:]...), f.Payload...)
+	}
 	_, err := w.w.Write(buf)
 	return err
 }

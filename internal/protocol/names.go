@@ -59,8 +59,39 @@ func CmdlineLen(words ...string) int {
 }
 
 // NetWord tells the agent how to bring its NIC up:
-// boxlite.net=IP/BITS,GATEWAY,MTU[,hostalias].
+// boxlite.net=IP/BITS,GATEWAY,MTU[,hostalias][,v6=IP6/BITS]...[,gw6=IP6]
+// (a dual-stack pod's IPv6 addresses, at most MaxNetAddrs6, and gateway).
 func NetWord(config string) string { return netWordPrefix + config }
+
+// MaxNetAddrs6 bounds the IPv6 addresses of a NetWord.
+const MaxNetAddrs6 = 4
+
+// MaxExtraNets bounds the ExtraNetWords.
+const MaxExtraNets = 7
+
+// ExtraNetWord tells the agent how to bring up its further NIC i (1 to
+// MaxExtraNets; a pod's further interface): boxlite.netI=IP/BITS,none,MTU,
+// mac=MAC[,v6=IP6/BITS]...; the NIC is the one with that MAC, and gets no
+// default route.
+func ExtraNetWord(i int, config string) string {
+	return fmt.Sprintf("%snet%d=%s", KernelWordPrefix, i, config)
+}
+
+// ExtraNetConfigs are the values of the ExtraNetWords among words, in
+// order of I.
+func ExtraNetConfigs(words []string) []string {
+	var out []string
+	for i := 1; i <= MaxExtraNets; i++ {
+		prefix := fmt.Sprintf("%snet%d=", KernelWordPrefix, i)
+		for _, w := range words {
+			if v, ok := strings.CutPrefix(w, prefix); ok {
+				out = append(out, v)
+				break
+			}
+		}
+	}
+	return out
+}
 
 // NetConfig is the value of the NetWord among words, if there is one.
 func NetConfig(words []string) (string, bool) {

@@ -91,14 +91,15 @@ type Options struct {
 
 // API is BoxLite's REST API over one runtime.
 type API struct {
-	rt     *boxlite.Runtime
-	auth   Authenticator
-	lim    Limits
-	owners *owners
-	idem   *idemStore
-	execs  *registry
-	tmp    string
-	mux    *http.ServeMux
+	rt      *boxlite.Runtime
+	auth    Authenticator
+	lim     Limits
+	owners  *owners
+	idem    *idemStore
+	execs   *registry
+	tmp     string
+	mux     *http.ServeMux
+	tunnels *tunnelBook
 }
 
 // New makes the API; Close ends its executions' bookkeeping.
@@ -114,7 +115,7 @@ func New(o Options) (*API, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &API{rt: o.Runtime, auth: o.Auth, lim: o.Limits.withDefaults(), owners: own, idem: idem, tmp: o.TempDir, mux: http.NewServeMux()}
+	a := &API{rt: o.Runtime, auth: o.Auth, lim: o.Limits.withDefaults(), owners: own, idem: idem, tmp: o.TempDir, mux: http.NewServeMux(), tunnels: newTunnelBook()}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}

@@ -58,6 +58,10 @@ func box(info boxlite.BoxInfo) wire.Box {
 		pid := info.Runtime.VMMPid
 		b.PID = &pid
 	}
+	if info.Runtime != nil && !info.Runtime.StartedAt.IsZero() {
+		at := info.Runtime.StartedAt.UTC().Format(time.RFC3339Nano)
+		b.StartedAt = &at
+	}
 	return b
 }
 
@@ -109,6 +113,10 @@ func errBadName(n string) error {
 	return errdefs.Errorf(errdefs.ErrInvalidArgument, "name %q: must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit", truncate(n))
 }
 
+// maxCapNames bounds each of a create's capability lists (Linux has 41
+// capabilities; a name may come with or without CAP_).
+const maxCapNames = 64
+
 // boxOptions turns a create request into the runtime's options. What the
 // request names that boxlite serve does not do is refused, never dropped.
 func boxOptions(req wire.CreateBoxRequest) (string, []boxlite.BoxOption, error) {
@@ -120,10 +128,6 @@ func boxOptions(req wire.CreateBoxRequest) (string, []boxlite.BoxOption, error) 
 		return "", nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "rootfs_path is refused: a path would name the server's file system; give an image")
 	case len(req.Volumes) > 0:
 		return unsupported("volumes (managed volumes are BoxLite cloud's)")
-	case len(req.Secrets) > 0:
-		return unsupported("secrets")
-	case req.Advanced != nil && req.Advanced.Capabilities != nil && (len(req.Advanced.Capabilities.Add) > 0 || len(req.Advanced.Capabilities.Drop) > 0):
-		return unsupported("advanced.capabilities")
 	case req.TTY:
 		return unsupported("tty (a box's main command on a terminal)")
 	case req.AutoStop != nil && *req.AutoStop != 0:
@@ -165,6 +169,20 @@ func boxOptions(req wire.CreateBoxRequest) (string, []boxlite.BoxOption, error) 
 	}
 	if req.Cmd != nil {
 		opts = append(opts, boxlite.WithCmd(req.Cmd...))
+	}
+	if len(req.Secrets) > 0 {
+		secrets := make([]boxlite.Secret, len(req.Secrets))
+		for i, s := range req.Secrets {
+			secrets[i] = boxlite.Secret{Name: s.Name, Value: s.Value, Hosts: s.Hosts, Placeholder: s.Placeholder}
+		}
+		opts = append(opts, boxlite.WithSecrets(secrets...))
+	}
+	if a := req.Advanced; a != nil && a.Capabilities != nil {
+		c := a.Capabilities
+		if len(c.Add) > maxCapNames || len(c.Drop) > maxCapNames {
+			return "", nil, errdefs.Errorf(errdefs.ErrLimit, "advanced.capabilities: at most %d names to add and %d to drop", maxCapNames, maxCapNames)
+		}
+		opts = append(opts, boxlite.WithCapabilities(boxlite.Capabilities{Add: c.Add, Drop: c.Drop}))
 	}
 	if req.Network != nil {
 		spec, err := network(*req.Network)

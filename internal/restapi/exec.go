@@ -24,6 +24,10 @@ const (
 	maxClientFrame = 64 << 10
 	sendTimeout    = 30 * time.Second
 	pingEvery      = 15 * time.Second
+	// firstPing comes sooner: BoxLite's client gives up on an attach that
+	// sends no frame within 10 s of the upgrade (its WS_FIRST_FRAME_TIMEOUT),
+	// which a silent process would otherwise be.
+	firstPing = 5 * time.Second
 )
 
 // allowedSignals are what POST /signal and an attach's signal frame may
@@ -247,36 +251,9 @@ func (e *execution) sendOutput(ctx context.Context, ws *websocket.Conn) (websock
 			return websocket.StatusGoingAway, "client gone"
 		}
 	}
-	var ended [2]bool
-	buf := make([]byte, chunkSize)
-	for e.x != nil && !(ended[0] && ended[1]) {
-		moved := false
-		for i := range 2 {
-			if ended[i] {
-				continue
-			}
-			n, err := e.x.ReadNonblock(i+1, buf)
-			if n > 0 {
-				moved = true
-				if !e.send(ctx, ws, i, append([]byte(nil), buf[:n]...)) {
-					return websocket.StatusGoingAway, "client gone"
-				}
-			}
-			if err != nil {
-				ended[i] = true
-			}
-		}
-		if moved {
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return websocket.StatusGoingAway, "client gone"
-		case <-e.stop:
-			return websocket.StatusGoingAway, "server stopping"
-		case <-e.kick:
-			return e.sendExit(ctx, ws)
-		case <-e.notify:
+	if e.x != nil {
+		if status, reason, ended := e.sendStreams(ctx, ws, e.x); !ended {
+			return status, reason
 		}
 	}
 	select {
@@ -293,6 +270,56 @@ func (e *execution) sendOutput(ctx context.Context, ws *websocket.Conn) (websock
 	default:
 	}
 	return e.sendExit(ctx, ws)
+}
+
+// outputs is what sendStreams reads: a *boxlite.Execution's.
+type outputs interface {
+	ReadNonblock(fd int, p []byte) (int, error)
+}
+
+// sendStreams sends stdout and stderr as they come until both ended
+// (ended), or returns how the attach ends: the client gone, the server
+// stopping, the execution evicted (its exit sent).
+func (e *execution) sendStreams(ctx context.Context, ws *websocket.Conn, out outputs) (status websocket.StatusCode, reason string, ended bool) {
+	var done [2]bool
+	buf := make([]byte, chunkSize)
+	for {
+		moved := false
+		for i := range 2 {
+			if done[i] {
+				continue
+			}
+			n, err := out.ReadNonblock(i+1, buf)
+			if n > 0 {
+				moved = true
+				if !e.send(ctx, ws, i, append([]byte(nil), buf[:n]...)) {
+					return websocket.StatusGoingAway, "client gone", false
+				}
+			}
+			if err != nil {
+				done[i] = true
+			}
+		}
+		// Checked before waiting: both streams may end in one pass (the
+		// second's end woke us with nothing left to read), and no wake-up
+		// comes after the last.
+		if done[0] && done[1] {
+			return 0, "", true
+		}
+		if moved {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return websocket.StatusGoingAway, "client gone", false
+		case <-e.stop:
+			return websocket.StatusGoingAway, "server stopping", false
+		case <-e.kick:
+			status, reason := e.sendExit(ctx, ws)
+			return status, reason, false
+		case <-e.notify:
+		}
+	}
 }
 
 // send sends one chunk of stream i; a failed send keeps it for the next
@@ -384,13 +411,14 @@ func replyError(ctx context.Context, ws *websocket.Conn, msg string) {
 
 // keepalive pings the client; one that does not answer in time is gone.
 func keepalive(ctx context.Context, cancel context.CancelFunc, ws *websocket.Conn) {
-	t := time.NewTicker(pingEvery)
+	t := time.NewTimer(firstPing)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			t.Reset(pingEvery)
 			pctx, pcancel := context.WithTimeout(ctx, 3*pingEvery)
 			err := ws.Ping(pctx)
 			pcancel()

@@ -30,9 +30,13 @@ func boxPath(q map[string]string) (string, error) {
 }
 
 func (a *API) uploadFiles(w http.ResponseWriter, r *http.Request) error {
-	q, err := query(r, "path", "overwrite", "source_is_dir")
+	q, err := query(r, "path", "overwrite", "source_is_dir", "layout")
 	if err != nil {
 		return err
+	}
+	layout := q["layout"]
+	if layout != "" && layout != "docker" && layout != "boxlite" {
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "query parameter layout=%q: want docker or boxlite", truncate(layout))
 	}
 	_, given := q["source_is_dir"]
 	isDir, err := boolParam(q, "source_is_dir", true)
@@ -65,6 +69,14 @@ func (a *API) uploadFiles(w http.ResponseWriter, r *http.Request) error {
 		body, isDir = f, !oneFile
 	}
 	opts := boxlite.CopyOptions{NoOverwrite: !overwrite, ArchiveOneFile: !isDir, MaxBytes: a.lim.TransferBytes, MaxEntries: boxlite.DefaultCopyOutMaxEntries}
+	if layout != "" && isDir {
+		// boxlite's: the archive is one directory, placed by the layout's
+		// rules (docker: it becomes a path that does not exist yet).
+		opts.ArchiveOneDir, opts.Layout = true, boxlite.LayoutBoxLite
+		if layout == "docker" {
+			opts.Layout = boxlite.LayoutDocker
+		}
+	}
 	if err := b.CopyInArchive(r.Context(), bufio.NewReaderSize(body, 64<<10), dst, opts); err != nil {
 		return err
 	}

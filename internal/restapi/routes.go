@@ -111,14 +111,17 @@ func routeTable() []route {
 
 		{method: "PUT", path: "/boxes/{box_id}/files", id: "uploadFiles", summary: "Extract a tar archive at a path in the box", tag: "Files",
 			query: []param{{"path", "string", "Destination directory in the box", true}, {"overwrite", "boolean", "Replace existing files (default true)", false},
-				{"source_is_dir", "boolean", "true (default): extract the archive into path; false: the archive holds one file, written as path (or into it, if a directory)", false}},
+				{"source_is_dir", "boolean", "true (default): extract the archive into path; false: the archive holds one file, written as path (or into it, if a directory)", false},
+				{"layout", "string", "boxlite's: the archive is one directory, placed as a local copy places it: docker (it becomes path when path does not exist, else goes inside) or boxlite (always inside path)", false}},
 			bodyRaw: "application/x-tar", status: 204, errors: []int{400, 401, 404, 409, 413}, stream: true, handle: (*API).uploadFiles},
 		{method: "GET", path: "/boxes/{box_id}/files", id: "downloadFiles", summary: "A tar archive of a path in the box", tag: "Files",
 			query:  []param{{"path", "string", "Source path in the box", true}, {"follow_symlinks", "boolean", "Follow a symlink named as the source", false}},
 			status: 200, respRaw: "application/x-tar", errors: []int{400, 401, 404, 409, 413}, stream: true, handle: (*API).downloadFiles},
 
-		{method: "POST", path: "/boxes/{box_id}/network/tunnel", id: "prepareTunnel", summary: "Not provided yet (501)", tag: "Network",
-			query: []param{{"port", "integer", "Port in the box", true}}, status: 200, errors: []int{401, 501}, handle: notServedRoute("tunnels over REST (local boxes have them; BoxLite's proxy CONNECT wire is not carried yet)")},
+		{method: "POST", path: "/boxes/{box_id}/network/tunnel", id: "prepareTunnel", summary: "A descriptor for a tunnel to a port in the box: CONNECT to its uri's authority (the userinfo is the tunnel's token)", tag: "Network",
+			query: []param{{"port", "integer", "Port in the box", true}}, status: 200, resp: typ[wire.TunnelDescriptor](), errors: []int{400, 401, 404, 429, 501}, handle: (*API).prepareTunnel},
+		{method: "DELETE", path: "/boxes/{box_id}/network/tunnel", id: "revokeTunnel", summary: "Withdraw the descriptors of a port (open connections go on)", tag: "Network",
+			query: []param{{"port", "integer", "Port in the box", true}}, status: 204, errors: []int{400, 401, 404}, handle: (*API).revokeTunnel},
 
 		{method: "GET", path: "/metrics", id: "getRuntimeMetrics", summary: "The runtime's counters", tag: "Metrics",
 			status: 200, resp: typ[wire.RuntimeMetrics](), errors: []int{401}, handle: (*API).runtimeMetrics},

@@ -2,6 +2,7 @@ package restapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"reflect"
 	"sort"
@@ -195,14 +196,19 @@ func applyKeywords(s map[string]any, tag string) {
 	if alts, ok := s["anyOf"].([]any); ok {
 		target = alts[0].(map[string]any)
 	}
-	isString := target["type"] == "string"
+	bound := map[string]map[string]string{ // the keyword of a min or max, by the value's type
+		"string": {"min": "minLength", "max": "maxLength"},
+		"array":  {"min": "minItems", "max": "maxItems"},
+	}[fmt.Sprint(target["type"])]
+	if bound == nil {
+		bound = map[string]string{"min": "minimum", "max": "maximum"}
+	}
 	for _, kv := range strings.Split(tag, ",") {
 		k, v, _ := strings.Cut(kv, "=")
 		switch k {
 		case "min", "max":
 			n, _ := strconv.Atoi(v)
-			key := map[bool]map[string]string{true: {"min": "minLength", "max": "maxLength"}, false: {"min": "minimum", "max": "maximum"}}[isString][k]
-			target[key] = n
+			target[bound[k]] = n
 		case "pattern":
 			target["pattern"] = v
 		case "format":

@@ -27,10 +27,10 @@ const transferTimeout = time.Hour
 
 // CopyIn copies the host file or directory hostSrc into the box through
 // PUT /boxes/{id}/files, as a tar archive made here: a file is placed as
-// boxDst (or into it, if a directory), a directory lands in boxDst under
-// its own name (boxDst made if missing: the API extracts into a path, so
-// unlike the local runtime a directory is not renamed to a boxDst that
-// does not exist), a directory's contents (ContentsOnly, "/.") into boxDst.
+// boxDst (or into it, if a directory), a directory by opts.Layout as the
+// local runtime places it (LayoutDocker through boxlite serve's layout
+// parameter; LayoutBoxLite: in boxDst under its own name, boxDst made if
+// missing), a directory's contents (ContentsOnly, "/.") into boxDst.
 func (b *Box) CopyIn(ctx context.Context, hostSrc, boxDst string, opts boxlite.CopyOptions) error {
 	what := fmt.Sprintf("copy in %s -> %s", hostSrc, boxDst)
 	if hostSrc == "" || boxDst == "" {
@@ -49,6 +49,9 @@ func (b *Box) CopyIn(ctx context.Context, hostSrc, boxDst string, opts boxlite.C
 	defer pr.Close()
 	q := url.Values{"path": {boxPath(boxDst)}, "overwrite": {strconv.FormatBool(!opts.NoOverwrite)},
 		"source_is_dir": {strconv.FormatBool(isDir)}}
+	if isDir && base != "" && opts.Layout == boxlite.LayoutDocker {
+		q.Set("layout", "docker") // boxlite serve's: the directory becomes boxDst when that does not exist
+	}
 	ctx, cancel := context.WithTimeout(ctx, transferTimeout)
 	defer cancel()
 	resp, err := b.c.send(ctx, request{method: "PUT", path: b.path("/files"), query: q, body: pr, ctype: "application/x-tar"})

@@ -56,6 +56,17 @@ func createRequest(o abi.BoxOptions) (wire.CreateBoxRequest, error) {
 	}
 	req := wire.CreateBoxRequest{Name: o.Name, Image: o.Image, CPUs: o.CPUs, MemoryMiB: o.MemoryMiB, DiskSizeGB: o.DiskSizeGB,
 		WorkingDir: o.WorkingDir, Env: o.Env, Entrypoint: o.Entrypoint, Cmd: o.Cmd, User: o.User}
+	if a := o.Advanced; a != nil {
+		if a.Security != nil || a.HealthCheck != nil {
+			return wire.CreateBoxRequest{}, unsupported("security options and health checks (BoxLite's REST create carries capabilities only)")
+		}
+		if c := a.Capabilities; c != nil {
+			req.Advanced = &wire.AdvancedOptions{Capabilities: &wire.Capabilities{Add: c.Add, Drop: c.Drop}}
+		}
+	}
+	for _, s := range o.Secrets {
+		req.Secrets = append(req.Secrets, wire.SecretSpec{Name: s.Name, Value: s.Value, Hosts: s.Hosts, Placeholder: s.Placeholder})
+	}
 	if n := o.Network; n != nil {
 		mode := n.Mode
 		if mode == "" {
@@ -172,6 +183,11 @@ func boxInfo(b wire.Box) boxlite.BoxInfo {
 	}
 	if t, err := time.Parse(time.RFC3339Nano, b.CreatedAt); err == nil {
 		info.CreatedAt = t
+	}
+	if b.StartedAt != nil {
+		if t, err := time.Parse(time.RFC3339Nano, *b.StartedAt); err == nil {
+			info.Runtime = &boxlite.BoxRuntimeInfo{StartedAt: t, LastActivityAt: t}
+		}
 	}
 	return info
 }

@@ -221,3 +221,19 @@ func (k *keyring) AuthenticateKey(token string) (string, error) {
 	}
 	return name, nil
 }
+
+// HasKey says whether a key of that name is in the key file now (a tunnel
+// made with a key that was removed since carries nothing more).
+func (k *keyring) HasKey(name string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.reload() != nil {
+		return false
+	}
+	for _, key := range k.keys {
+		if key.Name == name {
+			return true
+		}
+	}
+	return false
+}

@@ -42,6 +42,13 @@ type Config struct {
 	ReadHeaderTimout time.Duration // default 10s
 	// E2BTemplates maps E2B template ids to images (nil: e2b.DefaultTemplates).
 	E2BTemplates map[string]string
+	// TunnelListen is where BoxLite's tunnel CONNECTs are served (TLS as
+	// the API); default: a free port on Listen's host.
+	TunnelListen string
+	// TunnelURL, when set, is the base of the descriptors' URIs
+	// (http(s)://HOST[:PORT] of a proxy in front of TunnelListen); default:
+	// the host the client reached the API by, TunnelListen's port.
+	TunnelURL string
 }
 
 // Server serves the APIs over a runtime.
@@ -53,6 +60,7 @@ type Server struct {
 	keys    *keyring
 	srv     *http.Server
 	ln      net.Listener
+	tunnels *tunnelServer
 	metrics *promMetrics
 	log     *slog.Logger
 }
@@ -134,6 +142,8 @@ func New(cfg Config, rt *boxlite.Runtime) (*Server, error) {
 		e2bAPI.Close()
 		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
+	ln = newLingerListener(ln)
+	var tlsCfg *tls.Config
 	if tlsOn {
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
 		if err != nil {
@@ -142,9 +152,16 @@ func New(cfg Config, rt *boxlite.Runtime) (*Server, error) {
 			e2bAPI.Close()
 			return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "TLS key pair: %v", err)
 		}
-		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		ln = tls.NewListener(ln, tlsCfg)
 	}
 	s.ln = ln
+	if s.tunnels, err = listenTunnels(cfg.TunnelListen, cfg.Listen, cfg.TunnelURL, tlsCfg, api); err != nil {
+		ln.Close()
+		api.Close()
+		e2bAPI.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -157,6 +174,10 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 func (s *Server) Serve(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- s.srv.Serve(s.ln) }()
+	tctx, stopTunnels := context.WithCancel(context.Background())
+	defer stopTunnels()
+	go s.tunnels.serve(tctx)
+	defer s.tunnels.close()
 	select {
 	case err := <-errc:
 		s.api.Close()

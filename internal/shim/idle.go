@@ -32,7 +32,7 @@ func (s *shim) idleLocked() bool {
 		return false
 	}
 	for _, r := range s.routes {
-		if !r.detachable {
+		if !r.detachable && !r.c.internal {
 			return false
 		}
 	}

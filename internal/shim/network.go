@@ -100,7 +100,8 @@ func (s *shim) startNetwork(vm *hv.Config) error {
 
 // startPodNetwork gives the VM a NIC on a tap in the network namespace
 // ns (internal/podnet), with the namespace's interface's MAC and
-// addresses; no network stack runs.
+// addresses (IPv4 and IPv6), and a further NIC for each further interface
+// there; no network stack runs.
 func (s *shim) startPodNetwork(vm *hv.Config, ns string) error {
 	l, err := podnet.Attach(ns)
 	if err != nil {
@@ -108,7 +109,27 @@ func (s *shim) startPodNetwork(vm *hv.Config, ns string) error {
 	}
 	s.podTap = l.Tap // QEMU gets its own copy; closed with the shim
 	vm.NIC = &hv.NIC{MAC: l.MAC, Tap: l.Tap}
-	vm.Cmdline = strings.TrimSpace(vm.Cmdline + " " + protocol.NetWord(fmt.Sprintf("%s,%s,%d", l.Addr, l.Gateway, l.MTU)))
+	word := fmt.Sprintf("%s,%s,%d", l.Addr, l.Gateway, l.MTU)
+	for _, a := range l.Addrs6 {
+		word += ",v6=" + a.String()
+	}
+	if l.Gateway6.IsValid() {
+		word += ",gw6=" + l.Gateway6.String()
+	}
+	if len(l.Extra) > 0 {
+		word += ",mac=" + l.MAC
+	}
+	vm.Cmdline = strings.TrimSpace(vm.Cmdline + " " + protocol.NetWord(word))
+	// A second network's interfaces: further NICs, no gateway.
+	for i, x := range l.Extra {
+		s.podTaps = append(s.podTaps, x.Tap)
+		vm.ExtraNICs = append(vm.ExtraNICs, hv.NIC{MAC: x.MAC, Tap: x.Tap})
+		w := fmt.Sprintf("%s,none,%d,mac=%s", x.Addr, x.MTU, x.MAC)
+		for _, a := range x.Addrs6 {
+			w += ",v6=" + a.String()
+		}
+		vm.Cmdline += " " + protocol.ExtraNetWord(i+1, w)
+	}
 	s.netInfo = &protocol.NetworkInfo{GuestIP: l.Addr.Addr().String(), GatewayIP: l.Gateway.String()}
 	return nil
 }
@@ -399,7 +420,11 @@ func (s *shim) stopNetwork() {
 func (s *shim) currentInfo() protocol.Info {
 	s.mu.Lock()
 	info := s.info // its network changes with updateNetwork
+	h := s.health
 	s.mu.Unlock()
+	if h != nil {
+		info.Health = h.status()
+	}
 	info.Metrics = s.metrics()
 	if info.Network != nil {
 		n := *info.Network

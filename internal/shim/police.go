@@ -19,7 +19,7 @@ const maxStrayFrames = 4096
 
 // flow is the shim's account of one stream's flow control.
 type flow struct {
-	kind    protocol.Type // the request that opened the stream: TExec, TCopyIn, TCopyOut, TTunnel, TWatch, TReleaseRoot, TRootUsage
+	kind    protocol.Type // the request that opened the stream: TExec, TCopyIn, TCopyOut, TTunnel, TWatch, TReleaseRoot, TRootUsage, TRootCgroup, TRootOOM
 	unread  [3]int        // bytes of fd 1 and 2 the agent sent that the client has not credited
 	stdin   int           // bytes of stdin the client sent that the agent has not credited
 	started bool
@@ -28,12 +28,14 @@ type flow struct {
 	// lane is the slots a copy asked for; laneHeld the chunks announced
 	// on it that the receiver has not freed.
 	lane, laneHeld int
+	laneAsked      bool      // an exec's TLaneAsk came
 	m              *counters // the box's, for execs that fail to start and bytes of execs
 }
 
 // fromAgent checks an agent frame for the stream fl accounts for.
 func (fl *flow) fromAgent(f protocol.Frame) error {
-	if fl.kind == protocol.TCopyIn || fl.kind == protocol.TCopyOut || fl.kind == protocol.TWatch || fl.kind == protocol.TReleaseRoot || fl.kind == protocol.TRootUsage {
+	if fl.kind == protocol.TCopyIn || fl.kind == protocol.TCopyOut || fl.kind == protocol.TWatch || fl.kind == protocol.TReleaseRoot || fl.kind == protocol.TRootUsage ||
+		fl.kind == protocol.TRootCgroup || fl.kind == protocol.TRootOOM {
 		return fl.fromCopyAgent(f)
 	}
 	if fl.kind == protocol.TTunnel {
@@ -55,6 +57,20 @@ func (fl *flow) fromAgent(f protocol.Frame) error {
 			return errdefs.Errorf(errdefs.ErrLimit, "%s overruns its window: %d bytes unacknowledged, window %d", f.Type, fl.unread[fd], protocol.InitialWindow)
 		}
 		fl.m.outputBytes(len(f.Payload))
+	case protocol.TLaneAsk:
+		if fl.laneAsked {
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "second lane-ask frame")
+		}
+		fl.laneAsked = true
+	case protocol.TLane: // an exec's stdout through the lane (the client checks the chunk)
+		var ch protocol.LaneChunk
+		if err := protocol.Decode(f, &ch); err != nil {
+			return err
+		}
+		if fl.laneHeld++; fl.laneHeld > fl.lane {
+			return errdefs.Errorf(errdefs.ErrLimit, "exec lane chunk overruns its window: %d chunks held, %d slots granted", fl.laneHeld, fl.lane)
+		}
+		fl.m.outputBytes(min(max(ch.Len, 0), protocol.LaneSlot))
 	case protocol.TCredit:
 		return fl.stdinCredit(f, "credit")
 	case protocol.TExit:
@@ -80,15 +96,16 @@ func (fl *flow) fromAgent(f protocol.Frame) error {
 // the client's data (TStdin) and credits it like an exec's stdin; a copy
 // out sends its data as TStdout within the same window as an exec's output.
 // Either ends with TCopyDone or TError, and has no other frames. A watch's
-// events are a copy out's data. A root's release has only its end; a
-// root's usage one small data frame before it.
+// events are a copy out's data, and so are a root's OOM watch's. A root's
+// release and its cgroup's limits have only their end; a root's usage
+// one small data frame before it.
 func (fl *flow) fromCopyAgent(f protocol.Frame) error {
 	switch {
 	case f.Type == protocol.TStdout && fl.kind == protocol.TRootUsage:
 		if fl.unread[1] += len(f.Payload); fl.unread[1] > protocol.MaxRootUsageFrame {
 			return errdefs.Errorf(errdefs.ErrLimit, "root usage answer of %d bytes, limit %d", fl.unread[1], protocol.MaxRootUsageFrame)
 		}
-	case f.Type == protocol.TStdout && (fl.kind == protocol.TCopyOut || fl.kind == protocol.TWatch):
+	case f.Type == protocol.TStdout && (fl.kind == protocol.TCopyOut || fl.kind == protocol.TWatch || fl.kind == protocol.TRootOOM):
 		if fl.lane > 0 {
 			return errdefs.Errorf(errdefs.ErrInvalidArgument, "copy-out data frame on a copy that takes the lane")
 		}
@@ -186,6 +203,11 @@ func (fl *flow) fromClient(f protocol.Frame) {
 		}
 		if protocol.Decode(f, &req) == nil {
 			fl.lane = max(req.Lane, 0)
+		}
+	case protocol.TLaneGrant:
+		var g protocol.LaneGrant
+		if protocol.Decode(f, &g) == nil {
+			fl.lane = min(max(g.Slots, 0), protocol.MaxLaneSlots)
 		}
 	case protocol.TLane:
 		fl.laneHeld++

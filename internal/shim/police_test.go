@@ -138,6 +138,39 @@ func TestLaneObeysItsSlots(t *testing.T) {
 	}
 }
 
+// TestExecLaneObeysItsGrant: an exec asks for the lane once, and its
+// stdout's lane chunks are held to the slots the client granted.
+func TestExecLaneObeysItsGrant(t *testing.T) {
+	s := &shim{}
+	e := s.newFlow(protocol.TExec)
+	chunk := frame(t, protocol.TLane, protocol.LaneChunk{Off: 0, Len: 10})
+	if err := e.fromAgent(chunk); err == nil {
+		t.Fatal("a lane chunk before any grant was accepted")
+	}
+	e = s.newFlow(protocol.TExec)
+	ask := protocol.Frame{Type: protocol.TLaneAsk, Stream: 1}
+	if err := e.fromAgent(ask); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.fromAgent(ask); err == nil {
+		t.Fatal("a second lane-ask was accepted")
+	}
+	e.fromClient(frame(t, protocol.TLaneGrant, protocol.LaneGrant{Slots: 1}))
+	if err := e.fromAgent(chunk); err != nil {
+		t.Fatal(err)
+	}
+	e.fromClient(frame(t, protocol.TLaneFree, protocol.LaneFree{Slots: 1}))
+	if err := e.fromAgent(chunk); err != nil {
+		t.Fatalf("after a free: %v", err)
+	}
+	if err := e.fromAgent(chunk); err == nil || !strings.Contains(err.Error(), "exec lane chunk overruns") {
+		t.Fatalf("a second chunk in one slot: %v", err)
+	}
+	if got := s.counters.output.Load(); got != 20 {
+		t.Errorf("output counted %d bytes, want 20", got)
+	}
+}
+
 // TestTunnelStreamsObeyTheRules: a tunnel's data comes after its started
 // frame, within the window and before its eof; credit covers only what the
 // client sent; an exec's frames are not a tunnel's.
@@ -239,5 +272,28 @@ func TestRootUsageStreamsAreSmall(t *testing.T) {
 	}
 	if err := fl.fromAgent(frame(t, protocol.TCopyDone, protocol.CopyDone{})); err != nil {
 		t.Error(err)
+	}
+}
+
+// A root's cgroup limits answer only their end; its OOM watch sends data
+// within the window, as a watch does.
+func TestRootCgroupStreams(t *testing.T) {
+	data := protocol.Frame{Type: protocol.TStdout, Stream: 1, Payload: make([]byte, protocol.RootOOMRecord)}
+	if err := (&flow{kind: protocol.TRootCgroup}).fromAgent(data); err == nil {
+		t.Error("root cgroup accepted a data frame")
+	}
+	if err := (&flow{kind: protocol.TRootCgroup}).fromAgent(frame(t, protocol.TCopyDone, protocol.CopyDone{})); err != nil {
+		t.Error(err)
+	}
+	fl := &flow{kind: protocol.TRootOOM}
+	if err := fl.fromAgent(data); err != nil {
+		t.Fatal(err)
+	}
+	over := protocol.Frame{Type: protocol.TStdout, Stream: 1, Payload: make([]byte, protocol.InitialWindow)}
+	if err := fl.fromAgent(over); err == nil || !strings.Contains(err.Error(), "window") {
+		t.Fatalf("an OOM watch past its window: %v", err)
+	}
+	if err := (&flow{kind: protocol.TRootOOM}).fromAgent(frame(t, protocol.TStarted, protocol.Started{})); err == nil {
+		t.Error("root OOM watch accepted started")
 	}
 }

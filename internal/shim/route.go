@@ -34,7 +34,9 @@ func (s *shim) serveAgent() {
 		r, ok := s.routes[f.Stream]
 		if ok {
 			err = r.flow.fromAgent(f)
-			s.touch()
+			if !r.c.internal {
+				s.touch()
+			}
 		}
 		if ok && err == nil && f.Type.Last() {
 			delete(s.routes, f.Stream)
@@ -154,7 +156,8 @@ func (s *shim) serveClient(c *client) {
 		}
 		s.mu.Lock()
 		global, ok := c.streams[f.Stream]
-		if f.Type == protocol.TExec || f.Type == protocol.TAttach || f.Type == protocol.TCopyIn || f.Type == protocol.TCopyOut || f.Type == protocol.TTunnel || f.Type == protocol.TWatch || f.Type == protocol.TReleaseRoot || f.Type == protocol.TRootUsage {
+		if f.Type == protocol.TExec || f.Type == protocol.TAttach || f.Type == protocol.TCopyIn || f.Type == protocol.TCopyOut || f.Type == protocol.TTunnel || f.Type == protocol.TWatch || f.Type == protocol.TReleaseRoot || f.Type == protocol.TRootUsage ||
+			f.Type == protocol.TRootCgroup || f.Type == protocol.TRootOOM {
 			if s.pausing { // no new stream into a VM being saved: its stream would end with the save
 				s.mu.Unlock()
 				s.counters.refused(f.Type)
@@ -170,12 +173,18 @@ func (s *shim) serveClient(c *client) {
 			global, ok = s.next, true
 			s.next++
 			c.streams[f.Stream] = global
-			s.routes[global] = route{c: c, local: f.Stream, flow: s.newFlow(f.Type)}
+			fl := s.newFlow(f.Type)
+			if c.internal {
+				fl = &flow{kind: f.Type, m: &counters{}}
+			}
+			s.routes[global] = route{c: c, local: f.Stream, flow: fl}
 		}
 		if ok {
 			if r, open := s.routes[global]; open {
 				r.flow.fromClient(f)
-				s.noteClientFrame(f, global, r)
+				if !c.internal {
+					s.noteClientFrame(f, global, r)
+				}
 			}
 		}
 		if ok && f.Type == protocol.TCancel { // the agent sends nothing more on it
@@ -212,6 +221,9 @@ type client struct {
 	w       *protocol.Writer
 	streams map[uint32]uint32 // client stream id -> agent stream id; guarded by shim.mu
 	held    bool              // the client holds the box awake (THold); guarded by shim.mu
+	// internal: the shim's own client (the health check, health.go): its
+	// streams are no activity and not in the box's metrics.
+	internal bool
 
 	mu     sync.Mutex
 	cond   *sync.Cond

@@ -70,6 +70,7 @@ func Run(cfg shimapi.Config, ready io.WriteCloser, parent io.Reader) error {
 	s.startCPUSamples()
 	go s.accept()
 	go s.watchIdle()
+	s.startHealth()
 	<-s.vm.Done()
 	s.teardown()
 	s.mu.Lock()
@@ -153,14 +154,16 @@ type shim struct {
 	w           *protocol.Writer
 	ln          net.Listener
 	info        protocol.Info
-	net         *netProc // the box's network stack (network.go); nil without one
-	podTap      *os.File // the NIC's tap in a pod's network namespace (network.go)
+	net         *netProc   // the box's network stack (network.go); nil without one
+	podTap      *os.File   // the NIC's tap in a pod's network namespace (network.go)
+	podTaps     []*os.File // the further NICs' taps there
 	netInfo     *protocol.NetworkInfo
 	netWarnings []string    // what the network stack's jail could not give
 	trustCA     string      // the box's secrets CA (PEM) that the agent installs; "" without secrets
 	fsDaemons   []*fsDaemon // virtiofsd of the volumes (volumes.go)
 	fsWarnings  []string    // what the file daemons' jails could not give
 	counters    counters    // the box's metrics (metrics.go)
+	health      *health     // the box's health check (health.go); nil without; set under mu
 
 	mu       sync.Mutex
 	routes   map[uint32]route // agent stream id -> client stream
@@ -225,7 +228,9 @@ func (s *shim) vmConfig() (hv.Config, string, error) {
 		return hv.Config{}, "", err
 	}
 	vm.Disks = append(vm.Disks, hv.Disk{Path: s.lane, Serial: protocol.LaneSerial})
-	vm.Jail = &hv.Jail{Cgroup: shimapi.CgroupPrefix(c.BoxID)}
+	if !c.NoJail {
+		vm.Jail = &hv.Jail{Cgroup: shimapi.CgroupPrefix(c.BoxID)}
+	}
 	return vm, reason, nil
 }
 
@@ -257,7 +262,7 @@ func (s *shim) makeLane() error {
 // any home gets it) until the shim exits. A non-root
 // caller's VMM keeps the caller's uid, inside a user namespace.
 func (s *shim) jailUID(j *hv.Jail) error {
-	if os.Geteuid() != 0 {
+	if j == nil || os.Geteuid() != 0 {
 		return nil
 	}
 	uid, release, err := jail.AllocUID(jail.HostUIDDir, jail.UIDRangeLo, jail.UIDRangeHi)
@@ -345,8 +350,15 @@ func (s *shim) boot() error {
 	if h.Layers > 0 && !h.Has(protocol.FeatureSandbox) {
 		s.info.Warnings = append(s.info.Warnings, "guest: the agent runs box processes without its sandbox (an older agent): they can reach the agent's channel")
 	}
-	for _, l := range s.vm.Confinement().Missing() {
-		s.info.Warnings = append(s.info.Warnings, fmt.Sprintf("vmm confinement: no %s (%s)", l.Name, l.Note))
+	if s.cfg.NoJail {
+		s.info.Warnings = append(s.info.Warnings, "vmm confinement: off (security jailer_enabled=false): the VMM runs as a plain child of the shim")
+	} else {
+		for _, l := range s.vm.Confinement().Missing() {
+			s.info.Warnings = append(s.info.Warnings, fmt.Sprintf("vmm confinement: no %s (%s)", l.Name, l.Note))
+		}
+	}
+	if p := s.cfg.Sandbox; p != nil && p.NoSeccomp {
+		s.info.Warnings = append(s.info.Warnings, "guest: box processes run without the box's seccomp filter (security seccomp_enabled=false)")
 	}
 	s.info.Warnings = append(s.info.Warnings, s.fsWarnings...)
 	s.info.Warnings = append(s.info.Warnings, s.netWarnings...)

@@ -148,6 +148,12 @@ func (s *shim) identify(vm *hv.VM, r *protocol.Reader, h protocol.Hello, start t
 		}
 		id.TrustCA = s.trustCA
 	}
+	if p := s.cfg.Sandbox; p != nil {
+		if !h.Has(protocol.FeatureSandboxPolicy) {
+			return fmt.Errorf("capabilities/seccomp: the guest agent cannot change its sandbox (no %q feature)", protocol.FeatureSandboxPolicy)
+		}
+		id.Sandbox = p
+	}
 	f, err := protocol.Encode(protocol.TIdentity, 0, id)
 	if err == nil {
 		err = s.sendAgent(f)

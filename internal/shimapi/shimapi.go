@@ -73,6 +73,14 @@ type Config struct {
 	// Secrets: the box has secrets (SecretsFile in Dir); the shim hands
 	// them to the network stack and the CA's certificate to the agent.
 	Secrets bool `json:"secrets,omitempty"`
+	// Sandbox: how the guest walls off the box's processes, sent to the
+	// agent in its identity; nil: the default (protocol.SandboxPolicy).
+	Sandbox *protocol.SandboxPolicy `json:"sandbox,omitempty"`
+	// NoJail: QEMU runs as a plain child, not in the host jail (BoxLite's
+	// SecurityOptions.jailer_enabled=false).
+	NoJail bool `json:"no_jail,omitempty"`
+	// HealthCheck: the shim checks the box's health this way (health.go).
+	HealthCheck *protocol.HealthCheck `json:"health_check,omitempty"`
 	// Netstack is the network stack's binary (cmd/boxlite-net), required
 	// with Network.
 	Netstack string `json:"netstack,omitempty"`

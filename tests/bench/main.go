@@ -4,8 +4,9 @@
 //   - cold start to first exec result vs. bare QEMU booting Debian's stock
 //     kernel (the bzImage) with the same initramfs and disks to the agent's
 //     hello, and bare boots of the box's own kernel, plain and jailed;
-//   - exec round trip of `true` (p50/p99) vs. the agent's in-guest spawn;
-//   - stdout throughput into the host vs. the same bytes through a pipe in the guest;
+//   - exec round trip of `true` (p50/p90) vs. a spawn of true in the guest,
+//     and stdout throughput into the host (p50/p90 of rounds) vs. the same
+//     bytes through a pipe in the guest (exec.go; `bench -exec` alone);
 //   - host RSS of an idle box (shim + QEMU, QEMU's smaps by kind), after
 //     boot and after an exec that allocated and freed 300 MiB.
 //
@@ -56,6 +57,7 @@ var modes = map[string]func() error{
 	"-tunnel":  tunnelBench,
 	"-pool":    poolBench,
 	"-idle":    func() error { return idle(defaultIdleBoxes) },
+	"-exec":    execBench,
 }
 
 // defaultIdleBoxes is -idle's count of idle boxes (-idle N sets it).
@@ -90,7 +92,7 @@ func main() {
 		case len(os.Args) == 1:
 			f = run
 		default:
-			return fmt.Errorf("usage: bench [-many N | -paused N | -idle [N] | -net | -volumes | -copy | -spin | -mem | -warm | -pool | -rest | -pause | -tunnel]")
+			return fmt.Errorf("usage: bench [-many N | -paused N | -idle [N] | -net | -volumes | -copy | -spin | -mem | -warm | -exec | -pool | -rest | -pause | -tunnel]")
 		}
 		var err error
 		if rec, err = newRecorder(mode); err != nil {
@@ -169,40 +171,10 @@ func run() error {
 	rec.add("guest clock: boot to agent start", info.GuestKernelMs, "ms", nil)
 	rec.add("guest clock: boot to agent ready", info.GuestReadyMs, "ms", nil)
 
-	// Exec round trip.
-	var rtt []time.Duration
-	for range 60 {
-		start := time.Now()
-		if _, err := box.Run(ctx, boxlite.Command{Argv: []string{"true"}}); err != nil {
-			return err
-		}
-		rtt = append(rtt, time.Since(start))
-	}
-	inGuest, err := guestSpawn(ctx, box)
-	if err != nil {
+	// Exec round trip and stdout (exec.go).
+	if err := execRows(ctx, box); err != nil {
 		return err
 	}
-	sort.Slice(rtt, func(i, j int) bool { return rtt[i] < rtt[j] })
-	rec.vs("exec of true, p50", msf(rtt[len(rtt)/2]), "ms", "spawn+wait of true in the guest", msf(inGuest), atMost(1.2))
-	rec.vs("exec of true, p99", msf(rtt[len(rtt)*99/100]), "ms", "spawn+wait of true in the guest", msf(inGuest), nil)
-
-	// Throughput.
-	// dd with 64 KiB blocks: busybox head copies so slowly under TCG that it,
-	// not the channel, would be measured.
-	const blocks, size = 3200, 3200 << 16
-	dd := fmt.Sprintf("dd if=/dev/zero bs=65536 count=%d 2>/dev/null", blocks)
-	start := time.Now()
-	res, err := box.Run(ctx, boxlite.Command{Argv: []string{"sh", "-c", dd}, OutputLimit: size})
-	if err != nil || len(res.Stdout) != size {
-		return fmt.Errorf("throughput run: %v", err)
-	}
-	host := time.Since(start)
-	ns, err := guestNs(ctx, box, dd+" | cat >/dev/null", 1)
-	if err != nil {
-		return err
-	}
-	rec.vs("stdout into the host", float64(size)/1e6/host.Seconds(), "MB/s", "a pipe to cat in the guest",
-		float64(size)/1e6/(float64(ns)/1e9), atLeast(0.5))
 
 	if err := idleMemory(ctx, box); err != nil {
 		return err
@@ -375,10 +347,10 @@ func stockKernel(assets string) (kernel, initrd string) {
 	return filepath.Join(dir, "vmlinuz"), filepath.Join(dir, "initramfs.cpio")
 }
 
-// guestSpawn times spawns of true inside the guest, per spawn.
-func guestSpawn(ctx context.Context, box *boxlite.Box) (time.Duration, error) {
-	ns, err := guestNs(ctx, box, "/bin/true", 200)
-	return time.Duration(ns / 200), err
+// guestSpawn times n spawns of true inside the guest, per spawn.
+func guestSpawn(ctx context.Context, box *boxlite.Box, n int) (time.Duration, error) {
+	ns, err := guestNs(ctx, box, "/bin/true", n)
+	return time.Duration(ns / int64(n)), err
 }
 
 // guestNs times n runs of a shell command by the guest's clock. busybox date

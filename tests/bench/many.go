@@ -14,11 +14,12 @@ import (
 
 // many starts n boxes (128 MiB each) at once in one process, while a box
 // that is already running answers an exec of `true` every 100 ms; then each
-// new box answers an exec, and all are removed. It prints the time until all
-// were up, the exec latency of the running box meanwhile (against its
-// latency when idle), and the host RSS per box.
+// new box answers an exec. Once all are up and idle it times an exec of
+// `true` in each of them in turn (against the same in the first box alone,
+// before the others started), records the host memory per box (RSS and PSS
+// of shim, QEMU and network stack) and removes them all.
 func many(n int) error {
-	ctx, rt, done, err := timedImageRuntime(10 * time.Minute)
+	ctx, rt, done, err := timedImageRuntime(max(10*time.Minute, time.Duration(n)*12*time.Second))
 	if err != nil {
 		return err
 	}
@@ -27,19 +28,24 @@ func many(n int) error {
 	if err != nil {
 		return err
 	}
-	execTrue := func() (time.Duration, error) {
+	defer probe.Remove(context.Background(), true)
+	execTrue := func(b *boxlite.Box) (time.Duration, error) {
+		ectx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
 		t0 := time.Now()
-		_, err := probe.Run(ctx, boxlite.Command{Argv: []string{"true"}})
+		_, err := b.Run(ectx, boxlite.Command{Argv: []string{"true"}})
 		return time.Since(t0), err
 	}
 	var idle []time.Duration
 	for range 20 {
-		d, err := execTrue()
+		d, err := execTrue(probe)
 		if err != nil {
 			return err
 		}
 		idle = append(idle, d)
 	}
+	time.Sleep(settle)
+	alone := boxMem([]*boxlite.Box{probe})
 
 	stop := make(chan struct{})
 	var busy []time.Duration
@@ -54,7 +60,7 @@ func many(n int) error {
 				return
 			case <-time.After(100 * time.Millisecond):
 			}
-			d, err := execTrue()
+			d, err := execTrue(probe)
 			if err != nil {
 				probeErr = err
 				return
@@ -84,8 +90,18 @@ func many(n int) error {
 	up := time.Since(start)
 	close(stop)
 	pwg.Wait()
+	defer func() {
+		var rwg sync.WaitGroup
+		for _, b := range boxes {
+			if b != nil {
+				rwg.Add(1)
+				go func() { defer rwg.Done(); b.Remove(context.Background(), true) }()
+			}
+		}
+		rwg.Wait()
+	}()
 	failed := 0
-	var rss int
+	var ok []*boxlite.Box
 	for i, b := range boxes {
 		if errs[i] != nil {
 			failed++
@@ -94,22 +110,32 @@ func many(n int) error {
 			}
 			continue
 		}
-		info := b.Info().Runtime
-		rss += rssKB(info.ShimPid) + rssKB(info.VMMPid)
-	}
-	for _, b := range boxes {
-		if b != nil {
-			b.Remove(ctx, true)
-		}
+		ok = append(ok, b)
 	}
 	if probeErr != nil {
 		return fmt.Errorf("exec into the running box while the others started: %v", probeErr)
 	}
+	// All idle: an exec of true in each box in turn, twice round.
+	time.Sleep(settle)
+	var among []time.Duration
+	for range 2 {
+		for _, b := range ok {
+			d, err := execTrue(b)
+			if err != nil {
+				return fmt.Errorf("exec among %d idle boxes: %v", len(ok), err)
+			}
+			among = append(among, d)
+		}
+	}
+	time.Sleep(settle)
+	all := boxMem(append(ok, probe))
+
 	sortD := func(d []time.Duration) {
 		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 	}
 	sortD(idle)
 	sortD(busy)
+	sortD(among)
 	p := func(d []time.Duration, q int) time.Duration {
 		if len(d) == 0 {
 			return 0
@@ -119,10 +145,62 @@ func many(n int) error {
 	what := fmt.Sprintf("%d boxes at once (128 MiB each)", n)
 	rec.add(what+": all up and answering after", msf(up), "ms", nil)
 	rec.add(what+": failed", float64(failed), "boxes", nil)
-	rec.add(what+": host RSS per box", float64(rss)/1024/float64(max(n-failed, 1)), "MiB", nil)
-	rec.vs(what+": exec of true in a running box meanwhile, p50", msf(p(busy, 50)), "ms", "idle", msf(p(idle, 50)), nil)
-	rec.vs(what+": exec of true in a running box meanwhile, p99", msf(p(busy, 99)), "ms", "idle p50", msf(p(idle, 50)), nil)
+	rec.vs(what+": exec of true in a running box meanwhile, p50", msf(p(busy, 50)), "ms", "alone", msf(p(idle, 50)), nil)
+	rec.vs(what+": exec of true in a running box meanwhile, p99", msf(p(busy, 99)), "ms", "alone p50", msf(p(idle, 50)), nil)
+	rec.add(what+": exec of true among them once idle, p50", msf(p(among, 50)), "ms", atMost(50))
+	rec.vs(what+": exec of true among them once idle, p50 against one box", msf(p(among, 50)), "ms", "one box alone", msf(p(idle, 50)), nil)
+	rec.vs(what+": exec of true among them once idle, p99", msf(p(among, 99)), "ms", "one box alone p50", msf(p(idle, 50)), nil)
+	memRows(what+": host memory per box", all, "one box alone", alone)
 	return nil
+}
+
+// procMem is the memory (MiB) of one kind of a box's processes.
+type procMem struct{ rss, pss float64 }
+
+// boxesMem is the memory per box of a set of boxes, by process, each the
+// mean over the boxes.
+type boxesMem struct{ shim, vmm, net procMem }
+
+func (m boxesMem) total() procMem {
+	return procMem{m.shim.rss + m.vmm.rss + m.net.rss, m.shim.pss + m.vmm.pss + m.net.pss}
+}
+
+// boxMem reads smaps_rollup of each box's shim, QEMU and network stack.
+// Pss splits the pages the boxes share (QEMU's binary and libraries, a
+// template's memory) among them; Rss counts them in every box.
+func boxMem(boxes []*boxlite.Box) boxesMem {
+	var m boxesMem
+	add := func(pm *procMem, pid int) {
+		pm.rss += smapsMiB(pid, "Rss:")
+		pm.pss += smapsMiB(pid, "Pss:")
+	}
+	for _, b := range boxes {
+		i := b.Info().Runtime
+		add(&m.shim, i.ShimPid)
+		add(&m.vmm, i.VMMPid)
+		add(&m.net, childNamed(i.ShimPid, "boxlite-net"))
+	}
+	n := float64(max(len(boxes), 1))
+	for _, pm := range []*procMem{&m.shim, &m.vmm, &m.net} {
+		pm.rss /= n
+		pm.pss /= n
+	}
+	return m
+}
+
+// memRows records m per process next to base (Pss per box: goal 40 MiB).
+func memRows(what string, m boxesMem, baseline string, base boxesMem) {
+	t, bt := m.total(), base.total()
+	rec.add(what+", Pss", t.pss, "MiB", atMost(40))
+	rec.vs(what+", Pss against "+baseline, t.pss, "MiB", baseline, bt.pss, nil)
+	rec.vs(what+", Rss", t.rss, "MiB", baseline, bt.rss, nil)
+	for _, x := range []struct {
+		name    string
+		pm, bpm procMem
+	}{{"shim", m.shim, base.shim}, {"QEMU", m.vmm, base.vmm}, {"network stack", m.net, base.net}} {
+		rec.vs("  "+x.name+" Pss", x.pm.pss, "MiB", baseline, x.bpm.pss, nil)
+		rec.vs("  "+x.name+" Rss", x.pm.rss, "MiB", baseline, x.bpm.rss, nil)
+	}
 }
 
 // spin measures how a box that spins its CPU affects another box: exec of

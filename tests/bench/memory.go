@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -86,8 +87,14 @@ func memoryRows(ctx context.Context, box *boxlite.Box, what string) {
 }
 
 // childNamed is the pid of pid's child whose command name is comm (0: none).
+// Each thread lists the children it forked: a Go process forks from any.
 func childNamed(pid int, comm string) int {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	lists, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	var b []byte
+	for _, l := range lists {
+		c, _ := os.ReadFile(l)
+		b = append(append(b, ' '), c...)
+	}
 	for _, c := range strings.Fields(string(b)) {
 		if name, _ := os.ReadFile("/proc/" + c + "/comm"); strings.TrimSpace(string(name)) == comm {
 			n, _ := strconv.Atoi(c)

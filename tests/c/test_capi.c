@@ -33,6 +33,22 @@ static void test_bad_input(boxlite_runtime_t *rt, boxlite_box_t *box) {
              "unknown command field");
   expect_msg(boxlite_box_create(rt, "{\"image\":\"alpine:latest\"} {\"memory_mib\":64}", &b, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT,
              "after", "trailing JSON");
+  /* Advanced options (docs/security-options.md): checked before anything boots, naming what is wrong. */
+  expect_msg(boxlite_box_create(rt, "{\"image\":\"alpine:latest\",\"advanced\":{\"capabilities\":{\"add\":[\"NET_ADMN\"]}}}", &b, &err), &err,
+             BOXLITE_ERR_INVALID_ARGUMENT, "NET_ADMN", "unknown capability");
+  expect_msg(boxlite_box_create(rt, "{\"image\":\"alpine:latest\",\"advanced\":{\"security\":{\"max_files\":5}}}", &b, &err), &err,
+             BOXLITE_ERR_INVALID_ARGUMENT, "max_files", "unknown security field");
+  expect_msg(boxlite_box_create(rt, "{\"image\":\"alpine:latest\",\"advanced\":{\"health_check\":{\"retries\":0}}}", &b, &err), &err,
+             BOXLITE_ERR_INVALID_ARGUMENT, "retries", "health check retries");
+  expect_msg(boxlite_box_create(rt, "{\"image\":\"alpine:latest\",\"advanced\":{\"security\":{\"network_enabled\":false}}}", &b, &err), &err,
+             BOXLITE_ERR_UNSUPPORTED, "network_enabled", "network_enabled=false");
+  {
+    boxlite_runtime_t *r2 = NULL;
+    expect_msg(boxlite_runtime_new("{\"image_registries\":[{\"host\":\"127.0.0.1:5000\",\"username\":\"u\"}]}", &r2, &err), &err,
+               BOXLITE_ERR_INVALID_ARGUMENT, "password", "a registry username without a password");
+    expect_msg(boxlite_runtime_new("{\"image_registries\":[{\"host\":\"127.0.0.1:5000\",\"passwd\":\"p\"}]}", &r2, &err), &err,
+               BOXLITE_ERR_INVALID_ARGUMENT, "passwd", "unknown registry field");
+  }
   expect(boxlite_box_create(rt, "{\"image\":\"127.0.0.1:9/nope:1\"}", &b, &err), &err, BOXLITE_ERR_UNREACHABLE, "missing image, no registry answering");
   /* Network options are checked before anything boots. */
   expect(boxlite_box_create(rt, "{\"image\":\"alpine:latest\",\"network\":{\"mode\":\"bridged\"}}", &b, &err), &err, BOXLITE_ERR_INVALID_ARGUMENT, "bad network mode");
@@ -476,7 +492,8 @@ int main(void) {
     expect(boxlite_box_start(box, &err), &err, BOXLITE_OK, "start of a running box");
     json = NULL;
     expect(boxlite_box_info(box, &json, &err), &err, BOXLITE_OK, "info");
-    CHECK(json && strstr(json, "\"state\":\"running\"") && strstr(json, "\"accel\"") && strstr(json, "\"guest_ip\""), "info %s", json ? json : "");
+    CHECK(json && strstr(json, "\"state\":\"running\"") && strstr(json, "\"accel\"") && strstr(json, "\"guest_ip\"") &&
+              strstr(json, "\"health_status\":{\"state\":\"none\",\"failures\":0}"), "info %s", json ? json : "");
     boxlite_string_free(json);
     test_run(box);
     test_metrics(rt, box);

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -166,7 +167,11 @@ func TestCtrShimKilled(t *testing.T) {
 	defer ctr(context.Background(), "containers", "rm", "t3") //nolint:errcheck
 	shim := 0
 	for pid, comm := range descendants() {
-		if comm == "containerd-shim" { // the kernel's 15 bytes of containerd-shim-boxlite-v2
+		// The kernel's 15 bytes of containerd-shim-boxlite-v2, started for
+		// t3 (containerd passes `-id t3`): a shim an earlier test left must
+		// not be the one killed.
+		args, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if comm == "containerd-shim" && strings.Contains(string(args), "\x00-id\x00t3\x00") {
 			shim = pid
 		}
 	}

@@ -32,7 +32,10 @@ var env struct {
 	home    string       // BOXLITE_HOME of the shims
 	guestKR string       // the guest kernel's release, from the assets
 	bridge  string       // the CNI bridge of the test's pods (cni_test.go)
+	bridge2 string       // and of their second network
+	subnet2 netip.Prefix // its addresses
 	subnet  netip.Prefix // its pods' addresses
+	subnet6 netip.Prefix // and their IPv6 ones (dual stack)
 	cmd     *exec.Cmd
 	log     *bytes.Buffer
 }
@@ -94,7 +97,8 @@ func run(m *testing.M) int {
 	if err := writeCNIConfig(); err != nil {
 		return fail("%v", err)
 	}
-	defer exec.Command("ip", "link", "del", env.bridge).Run() //nolint:errcheck
+	defer exec.Command("ip", "link", "del", env.bridge).Run()  //nolint:errcheck
+	defer exec.Command("ip", "link", "del", env.bridge2).Run() //nolint:errcheck
 	if err := startContainerd(); err != nil {
 		return fail("%v", err)
 	}
@@ -127,9 +131,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     runtime_type = "io.containerd.runc.v2"
   [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.boxlite]
     runtime_type = "io.containerd.boxlite.v2"
+    pod_annotations = ["io.boxlite.*"]
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "%[1]s/cni"
+    max_conf_num = 2
 `
 
 func startContainerd() error {

@@ -438,6 +438,7 @@ func TestCopyHostileAgent(t *testing.T) {
 	if got, _ := os.ReadFile(out); string(got) != "fine" {
 		t.Fatalf("ok copy: %q", got)
 	}
+	checkExecLaneHostile(ctx, t, b) // and execs whose stdout breaks the lane's rules
 	// A window overrun stops the box: the copy fails, and so does every
 	// later call, naming the violation. (Over the channel: a copy that
 	// takes the lane may send no data frames at all.)
@@ -470,6 +471,7 @@ var fakeCopy struct {
 	lane *os.File
 	// A lane copy's slots and those the host has freed, by stream.
 	slots, free map[uint32]int
+	execs       map[uint32]string // execs' names (execlane_test.go)
 }
 
 // fakeLane finds the lane's writable descriptor in QEMU's arguments: its
@@ -502,10 +504,12 @@ func fakeCopyFrame(w *protocol.Writer, f protocol.Frame) {
 	if fakeCopy.cond == nil {
 		fakeCopy.cond = sync.NewCond(&fakeCopy.Mutex)
 		fakeCopy.win = map[uint32]int{}
-		fakeCopy.slots, fakeCopy.free = map[uint32]int{}, map[uint32]int{}
+		fakeCopy.slots, fakeCopy.free, fakeCopy.execs = map[uint32]int{}, map[uint32]int{}, map[uint32]string{}
 	}
 	defer fakeCopy.cond.Broadcast()
 	switch f.Type {
+	case protocol.TExec, protocol.TLaneGrant:
+		fakeExecLane(w, f)
 	case protocol.TCopyOut:
 		var req protocol.CopyOut
 		protocol.Decode(f, &req)

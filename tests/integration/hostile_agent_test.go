@@ -214,7 +214,7 @@ func fakeQEMU(scenario string) {
 	if scenario == "copy" {
 		hello.Features = append(hello.Features, protocol.FeatureCopy)
 		if fakeCopy.lane = fakeLane(os.Args); fakeCopy.lane != nil {
-			hello.Features = append(hello.Features, protocol.FeatureLane)
+			hello.Features = append(hello.Features, protocol.FeatureLane, protocol.FeatureExecLane)
 		}
 	}
 	if strings.HasPrefix(scenario, "tunnel-") {

@@ -78,7 +78,8 @@ func TestMetrics(t *testing.T) {
 	}
 	stages := map[string]*float64{"total_create_duration_ms": box1.TotalCreateDurationMs, "stage_image_prepare_ms": box1.StageImagePrepareMs,
 		"stage_box_config_ms": box1.StageBoxConfigMs, "stage_boot_queue_ms": box1.StageBootQueueMs,
-		"stage_box_spawn_ms": box1.StageBoxSpawnMs, "stage_container_init_ms": box1.StageContainerInitMs}
+		"stage_box_spawn_ms": box1.StageBoxSpawnMs, "stage_container_init_ms": box1.StageContainerInitMs,
+		"stage_guest_rootfs_ms": box1.StageGuestRootfsMs, "stage_filesystem_setup_ms": box1.StageFilesystemSetupMs}
 	for name, v := range stages {
 		if v == nil || *v < 0 {
 			t.Errorf("%s: %v", name, v)

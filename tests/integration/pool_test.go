@@ -23,20 +23,7 @@ func TestWarmPool(t *testing.T) {
 	defer cancel()
 	home := t.TempDir()
 	shape := []boxlite.BoxOption{boxlite.WithMemoryMiB(128)}
-	prt, err := boxlite.NewRuntime(boxlite.WithHome(home), boxlite.WithTemplates(true), boxlite.WithWarmPool(2, "alpine:latest", shape...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prt.Close()
-	if _, err := prt.Images().Load(ctx, os.Getenv("BOXLITE_TEST_IMAGE")); err != nil {
-		t.Fatal(err)
-	}
-	if err := prt.WaitWarmPools(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if st := prt.WarmPools(); len(st) != 1 || st[0].Ready != 2 {
-		t.Fatalf("pool after the wait: %+v", st)
-	}
+	prt := filledPool(ctx, t, home, 2, shape...)
 	if l, _ := prt.List(ctx); len(l) != 0 {
 		t.Fatalf("List shows %d boxes before any Create (pool boxes are hidden)", len(l))
 	}
@@ -115,7 +102,7 @@ func TestWarmPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	sctx, scancel := context.WithTimeout(ctx, 3*time.Minute)
-	err = boxes[0].Start(sctx)
+	err := boxes[0].Start(sctx)
 	scancel()
 	if err != nil {
 		dir := boxes[0].Info().Dir
@@ -162,4 +149,25 @@ func TestWarmPool(t *testing.T) {
 		}
 		t.Fatalf("after Close the home holds boxes %v, want the 2 handed over", names)
 	}
+}
+
+// filledPool is a runtime in home (closed at the end of the test) with a
+// warm pool of n alpine boxes of shape, filled.
+func filledPool(ctx context.Context, t *testing.T, home string, n int, shape ...boxlite.BoxOption) *boxlite.Runtime {
+	t.Helper()
+	prt, err := boxlite.NewRuntime(boxlite.WithHome(home), boxlite.WithTemplates(true), boxlite.WithWarmPool(n, "alpine:latest", shape...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { prt.Close() })
+	if _, err := prt.Images().Load(ctx, os.Getenv("BOXLITE_TEST_IMAGE")); err != nil {
+		t.Fatal(err)
+	}
+	if err := prt.WaitWarmPools(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := prt.WarmPools(); len(st) != 1 || st[0].Ready != n {
+		t.Fatalf("pool after the wait: %+v, want %d ready", st, n)
+	}
+	return prt
 }

@@ -3,16 +3,9 @@ package integration
 import (
 	"bufio"
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -24,6 +17,7 @@ import (
 
 	"github.com/boxlite/boxlite"
 	"github.com/boxlite/boxlite/internal/shimapi"
+	"github.com/boxlite/boxlite/tests/internal/testpki"
 )
 
 // secretsRequest is what the box runs: the placeholder from its
@@ -46,9 +40,9 @@ print(urllib.request.urlopen(req, timeout=60, context=ctx).read().decode())
 // file, not in the VMM's memory (guest RAM included).
 func TestSecrets(t *testing.T) {
 	needPython(t)
-	caPEM, srvCert := testServerPKI(t, "host.boxlite.internal")
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	os.WriteFile(caFile, caPEM, 0o644)
+	ca := testpki.New(t)
+	srvCert := ca.Leaf(t, "host.boxlite.internal")
+	caFile := ca.WriteCA(t, t.TempDir())
 	t.Setenv("SSL_CERT_FILE", caFile) // the shim, started below, reads the host's roots from it
 
 	got := make(chan string, 16)
@@ -190,27 +184,4 @@ func scanMemory(t *testing.T, pid int, needle []byte) (int64, string) {
 		}
 	}
 	return total, ""
-}
-
-// testServerPKI is a test CA (PEM) and a server certificate from it for name.
-func testServerPKI(t *testing.T, name string) ([]byte, tls.Certificate) {
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "boxlite test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IsCA: true,
-		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }

@@ -19,15 +19,28 @@ const upstreamBoxLite = "0.10.8"
 // Boxlite.rest(BoxliteRestOptions.from_env()), SimpleBox, exec with
 // streamed output, stdin, copies in and out, list, get, stop, remove.
 func TestBoxLiteClient(t *testing.T) {
+	runBoxLitePy(t, "boxlite_client.py")
+}
+
+// TestBoxLiteTunnel drives the server's tunnels with BoxLite's own
+// client: box.network.tunnel(port), connect() and forward() through the
+// descriptor's CONNECT, revoke_tunnel, a forged token refused.
+func TestBoxLiteTunnel(t *testing.T) {
+	runBoxLitePy(t, "boxlite_tunnel.py")
+}
+
+// runBoxLitePy runs a script of this directory with BoxLite's Python
+// package against the server; it must print ALL OK.
+func runBoxLitePy(t *testing.T, script string) {
 	py := pinned.Venv(t, repo, "boxlite-"+upstreamBoxLite, "boxlite", upstreamBoxLite)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, py, filepath.Join(repo, "tests", "rest", "boxlite_client.py"))
+	cmd := exec.CommandContext(ctx, py, filepath.Join(repo, "tests", "rest", script))
 	cmd.Env = append(os.Environ(), "BOXLITE_REST_URL="+srv.url, "BOXLITE_API_KEY="+key, "WORK="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	t.Logf("%s", out)
 	if err != nil || !strings.Contains(string(out), "ALL OK") {
-		t.Fatalf("BoxLite's client against boxlite serve: %v", err)
+		t.Fatalf("%s (BoxLite's client) against boxlite serve: %v", script, err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -10,9 +11,12 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -123,6 +127,44 @@ func TestKeyLifecycle(t *testing.T) {
 	}
 }
 
+// TestTunnelOfARemovedKey: a tunnel descriptor made with a key that was
+// removed since carries nothing (its CONNECT is refused before any box is
+// reached).
+func TestTunnelOfARemovedKey(t *testing.T) {
+	out, err := boxliteCmd(nil, "serve", "key", "create", "--keys", keys, "--name", "tunnel-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := strings.TrimSpace(out)
+	if status, body := call(t, "POST", "/v1/boxes", k, strings.NewReader(`{"name":"tunnel-key-box","memory_mib":256}`), "application/json"); status != 201 {
+		t.Fatalf("create: %d %s", status, body)
+	}
+	defer call(t, "DELETE", "/v1/boxes/tunnel-key-box?force=true", key, nil, "")
+	status, body := call(t, "POST", "/v1/boxes/tunnel-key-box/network/tunnel?port=80", k, nil, "")
+	var d struct{ URI string }
+	if err := json.Unmarshal(body, &d); err != nil || status != 200 {
+		t.Fatalf("descriptor: %d %s", status, body)
+	}
+	if _, err := boxliteCmd(nil, "serve", "key", "rm", "--keys", keys, "tunnel-key"); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(d.URI)
+	conn, err := net.DialTimeout("tcp", u.Host, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "CONNECT %s@%s HTTP/1.1\r\nHost: %s@%s\r\n\r\n", u.User.Username(), u.Host, u.User.Username(), u.Host)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 403 || !strings.Contains(string(msg), "removed") {
+		t.Errorf("CONNECT with a removed key's tunnel: %d %q, want 403", resp.StatusCode, msg)
+	}
+}
+
 // TestListenPolicy: beyond loopback without TLS the server refuses to
 // start; with TLS it serves (and a key still decides).
 func TestListenPolicy(t *testing.T) {
@@ -166,6 +208,55 @@ func TestListenPolicy(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != want {
 			t.Errorf("TLS GET /v1/me (key %v): %d, want %d", tok != "", resp.StatusCode, want)
+		}
+	}
+	tlsTunnel(t, tlsSrv, c, &tls.Config{RootCAs: pool})
+}
+
+// tlsTunnel: a TLS server's tunnel descriptor is https, its CONNECT
+// listener speaks TLS with the API's certificate and refuses a revoked or
+// forged token (a box made, never started).
+func tlsTunnel(t *testing.T, s *server, c *http.Client, tlsCfg *tls.Config) {
+	do := func(method, path string, body io.Reader) *http.Response {
+		req, _ := http.NewRequest(method, s.url+path, body)
+		req.Header.Set("Authorization", "Bearer "+key)
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	resp := do("POST", "/v1/boxes", strings.NewReader(`{"image":"alpine:latest","name":"tls-tunnel","memory_mib":256}`))
+	if raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10)); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create on a TLS server: %s %s", resp.Status, raw)
+	}
+	resp.Body.Close()
+	defer func() { do("DELETE", "/v1/boxes/tls-tunnel?force=true", nil).Body.Close() }()
+	resp = do("POST", "/v1/boxes/tls-tunnel/network/tunnel?port=8000", nil)
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	var d struct{ URI string }
+	if err := json.Unmarshal(raw, &d); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST .../network/tunnel on a TLS server: %s %s", resp.Status, raw)
+	}
+	u, err := url.Parse(d.URI)
+	if err != nil || u.Scheme != "https" || u.User == nil || !strings.HasPrefix(u.User.Username(), "bxt_") {
+		t.Fatalf("descriptor of a TLS server: %q %v", d.URI, err)
+	}
+	do("DELETE", "/v1/boxes/tls-tunnel/network/tunnel?port=8000", nil).Body.Close()
+	for _, tok := range []string{u.User.Username(), "bxt_forged"} {
+		conn, err := tls.Dial("tcp", u.Host, tlsCfg)
+		if err != nil {
+			t.Fatalf("TLS to the tunnel listener: %v", err)
+		}
+		fmt.Fprintf(conn, "CONNECT %s@%s HTTP/1.1\r\nHost: %s@%s\r\n\r\n", tok, u.Host, tok, u.Host)
+		line, _ := bufio.NewReader(conn).ReadString('\n')
+		conn.Close()
+		if !strings.HasPrefix(line, "HTTP/1.1 403") {
+			t.Errorf("CONNECT with a revoked or forged token over TLS: %q, want 403", line)
 		}
 	}
 }

@@ -132,9 +132,12 @@ var listening = regexp.MustCompile(`listening on (https?://[0-9.:]+)`)
 
 // startServer starts `boxlite serve` on a free loopback port and waits
 // until it says where it listens.
-func startServer(args ...string) (*server, error) {
+func startServer(args ...string) (*server, error) { return startServerEnv(nil, args...) }
+
+// startServerEnv is startServer with more environment.
+func startServerEnv(env []string, args ...string) (*server, error) {
 	cmd := exec.Command(filepath.Join(repo, "build", "boxlite"), append([]string{"serve", "--listen", "127.0.0.1:0", "--keys", keys}, args...)...)
-	cmd.Env = append(os.Environ(), "BOXLITE_HOME="+home)
+	cmd.Env = append(append(os.Environ(), "BOXLITE_HOME="+home), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err

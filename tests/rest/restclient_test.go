@@ -1,8 +1,10 @@
 package rest
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -181,12 +183,30 @@ func TestRestClient(t *testing.T) {
 	if err := b.CopyIn(ctx, filepath.Join(work, "a.txt"), "/root/a.txt", boxlite.CopyOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.CopyIn(ctx, filepath.Join(work, "src"), "/srv", boxlite.CopyOptions{}); err != nil {
+	if err := b.CopyIn(ctx, filepath.Join(work, "src"), "/srv", boxlite.CopyOptions{Layout: boxlite.LayoutBoxLite}); err != nil {
 		t.Fatal(err)
 	}
 	res, _ = b.Run(ctx, boxlite.Command{Argv: []string{"sh", "-c", "cat /root/a.txt /srv/src/sub/b.txt; stat -c %a /root/a.txt"}})
 	if string(res.Stdout) != "alpha\nbeta\n600\n" {
 		t.Errorf("copied in: %q", res.Stdout)
+	}
+	// The layouts (docker's, the zero value, as a local box: a directory
+	// becomes a destination that does not exist; BoxLite's: always inside).
+	for _, dst := range []string{"/app-docker", "/app-docker", "/app-boxlite"} {
+		o := boxlite.CopyOptions{}
+		if dst == "/app-boxlite" {
+			o.Layout = boxlite.LayoutBoxLite
+		}
+		if err := b.CopyIn(ctx, filepath.Join(work, "src"), dst, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, _ = b.Run(ctx, boxlite.Command{Argv: []string{"sh", "-c", "cd / && find app-docker app-boxlite -name b.txt | sort"}})
+	if want := "app-boxlite/src/sub/b.txt\napp-docker/src/sub/b.txt\napp-docker/sub/b.txt\n"; string(res.Stdout) != want {
+		t.Errorf("layouts over REST: %q, want %q", res.Stdout, want)
+	}
+	if info, err := c.Get(ctx, "restclient-go"); err != nil || info.Info().Runtime == nil || time.Since(info.Info().Runtime.StartedAt) > 10*time.Minute {
+		t.Errorf("started_at of a running box: %+v %v", info.Info().Runtime, err)
 	}
 	if err := b.CopyOut(ctx, "/srv/src", filepath.Join(work, "out"), boxlite.CopyOptions{}); err != nil {
 		t.Fatal(err)
@@ -196,6 +216,28 @@ func TestRestClient(t *testing.T) {
 	}
 	if err := b.CopyOut(ctx, "/no/such", filepath.Join(work, "none"), boxlite.CopyOptions{}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("copy out of nothing: %v", err)
+	}
+
+	// A tunnel through the server's CONNECT listener: a request, the
+	// half-close, the answer to EOF; a port nothing listens on fails.
+	b.Run(ctx, boxlite.Command{Argv: []string{"sh", "-c", "mkdir -p /w && echo go-tunnel > /w/index.html && (httpd -f -p 127.0.0.1:8000 -h /w </dev/null >/dev/null 2>&1 &)"}})
+	var page []byte
+	for i := 0; i < 50 && !bytes.HasSuffix(page, []byte("go-tunnel\n")); i++ {
+		tc, err := b.DialTunnel(ctx, 8000)
+		if err != nil {
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		tc.Write([]byte("GET /index.html HTTP/1.0\r\n\r\n"))
+		tc.CloseWrite()
+		page, _ = io.ReadAll(tc)
+		tc.Close()
+	}
+	if !bytes.HasSuffix(page, []byte("go-tunnel\n")) {
+		t.Errorf("tunnel: %q", page)
+	}
+	if _, err := b.DialTunnel(ctx, 8001); !errors.Is(err, errdefs.ErrUnreachable) {
+		t.Errorf("tunnel to a closed port: %v, want unreachable", err)
 	}
 
 	// A shell session: state kept, a timed-out command interrupted through
@@ -306,6 +348,13 @@ func TestRestClientDisks(t *testing.T) {
 // TestRestClientPausedReader: a caller that stops reading for longer than
 // the server's send timeout (30 s) makes the server drop the attach; the
 // client makes it again when the caller reads, and nothing is lost.
+//
+// The second exec is silent until after the server's first ping: the ping
+// then sits in the client's socket before the output, and the client's
+// answer to it reaches a server that has dropped the attach meanwhile. A
+// closed socket answers that with a reset, which makes the client's kernel
+// throw away the output it still holds; the server's lingering close (it
+// reads until the client closes) keeps it.
 func TestRestClientPausedReader(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -316,22 +365,24 @@ func TestRestClientPausedReader(t *testing.T) {
 	}
 	defer b.Remove(context.Background(), true)
 	// 16 MiB of numbered lines: more than every window on the way.
-	e, err := b.Exec(ctx, boxlite.Command{Argv: []string{"sh", "-c", "seq 1 2000000"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(45 * time.Second) // past the server's send timeout, with nothing read
-	res, err := e.Collect(ctx)
-	if err != nil || res.Code != 0 {
-		t.Fatalf("collect: %v %+v", err, res.ExitStatus)
-	}
-	lines := strings.Split(strings.TrimSuffix(string(res.Stdout), "\n"), "\n")
-	if len(lines) != 2000000 || lines[0] != "1" || lines[len(lines)-1] != "2000000" {
-		t.Fatalf("%d lines, first %q, last %q", len(lines), lines[0], lines[len(lines)-1])
-	}
-	for i, l := range lines {
-		if l != strconv.Itoa(i+1) {
-			t.Fatalf("line %d is %q", i+1, l)
+	for _, script := range []string{"seq 1 2000000", "sleep 7; seq 1 2000000"} {
+		e, err := b.Exec(ctx, boxlite.Command{Argv: []string{"sh", "-c", script}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(45 * time.Second) // past the server's send timeout, with nothing read
+		res, err := e.Collect(ctx)
+		if err != nil || res.Code != 0 {
+			t.Fatalf("%s: collect: %v %+v", script, err, res.ExitStatus)
+		}
+		lines := strings.Split(strings.TrimSuffix(string(res.Stdout), "\n"), "\n")
+		if len(lines) != 2000000 || lines[0] != "1" || lines[len(lines)-1] != "2000000" {
+			t.Fatalf("%s: %d lines, first %q, last %q", script, len(lines), lines[0], lines[len(lines)-1])
+		}
+		for i, l := range lines {
+			if l != strconv.Itoa(i+1) {
+				t.Fatalf("%s: line %d is %q", script, i+1, l)
+			}
 		}
 	}
 }

@@ -43,6 +43,14 @@ module.exports = Object.freeze({
   MAX_SECRETS: 32,
   /** the longest value a secret may have */
   MAX_SECRET_VALUE_BYTES: 16384,
+  /** between a box's health checks */
+  DEFAULT_HEALTH_INTERVAL_SECS: 30,
+  /** how long a health check may take to pass */
+  DEFAULT_HEALTH_TIMEOUT_SECS: 10,
+  /** failed health checks in a row that make a box unhealthy */
+  DEFAULT_HEALTH_RETRIES: 3,
+  /** how long after a box is ready its failed health checks do not count */
+  DEFAULT_HEALTH_START_PERIOD_SECS: 60,
   /** a box is removed when it stops unless its options say otherwise */
   DEFAULT_AUTO_REMOVE: true,
 });

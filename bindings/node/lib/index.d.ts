@@ -75,6 +75,11 @@ export declare class Secret {
 }
 export { Secret as JsSecret };
 
+// BoxLite 0.10's advanced box options, health status and registry settings.
+import type { JsHealthStatus, JsImageRegistry } from './advanced';
+export * from './advanced';
+
+
 // The library's defaults and limits (the C header's BOXLITE_* macros).
 // BEGIN GENERATED: defaults (go generate ./errdefs; do not edit)
 /** a box's guest memory */
@@ -117,6 +122,14 @@ export declare const DEFAULT_COPY_OUT_MAX_ENTRIES: 100000;
 export declare const MAX_SECRETS: 32;
 /** the longest value a secret may have */
 export declare const MAX_SECRET_VALUE_BYTES: 16384;
+/** between a box's health checks */
+export declare const DEFAULT_HEALTH_INTERVAL_SECS: 30;
+/** how long a health check may take to pass */
+export declare const DEFAULT_HEALTH_TIMEOUT_SECS: 10;
+/** failed health checks in a row that make a box unhealthy */
+export declare const DEFAULT_HEALTH_RETRIES: 3;
+/** how long after a box is ready its failed health checks do not count */
+export declare const DEFAULT_HEALTH_START_PERIOD_SECS: 60;
 /** a box is removed when it stops unless its options say otherwise */
 export declare const DEFAULT_AUTO_REMOVE: true;
 // END GENERATED: defaults
@@ -136,9 +149,10 @@ export interface JsOptions {
   warmPools?: Array<{ size: number; box: JsBoxOptions }>;
   /** MiB of guest memory all warm pools' boxes may hold together. Default 0: no bound. */
   warmPoolMemoryMib?: number;
-  /** Not supported yet: only an empty array is accepted. */
-  imageRegistries?: never[];
+  /** How pulls reach registries (BoxLite's): a host alone is a search registry. */
+  imageRegistries?: Array<JsImageRegistry | string>;
 }
+
 
 export type EnvInput = Record<string, string> | Array<{ key: string; value: string }> | Array<[string, string]>;
 
@@ -178,6 +192,8 @@ export interface JsBoxInfo extends Omit<BoxConfig, 'image' | 'name' | 'network' 
   /** Only while running: acceleration (and why), boot timings, pids. */
   runtime?: BoxRuntimeInfo;
   dir: string;
+  /** BoxLite's: the health check's state ('None' without one, or when not running). */
+  healthStatus: JsHealthStatus;
 }
 
 /**
@@ -218,9 +234,13 @@ export interface BoxMetrics {
   guestBootDurationMs: number;
   /** The last start by this library, start to ready: the stages below but container init. */
   totalCreateDurationMs: number | null;
-  /** Find the image, make its layers' disks (cached per image). */
+  /** Find the image in the store. */
   stageImagePrepareMs: number | null;
-  /** Make the box's disk (first start), write the shim's configuration. */
+  /** Make the image's layers into the guest's root disks (cached per image). */
+  stageGuestRootfsMs: number | null;
+  /** Make the box's writable disk (first start), clear its directory. */
+  stageFilesystemSetupMs: number | null;
+  /** Write the shim's configuration. */
   stageBoxConfigMs: number | null;
   /** Wait for a boot slot. */
   stageBootQueueMs: number | null;
@@ -238,6 +258,8 @@ export interface BoxMetrics {
   networkBytesReceived: number | null;
   /** TCP connections opened. */
   networkTcpConnections: number | null;
+  /** BoxLite's failed TCP connections: not measured here, always null. */
+  networkTcpErrors: number | null;
 }
 
 /** An image in the store: BoxLite 0.10's ImageInfo fields and ours. */

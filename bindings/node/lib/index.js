@@ -15,6 +15,7 @@ const { CodeBox } = require('./codebox');
 const { InteractiveBox } = require('./interactivebox');
 const { PythonSession, ShellSession, CellStream } = require('./session');
 const { Secret } = require('./secret');
+const { SecurityOptions, HEALTH_CHECK_DEFAULTS } = require('./advanced');
 const { CodeContext, Execution: CodeExecution, Result: CodeResult } = require('./code');
 const { BoxliteError, ExecError, TimeoutError, ParseError, errorCode, CODES } = require('./errors');
 
@@ -57,6 +58,8 @@ module.exports = {
   ERROR_CODES: CODES,
   Secret,
   JsSecret: Secret,
+  SecurityOptions,
+  HEALTH_CHECK_DEFAULTS,
   version,
   ...require('./defaults'), // DEFAULT_MEMORY_MIB, DEFAULT_CPUS, ...: generated from internal/abi
 };

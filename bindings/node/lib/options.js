@@ -7,6 +7,7 @@
 // option's wire field (memory_mib, timeout_secs, ...), as in every binding.
 const { unsupported } = require('./errors');
 const { secretsOption } = require('./secret');
+const { advancedOption, advancedInfo, healthStatus } = require('./advanced');
 
 function typeOf(v) {
   if (v === null) return 'null';
@@ -81,12 +82,11 @@ function normalizeEnv(env, name) {
 // values mean "the default" and are accepted.
 const NOT_YET = {
   rootfsPath: { ok: (v) => v === undefined || v === null, why: 'boxes boot from images in the store (load one with runtime.images.load)' },
-  security: { ok: (v) => v === undefined || v === null, why: 'jailer and seccomp options are not implemented yet' },
-  advanced: { ok: (v) => v === undefined || v === null, why: 'capability options are not implemented yet' },
 };
 
 const BOX_KEYS = ['image', 'name', 'cpus', 'memoryMib', 'diskSizeGb', 'env', 'workingDir', 'user', 'autoRemove', 'autoDelete', 'bootTimeoutSecs',
-  'network', 'ports', 'volumes', 'detach', 'entrypoint', 'cmd', 'hostname', 'prestart', 'autoPauseSecs', 'secrets'];
+  'network', 'ports', 'volumes', 'detach', 'entrypoint', 'cmd', 'hostname', 'prestart', 'autoPauseSecs', 'secrets',
+  'advanced', 'security', 'healthCheck'];
 
 /**
  * The one check of option keys, at every depth: a key not in `known` is a
@@ -236,6 +236,8 @@ function boxOptions(o, where = 'options', extra = []) {
   if (ports && ports.length) c.ports = ports;
   const secrets = secretsOption(o.secrets, `${where}.secrets`);
   if (secrets && secrets.length) c.secrets = secrets;
+  const advanced = advancedOption(o, where);
+  if (advanced) c.advanced = advanced;
   return c;
 }
 
@@ -325,6 +327,9 @@ function boxInfo(j) {
     volumes: (cfg.volumes || []).map((v) => ({ hostPath: v.host_path, guestPath: v.guest_path, readOnly: !!v.read_only, sizeLimitBytes: v.size_limit_bytes || 0 })),
     lastExit: j.last_exit || undefined,
     faulted: !!j.faulted,
+    // BoxLite's: the health check's state ('None' without one, or when not running).
+    healthStatus: healthStatus(j.health_status),
+    advanced: advancedInfo(cfg.advanced),
     networkMode: (network && network.mode) || 'enabled',
     // BoxLite's network info (outbound, inbound, mode, allowNet, publishedPorts) with, while the
     // box runs with a NIC, guestIp, gatewayIp and the ports as bound.

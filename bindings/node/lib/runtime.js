@@ -11,6 +11,40 @@ const { boxOptions, boxInfo, camelize, checkSeconds, checkString, checkInt, chec
 let defaultRuntime = null;
 let defaultOptions = {};
 
+/**
+ * imageRegistries: BoxLite's [{host, transport, skipVerify, search, auth: {username, password,
+ * bearerToken}}] (and mirrors, ours), or a host string (a search registry, as BoxLite's early
+ * examples) → the C ABI's image_registries. Credentials go to the library only.
+ */
+function imageRegistries(v, where) {
+  if (!Array.isArray(v)) throw new TypeError(`${where} must be an array of {host, transport, skipVerify, search, auth}, got ${typeOf(v)}`);
+  return v.map((r, i) => {
+    const w = `${where}[${i}]`;
+    if (typeof r === 'string') return { host: checkString(r, w), search: true };
+    if (!isPlainObject(r)) throw new TypeError(`${w} must be a host or {host, transport, skipVerify, search, auth}, got ${typeOf(r)}`);
+    checkKeys(r, ['host', 'transport', 'skipVerify', 'search', 'auth', 'mirrors'], w);
+    const o = { host: checkString(r.host, `${w}.host`) };
+    if (r.transport !== undefined && r.transport !== null) o.transport = checkString(r.transport, `${w}.transport`);
+    for (const [k, wire] of [['skipVerify', 'skip_verify'], ['search', 'search']]) {
+      if (r[k] === undefined || r[k] === null) continue;
+      if (typeof r[k] !== 'boolean') throw new TypeError(`${w}.${k} must be a boolean, got ${typeOf(r[k])}`);
+      o[wire] = r[k];
+    }
+    if (r.auth !== undefined && r.auth !== null) {
+      if (!isPlainObject(r.auth)) throw new TypeError(`${w}.auth must be {username, password} or {bearerToken}, got ${typeOf(r.auth)}`);
+      checkKeys(r.auth, ['username', 'password', 'bearerToken'], `${w}.auth`);
+      for (const [k, wire] of [['username', 'username'], ['password', 'password'], ['bearerToken', 'bearer_token']]) {
+        if (r.auth[k] !== undefined && r.auth[k] !== null) o[wire] = checkString(r.auth[k], `${w}.auth.${k}`);
+      }
+    }
+    if (r.mirrors !== undefined && r.mirrors !== null) {
+      if (!Array.isArray(r.mirrors)) throw new TypeError(`${w}.mirrors must be an array of URLs, got ${typeOf(r.mirrors)}`);
+      o.mirrors = r.mirrors.map((m, j) => checkString(m, `${w}.mirrors[${j}]`));
+    }
+    return o;
+  });
+}
+
 function runtimeJson(o) {
   if (o === undefined || o === null) o = {};
   if (!isPlainObject(o)) throw new TypeError(`options must be an object, got ${typeOf(o)}`);
@@ -31,8 +65,9 @@ function runtimeJson(o) {
       });
     }
     else if (k === 'imageRegistries') {
-      if (!Array.isArray(v) || v.length) throw unsupported('options.imageRegistries: registry settings are not supported yet (images come from the local store)');
-    } else throw new TypeError(`options.${k} is not a known option (homeDir, assets, outputLimitBytes, runningMemoryCapMib, warmPools, warmPoolMemoryMib)`);
+      const regs = imageRegistries(v, `options.${k}`);
+      if (regs.length) c.image_registries = regs;
+    } else throw new TypeError(`options.${k} is not a known option (homeDir, assets, outputLimitBytes, runningMemoryCapMib, warmPools, warmPoolMemoryMib, imageRegistries)`);
   }
   return JSON.stringify(c);
 }
@@ -48,7 +83,8 @@ class JsBoxlite {
    * "pool"); warmPoolMemoryMib bounds the guest memory of all pools' boxes.
    */
   constructor(options = {}) {
-    this._json = runtimeJson(options);
+    // Not enumerable: it may hold registry credentials, kept out of console.log and JSON.stringify.
+    Object.defineProperty(this, '_json', { value: runtimeJson(options), writable: true, enumerable: false });
     /** Bytes collected per stream of a command run to completion (SimpleBox.exec, Box.run, CodeBox.run, ...). */
     this.outputLimitBytes = JSON.parse(this._json).output_limit_bytes ?? DEFAULT_OUTPUT_LIMIT;
     this._opening = null;

@@ -15,6 +15,8 @@ the BoxLite Python SDK::
 """
 
 from ._copy import CopyOptions
+from .advanced import (AdvancedBoxOptions, ContainerCapabilities, HealthCheckOptions, HealthState, HealthStatus,
+                       SecurityOptions)
 from .box import Box, BoxInfo, BoxOptions, BoxStateInfo, NetworkInfo, NetworkSpec, PortMapping
 from .code import CodeContext, CodeExecution, CodeResult, ExecutionError, Logs
 from .codebox import CodeBox
@@ -29,6 +31,7 @@ from .network import (BoxConnection, BoxTunnel, InboundNetworkInfo, InboundNetwo
 from .rest import ApiKeyCredential, BoxliteRestOptions
 from .runtime import Boxlite, ImageDetail, ImageHandle, ImageInfo, ImagePullResult, ImageVersion, Options, WarmPool
 from .session import CellChunk, CellError, CellResult, CellStream, PythonSession, ShellSession
+from .registry import ImageRegistry
 from .secret import Secret, SecretInfo
 from .simplebox import SimpleBox
 from .snapshot import CloneOptions, ExportOptions, SnapshotHandle, SnapshotInfo, SnapshotOptions
@@ -59,7 +62,8 @@ def library_version() -> str:
 
 
 __all__ = [
-    "Boxlite", "Options", "WarmPool", "ImageHandle", "ImageInfo", "ImageDetail", "ImageVersion", "ImagePullResult", "BoxliteRestOptions", "ApiKeyCredential",
+    "Boxlite", "Options", "WarmPool", "ImageRegistry", "ImageHandle", "ImageInfo", "ImageDetail", "ImageVersion", "ImagePullResult", "BoxliteRestOptions", "ApiKeyCredential",
+    "AdvancedBoxOptions", "ContainerCapabilities", "SecurityOptions", "HealthCheckOptions", "HealthState", "HealthStatus",
     "Box", "BoxOptions", "BoxInfo", "Secret", "SecretInfo", "BoxStateInfo", "CopyOptions", "NetworkSpec", "NetworkInfo", "PortMapping",
     "BoxMetrics", "RuntimeMetrics",
     "OutboundNetworkSpec", "InboundNetworkSpec", "OutboundNetworkInfo", "InboundNetworkInfo",

@@ -59,6 +59,10 @@ CDEF = r"""
 #define BOXLITE_DEFAULT_COPY_OUT_MAX_ENTRIES 100000 /* the entries a copy out of a box may bring unless its options say otherwise */
 #define BOXLITE_MAX_SECRETS 32 /* the most secrets a box may have */
 #define BOXLITE_MAX_SECRET_VALUE_BYTES 16384 /* the longest value a secret may have */
+#define BOXLITE_DEFAULT_HEALTH_INTERVAL_SECS 30 /* between a box's health checks */
+#define BOXLITE_DEFAULT_HEALTH_TIMEOUT_SECS 10 /* how long a health check may take to pass */
+#define BOXLITE_DEFAULT_HEALTH_RETRIES 3 /* failed health checks in a row that make a box unhealthy */
+#define BOXLITE_DEFAULT_HEALTH_START_PERIOD_SECS 60 /* how long after a box is ready its failed health checks do not count */
 #define BOXLITE_DEFAULT_AUTO_REMOVE 1 /* a box is removed when it stops unless its options say otherwise */
 /* END GENERATED: defaults */
 
@@ -184,8 +188,55 @@ void boxlite_string_free(char *s);
  *             443), where HTTPS requests get the value; each is reachable on that port even
  *             when allow_net does not list it
  *         "placeholder": string: what the box sees: default "<BOXLITE_SECRET:NAME>"
+ *       "advanced": {...}: BoxLite's AdvancedBoxOptions: capabilities, security, health_check
+ *           (docs/security-options.md); a box with capabilities or security boots (no template,
+ *           no warm pool)
+ *         "capabilities": {...}: added to and dropped from the default capability set of box
+ *             processes (docker's default set without MKNOD)
+ *           "add": [string]: Linux capability names (NET_ADMIN or CAP_NET_ADMIN, any case; ALL
+ *               is every one); an unknown one is invalid_argument naming it
+ *           "drop": [string]: removed after add (a name in both is dropped)
+ *         "security": {...}: isolation settings; absent: BoxLite's standard preset
+ *           "jailer_enabled": boolean: the VMM runs in the host jail (namespaces, its own uid,
+ *               cgroup, seccomp, no_new_privs): default true
+ *           "seccomp_enabled": boolean: box processes run under the box's seccomp filter:
+ *               default true
+ *           "max_open_files": integer: RLIMIT_NOFILE of every box process: default none
+ *           "max_file_size_bytes": integer: BoxLite's max_file_size: RLIMIT_FSIZE of every box
+ *               process: default none
+ *           "max_processes": integer: RLIMIT_NPROC of every box process (Linux does not hold
+ *               root to it): default none
+ *           "max_memory_bytes": integer: BoxLite's max_memory: RLIMIT_AS of every box process:
+ *               default none
+ *           "max_cpu_time_secs": integer: BoxLite's max_cpu_time: RLIMIT_CPU of every box
+ *               process: default none
+ *           "network_enabled": boolean: BoxLite's macOS-only setting: default true; false is
+ *               unsupported (use network mode disabled)
+ *           "close_fds": boolean: default true; the shim and VMM always start with only the
+ *               descriptors they use
+ *         "health_check": {...}: a command the box's shim runs in the box now and then; info's
+ *             health_status reports it
+ *           "interval_secs": number: between checks: default 30
+ *           "timeout_secs": number: a check that has not exited 0 by then fails: default 10
+ *           "retries": integer: failures in a row that make the box unhealthy: default 3
+ *           "start_period_secs": number: after the box is ready, failures do not count for this
+ *               long: default 60
+ *           "command": [string]: what a check runs (root, in /, a default PATH): default
+ *               ["true"], which passes when the agent can start a process in the box
  *   "warm_pool_memory_mib": integer: more than 0: the guest memory (MiB) all warm pools' boxes
  *       may hold together; default 0: no bound
+ *   "image_registries": [{...}]: how pulls reach registries (BoxLite's ImageRegistry):
+ *       transport, certificate checks, credentials, search order, mirrors; each host once
+ *     "host": string, required: host or host:port (docker.io for Docker Hub)
+ *     "transport": "https" | "http": default https; http (plain) for a registry on loopback
+ *     "skip_verify": boolean: TLS without checking the registry's certificate
+ *     "search": boolean: look unqualified image names (alpine, library/python) up here, in the
+ *         order given, instead of docker.io
+ *     "username": string: basic credentials, with password
+ *     "password": string: never shown
+ *     "bearer_token": string: instead of username and password; never shown
+ *     "mirrors": [string]: URLs tried before the registry, as BOXLITE_REGISTRY_MIRRORS's
+ *         (http:// is plain HTTP)
  * END GENERATED: runtime options
  */
 int boxlite_runtime_new(const char *options_json, boxlite_runtime_t **out, boxlite_error_t **err);
@@ -307,6 +358,41 @@ int boxlite_box_list(boxlite_runtime_t *rt, char **out_json, boxlite_error_t **e
  *         where HTTPS requests get the value; each is reachable on that port even when
  *         allow_net does not list it
  *     "placeholder": string: what the box sees: default "<BOXLITE_SECRET:NAME>"
+ *   "advanced": {...}: BoxLite's AdvancedBoxOptions: capabilities, security, health_check
+ *       (docs/security-options.md); a box with capabilities or security boots (no template, no
+ *       warm pool)
+ *     "capabilities": {...}: added to and dropped from the default capability set of box
+ *         processes (docker's default set without MKNOD)
+ *       "add": [string]: Linux capability names (NET_ADMIN or CAP_NET_ADMIN, any case; ALL is
+ *           every one); an unknown one is invalid_argument naming it
+ *       "drop": [string]: removed after add (a name in both is dropped)
+ *     "security": {...}: isolation settings; absent: BoxLite's standard preset
+ *       "jailer_enabled": boolean: the VMM runs in the host jail (namespaces, its own uid,
+ *           cgroup, seccomp, no_new_privs): default true
+ *       "seccomp_enabled": boolean: box processes run under the box's seccomp filter: default
+ *           true
+ *       "max_open_files": integer: RLIMIT_NOFILE of every box process: default none
+ *       "max_file_size_bytes": integer: BoxLite's max_file_size: RLIMIT_FSIZE of every box
+ *           process: default none
+ *       "max_processes": integer: RLIMIT_NPROC of every box process (Linux does not hold root
+ *           to it): default none
+ *       "max_memory_bytes": integer: BoxLite's max_memory: RLIMIT_AS of every box process:
+ *           default none
+ *       "max_cpu_time_secs": integer: BoxLite's max_cpu_time: RLIMIT_CPU of every box process:
+ *           default none
+ *       "network_enabled": boolean: BoxLite's macOS-only setting: default true; false is
+ *           unsupported (use network mode disabled)
+ *       "close_fds": boolean: default true; the shim and VMM always start with only the
+ *           descriptors they use
+ *     "health_check": {...}: a command the box's shim runs in the box now and then; info's
+ *         health_status reports it
+ *       "interval_secs": number: between checks: default 30
+ *       "timeout_secs": number: a check that has not exited 0 by then fails: default 10
+ *       "retries": integer: failures in a row that make the box unhealthy: default 3
+ *       "start_period_secs": number: after the box is ready, failures do not count for this
+ *           long: default 60
+ *       "command": [string]: what a check runs (root, in /, a default PATH): default ["true"],
+ *           which passes when the agent can start a process in the box
  * END GENERATED: box options
  * The box reaches the host's 127.0.0.1 as host.boxlite.internal (only when
  * listed, if allow_net is set). A host port already in use fails with
@@ -379,6 +465,41 @@ const char *boxlite_box_id(boxlite_box_t *box);
  *       "name": string
  *       "hosts": [string]
  *       "placeholder": string
+ *     "advanced": {...}, optional: as given (absent fields are the defaults)
+ *       "capabilities": {...}, optional: added to and dropped from the default capability set
+ *           of box processes (docker's default set without MKNOD)
+ *         "add": [string], optional: Linux capability names (NET_ADMIN or CAP_NET_ADMIN, any
+ *             case; ALL is every one); an unknown one is invalid_argument naming it
+ *         "drop": [string], optional: removed after add (a name in both is dropped)
+ *       "security": {...}, optional: isolation settings; absent: BoxLite's standard preset
+ *         "jailer_enabled": boolean, optional: the VMM runs in the host jail (namespaces, its
+ *             own uid, cgroup, seccomp, no_new_privs): default true
+ *         "seccomp_enabled": boolean, optional: box processes run under the box's seccomp
+ *             filter: default true
+ *         "max_open_files": integer, optional: RLIMIT_NOFILE of every box process: default none
+ *         "max_file_size_bytes": integer, optional: BoxLite's max_file_size: RLIMIT_FSIZE of
+ *             every box process: default none
+ *         "max_processes": integer, optional: RLIMIT_NPROC of every box process (Linux does not
+ *             hold root to it): default none
+ *         "max_memory_bytes": integer, optional: BoxLite's max_memory: RLIMIT_AS of every box
+ *             process: default none
+ *         "max_cpu_time_secs": integer, optional: BoxLite's max_cpu_time: RLIMIT_CPU of every
+ *             box process: default none
+ *         "network_enabled": boolean, optional: BoxLite's macOS-only setting: default true;
+ *             false is unsupported (use network mode disabled)
+ *         "close_fds": boolean, optional: default true; the shim and VMM always start with only
+ *             the descriptors they use
+ *       "health_check": {...}, optional: a command the box's shim runs in the box now and then;
+ *           info's health_status reports it
+ *         "interval_secs": number, optional: between checks: default 30
+ *         "timeout_secs": number, optional: a check that has not exited 0 by then fails:
+ *             default 10
+ *         "retries": integer, optional: failures in a row that make the box unhealthy: default
+ *             3
+ *         "start_period_secs": number, optional: after the box is ready, failures do not count
+ *             for this long: default 60
+ *         "command": [string], optional: what a check runs (root, in /, a default PATH):
+ *             default ["true"], which passes when the agent can start a process in the box
  *   "dir": string: the box's directory
  *   "last_exit": string, optional: why the box last stopped
  *   "faulted": boolean, optional: its last run ended in a fault (a crashed VMM, a protocol
@@ -430,6 +551,12 @@ const char *boxlite_box_id(boxlite_box_t *box);
  *       "host_ip": string, optional: the host address to bind: default 127.0.0.1
  *       "host_port": integer: 0 (or absent) picks a free port; info shows the one bound
  *       "guest_port": integer: the port in the box
+ *   "health_status": {...}: its health check's state (BoxLite's)
+ *     "state": "none" | "starting" | "healthy" | "unhealthy": none: no health check, or not
+ *         running
+ *     "failures": integer: failed checks in a row that counted
+ *     "last_check": string, optional: RFC 3339: when the last check ended
+ *     "last_error": string, optional: why the last check failed
  * END GENERATED: box info
  */
 int boxlite_box_info(boxlite_box_t *box, char **out_json, boxlite_error_t **err);
@@ -476,9 +603,12 @@ void boxlite_box_free(boxlite_box_t *box);
  *   "bytes_received_total": integer: exec stdout and stderr (copies excluded)
  *   "guest_boot_duration_ms": number: VMM start to agent ready, host clock
  *   "total_create_duration_ms": number or null: the last start by this library, start to ready:
- *       the sum of the four stages after it
- *   "stage_image_prepare_ms": number or null: image layers
- *   "stage_box_config_ms": number or null: disk, shim config
+ *       the sum of the six stages after it
+ *   "stage_image_prepare_ms": number or null: find the image in the store
+ *   "stage_guest_rootfs_ms": number or null: the image's layers as the guest's root disks
+ *       (cached per image)
+ *   "stage_filesystem_setup_ms": number or null: the box's writable disk and directory
+ *   "stage_box_config_ms": number or null: the shim's configuration
  *   "stage_boot_queue_ms": number or null: wait for a boot slot
  *   "stage_box_spawn_ms": number or null: shim start to ready, the guest boot included
  *   "stage_container_init_ms": number or null: the agent's own setup, by the guest's clock
@@ -488,6 +618,7 @@ void boxlite_box_free(boxlite_box_t *box);
  *   "network_bytes_sent": integer or null: host to guest
  *   "network_bytes_received": integer or null: guest to host
  *   "network_tcp_connections": integer or null: TCP connections opened
+ *   "network_tcp_errors": integer or null: not measured here: always null
  * END GENERATED: box metrics
  * The counters are the box's shim's, for every process that uses the box,
  * since the box last started; an exec error is a request that never ran

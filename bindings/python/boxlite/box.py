@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 from . import _copy
 from . import _ffi as raw
 from ._aio import blocking
+from .advanced import AdvancedBoxOptions, HealthStatus, advanced_json
 from .secret import SecretInfo, secrets_json
 from ._checks import (check_argv, check_env_dict, check_env_pairs, check_optional_int, check_optional_str,
                       check_output_limit, check_str, check_timeout, check_volumes, command_json)
@@ -83,6 +84,8 @@ class BoxOptions:
     auto_pause_secs: Optional[float] = None
     # Credentials the box uses without holding them (boxlite.Secret).
     secrets: List[Any] = field(default_factory=list)
+    # BoxLite's AdvancedBoxOptions: capabilities, security, health_check.
+    advanced: Optional[AdvancedBoxOptions] = None
 
     def to_json(self, name: Optional[str] = None, what: str = "BoxOptions.", image_required: bool = True) -> str:
         """The options as the C ABI's JSON; raises TypeError /
@@ -153,6 +156,9 @@ class BoxOptions:
         secrets = secrets_json(self.secrets, f"{what}secrets")
         if secrets:
             o["secrets"] = secrets
+        advanced = advanced_json(self.advanced, f"{what}advanced")
+        if advanced is not None:
+            o["advanced"] = advanced
         return json.dumps(o)
 
 
@@ -198,6 +204,8 @@ class BoxInfo:
         self.last_exit: Optional[str] = data.get("last_exit") or None
         # The last run ended in a fault (a crashed VM): exec does not start it again, start() does.
         self.faulted: bool = bool(data.get("faulted"))
+        # BoxLite's: the health check's state (state none without one, or when not running).
+        self.health_status = HealthStatus(data.get("health_status"))
         self.accel: Optional[str] = rt.get("accel")
         self.accel_reason: Optional[str] = rt.get("accel_reason")
         self.kernel: Optional[str] = rt.get("kernel")

@@ -55,9 +55,13 @@ class BoxMetrics:
         #: The box's last start, from start to ready: the stage_* below but
         #: container_init (an image pull by ``create`` is not in it).
         self.total_create_duration_ms: Optional[float] = data.get("total_create_duration_ms")
-        #: Find the image and make its layers' disks (cached per image).
+        #: Find the image in the store.
         self.stage_image_prepare_ms: Optional[float] = data.get("stage_image_prepare_ms")
-        #: Make the box's disk (first start) and the shim's configuration.
+        #: Make the image's layers into the guest's root disks (cached per image).
+        self.stage_guest_rootfs_ms: Optional[float] = data.get("stage_guest_rootfs_ms")
+        #: Make the box's writable disk (first start) and clear its directory.
+        self.stage_filesystem_setup_ms: Optional[float] = data.get("stage_filesystem_setup_ms")
+        #: Write the shim's configuration.
         self.stage_box_config_ms: Optional[float] = data.get("stage_box_config_ms")
         #: Wait for a boot slot (boots at once are bounded per home).
         self.stage_boot_queue_ms: Optional[float] = data.get("stage_boot_queue_ms")
@@ -74,6 +78,8 @@ class BoxMetrics:
         self.network_bytes_sent: Optional[int] = data.get("network_bytes_sent")
         self.network_bytes_received: Optional[int] = data.get("network_bytes_received")
         self.network_tcp_connections: Optional[int] = data.get("network_tcp_connections")
+        #: BoxLite's failed TCP connections: not measured here, always None.
+        self.network_tcp_errors: Optional[int] = data.get("network_tcp_errors")
 
     def __repr__(self) -> str:
         return (f"BoxMetrics(commands_executed_total={self.commands_executed_total}, "

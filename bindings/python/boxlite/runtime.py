@@ -16,6 +16,7 @@ from .box import Box, BoxInfo, BoxOptions
 from ._checks import DEFAULT_OUTPUT_LIMIT, check_optional_int, check_optional_str, check_output_limit, check_str, check_timeout
 from .errors import BoxliteError, ClosedError, InvalidArgumentError, NotFoundError, UnsupportedError
 from .metrics import RuntimeMetrics
+from .registry import registries_json
 from .rest import BoxliteRestOptions
 
 __all__ = ["Boxlite", "Options", "WarmPool", "ImageHandle", "ImageInfo", "ImageDetail", "ImageVersion", "ImagePullResult"]
@@ -38,10 +39,12 @@ class Options:
     handed one at once (its ``info().runtime["start"]`` is ``"pool"``); boxes
     with volumes, ports, secrets or detach are never pooled.
     ``warm_pool_memory_mib`` (default None: no bound) bounds the guest
-    memory of all pools' boxes together."""
+    memory of all pools' boxes together. ``image_registries``
+    (``ImageRegistry``) say how pulls reach registries: transport,
+    credentials, search order, mirrors."""
 
     home_dir: Optional[str] = None
-    image_registries: List[Any] = field(default_factory=list)
+    image_registries: List[Any] = field(default_factory=list)  # ImageRegistry
     assets_dir: Optional[str] = None
     output_limit_bytes: Optional[int] = None
     running_memory_cap_mib: Optional[int] = None
@@ -49,9 +52,10 @@ class Options:
     warm_pool_memory_mib: Optional[int] = None
 
     def to_json(self) -> Optional[str]:
-        if self.image_registries:
-            raise UnsupportedError("Options.image_registries is not supported yet: load images with runtime.images.load()")
         o: Dict[str, Any] = {}
+        regs = registries_json(self.image_registries, "Options.image_registries")
+        if regs:
+            o["image_registries"] = regs
         # $BOXLITE_HOME as this process sees it now: the library reads only
         # the environment the process started with.
         home = self.home_dir if self.home_dir is not None else os.environ.get("BOXLITE_HOME") or None

@@ -23,7 +23,7 @@ __all__ = ["SimpleBox"]
 # BoxOptions fields SimpleBox passes through from **kwargs.
 _BOX_KWARGS = {
     "env", "working_dir", "disk_size_gb", "user", "volumes", "ports", "network", "hostname",
-    "detach", "entrypoint", "cmd", "boot_timeout", "prestart", "auto_pause_secs", "auto_delete", "secrets",
+    "detach", "entrypoint", "cmd", "boot_timeout", "prestart", "auto_pause_secs", "auto_delete", "secrets", "advanced",
 }
 
 _NOT_STARTED = "box not started: use 'async with SimpleBox(...) as box:' or 'await box.start()' first"

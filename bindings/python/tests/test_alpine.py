@@ -9,6 +9,7 @@ import hashlib
 import inspect
 import os
 import re
+import urllib.request
 
 import pytest
 
@@ -159,8 +160,8 @@ def test_timeout_is_a_result(box, run):
 def test_boxlite_010_info_and_execution_id(box, run):
     info = box.info()
     assert info.auto_delete == 1 and info.state.exit_code is None
-    if not REST:  # a REST runtime's info has no start time (None)
-        assert info.started_at and info.last_activity_at >= info.started_at, (info.started_at, info.last_activity_at)
+    assert info.started_at and info.last_activity_at >= info.started_at, (info.started_at, info.last_activity_at)
+    if not REST:  # a REST box's last activity is its start (the server does not say more)
         before = info.last_activity_at
         run(box.exec("true", cwd="/"))
         assert box.info().last_activity_at > before
@@ -451,12 +452,55 @@ def test_copy_layout_is_boxlites(box, run, tmp_path):
     run(box.copy_out("/app3/renamed.txt", str(tmp_path / "f.txt")))
     assert (tmp_path / "f.txt").read_text() == "hello\n"
     # docker cp's layout on request: a missing destination becomes the copy
-    # (not over REST: the API extracts into the path it is given)
-    if not REST:
-        run(box.copy_in(str(src), "/app4", layout="docker"))
-        assert run(box.exec("cat", "/app4/hello.txt")).stdout == "hello\n"
+    # (over REST through boxlite serve's layout=docker)
+    run(box.copy_in(str(src), "/app4", layout="docker"))
+    assert run(box.exec("cat", "/app4/hello.txt")).stdout == "hello\n"
+    run(box.copy_in(str(src), "/app4", layout="docker"))  # exists now: inside, docker's way
+    assert run(box.exec("cat", "/app4/boxlite_copy/hello.txt")).stdout == "hello\n"
     with pytest.raises(boxlite.InvalidArgumentError):
         run(box.copy_in(str(src), "/app5", layout="rsync"))
+
+
+def test_tunnel_connect_and_forward(box, run):
+    # A tunnel to httpd in the box (connect, forward): locally over the agent channel, on a
+    # REST runtime through the server's descriptor and CONNECT listener.
+    run(box.exec("sh", "-c", "mkdir -p /tw && echo tunnel-ok > /tw/index.html && "
+                 "(httpd -f -p 127.0.0.1:8011 -h /tw </dev/null >/dev/null 2>&1 &)"))
+
+    async def fetch():
+        for _ in range(50):
+            try:
+                conn = await (await box.tunnel(8011)).connect()
+            except boxlite.UnreachableError:
+                await asyncio.sleep(0.2)
+                continue
+            await conn.write(b"GET /index.html HTTP/1.0\r\n\r\n")
+            await conn.shutdown_write()
+            answer = b""
+            while True:
+                b = await conn.read(4096)
+                if not b:
+                    break
+                answer += b
+            await conn.close()
+            if answer:
+                return answer
+            await asyncio.sleep(0.2)
+        return b""
+
+    assert run(fetch()).endswith(b"tunnel-ok\n")
+
+    async def forwarded():
+        fw = await (await box.tunnel(8011)).forward(boxlite.SocketAddress.tcp("127.0.0.1", 0))
+        addr = fw.local_addr()
+        loop = asyncio.get_running_loop()
+        url = f"http://{addr.host}:{addr.port}/index.html"
+        try:
+            return [await loop.run_in_executor(None, lambda: urllib.request.urlopen(url, timeout=60).read()) for _ in range(2)]
+        finally:
+            await fw.close()
+
+    assert run(forwarded()) == [b"tunnel-ok\n"] * 2
 
 
 def test_copy_errors(box, run, tmp_path):

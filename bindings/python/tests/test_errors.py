@@ -56,8 +56,11 @@ def test_constructor_types():
         boxlite.Boxlite("not options")
     with pytest.raises(TypeError, match="BoxOptions"):
         asyncio.run(boxlite.Boxlite.default().create({"image": "alpine:latest"}))
-    with pytest.raises(boxlite.UnsupportedError):
-        boxlite.Boxlite(boxlite.Options(image_registries=["r.example"]))
+    # A host alone is a search registry (BoxLite's earlier list of names); anything else is refused.
+    assert json.loads(boxlite.Options(image_registries=["r.example"]).to_json())["image_registries"] == [
+        {"host": "r.example", "search": True}]
+    with pytest.raises(TypeError, match=r"image_registries\[0\]"):
+        boxlite.Boxlite(boxlite.Options(image_registries=[5]))
 
 
 def test_warm_pool_options(tmp_path):

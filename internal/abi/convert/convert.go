@@ -70,7 +70,11 @@ func BoxOptions(o abi.BoxOptions) ([]boxlite.BoxOption, error) {
 		opts = append(opts, boxlite.WithVolumeSpec(boxlite.Volume{HostPath: v.HostPath, GuestPath: v.GuestPath,
 			ReadOnly: v.ReadOnly, SizeLimitBytes: v.SizeLimitBytes}))
 	}
-	return opts, nil
+	adv, err := advancedOptions(o.Advanced)
+	if err != nil {
+		return nil, err
+	}
+	return append(opts, adv...), nil
 }
 
 // ImportOptions are the core options of an import's o: box options but for
@@ -109,6 +113,8 @@ func BoxInfo(info boxlite.BoxInfo) abi.BoxInfo {
 	if w.Network.PublishedPorts == nil {
 		w.Network.PublishedPorts = []abi.Port{}
 	}
+	w.Config.Advanced = advancedInfo(c)
+	w.HealthStatus = healthInfo(info.Health)
 	if w.Config.Hostname == "" {
 		w.Config.Hostname = abi.DefaultHostname
 	}

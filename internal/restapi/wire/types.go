@@ -74,6 +74,7 @@ type Box struct {
 	CreatedAt  string            `json:"created_at" schema:"format=date-time"`
 	UpdatedAt  string            `json:"updated_at" schema:"format=date-time"`
 	PID        *int              `json:"pid" doc:"VMM process id, null unless running"`
+	StartedAt  *string           `json:"started_at" schema:"format=date-time" doc:"when the box's VM became ready, null unless running or paused"`
 	Image      string            `json:"image"`
 	CPUs       int               `json:"cpus"`
 	MemoryMiB  int               `json:"memory_mib"`
@@ -85,7 +86,7 @@ type Box struct {
 
 // CreateBoxRequest is POST /boxes.
 type CreateBoxRequest struct {
-	Advanced   *AdvancedOptions  `json:"advanced,omitempty" doc:"Not supported: any value is a 501"`
+	Advanced   *AdvancedOptions  `json:"advanced,omitempty" doc:"BoxLite's REST create carries capabilities only (security options and health checks are the local SDKs')"`
 	Name       string            `json:"name,omitempty" schema:"min=1,max=128,pattern=^[a-zA-Z0-9][a-zA-Z0-9._-]*$"`
 	Image      string            `json:"image,omitempty" doc:"OCI image reference (default alpine:latest)"`
 	RootfsPath string            `json:"rootfs_path,omitempty" doc:"Refused: a path would name the server's file system"`
@@ -99,7 +100,7 @@ type CreateBoxRequest struct {
 	User       string            `json:"user,omitempty"`
 	Volumes    []VolumeSpec      `json:"volumes,omitempty" doc:"Managed volumes are BoxLite cloud's: a non-empty list is a 501"`
 	Network    *NetworkSpec      `json:"network,omitempty"`
-	Secrets    []SecretSpec      `json:"secrets,omitempty" doc:"Not supported yet: a non-empty list is a 501"`
+	Secrets    []SecretSpec      `json:"secrets,omitempty" doc:"Credentials the box uses without holding them: it sees each placeholder (env BOXLITE_SECRET_<NAME>), the server's network stack puts the value in HTTPS requests to the hosts; values are never returned"`
 	Detach     *bool             `json:"detach,omitempty" doc:"Boxes made by the server are always detached; false is accepted and ignored"`
 	TTY        bool              `json:"tty,omitempty" doc:"Not supported: true is a 501"`
 	AutoStop   *int              `json:"auto_stop,omitempty" schema:"min=0" doc:"Only 0 (no AutoStop) is supported"`
@@ -114,8 +115,8 @@ type AdvancedOptions struct {
 
 // Capabilities add and drop Linux capabilities.
 type Capabilities struct {
-	Add  []string `json:"add,omitempty"`
-	Drop []string `json:"drop,omitempty"`
+	Add  []string `json:"add,omitempty" schema:"max=64" doc:"added to the box's default capability set (docker's without MKNOD): Linux names, with or without CAP_, any case; ALL is every one; an unknown name is a 400 naming it"`
+	Drop []string `json:"drop,omitempty" schema:"max=64" doc:"removed after add"`
 }
 
 // VolumeSpec mounts a managed volume.
@@ -145,6 +146,12 @@ type SecretSpec struct {
 	Value       string   `json:"value"`
 	Hosts       []string `json:"hosts,omitempty"`
 	Placeholder string   `json:"placeholder,omitempty"`
+}
+
+// TunnelDescriptor is POST /boxes/{id}/network/tunnel's answer (BoxLite's
+// one field): CONNECT to URI's authority, its userinfo the tunnel's token.
+type TunnelDescriptor struct {
+	URI string `json:"uri" doc:"http(s)://TOKEN@HOST:PORT: open a connection to HOST:PORT and send CONNECT with this authority"`
 }
 
 // StopBoxRequest is POST /boxes/{id}/stop's optional body.

@@ -5,7 +5,7 @@ import {
   Boxlite, JsBoxlite, JsBox, JsExecution, SimpleBox, CodeBox, InteractiveBox,
   BoxliteError, ExecError, TimeoutError, errorCode, version,
   type BoxliteErrorCode, type ExitStatus, type ExecResult, type JsBoxInfo, type CellResult,
-  type BoxMetrics, type RuntimeMetrics, type JsSnapshotInfo, Secret,
+  type BoxMetrics, type RuntimeMetrics, type JsSnapshotInfo, Secret, SecurityOptions, type JsHealthState,
 } from 'boxlite-go';
 
 export async function simple(): Promise<string> {
@@ -99,7 +99,22 @@ export async function secrets(): Promise<string> {
   return key.getPlaceholder() + (info.secrets ?? []).map((s) => s.name + s.hosts.join(',') + s.placeholder).join();
 }
 
+export async function advanced(): Promise<JsHealthState> {
+  const security = SecurityOptions.maximum();
+  security.maxOpenFiles = 2048;
+  const box = new SimpleBox({
+    image: 'alpine:latest',
+    advanced: { capabilities: { add: ['NET_ADMIN'], drop: ['CHOWN'] } },
+    security,
+    healthCheck: { interval: 30, timeout: 10, retries: 3, startPeriod: 60 },
+  });
+  const info = await box.getInfo();
+  return info.healthStatus.state;
+}
+
 export async function wrong(box: JsBox, ex: JsExecution): Promise<void> {
+  // @ts-expect-error capabilities are names
+  new SimpleBox({ image: 'alpine:latest', advanced: { capabilities: { add: [12] } } });
   // @ts-expect-error memoryMib is a number
   new SimpleBox({ image: 'alpine:latest', memoryMib: '256' });
   // @ts-expect-error the code is one of the library's kinds

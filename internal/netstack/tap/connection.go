@@ -1,0 +1,10 @@
+package tap
+
+import (
+	"net"
+)
+
+type protocolConn struct {
+	net.Conn
+	protocolImpl protocol
+}
