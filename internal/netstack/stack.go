@@ -81,6 +81,10 @@ type Stack struct {
 	mu     sync.Mutex
 	conns  map[io.Closer]struct{} // host and guest ends of live NATed connections
 	logged map[string]struct{}
+	// serving counts the Serve calls still running: Close waits for them
+	// before it closes the gVisor stack, which must not be handed a frame
+	// after (it panics on a removed NIC's endpoints).
+	serving sync.WaitGroup
 
 	// policy is where the box may connect now: cfg.Policy until SetPolicy
 	// replaces it (nil: anywhere).
@@ -184,7 +188,10 @@ func (n *Stack) Ports() []protocol.Port { return append([]protocol.Port(nil), n.
 // by the read, never by a length the guest sends). It returns when conn fails
 // or the stack is closed.
 func (n *Stack) Serve(conn net.Conn) error {
-	n.track(conn)
+	if !n.serve(conn) {
+		return net.ErrClosed
+	}
+	defer n.serving.Done()
 	defer n.untrack(conn)
 	return n.sw.Accept(n.ctx, guestFrames{conn, &n.stats.dropped}, types.BessProtocol)
 }
@@ -239,6 +246,9 @@ func (n *Stack) Close() {
 	for c := range conns {
 		c.Close()
 	}
+	// A closed NIC connection ends its Serve's read; the frame it may be
+	// handing to the stack is delivered first.
+	n.serving.Wait()
 	if n.stack != nil {
 		n.stack.Close()
 	}
@@ -252,6 +262,20 @@ func (n *Stack) track(c io.Closer) bool {
 		return false
 	}
 	n.conns[c] = struct{}{}
+	return true
+}
+
+// serve tracks a NIC connection as track does, and counts its Serve in
+// the same critical section, so Close either sees it or refuses it.
+func (n *Stack) serve(c io.Closer) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ctx.Err() != nil {
+		c.Close()
+		return false
+	}
+	n.conns[c] = struct{}{}
+	n.serving.Add(1)
 	return true
 }
 
