@@ -48,7 +48,7 @@ func testBox(t *testing.T, r *Runtime) *Box {
 	}
 	cfg := defaultBoxConfig(imgs[0].Digest)
 	cfg.DiskSizeGB = 1
-	b, err := r.register(cfg, imgs[0].Digest, false)
+	b, err := r.register(cfg, imgs[0].Digest, "")
 	if err != nil {
 		t.Fatal(err)
 	}

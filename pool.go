@@ -25,7 +25,8 @@ import (
 // Its disk is its own already (a copy of its template's, used by nothing
 // else). Pool boxes are hidden from
 // List and Get until handed over, owned by the runtime (they stop with its
-// process, and remove themselves), and are refilled in the background,
+// process, and remove themselves; those a crash leaves, the next runtime
+// that opens the home removes: poolorphans.go), and are refilled in the background,
 // one boot at a time, within the pools' memory budget.
 //
 // What cannot be pooled, and starts as usual (a box that asks for it is
@@ -161,6 +162,7 @@ type pools struct {
 	memMiB int64 // 0: no bound
 	// pressed: the host is short of memory (poolpressure.go); no refills.
 	pressed atomic.Bool
+	owner   *poolOwner // held while the runtime has pools
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -189,10 +191,18 @@ func (ps *pools) changes() <-chan struct{} {
 	return ps.changed
 }
 
-// startPools starts a refill loop per pool; each fills at once if its image
-// is in the store.
-func (r *Runtime) startPools(specs []poolSpec, memMiB int64, pressure func() (pressureSource, error)) {
+// startPools takes the runtime's pool owner lock (poolorphans.go) and
+// starts a refill loop per pool; each fills at once if its image is in
+// the store.
+func (r *Runtime) startPools(specs []poolSpec, memMiB int64, pressure func() (pressureSource, error)) error {
 	r.pools.memMiB = memMiB
+	if len(specs) > 0 {
+		owner, err := takePoolOwner(r.home)
+		if err != nil {
+			return err
+		}
+		r.pools.owner = owner
+	}
 	r.pools.ctx, r.pools.cancel = context.WithCancel(context.Background())
 	if len(specs) > 0 {
 		if pressure == nil {
@@ -212,6 +222,7 @@ func (r *Runtime) startPools(specs []poolSpec, memMiB int64, pressure func() (pr
 		r.pools.wg.Add(1)
 		go func() { defer r.pools.wg.Done(); p.refillLoop(r.pools.ctx) }()
 	}
+	return nil
 }
 
 // closePools stops the refills and removes the pools' boxes.
@@ -233,6 +244,8 @@ func (r *Runtime) closePools() {
 		}
 	}
 	wg.Wait()
+	// A box whose removal failed is left to the next runtime's sweep.
+	r.pools.owner.release(r.home)
 }
 
 func (p *pool) kickRefill() {
@@ -331,7 +344,7 @@ func (p *pool) addOne(ctx context.Context) (err error) {
 	// A pool box left by a dead runtime goes with it; it never pauses
 	// itself in the pool; its hostname is the hand-over's.
 	cfg.AutoRemove, cfg.AutoPause, cfg.Hostname = true, 0, ""
-	b, err := r.register(cfg, img.Digest, true)
+	b, err := r.register(cfg, img.Digest, r.pools.owner.id)
 	if err != nil {
 		return err
 	}

@@ -79,7 +79,7 @@ func TestPoolShapeKey(t *testing.T) {
 func TestPoolRecordsHidden(t *testing.T) {
 	r := testRuntime(t)
 	b := testBox(t, r)
-	p, err := r.register(b.rec.Config, b.rec.ImageDigest, true)
+	p, err := r.register(b.rec.Config, b.rec.ImageDigest, testPoolOwner)
 	if err != nil {
 		t.Fatal(err)
 	}

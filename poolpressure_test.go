@@ -44,7 +44,7 @@ func TestWarmPoolShrinksUnderPressure(t *testing.T) {
 	cfg := img.Config
 	var boxes []*Box
 	for range 4 {
-		b, err := r.register(cfg, img.ImageDigest, true)
+		b, err := r.register(cfg, img.ImageDigest, testPoolOwner)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -101,7 +101,10 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 	r := &Runtime{home: home, assets: findAssets(o.assets), images: images, pull: pull, search: o.searchRegistries(), outputLimit: o.output,
 		qemu: o.qemu, requireKVM: o.requireKVM, maxBoots: o.maxBoots, memReserve: o.memReserve, memCap: o.memCap, templates: !*o.noTemplate,
 		boxes: map[string]*Box{}}
-	r.startPools(o.pools, o.poolMemMiB, o.pressure)
+	r.sweepPoolOrphans()
+	if err := r.startPools(o.pools, o.poolMemMiB, o.pressure); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -331,7 +334,7 @@ func (r *Runtime) Create(ctx context.Context, imageRef string, opts ...BoxOption
 		r.counters.created.Add(1)
 		return b, nil
 	}
-	b, err := r.register(cfg, img.Digest, false)
+	b, err := r.register(cfg, img.Digest, "")
 	if err != nil {
 		return nil, err
 	}
@@ -342,7 +345,8 @@ func (r *Runtime) Create(ctx context.Context, imageRef string, opts ...BoxOption
 // register writes a new box's directory under the home lock, so that names
 // stay unique across processes.
 // A pool box (pool.go) is hidden from List and Get until handed over.
-func (r *Runtime) register(cfg BoxConfig, digest string, pool bool) (*Box, error) {
+// register writes a new box's record; poolOwner is set for a pool box.
+func (r *Runtime) register(cfg BoxConfig, digest string, poolOwner string) (*Box, error) {
 	unlock, err := r.lock()
 	if err != nil {
 		return nil, err
@@ -357,7 +361,7 @@ func (r *Runtime) register(cfg BoxConfig, digest string, pool bool) (*Box, error
 			return nil, errdefs.Errorf(errdefs.ErrAlreadyExists, "create box: name %q is taken", cfg.Name)
 		}
 	}
-	rec := record{ID: newID(), Config: cfg, ImageDigest: digest, CreatedAt: time.Now().UTC(), Pool: pool}
+	rec := record{ID: newID(), Config: cfg, ImageDigest: digest, CreatedAt: time.Now().UTC(), Pool: poolOwner != "", PoolOwner: poolOwner}
 	dir := filepath.Join(r.home, "boxes", rec.ID)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, err
@@ -381,6 +385,9 @@ type record struct {
 	CreatedAt   time.Time `json:"created_at"`
 	// Pool: a warm pool's box, not yet handed over (hidden from List and Get).
 	Pool bool `json:"pool,omitempty"`
+	// PoolOwner: the owner lock of the runtime whose pool it is
+	// (poolorphans.go).
+	PoolOwner string `json:"pool_owner,omitempty"`
 }
 
 func (r *Runtime) handle(rec record) *Box {
