@@ -173,7 +173,7 @@ func (b *Box) Metrics(ctx context.Context) (BoxMetrics, error) {
 	}
 	if n := info.Network; n != nil && n.Stats != nil {
 		m.NetworkBytesSent, m.NetworkBytesReceived = &n.Stats.BytesToGuest, &n.Stats.BytesFromGuest
-		m.NetworkTCPConnections = &n.Stats.TCPConns
+		m.NetworkTCPConnections, m.NetworkTCPErrors = &n.Stats.TCPConns, &n.Stats.TCPErrors
 	}
 	// The guest's own timings are bounded (Hello.Bound) but its to report:
 	// cap its setup at the boot the host measured.

@@ -65,7 +65,7 @@ func TestMillisWait(t *testing.T) {
 var unitless = map[string]bool{
 	"cpus": true, "rows": true, "cols": true, "pid": true, "restarts": true, "exit_code": true, "execution_count": true,
 	"host_port": true, "guest_port": true, "shim_pid": true, "vmm_pid": true,
-	"tcp_connections": true, "udp_flows": true, "network_tcp_connections": true, "network_tcp_errors": true, "max_entries": true,
+	"tcp_connections": true, "tcp_errors": true, "udp_flows": true, "network_tcp_connections": true, "network_tcp_errors": true, "max_entries": true,
 	"boxes":             true, // a warm pool's count of boxes
 	"num_running_boxes": true, "num_paused_boxes": true, "total_commands_executed": true, "total_exec_errors": true,
 	// BoxLite's SnapshotInfo names it so (unix seconds, as documented).

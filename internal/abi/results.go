@@ -73,9 +73,7 @@ type BoxMetrics struct {
 	NetworkBytesSent      *uint64 `json:"network_bytes_sent" doc:"host to guest"`
 	NetworkBytesReceived  *uint64 `json:"network_bytes_received" doc:"guest to host"`
 	NetworkTCPConnections *uint64 `json:"network_tcp_connections" doc:"TCP connections opened"`
-	// NetworkTCPErrors (BoxLite's) is not measured: the network stack
-	// counts no failed connections yet. Always nil.
-	NetworkTCPErrors *uint64 `json:"network_tcp_errors" doc:"not measured here: always null"`
+	NetworkTCPErrors      *uint64 `json:"network_tcp_errors" doc:"TCP connections from the box the host could not open (refused, unreachable, timed out)"`
 }
 
 // SnapshotInfo describes a snapshot of a box's disk, as BoxLite's does.

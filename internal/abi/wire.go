@@ -166,6 +166,7 @@ type NetworkStats struct {
 	BytesToGuest   uint64 `json:"bytes_to_guest"`
 	BytesFromGuest uint64 `json:"bytes_from_guest"`
 	TCPConns       uint64 `json:"tcp_connections" doc:"opened, not open"`
+	TCPErrors      uint64 `json:"tcp_errors" doc:"TCP connections the host could not open"`
 	UDPFlows       uint64 `json:"udp_flows"`
 }
 

@@ -96,6 +96,7 @@ func (n *Stack) forwardTCP(r *tcp.ForwarderRequest) {
 	d := net.Dialer{Timeout: dialTimeout}
 	out, err := d.DialContext(n.ctx, "tcp", target)
 	if err != nil {
+		n.stats.tcpErrors.Add(1)
 		r.Complete(true)
 		return
 	}

@@ -139,6 +139,7 @@ func (n *Stack) interceptTCP(r *tcp.ForwarderRequest, dst netip.Addr, port uint1
 		d := net.Dialer{Timeout: dialTimeout}
 		out, err := d.DialContext(n.ctx, "tcp", target)
 		if err != nil {
+			n.stats.tcpErrors.Add(1)
 			return
 		}
 		if !n.track(out) {
@@ -166,6 +167,7 @@ func (n *Stack) interceptTCP(r *tcp.ForwarderRequest, dst netip.Addr, port uint1
 	cancel()
 	if err != nil {
 		// The box sees its connection end; the log says why.
+		n.stats.tcpErrors.Add(1)
 		n.logOnce("tls-out "+sni, "network: secrets: TLS to %s (%s) failed: %v", truncate(sni, 253), target, err)
 		return
 	}

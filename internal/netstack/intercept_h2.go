@@ -43,6 +43,7 @@ func (n *Stack) proxyH2(guest *tls.Conn, sni, target string, pairs [][2][]byte) 
 			defer cancel()
 			c, err := d.DialContext(ctx, "tcp", target)
 			if err != nil {
+				n.stats.tcpErrors.Add(1)
 				n.logOnce("tls-out "+sni, "network: secrets: TLS to %s (%s) failed: %v", truncate(sni, 253), target, err)
 				return nil, err
 			}

@@ -101,6 +101,7 @@ type Stats = protocol.NetworkStats
 
 type statCounters struct {
 	tcp, udp, dns, blocked, dropped atomic.Uint64
+	tcpErrors                       atomic.Uint64 // connections the host could not open
 }
 
 // New builds the box's stack over its published ports' listeners.
@@ -225,7 +226,7 @@ func (n *Stack) SetPolicy(p *netpolicy.Policy) { n.policy.Store(p) }
 func (n *Stack) pol() *netpolicy.Policy { return n.policy.Load() }
 
 func (n *Stack) Stats() Stats {
-	s := Stats{TCPConns: n.stats.tcp.Load(), UDPFlows: n.stats.udp.Load(), DNSQueries: n.stats.dns.Load(),
+	s := Stats{TCPConns: n.stats.tcp.Load(), TCPErrors: n.stats.tcpErrors.Load(), UDPFlows: n.stats.udp.Load(), DNSQueries: n.stats.dns.Load(),
 		Blocked: n.stats.blocked.Load(), Dropped: n.stats.dropped.Load()}
 	if n.sw != nil {
 		s.BytesToGuest, s.BytesFromGuest = atomic.LoadUint64(&n.sw.Sent), atomic.LoadUint64(&n.sw.Received)

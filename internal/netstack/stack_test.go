@@ -147,8 +147,19 @@ func TestHostAliasAndPolicy(t *testing.T) {
 			t.Errorf("reached %v:%d", ip, port)
 		}
 	}
+	// A port nobody listens on: the host's connect fails, counted.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	if c, err := dial(open, hostIP, closed); err == nil {
+		c.Close()
+		t.Errorf("connected to the closed port %d", closed)
+	}
 	// (a guest stack may not even send to 127.0.0.1: at least the others.)
-	if st := n.Stats(); st.TCPConns != 1 || st.Blocked < 2 || st.DNSQueries != 1 {
+	if st := n.Stats(); st.TCPConns != 1 || st.TCPErrors != 1 || st.Blocked < 2 || st.DNSQueries != 1 {
 		t.Errorf("stats %+v", st)
 	}
 

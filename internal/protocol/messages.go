@@ -117,8 +117,11 @@ type NetworkStats struct {
 	BytesToGuest   uint64 `msgpack:"bytes_to_guest" json:"bytes_to_guest"`
 	BytesFromGuest uint64 `msgpack:"bytes_from_guest" json:"bytes_from_guest"`
 	TCPConns       uint64 `msgpack:"tcp_connections" json:"tcp_connections"`
-	UDPFlows       uint64 `msgpack:"udp_flows" json:"udp_flows"`
-	DNSQueries     uint64 `msgpack:"dns_queries" json:"dns_queries"`
+	// TCPErrors counts the box's TCP connections the host could not open
+	// (refused, unreachable, timed out; TLS to a secret's host failed).
+	TCPErrors  uint64 `msgpack:"tcp_errors" json:"tcp_errors"`
+	UDPFlows   uint64 `msgpack:"udp_flows" json:"udp_flows"`
+	DNSQueries uint64 `msgpack:"dns_queries" json:"dns_queries"`
 	// Blocked counts connections, flows and names allow_net refused;
 	// Dropped those refused because a bound on open connections was met.
 	Blocked uint64 `msgpack:"blocked" json:"blocked"`

@@ -137,6 +137,7 @@ func (a *API) boxMetrics(w http.ResponseWriter, r *http.Request) error {
 		CPUPercent: m.CPUPercent, MemoryBytes: m.MemoryBytes,
 		NetworkBytesSent: m.NetworkBytesSent, NetworkBytesReceived: m.NetworkBytesReceived,
 		NetworkTCPConnections: m.NetworkTCPConnections,
+		NetworkTCPErrors:      m.NetworkTCPErrors,
 		BootTiming: &wire.BootTiming{
 			TotalCreateMs: ms(m.TotalCreateDurationMs), GuestBootMs: ms(&boot),
 			ImagePrepareMs: ms(m.StageImagePrepareMs), BoxConfigMs: ms(m.StageBoxConfigMs),

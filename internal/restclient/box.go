@@ -140,7 +140,7 @@ func (b *Box) Metrics(ctx context.Context) (boxlite.BoxMetrics, error) {
 	m := boxlite.BoxMetrics{CommandsExecutedTotal: w.CommandsExecutedTotal, ExecErrorsTotal: w.ExecErrorsTotal,
 		BytesSentTotal: w.BytesSentTotal, BytesReceivedTotal: w.BytesReceivedTotal, CPUPercent: w.CPUPercent,
 		MemoryBytes: w.MemoryBytes, NetworkBytesSent: w.NetworkBytesSent, NetworkBytesReceived: w.NetworkBytesReceived,
-		NetworkTCPConnections: w.NetworkTCPConnections}
+		NetworkTCPConnections: w.NetworkTCPConnections, NetworkTCPErrors: w.NetworkTCPErrors}
 	if t := w.BootTiming; t != nil {
 		ms := func(p *int64) *float64 {
 			if p == nil {

@@ -225,6 +225,22 @@ func TestNetwork(t *testing.T) {
 		if res.Code != 0 || !strings.Contains(string(res.Stdout), "hello from the host") {
 			t.Fatalf("exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
 		}
+		// A port nobody listens on: the host's connect is refused, the
+		// box's fails, and the box's metrics count a TCP error.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		closed := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		res = runIn(t, allowed, sh(fmt.Sprintf("timeout 10 wget -q -O- http://host.boxlite.internal:%d/; echo fetch=$?", closed)))
+		if !strings.Contains(string(res.Stdout), "fetch=1") {
+			t.Errorf("fetch from a closed port: %s%s", res.Stdout, res.Stderr)
+		}
+		m, err := allowed.Metrics(context.Background())
+		if err != nil || m.NetworkTCPErrors == nil || *m.NetworkTCPErrors != 1 || m.NetworkTCPConnections == nil || *m.NetworkTCPConnections != 1 {
+			t.Errorf("metrics after one fetch and one refused connect: %+v, %v; want 1 TCP connection and 1 TCP error", m, err)
+		}
 	})
 
 	t.Run("disabled", func(t *testing.T) {

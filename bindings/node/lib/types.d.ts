@@ -152,6 +152,8 @@ export interface NetworkStats {
   bytesFromGuest: number;
   /** opened, not open */
   tcpConnections: number;
+  /** TCP connections the host could not open */
+  tcpErrors: number;
   udpFlows: number;
 }
 

@@ -531,6 +531,7 @@ const char *boxlite_box_id(boxlite_box_t *box);
  *         "bytes_to_guest": integer
  *         "bytes_from_guest": integer
  *         "tcp_connections": integer: opened, not open
+ *         "tcp_errors": integer: TCP connections the host could not open
  *         "udp_flows": integer
  *     "started_at": string, optional: RFC 3339: when the VM became ready (BoxLite's started_at)
  *     "last_activity_at": string, optional: RFC 3339: the later of started_at and the last
@@ -618,7 +619,8 @@ void boxlite_box_free(boxlite_box_t *box);
  *   "network_bytes_sent": integer or null: host to guest
  *   "network_bytes_received": integer or null: guest to host
  *   "network_tcp_connections": integer or null: TCP connections opened
- *   "network_tcp_errors": integer or null: not measured here: always null
+ *   "network_tcp_errors": integer or null: TCP connections from the box the host could not open
+ *       (refused, unreachable, timed out)
  * END GENERATED: box metrics
  * The counters are the box's shim's, for every process that uses the box,
  * since the box last started; an exec error is a request that never ran

@@ -118,4 +118,4 @@ def test_program(tmp_path):
     assert "Seccomp:\t2" in lines, p.stdout  # maximum keeps the filter
     assert "333" in lines, p.stdout
     assert "health healthy 0" in lines, p.stdout
-    assert "stages True True True None" in lines, p.stdout  # network_tcp_errors: not measured here
+    assert "stages True True True 0" in lines, p.stdout  # network_tcp_errors: no connection failed

@@ -133,7 +133,7 @@ func BoxInfo(info boxlite.BoxInfo) abi.BoxInfo {
 			w.Runtime.Network = &abi.NetworkInfo{GuestIP: n.GuestIP, GatewayIP: n.GatewayIP, AllowNet: n.AllowNet, Ports: ports(n.Ports)}
 			if s := n.Stats; s != nil {
 				w.Runtime.Network.Stats = &abi.NetworkStats{BytesToGuest: s.BytesToGuest, BytesFromGuest: s.BytesFromGuest,
-					TCPConns: s.TCPConns, UDPFlows: s.UDPFlows}
+					TCPConns: s.TCPConns, TCPErrors: s.TCPErrors, UDPFlows: s.UDPFlows}
 			}
 		}
 	}
