@@ -189,7 +189,7 @@ func (n *Stack) Ports() []protocol.Port { return append([]protocol.Port(nil), n.
 // by the read, never by a length the guest sends). It returns when conn fails
 // or the stack is closed.
 func (n *Stack) Serve(conn net.Conn) error {
-	if !n.serve(conn) {
+	if !n.trackAs(conn, true) {
 		return net.ErrClosed
 	}
 	defer n.serving.Done()
@@ -255,20 +255,11 @@ func (n *Stack) Close() {
 	}
 }
 
-func (n *Stack) track(c io.Closer) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.ctx.Err() != nil {
-		c.Close()
-		return false
-	}
-	n.conns[c] = struct{}{}
-	return true
-}
+func (n *Stack) track(c io.Closer) bool { return n.trackAs(c, false) }
 
-// serve tracks a NIC connection as track does, and counts its Serve in
-// the same critical section, so Close either sees it or refuses it.
-func (n *Stack) serve(c io.Closer) bool {
+// trackAs tracks c; for a NIC connection (serve) it also counts its Serve
+// in the same critical section, so Close either waits for it or refuses it.
+func (n *Stack) trackAs(c io.Closer, serve bool) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.ctx.Err() != nil {
@@ -276,7 +267,9 @@ func (n *Stack) serve(c io.Closer) bool {
 		return false
 	}
 	n.conns[c] = struct{}{}
-	n.serving.Add(1)
+	if serve {
+		n.serving.Add(1)
+	}
 	return true
 }
 
