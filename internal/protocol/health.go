@@ -63,11 +63,11 @@ const (
 
 // HealthStatus is a running box's health, in Info.
 type HealthStatus struct {
-	State    string `msgpack:"state"`
-	Failures int    `msgpack:"failures"` // failed checks in a row that counted
+	State    string `msgpack:"state" json:"state"`
+	Failures int    `msgpack:"failures" json:"failures"` // failed checks in a row that counted
 	// LastCheckMs is when the last check ended (Unix milliseconds, host
 	// clock); 0: none yet.
-	LastCheckMs int64 `msgpack:"last_check_ms,omitempty"`
+	LastCheckMs int64 `msgpack:"last_check_ms,omitempty" json:"last_check_ms,omitempty"`
 	// LastError says why the last check failed ("" after a success).
-	LastError string `msgpack:"last_error,omitempty"`
+	LastError string `msgpack:"last_error,omitempty" json:"last_error,omitempty"`
 }

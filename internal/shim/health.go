@@ -75,6 +75,11 @@ func (s *shim) startHealth() {
 		return
 	}
 	h := &health{cfg: *hc, since: time.Now(), st: protocol.HealthStatus{State: protocol.HealthStarting}}
+	if rec := s.resumedHealth; rec != nil && knownHealth(rec.Health.State) {
+		// Resumed: the same machine, as it was at the pause.
+		h.st = *rec.Health
+		h.since = h.since.Add(-time.Duration(max(rec.HealthUpMs, 0)) * time.Millisecond)
+	}
 	near, far := net.Pipe()
 	c := &client{conn: far, w: protocol.NewWriter(far), streams: map[uint32]uint32{}, internal: true}
 	c.cond = sync.NewCond(&c.mu)
@@ -91,6 +96,11 @@ func (s *shim) startHealth() {
 	go c.writeLoop()
 	go s.serveClient(c)
 	go s.healthLoop(h, near)
+}
+
+// knownHealth tells a state a check can be in.
+func knownHealth(state string) bool {
+	return state == protocol.HealthStarting || state == protocol.HealthHealthy || state == protocol.HealthUnhealthy
 }
 
 // healthLoop runs a check every interval until the box stops.

@@ -143,6 +143,11 @@ func (s *shim) saveState(mayPause func() bool) (protocol.Paused, error) {
 	saveMs := float64(time.Since(t0).Microseconds()) / 1000
 	rec := shimapi.Paused{Format: shimapi.PauseFormat, SavedAt: time.Now().UTC(), StateBytes: fi.Size(), SaveMs: saveMs,
 		Compat: compat, Hello: s.info.Hello, Accel: s.info.Accel, RAMBackend: s.vmcfg.RAM != nil || s.vmcfg.AnonRAMBackend || len(s.vmcfg.FS) > 0}
+	s.mu.Lock()
+	if h := s.health; h != nil {
+		rec.Health, rec.HealthUpMs = h.status(), time.Since(h.since).Milliseconds()
+	}
+	s.mu.Unlock()
 	b, _ := json.Marshal(rec)
 	if err := os.Rename(path+".tmp", path); err != nil {
 		return undo(err)
@@ -322,6 +327,9 @@ func (s *shim) resumeVM(vmcfg hv.Config, start time.Time) (protocol.Hello, *prot
 		return rec.Hello, nil, noRetry{fmt.Errorf("resume: network: %w", err)}
 	}
 	s.vmcfg.AnonRAMBackend = vmcfg.AnonRAMBackend // the next pause saves the same shape
+	if !rec.Fork && rec.Health != nil {
+		s.resumedHealth = &rec // startHealth goes on from it
+	}
 	s.discardState()
 	log.Printf("resumed from the state saved at %s (%d bytes): %s", rec.SavedAt.Format(time.RFC3339), rec.StateBytes, strings.TrimSuffix(lap("network"), ", "))
 	return rec.Hello, r, nil

@@ -164,6 +164,9 @@ type shim struct {
 	fsWarnings  []string    // what the file daemons' jails could not give
 	counters    counters    // the box's metrics (metrics.go)
 	health      *health     // the box's health check (health.go); nil without; set under mu
+	// resumedHealth: the saved state this box resumed from, when it holds
+	// a health state to go on from (set before startHealth).
+	resumedHealth *shimapi.Paused
 
 	mu       sync.Mutex
 	routes   map[uint32]route // agent stream id -> client stream

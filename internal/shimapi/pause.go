@@ -87,6 +87,12 @@ type Paused struct {
 	// its streams at the save are cancelled and it gets the host's clock,
 	// fresh entropy and a boot id, but it keeps its hostname and machine id.
 	Restored bool `json:"restored,omitempty"`
+	// Health is the box's health check state at the save (nil without
+	// one), and HealthUpMs how long the box had been ready then: a resume
+	// goes on from there (a healthy box stays healthy, the start period
+	// does not start again), as docker's unpause. A fork starts anew.
+	Health     *protocol.HealthStatus `json:"health,omitempty"`
+	HealthUpMs int64                  `json:"health_up_ms,omitempty"`
 }
 
 // MaxForkStreams bounds Paused.Cancel.

@@ -145,6 +145,17 @@ func TestAdvancedOptions(t *testing.T) {
 	}
 	runIn(t, b, sh("touch /tmp/healthy"))
 	waitHealth(boxlite.HealthHealthy, 30*time.Second)
+	// A pause and a resume keep the box's health (the same machine, as
+	// docker's unpause): healthy at once, not starting over.
+	if _, err := b.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := b.Health(ctx); err != nil || h.State != boxlite.HealthHealthy || h.LastCheck.IsZero() {
+		t.Errorf("health right after a resume: %+v, %v; want healthy, as at the pause", h, err)
+	}
 	// Checks are not the box's commands.
 	m, err := b.Metrics(ctx)
 	if err != nil {
