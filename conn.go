@@ -38,6 +38,16 @@ type conn struct {
 	active atomic.Int64
 }
 
+// closed tells whether the connection has ended.
+func (c *conn) closed() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // busy: a stream is open that a pause would cut (a command someone waits
 // for, a copy), as the shim's auto-pause judges it.
 func (c *conn) busy() bool {

@@ -36,6 +36,13 @@ func (b *Box) running(ctx context.Context, op string) (*conn, protocol.Info, err
 		c, state, info := b.conn, b.state, b.info
 		b.mu.Unlock()
 		switch {
+		case state == StateRunning && c != nil && c.closed():
+			// Its shim went away, and attach's handler has yet to take
+			// note (an exec that failed with the connection returns
+			// first): wait for it, then look again, never restarting.
+			if err := b.awaitDrop(ctx, c); err != nil {
+				return nil, info, fmt.Errorf("%s: %w", op, err)
+			}
 		case state == StateRunning && c != nil:
 			b.touch()
 			return c, info, nil
@@ -52,6 +59,26 @@ func (b *Box) running(ctx context.Context, op string) (*conn, protocol.Info, err
 			return nil, info, b.removedError(op)
 		default:
 			return nil, info, errdefs.Errorf(errdefs.ErrInvalidState, "%s: box %s is %s", op, b.rec.ID, state)
+		}
+	}
+}
+
+// awaitDrop waits until attach's handler has taken note that c, the box's
+// connection, is gone (it takes a moment: a goroutine, the box's lock).
+func (b *Box) awaitDrop(ctx context.Context, c *conn) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		b.mu.Lock()
+		gone := b.conn != c || b.state != StateRunning
+		b.mu.Unlock()
+		if gone {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errdefs.Errorf(errdefs.ErrTimeout, "box %s: its connection to its shim ended: %v", b.rec.ID, ctx.Err())
+		case <-t.C:
 		}
 	}
 }
