@@ -282,6 +282,7 @@ func (b *Box) attach(c *conn, info protocol.Info) {
 	}
 	go func() {
 		<-c.done
+		defer close(c.noted)
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		if b.conn != c || b.state == StateStopping {

@@ -31,7 +31,10 @@ type conn struct {
 	err    error // why the connection ended; set once
 	broken bool  // it ended because the box broke the protocol (violation)
 	done   chan struct{}
-	why    func() error // explains an unexpected end (the box stopped), if set
+	// noted is closed once the box that holds the connection has taken
+	// note of its end (Box.attach's handler).
+	noted chan struct{}
+	why   func() error // explains an unexpected end (the box stopped), if set
 
 	// active is when a stream was last opened or a frame last came (Unix
 	// nanoseconds): the box's last activity this process saw.
@@ -69,7 +72,7 @@ func dialShim(path string, why func() error) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	cn := &conn{c: c, w: protocol.NewWriter(c), streams: map[uint32]handler{}, detach: map[uint32]bool{}, next: 1, done: make(chan struct{}), why: why}
+	cn := &conn{c: c, w: protocol.NewWriter(c), streams: map[uint32]handler{}, detach: map[uint32]bool{}, next: 1, done: make(chan struct{}), noted: make(chan struct{}), why: why}
 	go cn.readLoop()
 	return cn, nil
 }

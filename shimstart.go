@@ -64,22 +64,13 @@ func (b *Box) running(ctx context.Context, op string) (*conn, protocol.Info, err
 }
 
 // awaitDrop waits until attach's handler has taken note that c, the box's
-// connection, is gone (it takes a moment: a goroutine, the box's lock).
+// connection, is gone (a goroutine of its own, under the box's lock).
 func (b *Box) awaitDrop(ctx context.Context, c *conn) error {
-	t := time.NewTicker(5 * time.Millisecond)
-	defer t.Stop()
-	for {
-		b.mu.Lock()
-		gone := b.conn != c || b.state != StateRunning
-		b.mu.Unlock()
-		if gone {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return errdefs.Errorf(errdefs.ErrTimeout, "box %s: its connection to its shim ended: %v", b.rec.ID, ctx.Err())
-		case <-t.C:
-		}
+	select {
+	case <-c.noted:
+		return nil
+	case <-ctx.Done():
+		return errdefs.Errorf(errdefs.ErrTimeout, "box %s: its connection to its shim ended: %v", b.rec.ID, ctx.Err())
 	}
 }
 
