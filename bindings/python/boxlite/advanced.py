@@ -64,17 +64,19 @@ class SecurityOptions:
     exempts it); ``network_enabled=False`` (macOS-only in BoxLite) is
     refused, use ``network="disabled"``; ``close_fds`` changes nothing (the
     shim and VMM always start with only their own descriptors). A box
-    without security options gets ``standard()``."""
+    without security options gets ``standard()``, and a field left as None
+    keeps ``standard()``'s value: ``SecurityOptions(max_open_files=10)``
+    still has the jail and the filter."""
 
-    jailer_enabled: bool = False
-    seccomp_enabled: bool = False
+    jailer_enabled: Optional[bool] = None
+    seccomp_enabled: Optional[bool] = None
     max_open_files: Optional[int] = None
     max_file_size: Optional[int] = None  # bytes
     max_processes: Optional[int] = None
     max_memory: Optional[int] = None  # bytes of address space
     max_cpu_time: Optional[int] = None  # seconds
-    network_enabled: bool = True
-    close_fds: bool = True
+    network_enabled: Optional[bool] = None
+    close_fds: Optional[bool] = None
 
     @staticmethod
     def development() -> "SecurityOptions":
@@ -97,7 +99,8 @@ class SecurityOptions:
     def to_wire(self, what: str) -> Dict[str, Any]:
         o: Dict[str, Any] = {}
         for key in ("jailer_enabled", "seccomp_enabled", "network_enabled", "close_fds"):
-            o[key] = _flag(getattr(self, key), f"{what}.{key}")
+            if getattr(self, key) is not None:
+                o[key] = _flag(getattr(self, key), f"{what}.{key}")
         for key, wire in (("max_open_files", "max_open_files"), ("max_file_size", "max_file_size_bytes"),
                           ("max_processes", "max_processes"), ("max_memory", "max_memory_bytes"),
                           ("max_cpu_time", "max_cpu_time_secs")):
