@@ -255,15 +255,15 @@ func (a *API) ServeTunnelConn(ctx context.Context, c net.Conn) {
 		refuseTunnel(c, http.StatusForbidden, "the key that made this tunnel was removed")
 		return
 	}
+	// The head is read: the dial (which may start the box) has its own
+	// deadline, and the answer gets a fresh one after it.
+	c.SetDeadline(time.Time{})
 	dctx, cancel := context.WithTimeout(ctx, TunnelHandshakeTimeout+tunnelDialTimeout)
 	t, err := a.dialTunnel(dctx, g)
 	cancel()
+	c.SetWriteDeadline(time.Now().Add(TunnelHandshakeTimeout))
 	if err != nil {
-		code := http.StatusBadGateway
-		if errors.Is(err, errdefs.ErrNotFound) {
-			code = http.StatusNotFound
-		}
-		refuseTunnel(c, code, err.Error())
+		refuseTunnel(c, answerFor(err).Status, err.Error())
 		return
 	}
 	defer t.Close()
