@@ -3,6 +3,7 @@ package netstack
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -23,7 +24,8 @@ import (
 // the intercepted name and dialed to the address the box was headed for.
 const (
 	h2Streams     = 100             // concurrent streams the box may open on one connection
-	h2UpConns     = 8               // connections to the real server per box connection
+	h2UpConns     = 8               // connections to the real server per box connection, at once
+	h2UpDials     = 64              // and in its whole life (each is kept until it ends)
 	h2IdleTimeout = 5 * time.Minute // a box connection with no stream open
 )
 
@@ -39,6 +41,12 @@ func (n *Stack) proxyH2(guest *tls.Conn, sni, target string, pairs [][2][]byte) 
 		DialTLSContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			d := tls.Dialer{NetDialer: &net.Dialer{Timeout: dialTimeout},
 				Config: &tls.Config{ServerName: sni, RootCAs: n.secrets.Roots, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12}}
+			mu.Lock()
+			dialed := len(ups)
+			mu.Unlock()
+			if dialed >= h2UpDials {
+				return nil, fmt.Errorf("this connection of the box dialed %s %d times; open another", truncate(sni, 253), h2UpDials)
+			}
 			ctx, cancel := context.WithTimeout(ctx, upstreamWait)
 			defer cancel()
 			c, err := d.DialContext(ctx, "tcp", target)
@@ -58,6 +66,7 @@ func (n *Stack) proxyH2(guest *tls.Conn, sni, target string, pairs [][2][]byte) 
 		},
 		ForceAttemptHTTP2:      true,
 		MaxConnsPerHost:        h2UpConns,
+		MaxIdleConns:           h2UpConns,
 		MaxIdleConnsPerHost:    h2UpConns,
 		IdleConnTimeout:        h2IdleTimeout,
 		TLSHandshakeTimeout:    upstreamWait,
@@ -94,7 +103,9 @@ func (h h2Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		substitute(out, h.pairs)
 	}
 	out.RequestURI = ""
-	out.URL.Scheme, out.URL.Host = "https", r.Host
+	// Every request goes to target whatever its :authority (out.Host keeps
+	// it): one pool key, so the transport's bounds hold for the connection.
+	out.URL.Scheme, out.URL.Host = "https", h.sni
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header["User-Agent"] = []string{""} // none, as the box sent
 	}
