@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"math"
 	"strings"
 	"time"
 
@@ -46,8 +47,17 @@ func (h *Hello) Bound() {
 	for i, f := range h.Features {
 		h.Features[i] = cut(f)
 	}
-	h.KernelMs, h.ReadyMs = max(h.KernelMs, 0), max(h.ReadyMs, 0)
+	h.KernelMs, h.ReadyMs = nonNegative(h.KernelMs), nonNegative(h.ReadyMs)
 	h.Layers = max(h.Layers, 0)
+}
+
+// nonNegative is v, or 0 for a negative, NaN or infinite v (max keeps a
+// NaN, and JSON cannot carry either).
+func nonNegative(v float64) float64 {
+	if v >= 0 && !math.IsInf(v, 1) {
+		return v
+	}
+	return 0
 }
 
 // Has reports whether the agent listed feature in its Hello.

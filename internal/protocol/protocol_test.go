@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -171,6 +172,15 @@ func TestHelloBound(t *testing.T) {
 	h.Bound()
 	if len(h.Agent) != maxHelloString || !utf8.ValidString(h.Kernel) || len(h.Features) != maxHelloFeatures || h.KernelMs != 0 || h.Layers != 0 {
 		t.Fatalf("bounded hello: agent %d bytes, kernel %q, %d features, kernel_ms %v, layers %d", len(h.Agent), h.Kernel, len(h.Features), h.KernelMs, h.Layers)
+	}
+	// NaN and infinities (msgpack carries them; JSON of a paused record
+	// or of box info cannot) become 0.
+	for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+		h := Hello{KernelMs: v, ReadyMs: v}
+		h.Bound()
+		if h.KernelMs != 0 || h.ReadyMs != 0 {
+			t.Errorf("hello timings %v bounded to %v, %v", v, h.KernelMs, h.ReadyMs)
+		}
 	}
 }
 
