@@ -64,6 +64,14 @@ func (h *health) record(err error, at time.Time) {
 	}
 }
 
+// fail makes the box unhealthy at once: its checks cannot run any more.
+func (h *health) fail(err error, at time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.st.State, h.st.LastError, h.st.LastCheckMs = protocol.HealthUnhealthy, err.Error(), at.UnixMilli()
+	h.st.Failures++
+}
+
 // startHealth starts the box's health checks, if it has any.
 func (s *shim) startHealth() {
 	hc := s.cfg.HealthCheck
@@ -120,8 +128,14 @@ func (s *shim) healthLoop(h *health, conn net.Conn) {
 			t.Reset(h.cfg.Interval)
 			continue
 		}
-		if errors.Is(err, net.ErrClosed) || errors.Is(err, errProbeBroken) {
-			return // the box is going away, or the pipe's reader is lost
+		if errors.Is(err, net.ErrClosed) {
+			return // the box is going away
+		}
+		if errors.Is(err, errProbeBroken) {
+			// The box stopped taking the checks' frames: no check can run
+			// again, and a box that does not answer is not healthy.
+			h.fail(err, time.Now())
+			return
 		}
 		h.record(err, time.Now())
 		t.Reset(h.cfg.Interval)

@@ -37,6 +37,12 @@ func TestHealthRecord(t *testing.T) {
 	}
 	step(fail, 14*time.Second, protocol.HealthHealthy, 1) // one failure of two: still healthy
 	step(nil, 15*time.Second, protocol.HealthHealthy, 0)
+	// A probe that cannot run any more (the box stopped taking its
+	// frames) makes the box unhealthy at once, whatever the retries.
+	h.fail(errProbeBroken, t0.Add(16*time.Second))
+	if st := h.status(); st.State != protocol.HealthUnhealthy || st.LastError != errProbeBroken.Error() {
+		t.Errorf("after a broken probe: %+v", st)
+	}
 }
 
 func TestHealthCheckBounds(t *testing.T) {
