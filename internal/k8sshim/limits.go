@@ -100,9 +100,17 @@ func (s *service) applyLimits(ctx context.Context, c *container, l boxlite.RootL
 	if err != nil {
 		return err
 	}
+	// Another call may have started one meanwhile, or Delete stopped the
+	// container's: then this watch goes.
 	s.mu.Lock()
-	c.oom = w
+	keep := c.oom == nil && !c.oomStopped
+	if keep {
+		c.oom = w
+	}
 	s.mu.Unlock()
+	if !keep {
+		w.Close()
+	}
 	return nil
 }
 
@@ -152,7 +160,7 @@ func (s *service) checkOOM(c *container) {
 func (s *service) stopOOMWatch(c *container) {
 	s.mu.Lock()
 	w := c.oom
-	c.oom = nil
+	c.oom, c.oomStopped = nil, true
 	s.mu.Unlock()
 	if w != nil {
 		w.Close()

@@ -56,6 +56,7 @@ type container struct {
 	rootBinds    []boxlite.RootBind
 	memLimit     uint64                // its spec's memory limit (bytes; 0: none)
 	oom          *boxlite.RootOOMWatch // its cgroup's OOM watch (limits.go); nil: none
+	oomStopped   bool                  // its watch was stopped (Delete): none starts again
 	oomKills     uint64                // the OOM kills the box has told
 	oomPublished uint64                // ... of which TaskOOM events were published
 	oomAt        time.Time             // when the last TaskOOM was published
