@@ -304,16 +304,12 @@ func (p *pool) refillLoop(ctx context.Context) {
 // wantsOne reports whether the pool has room for one more box, and if so
 // counts it as starting.
 func (p *pool) wantsOne() bool {
-	if p.rt.pools.pressed.Load() {
-		return false // the pressure's end kicks the refill
+	if !p.roomForOne() {
+		return false // the pressure's end, or a box leaving, kicks the refill
 	}
-	held := p.rt.poolHeldMiB()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.ready)+p.starting >= p.spec.size {
-		return false
-	}
-	if m := p.rt.pools.memMiB; m > 0 && held+int64(p.spec.cfg.MemoryMiB) > m {
 		return false
 	}
 	p.starting++
