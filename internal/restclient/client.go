@@ -193,8 +193,14 @@ func readError(what string, resp *http.Response) error {
 		return errdefs.New(wire.KindOfCode(eb.Error.Code), eb.Error.Message)
 	}
 	// Not BoxLite's body (a proxy in front answered): the status says what it can.
+	return errdefs.New(kindOfStatus(resp.StatusCode), fmt.Sprintf("%s: the server answered %s", what, resp.Status))
+}
+
+// kindOfStatus is the kind an HTTP status says, for answers without
+// BoxLite's error body.
+func kindOfStatus(status int) errdefs.Kind {
 	kind := errdefs.KindInternal
-	switch resp.StatusCode {
+	switch status {
 	case http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden, http.StatusMethodNotAllowed:
 		kind = errdefs.KindInvalidArgument
 	case http.StatusNotFound:
@@ -210,7 +216,7 @@ func readError(what string, resp *http.Response) error {
 	case http.StatusGatewayTimeout:
 		kind = errdefs.KindTimeout
 	}
-	return errdefs.New(kind, fmt.Sprintf("%s: the server answered %s", what, resp.Status))
+	return kind
 }
 
 // do makes a JSON call and decodes a JSON answer into out (nil: none),

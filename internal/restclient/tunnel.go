@@ -83,23 +83,16 @@ func (b *Box) DialTunnel(ctx context.Context, port int) (*TunnelConn, error) {
 	if err == nil {
 		resp, err = http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
 	}
+	if err == nil && resp.StatusCode != http.StatusOK {
+		// A refusal's plain-text message, read while ctx still closes c.
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		stop()
+		c.Close()
+		return nil, errdefs.New(kindOfStatus(resp.StatusCode), fmt.Sprintf("%s: %s", what, strings.TrimSpace(string(msg))))
+	}
 	if !stop() || err != nil {
 		c.Close()
 		return nil, errdefs.Errorf(errdefs.ErrUnreachable, "%s: CONNECT: %v", what, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		c.Close()
-		kind := errdefs.ErrUnreachable
-		switch resp.StatusCode {
-		case http.StatusNotFound:
-			kind = errdefs.ErrNotFound
-		case http.StatusTooManyRequests:
-			kind = errdefs.ErrLimit
-		case http.StatusForbidden:
-			kind = errdefs.ErrInvalidArgument
-		}
-		return nil, errdefs.Errorf(kind, "%s: %s", what, strings.TrimSpace(string(msg)))
 	}
 	return &TunnelConn{Conn: c, r: br}, nil
 }
