@@ -83,8 +83,14 @@ func New(cfg Config, rt *boxlite.Runtime) (*Server, error) {
 		return nil, errdefs.Errorf(errdefs.ErrInvalidArgument, "--tls-cert and --tls-key go together")
 	}
 	tlsOn := cfg.TLSCert != ""
-	if err := checkListen(cfg.Listen, tlsOn, cfg.InsecureNoTLS); err != nil {
+	if err := checkListen("--listen", cfg.Listen, tlsOn, cfg.InsecureNoTLS); err != nil {
 		return nil, err
+	}
+	// Tunnel tokens travel in the CONNECTs as keys do in requests.
+	if cfg.TunnelListen != "" {
+		if err := checkListen("--tunnel-listen", cfg.TunnelListen, tlsOn, cfg.InsecureNoTLS); err != nil {
+			return nil, err
+		}
 	}
 	keys, err := newKeyring(cfg.KeysFile)
 	if err != nil {
@@ -196,11 +202,12 @@ func (s *Server) Serve(ctx context.Context) error {
 	return err
 }
 
-// checkListen refuses a listen beyond loopback without TLS, unless asked.
-func checkListen(addr string, tlsOn, insecure bool) error {
+// checkListen refuses a listen (flag names it) beyond loopback without
+// TLS, unless asked.
+func checkListen(flag, addr string, tlsOn, insecure bool) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return errdefs.Errorf(errdefs.ErrInvalidArgument, "--listen %q: %v", addr, err)
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s %q: %v", flag, addr, err)
 	}
 	if tlsOn || insecure {
 		return nil
@@ -212,7 +219,7 @@ func checkListen(addr string, tlsOn, insecure bool) error {
 		} else if addrs, err := net.LookupIP(host); err == nil {
 			ips = addrs
 		} else {
-			return errdefs.Errorf(errdefs.ErrInvalidArgument, "--listen %q: %v", addr, err)
+			return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s %q: %v", flag, addr, err)
 		}
 	}
 	loopback := len(ips) > 0
@@ -220,7 +227,7 @@ func checkListen(addr string, tlsOn, insecure bool) error {
 		loopback = loopback && ip.IsLoopback()
 	}
 	if !loopback {
-		return errdefs.Errorf(errdefs.ErrInvalidArgument, "--listen %s reaches beyond this machine: keys would cross the network in clear; give --tls-cert and --tls-key, or --insecure-no-tls if a proxy in front terminates TLS", addr)
+		return errdefs.Errorf(errdefs.ErrInvalidArgument, "%s %s reaches beyond this machine: keys would cross the network in clear; give --tls-cert and --tls-key, or --insecure-no-tls if a proxy in front terminates TLS", flag, addr)
 	}
 	return nil
 }
