@@ -2,6 +2,7 @@ package boxlite
 
 import (
 	"github.com/boxlite/boxlite/errdefs"
+	"github.com/boxlite/boxlite/internal/abi"
 	"github.com/boxlite/boxlite/internal/protocol"
 )
 
@@ -64,7 +65,7 @@ func SecurityStandard() SecurityOptions {
 // SecurityOptions.MaxProcesses).
 func SecurityMaximum() SecurityOptions {
 	s := SecurityStandard()
-	s.MaxOpenFiles, s.MaxFileSize, s.MaxProcesses = u64(1024), u64(1<<30), u64(100)
+	s.MaxOpenFiles, s.MaxFileSize, s.MaxProcesses = u64(abi.SecurityMaximumMaxOpenFiles), u64(abi.SecurityMaximumMaxFileSizeBytes), u64(abi.SecurityMaximumMaxProcesses)
 	return s
 }
 

@@ -84,6 +84,14 @@ const (
 	DefaultHealthStartPeriod = 60 * time.Second
 )
 
+// BoxLite's SecurityOptions.maximum(): the limits it puts on every box
+// process.
+const (
+	SecurityMaximumMaxOpenFiles     = 1024
+	SecurityMaximumMaxFileSizeBytes = 1 << 30
+	SecurityMaximumMaxProcesses     = 100
+)
+
 // Constant is one default or limit as the generated edges name it: the
 // header's BOXLITE_<Name> macro, the SDKs' <Name> constants, the README's
 // table (internal/abigen).
@@ -132,5 +140,8 @@ var Constants = []Constant{
 	number("DEFAULT_HEALTH_TIMEOUT_SECS", int64(DefaultHealthTimeout.Seconds()), "how long a health check may take to pass"),
 	number("DEFAULT_HEALTH_RETRIES", DefaultHealthRetries, "failed health checks in a row that make a box unhealthy"),
 	number("DEFAULT_HEALTH_START_PERIOD_SECS", int64(DefaultHealthStartPeriod.Seconds()), "how long after a box is ready its failed health checks do not count"),
+	number("SECURITY_MAXIMUM_MAX_OPEN_FILES", SecurityMaximumMaxOpenFiles, "open files of every box process under the maximum security preset"),
+	number("SECURITY_MAXIMUM_MAX_FILE_SIZE_BYTES", SecurityMaximumMaxFileSizeBytes, "the largest file a box process may write under the maximum security preset"),
+	number("SECURITY_MAXIMUM_MAX_PROCESSES", SecurityMaximumMaxProcesses, "processes of a box user (root exempt) under the maximum security preset"),
 	boolConstant("DEFAULT_AUTO_REMOVE", DefaultAutoRemove, "a box is removed when it stops unless its options say otherwise"),
 }

@@ -6,7 +6,10 @@
 // options and `advanced: {capabilities}`; this library also takes them all
 // under `advanced` (the C ABI's shape), not both.
 
-const { DEFAULT_HEALTH_INTERVAL_SECS, DEFAULT_HEALTH_TIMEOUT_SECS, DEFAULT_HEALTH_RETRIES, DEFAULT_HEALTH_START_PERIOD_SECS } = require('./defaults');
+const {
+  DEFAULT_HEALTH_INTERVAL_SECS, DEFAULT_HEALTH_TIMEOUT_SECS, DEFAULT_HEALTH_RETRIES, DEFAULT_HEALTH_START_PERIOD_SECS,
+  SECURITY_MAXIMUM_MAX_OPEN_FILES, SECURITY_MAXIMUM_MAX_FILE_SIZE_BYTES, SECURITY_MAXIMUM_MAX_PROCESSES,
+} = require('./defaults');
 
 function typeOf(v) {
   return v === null ? 'null' : Array.isArray(v) ? 'array' : typeof v;
@@ -110,7 +113,7 @@ const SecurityOptions = Object.freeze({
   /** The host jail and the box's seccomp filter: every box's default. */
   standard: () => ({ jailerEnabled: true, seccompEnabled: true, networkEnabled: true, closeFds: true }),
   /** standard, and every box process limited to 1024 open files, 1 GiB files, 100 processes. */
-  maximum: () => ({ jailerEnabled: true, seccompEnabled: true, networkEnabled: true, closeFds: true, maxOpenFiles: 1024, maxFileSize: 1 << 30, maxProcesses: 100 }),
+  maximum: () => ({ jailerEnabled: true, seccompEnabled: true, networkEnabled: true, closeFds: true, maxOpenFiles: SECURITY_MAXIMUM_MAX_OPEN_FILES, maxFileSize: SECURITY_MAXIMUM_MAX_FILE_SIZE_BYTES, maxProcesses: SECURITY_MAXIMUM_MAX_PROCESSES }),
 });
 
 /** BoxLite's HealthCheckOptions defaults (seconds). */

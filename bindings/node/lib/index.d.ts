@@ -130,6 +130,12 @@ export declare const DEFAULT_HEALTH_TIMEOUT_SECS: 10;
 export declare const DEFAULT_HEALTH_RETRIES: 3;
 /** how long after a box is ready its failed health checks do not count */
 export declare const DEFAULT_HEALTH_START_PERIOD_SECS: 60;
+/** open files of every box process under the maximum security preset */
+export declare const SECURITY_MAXIMUM_MAX_OPEN_FILES: 1024;
+/** the largest file a box process may write under the maximum security preset */
+export declare const SECURITY_MAXIMUM_MAX_FILE_SIZE_BYTES: 1073741824;
+/** processes of a box user (root exempt) under the maximum security preset */
+export declare const SECURITY_MAXIMUM_MAX_PROCESSES: 100;
 /** a box is removed when it stops unless its options say otherwise */
 export declare const DEFAULT_AUTO_REMOVE: true;
 // END GENERATED: defaults

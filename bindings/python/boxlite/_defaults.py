@@ -25,4 +25,7 @@ DEFAULT_HEALTH_INTERVAL_SECS = 30  # between a box's health checks
 DEFAULT_HEALTH_TIMEOUT_SECS = 10  # how long a health check may take to pass
 DEFAULT_HEALTH_RETRIES = 3  # failed health checks in a row that make a box unhealthy
 DEFAULT_HEALTH_START_PERIOD_SECS = 60  # how long after a box is ready its failed health checks do not count
+SECURITY_MAXIMUM_MAX_OPEN_FILES = 1024  # open files of every box process under the maximum security preset
+SECURITY_MAXIMUM_MAX_FILE_SIZE_BYTES = 1073741824  # the largest file a box process may write under the maximum security preset
+SECURITY_MAXIMUM_MAX_PROCESSES = 100  # processes of a box user (root exempt) under the maximum security preset
 DEFAULT_AUTO_REMOVE = True  # a box is removed when it stops unless its options say otherwise

@@ -6,7 +6,8 @@ from typing import Any, Dict, List, Optional
 
 from ._checks import _is_int, check_str, check_timeout
 from ._defaults import (DEFAULT_HEALTH_INTERVAL_SECS, DEFAULT_HEALTH_RETRIES, DEFAULT_HEALTH_START_PERIOD_SECS,
-                        DEFAULT_HEALTH_TIMEOUT_SECS)
+                        DEFAULT_HEALTH_TIMEOUT_SECS, SECURITY_MAXIMUM_MAX_FILE_SIZE_BYTES, SECURITY_MAXIMUM_MAX_OPEN_FILES,
+                        SECURITY_MAXIMUM_MAX_PROCESSES)
 from .errors import InvalidArgumentError
 
 __all__ = ["AdvancedBoxOptions", "ContainerCapabilities", "SecurityOptions", "HealthCheckOptions", "HealthState",
@@ -93,8 +94,9 @@ class SecurityOptions:
     def maximum() -> "SecurityOptions":
         """standard(), and every box process limited to 1024 open files,
         1 GiB files and 100 processes (BoxLite's numbers)."""
-        return SecurityOptions(jailer_enabled=True, seccomp_enabled=True, max_open_files=1024,
-                               max_file_size=1 << 30, max_processes=100)
+        return SecurityOptions(jailer_enabled=True, seccomp_enabled=True, max_open_files=SECURITY_MAXIMUM_MAX_OPEN_FILES,
+                               max_file_size=SECURITY_MAXIMUM_MAX_FILE_SIZE_BYTES,
+                               max_processes=SECURITY_MAXIMUM_MAX_PROCESSES)
 
     def to_wire(self, what: str) -> Dict[str, Any]:
         o: Dict[str, Any] = {}
